@@ -1,0 +1,1 @@
+//! Versioned wire types: queue messages and emitted events.

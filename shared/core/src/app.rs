@@ -1,0 +1,83 @@
+//! An application as gannet tracks it: where its config lives, its sync status, its lock.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Millis;
+use crate::ids::{AppId, CommitSha, DeploymentId, RepoId};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SyncStatus {
+    #[default]
+    Unknown,
+    Synced,
+    Deploying,
+    OutOfSync,
+    InvalidConfig,
+}
+
+impl SyncStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unknown => "UNKNOWN",
+            Self::Synced => "SYNCED",
+            Self::Deploying => "DEPLOYING",
+            Self::OutOfSync => "OUT_OF_SYNC",
+            Self::InvalidConfig => "INVALID_CONFIG",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct App {
+    pub id: AppId,
+    pub repo: RepoId,
+    /// `spec.name`; for an app whose config does not parse, the config file's directory.
+    pub name: String,
+    pub kind: String,
+    pub labels: BTreeMap<String, String>,
+    pub sync_status: SyncStatus,
+    pub sync_reason: String,
+    /// The commit the trigger last compared against (PipeCD's "last triggered commit").
+    pub last_triggered_commit: Option<CommitSha>,
+    /// The commit of the last successful deployment: what is running.
+    pub running_commit: Option<CommitSha>,
+    pub last_deployment_finished_at: Option<Millis>,
+    /// The deployment holding the app's lock (PLANNED, RUNNING or ROLLING_BACK).
+    pub active_deployment: Option<DeploymentId>,
+    pub updated_at: Millis,
+    /// Optimistic-concurrency version, bumped by every write.
+    pub version: u64,
+}
+
+impl App {
+    pub fn new(id: AppId, name: String, kind: String, now: Millis) -> Self {
+        Self {
+            repo: id.repo(),
+            id,
+            name,
+            kind,
+            labels: BTreeMap::new(),
+            sync_status: SyncStatus::Unknown,
+            sync_reason: String::new(),
+            last_triggered_commit: None,
+            running_commit: None,
+            last_deployment_finished_at: None,
+            active_deployment: None,
+            updated_at: now,
+            version: 0,
+        }
+    }
+}
+
+/// What gannet last saw of one repository branch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoState {
+    pub repo: RepoId,
+    /// The branch head whose apps were last discovered and triggered.
+    pub scanned_head: Option<CommitSha>,
+    pub updated_at: Millis,
+    pub version: u64,
+}

@@ -1,0 +1,14 @@
+//! gannet's core: the domain types, the decisions (trigger, plan, step outcome) and the port
+//! traits the runtimes implement. Nothing here does IO.
+
+pub mod app;
+pub mod config;
+pub mod deployment;
+pub mod duration;
+pub mod ids;
+pub mod machine;
+pub mod plugin;
+pub mod ports;
+
+pub use duration::GoDuration;
+pub use ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};

@@ -1,0 +1,184 @@
+//! The plugin faces: what a stage plugin tells the planner, and how it runs one step.
+//!
+//! A step must be idempotent: the same step may run twice (a redelivered message, a crash
+//! before the outcome was saved). A plugin records what it created in stage metadata through
+//! [`StepIo::save_metadata`] before it depends on it, and checks that metadata first.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::config::AppConfig;
+use crate::deployment::{Deployment, Stage, SyncStrategy, Trigger};
+use crate::duration::{GoDuration, Millis};
+use crate::ids::CommitSha;
+use crate::ports::{BoxError, Metadata};
+
+/// A stage's `with` did not validate.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct StageConfigError {
+    /// The offending field inside `with`, such as `duration`.
+    pub field: String,
+    pub message: String,
+}
+
+impl StageConfigError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What the planner knows when it asks a plugin.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanContext<'a> {
+    pub app: &'a AppConfig,
+    pub trigger: &'a Trigger,
+    pub running_commit: Option<&'a CommitSha>,
+}
+
+/// The result of one step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// Not finished: run the same stage again after this long. Never sleep in a step.
+    Continue { after: GoDuration },
+    Done(StageResult),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StageResult {
+    Success,
+    Failure { reason: String },
+}
+
+/// Why a step could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    /// Worth another try later (throttling, 5xx, timeouts). The stage stays RUNNING.
+    #[error("{operation} failed, will retry")]
+    Transient {
+        operation: String,
+        #[source]
+        source: BoxError,
+    },
+    /// Retrying will not help (validation, permissions). The stage fails with this message.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// The side effects a step may have on gannet's own state.
+#[async_trait]
+pub trait StepIo: Send + Sync {
+    /// Appends to the stage's log (best effort: a failed log write does not fail the step).
+    async fn log(&self, line: &str);
+    /// Merges entries into the stage's metadata and persists them now, before the step goes on.
+    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError>;
+}
+
+/// Everything one step gets.
+pub struct StepContext<'a> {
+    pub deployment: &'a Deployment,
+    pub stage: &'a Stage,
+    /// The app's directory in a checkout of the deployment's commit.
+    pub app_dir: &'a Path,
+    /// The app's directory at the running commit, for rollback; `None` on a first deployment.
+    pub running_app_dir: Option<&'a Path>,
+    pub now: Millis,
+    pub io: &'a dyn StepIo,
+}
+
+/// An approval refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ApproveError {
+    #[error("stage {stage} ({name}) does not wait for approval")]
+    NotApprovable { stage: String, name: String },
+    #[error("{user} is not an approver of stage {stage}; approvers: {approvers}")]
+    NotAnApprover {
+        user: String,
+        stage: String,
+        approvers: String,
+    },
+    #[error("{user} has already approved stage {stage}")]
+    AlreadyApproved { user: String, stage: String },
+}
+
+#[async_trait]
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &'static str;
+
+    /// The stage names this plugin runs, its rollback stages included.
+    fn stage_names(&self) -> &'static [&'static str];
+
+    /// True for the platform plugin that deploys this app (`LambdaApp` → lambda, ...).
+    fn deploys(&self, _app: &AppConfig) -> bool {
+        false
+    }
+
+    /// Validates a configured stage's `with` and returns it normalised (defaults filled in).
+    fn validate_stage(
+        &self,
+        name: &str,
+        with: &serde_json::Value,
+    ) -> Result<serde_json::Value, StageConfigError>;
+
+    /// The default stage timeout for a stage of this plugin, when the config sets none.
+    fn default_timeout(&self, _stage: &Stage) -> GoDuration {
+        GoDuration::from_secs(6 * 3600)
+    }
+
+    /// The stages of a quick sync; empty when the plugin has none.
+    fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
+        Vec::new()
+    }
+
+    /// Hidden stages that undo `planned` when the deployment rolls back.
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, _planned: &[Stage]) -> Vec<Stage> {
+        Vec::new()
+    }
+
+    /// The plugin's own strategy choice (PipeCD's last rule), with the reason.
+    fn determine_strategy(&self, _ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
+        None
+    }
+
+    /// Runs one step of `ctx.stage`.
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError>;
+
+    /// Records `user`'s approval of `stage`; returns the metadata to merge.
+    fn approve(&self, stage: &Stage, _user: &str, _now: Millis) -> Result<Metadata, ApproveError> {
+        Err(ApproveError::NotApprovable {
+            stage: stage.id.to_string(),
+            name: stage.name.clone(),
+        })
+    }
+}
+
+/// The compiled-in plugins.
+#[derive(Clone, Default)]
+pub struct Plugins {
+    list: Vec<Arc<dyn Plugin>>,
+}
+
+impl Plugins {
+    pub fn new(list: Vec<Arc<dyn Plugin>>) -> Self {
+        Self { list }
+    }
+
+    /// The plugin that runs stages named `name`.
+    pub fn for_stage(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
+        self.list.iter().find(|p| p.stage_names().contains(&name))
+    }
+
+    /// The platform plugin that deploys `app`, if one is compiled in.
+    pub fn platform_for(&self, app: &AppConfig) -> Option<&Arc<dyn Plugin>> {
+        self.list.iter().find(|p| p.deploys(app))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Plugin>> {
+        self.list.iter()
+    }
+}

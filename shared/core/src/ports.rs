@@ -1,0 +1,287 @@
+//! The ports: small traits that the runtimes (embedded SQLite, AWS) implement.
+//!
+//! The store applies a [`Changes`] set atomically: every conditional write holds, or none is
+//! made and the call returns [`StoreError::Conflict`]. The messages in the set are sent only if
+//! the writes commit (in the same transaction on SQLite; right after on AWS, where the resume
+//! sweep covers a crash in between).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::app::{App, RepoState};
+use crate::deployment::{Deployment, DeploymentStatus};
+use crate::duration::{GoDuration, Millis};
+use crate::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+
+/// Boxed error source, so adapters keep their own error types behind the port.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// The condition a write puts on the item's stored version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// The item must not exist yet.
+    Absent,
+    /// The stored item's version (`App::version`, `RepoState::version`, `Deployment::seq`)
+    /// must equal this.
+    Version(u64),
+    /// No condition.
+    Any,
+}
+
+#[derive(Clone, Debug)]
+pub enum Write {
+    PutApp { app: App, expect: Expect },
+    PutRepo { repo: RepoState, expect: Expect },
+    PutDeployment { deployment: Box<Deployment>, expect: Expect },
+    /// Records a webhook delivery id; conflicts if it was recorded before.
+    RecordDelivery { id: String, at: Millis },
+}
+
+/// An atomic set of conditional writes and the messages that go out if they commit.
+#[derive(Clone, Debug, Default)]
+pub struct Changes {
+    pub writes: Vec<Write>,
+    pub send: Vec<Outgoing>,
+}
+
+impl Changes {
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty() && self.send.is_empty()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A condition did not hold: someone else wrote first. Nothing was written.
+    #[error("conflicting write: {what}")]
+    Conflict { what: String },
+    /// The store could not be reached or failed; retrying may help.
+    #[error("store unavailable during {operation}")]
+    Unavailable {
+        operation: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    /// A stored item could not be decoded.
+    #[error("corrupt item {key}")]
+    Corrupt {
+        key: String,
+        #[source]
+        source: BoxError,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeploymentFilter {
+    pub app: Option<AppId>,
+    /// Empty means every status.
+    pub statuses: Vec<DeploymentStatus>,
+    /// At most this many, newest first. `None` for all.
+    pub limit: Option<usize>,
+}
+
+/// One line of a stage's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogLine {
+    /// Position within the stage's log, from 1.
+    pub seq: u64,
+    pub at: Millis,
+    pub text: String,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Applies every write if every condition holds, then sends the messages.
+    async fn apply(&self, changes: Changes) -> Result<(), StoreError>;
+
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError>;
+    /// All apps, ordered by id.
+    async fn apps(&self) -> Result<Vec<App>, StoreError>;
+    async fn repo(&self, id: &RepoId) -> Result<Option<RepoState>, StoreError>;
+
+    async fn deployment(&self, id: &DeploymentId) -> Result<Option<Deployment>, StoreError>;
+    /// Deployments matching the filter, newest (by `created_at`, then id) first.
+    async fn deployments(&self, filter: &DeploymentFilter)
+        -> Result<Vec<Deployment>, StoreError>;
+
+    /// Appends lines to a stage's log and returns the stored lines with their positions.
+    async fn append_log(
+        &self,
+        deployment: &DeploymentId,
+        stage: &StageId,
+        at: Millis,
+        lines: &[String],
+    ) -> Result<(), StoreError>;
+    /// Log lines of a stage with `seq > after`, in order.
+    async fn logs(
+        &self,
+        deployment: &DeploymentId,
+        stage: &StageId,
+        after: u64,
+    ) -> Result<Vec<LogLine>, StoreError>;
+}
+
+/// The queues, one per consuming handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueName {
+    Trigger,
+    Plan,
+    Stage,
+    Notify,
+}
+
+impl QueueName {
+    pub const ALL: [QueueName; 4] = [Self::Trigger, Self::Plan, Self::Stage, Self::Notify];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Trigger => "trigger",
+            Self::Plan => "plan",
+            Self::Stage => "stage",
+            Self::Notify => "notify",
+        }
+    }
+}
+
+/// A message to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    pub queue: QueueName,
+    /// The encoded message (JSON, see the `gannet-events` crate).
+    pub body: String,
+    /// Not delivered before this much time has passed.
+    pub delay: GoDuration,
+    /// While a message with the same key waits undelivered in the same queue, this one is
+    /// dropped. Adapters without dedupe (SQS standard) may ignore it.
+    pub dedupe_key: Option<String>,
+}
+
+impl Outgoing {
+    pub fn now(queue: QueueName, body: String) -> Self {
+        Self {
+            queue,
+            body,
+            delay: GoDuration::default(),
+            dedupe_key: None,
+        }
+    }
+}
+
+/// A handle to acknowledge, extend or give back one received message.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Receipt(pub String);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    pub receipt: Receipt,
+    pub queue: QueueName,
+    pub body: String,
+    /// How many times this message has been received, this time included.
+    pub attempts: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadLetter {
+    pub queue: QueueName,
+    pub body: String,
+    pub reason: String,
+    pub attempts: u32,
+    pub at: Millis,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    #[error("queue unavailable during {operation}")]
+    Unavailable {
+        operation: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    /// The receipt is unknown or its lease expired (the message may be redelivered).
+    #[error("receipt {0} is no longer valid")]
+    StaleReceipt(String),
+}
+
+#[async_trait]
+pub trait Queue: Send + Sync {
+    async fn send(&self, messages: Vec<Outgoing>) -> Result<(), QueueError>;
+    /// Up to `max` visible messages; each stays hidden for `visibility` unless acked.
+    async fn receive(
+        &self,
+        queue: QueueName,
+        max: usize,
+        visibility: GoDuration,
+    ) -> Result<Vec<Received>, QueueError>;
+    /// Keeps a message hidden for `visibility` more, counted from now.
+    async fn extend(&self, receipt: &Receipt, visibility: GoDuration) -> Result<(), QueueError>;
+    /// Done with it: the message is deleted.
+    async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError>;
+    /// Gives it back, visible again after `delay`.
+    async fn retry_later(&self, receipt: &Receipt, delay: GoDuration) -> Result<(), QueueError>;
+    /// Moves it to the queue's dead-letter queue, keeping `reason`.
+    async fn dead_letter(&self, receipt: &Receipt, reason: &str) -> Result<(), QueueError>;
+    async fn dead_letters(&self, queue: QueueName) -> Result<Vec<DeadLetter>, QueueError>;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    pub sha: CommitSha,
+    pub message: String,
+    pub author: String,
+    /// Committer time.
+    pub at: Millis,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("unknown repository {0}")]
+    UnknownRepo(RepoId),
+    #[error("branch {branch} not found in {repo}")]
+    NoBranch { repo: RepoId, branch: String },
+    #[error("commit {commit} not found in {repo}")]
+    NoCommit { repo: RepoId, commit: String },
+    #[error("git {operation} failed for {repo}")]
+    Failed {
+        repo: RepoId,
+        operation: &'static str,
+        #[source]
+        source: BoxError,
+    },
+}
+
+#[async_trait]
+pub trait GitSource: Send + Sync {
+    /// The head of `branch`, after fetching it where the repository is remote.
+    async fn head(&self, repo: &RepoId, branch: &str) -> Result<CommitInfo, GitError>;
+    async fn commit(&self, repo: &RepoId, sha: &CommitSha) -> Result<CommitInfo, GitError>;
+    /// Paths (from the repository root) that differ between two commits, renames as both paths.
+    async fn changed_files(
+        &self,
+        repo: &RepoId,
+        from: &CommitSha,
+        to: &CommitSha,
+    ) -> Result<Vec<String>, GitError>;
+    /// Every file path in the tree at `commit`.
+    async fn list_files(&self, repo: &RepoId, commit: &CommitSha)
+        -> Result<Vec<String>, GitError>;
+    /// One file at `commit`; `None` when absent.
+    async fn read_file(
+        &self,
+        repo: &RepoId,
+        commit: &CommitSha,
+        path: &str,
+    ) -> Result<Option<Vec<u8>>, GitError>;
+    /// A read-only directory holding the tree at `commit` (cached; do not modify it).
+    async fn checkout(&self, repo: &RepoId, commit: &CommitSha) -> Result<PathBuf, GitError>;
+}
+
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Millis;
+}
+
+/// Stage metadata, as plugins record it.
+pub type Metadata = BTreeMap<String, String>;

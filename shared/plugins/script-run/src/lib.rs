@@ -1,0 +1,1 @@
+//! The SCRIPT_RUN stage.

@@ -1,0 +1,1 @@
+//! The WAIT_APPROVAL stage.
