@@ -5,6 +5,8 @@ pub mod app;
 pub mod config;
 pub mod deployment;
 pub mod duration;
+#[cfg(any(test, feature = "test-util"))]
+pub mod fixture;
 pub mod ids;
 pub mod machine;
 pub mod plugin;
