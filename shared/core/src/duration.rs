@@ -95,7 +95,8 @@ impl GoDuration {
                 .ok_or_else(|| err("number too large"))?;
             rest = tail;
         }
-        let secs = u64::try_from(total_nanos / 1_000_000_000).map_err(|_| err("number too large"))?;
+        let secs =
+            u64::try_from(total_nanos / 1_000_000_000).map_err(|_| err("number too large"))?;
         let nanos = (total_nanos % 1_000_000_000) as u32;
         Ok(Self(Duration::new(secs, nanos)))
     }

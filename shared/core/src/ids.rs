@@ -215,6 +215,9 @@ mod tests {
     fn commit_sha_is_checked() {
         assert!(CommitSha::parse("abc").is_err());
         assert!(CommitSha::parse(&"g".repeat(40)).is_err());
-        assert_eq!(CommitSha::parse(&"A".repeat(40)).unwrap().short(), "aaaaaaa");
+        assert_eq!(
+            CommitSha::parse(&"A".repeat(40)).unwrap().short(),
+            "aaaaaaa"
+        );
     }
 }

@@ -45,7 +45,9 @@ pub struct PlanContext<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StepOutcome {
     /// Not finished: run the same stage again after this long. Never sleep in a step.
-    Continue { after: GoDuration },
+    Continue {
+        after: GoDuration,
+    },
     Done(StageResult),
 }
 

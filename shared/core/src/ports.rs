@@ -33,11 +33,23 @@ pub enum Expect {
 
 #[derive(Clone, Debug)]
 pub enum Write {
-    PutApp { app: App, expect: Expect },
-    PutRepo { repo: RepoState, expect: Expect },
-    PutDeployment { deployment: Box<Deployment>, expect: Expect },
+    PutApp {
+        app: App,
+        expect: Expect,
+    },
+    PutRepo {
+        repo: RepoState,
+        expect: Expect,
+    },
+    PutDeployment {
+        deployment: Box<Deployment>,
+        expect: Expect,
+    },
     /// Records a webhook delivery id; conflicts if it was recorded before.
-    RecordDelivery { id: String, at: Millis },
+    RecordDelivery {
+        id: String,
+        at: Millis,
+    },
 }
 
 /// An atomic set of conditional writes and the messages that go out if they commit.
@@ -104,8 +116,7 @@ pub trait Store: Send + Sync {
 
     async fn deployment(&self, id: &DeploymentId) -> Result<Option<Deployment>, StoreError>;
     /// Deployments matching the filter, newest (by `created_at`, then id) first.
-    async fn deployments(&self, filter: &DeploymentFilter)
-        -> Result<Vec<Deployment>, StoreError>;
+    async fn deployments(&self, filter: &DeploymentFilter) -> Result<Vec<Deployment>, StoreError>;
 
     /// Appends lines to a stage's log and returns the stored lines with their positions.
     async fn append_log(
@@ -266,8 +277,7 @@ pub trait GitSource: Send + Sync {
         to: &CommitSha,
     ) -> Result<Vec<String>, GitError>;
     /// Every file path in the tree at `commit`.
-    async fn list_files(&self, repo: &RepoId, commit: &CommitSha)
-        -> Result<Vec<String>, GitError>;
+    async fn list_files(&self, repo: &RepoId, commit: &CommitSha) -> Result<Vec<String>, GitError>;
     /// One file at `commit`; `None` when absent.
     async fn read_file(
         &self,
