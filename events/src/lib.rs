@@ -1,1 +1,304 @@
-//! Versioned wire types: queue messages and emitted events.
+//! Versioned wire types: the messages handlers pass through the queues, and the events gannet
+//! emits (CloudEvents 1.0, structured JSON).
+//!
+//! Every message carries `"v": 1`. A message of another version, or one that does not decode,
+//! is a [`DecodeError`] and goes to the dead-letter queue with that reason.
+
+use gannet_core::deployment::{Deployment, DeploymentStatus};
+use gannet_core::duration::{GoDuration, Millis};
+use gannet_core::ports::{Outgoing, QueueName};
+use gannet_core::{AppId, DeploymentId, RepoId};
+use serde::{Deserialize, Serialize};
+
+pub const VERSION: u32 = 1;
+
+/// Why a trigger message was sent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TriggerCause {
+    /// A GitHub push webhook; `after` is the pushed head (the handler still reads the branch).
+    Push { delivery: String, after: String },
+    /// The poll backstop.
+    Poll,
+}
+
+/// A message on one of the queues.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Look at a repository's branch head: discover apps, run the determiner.
+    Trigger { repo: RepoId, cause: TriggerCause },
+    /// Reconcile an app's lock: release it if its holder finished, plan the next PENDING one.
+    Plan { app: AppId },
+    /// Run one step of a deployment, if its sequence number still matches.
+    Step { deployment: DeploymentId, seq: u64 },
+    /// Deliver an event to the notification receivers.
+    Notify { event: Box<Event> },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope<T> {
+    v: u32,
+    #[serde(flatten)]
+    message: T,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("message is not JSON with a version: {0}")]
+    NotAMessage(#[source] serde_json::Error),
+    #[error("message version {0} is not supported (this gannet reads version {VERSION})")]
+    Version(u32),
+    #[error("message of version {VERSION} does not decode: {0}")]
+    Shape(#[source] serde_json::Error),
+}
+
+impl Message {
+    pub fn queue(&self) -> QueueName {
+        match self {
+            Self::Trigger { .. } => QueueName::Trigger,
+            Self::Plan { .. } => QueueName::Plan,
+            Self::Step { .. } => QueueName::Stage,
+            Self::Notify { .. } => QueueName::Notify,
+        }
+    }
+
+    pub fn encode(&self) -> String {
+        // Serialising these plain data types cannot fail.
+        serde_json::to_string(&Envelope {
+            v: VERSION,
+            message: self,
+        })
+        .unwrap_or_default()
+    }
+
+    pub fn decode(body: &str) -> Result<Self, DecodeError> {
+        #[derive(Deserialize)]
+        struct Version {
+            v: u32,
+        }
+        let version: Version = serde_json::from_str(body).map_err(DecodeError::NotAMessage)?;
+        if version.v != VERSION {
+            return Err(DecodeError::Version(version.v));
+        }
+        let envelope: Envelope<Message> = serde_json::from_str(body).map_err(DecodeError::Shape)?;
+        Ok(envelope.message)
+    }
+
+    /// The key under which an undelivered duplicate of this message collapses.
+    fn dedupe_key(&self) -> Option<String> {
+        match self {
+            Self::Trigger { repo, .. } => Some(format!("trigger:{repo}")),
+            Self::Plan { app } => Some(format!("plan:{app}")),
+            Self::Step { deployment, seq } => Some(format!("step:{deployment}:{seq}")),
+            Self::Notify { .. } => None,
+        }
+    }
+
+    /// The message, ready to send now.
+    pub fn outgoing(&self) -> Outgoing {
+        self.outgoing_after(GoDuration::default())
+    }
+
+    pub fn outgoing_after(&self, delay: GoDuration) -> Outgoing {
+        Outgoing {
+            queue: self.queue(),
+            body: self.encode(),
+            delay,
+            dedupe_key: self.dedupe_key(),
+        }
+    }
+}
+
+/// The kinds of event gannet emits, named as PipeCD names its notification events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EventKind {
+    DeploymentTriggered,
+    DeploymentPlanned,
+    DeploymentStarted,
+    DeploymentRollingBack,
+    DeploymentSucceeded,
+    DeploymentFailed,
+    DeploymentCancelled,
+    DeploymentWaitApproval,
+    StageStarted,
+    StageSucceeded,
+    StageFailed,
+    ApplicationSynced,
+    ApplicationOutOfSync,
+}
+
+impl EventKind {
+    /// The CloudEvents `type`: `dev.gannet.deployment.succeeded`.
+    pub fn cloud_type(self) -> String {
+        let name = serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        match name.split_once('_') {
+            Some((area, what)) => format!("dev.gannet.{area}.{}", what.replace('_', "-")),
+            None => format!("dev.gannet.{name}"),
+        }
+    }
+
+    /// The event a deployment's new status raises.
+    pub fn for_status(status: DeploymentStatus) -> Option<Self> {
+        Some(match status {
+            DeploymentStatus::Pending => Self::DeploymentTriggered,
+            DeploymentStatus::Planned => Self::DeploymentPlanned,
+            DeploymentStatus::Running => Self::DeploymentStarted,
+            DeploymentStatus::RollingBack => Self::DeploymentRollingBack,
+            DeploymentStatus::Success => Self::DeploymentSucceeded,
+            DeploymentStatus::Failure => Self::DeploymentFailed,
+            DeploymentStatus::Cancelled => Self::DeploymentCancelled,
+        })
+    }
+}
+
+/// What an event is about.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventData {
+    pub app: AppId,
+    pub app_name: String,
+    pub deployment: Option<DeploymentId>,
+    pub commit: Option<String>,
+    pub status: String,
+    pub stage: Option<String>,
+    pub reason: String,
+}
+
+/// A CloudEvents 1.0 event in structured JSON mode.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub specversion: String,
+    pub id: String,
+    pub source: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub subject: String,
+    /// RFC 3339.
+    pub time: String,
+    pub datacontenttype: String,
+    pub data: EventData,
+}
+
+impl Event {
+    /// An event about a deployment. The id is unique per deployment, kind and seq, so a
+    /// receiver can drop duplicates of an at-least-once delivery.
+    pub fn deployment(kind: EventKind, d: &Deployment, stage: Option<&str>, at: Millis) -> Self {
+        let id = format!(
+            "{}:{}:{}:{}",
+            d.id,
+            d.seq,
+            kind.cloud_type(),
+            stage.unwrap_or("")
+        );
+        Self {
+            specversion: "1.0".into(),
+            id,
+            source: format!("gannet/apps/{}", d.app),
+            kind: kind.cloud_type(),
+            subject: d.id.to_string(),
+            time: rfc3339(at),
+            datacontenttype: "application/json".into(),
+            data: EventData {
+                app: d.app.clone(),
+                app_name: d.app_name.clone(),
+                deployment: Some(d.id.clone()),
+                commit: Some(d.commit.sha.to_string()),
+                status: d.status.as_str().into(),
+                stage: stage.map(str::to_owned),
+                reason: d.status_reason.clone(),
+            },
+        }
+    }
+}
+
+/// Formats a timestamp as RFC 3339 UTC with milliseconds.
+pub fn rfc3339(at: Millis) -> String {
+    let secs = at.0 / 1000;
+    let ms = at.0 % 1000;
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to a (year, month, day) civil date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_with_a_version() {
+        let msgs = [
+            Message::Trigger {
+                repo: RepoId::parse("demo").unwrap(),
+                cause: TriggerCause::Push {
+                    delivery: "d-1".into(),
+                    after: "a".repeat(40),
+                },
+            },
+            Message::Plan {
+                app: AppId::parse("demo:app.pipecd.yaml").unwrap(),
+            },
+            Message::Step {
+                deployment: DeploymentId::parse("d-x").unwrap(),
+                seq: 3,
+            },
+        ];
+        for m in msgs {
+            let body = m.encode();
+            assert!(body.contains("\"v\":1"), "{body}");
+            assert_eq!(Message::decode(&body).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn bad_messages_say_why() {
+        let cases = [
+            ("not json", "not JSON"),
+            (r#"{"v":2,"type":"plan","app":"a:b"}"#, "version 2 is not supported"),
+            (r#"{"v":1,"type":"nope"}"#, "does not decode"),
+            (r#"{"v":1,"type":"step","deployment":"d"}"#, "does not decode"),
+        ];
+        for (body, expected) in cases {
+            let err = Message::decode(body).unwrap_err().to_string();
+            assert!(err.contains(expected), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn cloud_event_types_and_times() {
+        assert_eq!(
+            EventKind::DeploymentSucceeded.cloud_type(),
+            "dev.gannet.deployment.succeeded"
+        );
+        assert_eq!(
+            EventKind::DeploymentWaitApproval.cloud_type(),
+            "dev.gannet.deployment.wait-approval"
+        );
+        assert_eq!(rfc3339(Millis(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(Millis(1_795_000_000_123)), "2026-11-18T11:06:40.123Z");
+    }
+}
