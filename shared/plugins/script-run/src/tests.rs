@@ -1,0 +1,516 @@
+//! Tests for SCRIPT_RUN: validation, real scripts run with `sh`, timeouts, the environment,
+//! output capture and rollback stages.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use gannet_core::deployment::{Deployment, Stage, StageStatus};
+use gannet_core::duration::Millis;
+use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepIo, StepOutcome};
+use gannet_core::ports::Metadata;
+use gannet_core::GoDuration;
+use serde_json::{json, Value};
+
+use super::{rollback_stages_for, ScriptRunPlugin};
+use crate::runner::{MAX_LINES, MAX_LINE_BYTES};
+
+const NOW: u64 = 1_700_000_000_000;
+
+/// Records what a step logs and saves.
+#[derive(Default)]
+struct Recorder {
+    logs: Mutex<Vec<String>>,
+    metadata: Mutex<Metadata>,
+}
+
+#[async_trait]
+impl StepIo for Recorder {
+    async fn log(&self, line: &str) {
+        self.logs.lock().unwrap().push(line.to_owned());
+    }
+
+    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
+        self.metadata.lock().unwrap().extend(entries);
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap().clone()
+    }
+
+    /// The script's own output: the log without the echoed commands and the closing line.
+    fn output(&self) -> Vec<String> {
+        let logs = self.logs();
+        let start = logs
+            .iter()
+            .position(|l| l == "Running commands...")
+            .expect("the script was started");
+        let mut out: Vec<String> = logs[start + 1..]
+            .iter()
+            .skip_while(|l| l.starts_with("   "))
+            .cloned()
+            .collect();
+        out.pop();
+        out
+    }
+}
+
+/// A running SCRIPT_RUN stage (started at [`NOW`], 1h timeout) with `with` validated.
+fn script_stage(with: Value) -> Stage {
+    let mut stage = Stage::test("script", "SCRIPT_RUN").running_since(NOW);
+    stage.with = ScriptRunPlugin.validate_stage("SCRIPT_RUN", &with).unwrap();
+    stage
+}
+
+fn run_script(script: &str) -> Stage {
+    script_stage(json!({ "run": script }))
+}
+
+struct Dirs<'a> {
+    app: &'a Path,
+    running: Option<&'a Path>,
+}
+
+async fn step_in(
+    stage: &Stage,
+    deployment: &Deployment,
+    dirs: Dirs<'_>,
+    io: &Recorder,
+) -> Result<StepOutcome, StepError> {
+    ScriptRunPlugin
+        .execute_step(StepContext {
+            deployment,
+            stage,
+            app_dir: dirs.app,
+            running_app_dir: dirs.running,
+            now: Millis(NOW),
+            io,
+        })
+        .await
+}
+
+async fn step(stage: &Stage, io: &Recorder) -> StepOutcome {
+    let dir = tempfile::tempdir().unwrap();
+    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
+    let dirs = Dirs {
+        app: dir.path(),
+        running: None,
+    };
+    step_in(stage, &deployment, dirs, io).await.unwrap()
+}
+
+fn failure(reason: &str) -> StepOutcome {
+    StepOutcome::Done(StageResult::Failure {
+        reason: reason.to_owned(),
+    })
+}
+
+const SUCCESS: StepOutcome = StepOutcome::Done(StageResult::Success);
+
+/// Validates `with` for stage `name`; `Ok` is the normalised value, `Err` the field named.
+fn check(name: &str, with: Value, expected: Result<Value, &str>) {
+    let got = ScriptRunPlugin
+        .validate_stage(name, &with)
+        .map_err(|e| e.field);
+    assert_eq!(got, expected.map_err(str::to_owned), "{name} with = {with}");
+}
+
+#[test]
+fn validates_with() {
+    let sr = "SCRIPT_RUN";
+    check(
+        sr,
+        json!({"run": "echo hi"}),
+        Ok(json!({"run": "echo hi", "env": {}, "timeout": "6h"})),
+    );
+    check(
+        sr,
+        json!({"run": "make", "env": {"A": "x", "PORT": 8080, "DEBUG": true}, "timeout": "10m", "onRollback": "undo"}),
+        Ok(
+            json!({"run": "make", "env": {"A": "x", "PORT": "8080", "DEBUG": "true"}, "timeout": "10m", "onRollback": "undo"}),
+        ),
+    );
+    check(
+        sr,
+        json!({"run": "x", "onRollback": "  "}),
+        Ok(json!({"run": "x", "env": {}, "timeout": "6h"})),
+    );
+    check(sr, Value::Null, Err("run"));
+    check(sr, json!({"run": "  \n"}), Err("run"));
+    check(sr, json!({"run": ["echo"]}), Err("run"));
+    check(sr, json!({"run": "x", "env": ["A=1"]}), Err("env"));
+    check(sr, json!({"run": "x", "env": {"A=B": "1"}}), Err("env.A=B"));
+    check(
+        sr,
+        json!({"run": "x", "env": {"A": {"b": 1}}}),
+        Err("env.A"),
+    );
+    check(sr, json!({"run": "x", "timeout": "later"}), Err("timeout"));
+    check(sr, json!({"run": "x", "timeout": 30}), Err("timeout"));
+    check(sr, json!({"run": "x", "onRollback": 1}), Err("onRollback"));
+    check(
+        sr,
+        json!({"run": "x", "rollbackOf": "s"}),
+        Err("rollbackOf"),
+    );
+    check(sr, json!({"run": "x", "envs": {}}), Err("envs"));
+    check(sr, json!("echo"), Err("with"));
+    check(
+        "SCRIPT_RUN_ROLLBACK",
+        json!({"run": "undo", "rollbackOf": "s"}),
+        Ok(json!({"run": "undo", "env": {}, "timeout": "6h", "rollbackOf": "s"})),
+    );
+    check(
+        "SCRIPT_RUN_ROLLBACK",
+        json!({"run": "undo", "onRollback": "again"}),
+        Err("onRollback"),
+    );
+}
+
+#[test]
+fn default_timeout_is_with_timeout() {
+    let stage = script_stage(json!({"run": "x", "timeout": "15m"}));
+    assert_eq!(
+        ScriptRunPlugin.default_timeout(&stage),
+        GoDuration::from_secs(900)
+    );
+}
+
+#[tokio::test]
+async fn output_is_logged_line_by_line_in_order() {
+    let stage =
+        run_script("echo one; sleep 0.2; echo two >&2; sleep 0.2; printf 'three\\r\\nfour'");
+    let io = Recorder::default();
+    assert_eq!(step(&stage, &io).await, SUCCESS);
+    assert_eq!(io.output(), ["one", "two", "three", "four"]);
+    let logs = io.logs();
+    assert_eq!(logs[0], "Running commands...");
+    assert_eq!(
+        logs.last().map(String::as_str),
+        Some("Script finished successfully")
+    );
+}
+
+#[tokio::test]
+async fn non_zero_exit_fails_the_stage() {
+    let stage = run_script("echo about to fail; exit 3");
+    let io = Recorder::default();
+    assert_eq!(
+        step(&stage, &io).await,
+        failure("script exited with code 3")
+    );
+    assert_eq!(io.output(), ["about to fail"]);
+}
+
+#[tokio::test]
+async fn a_killed_script_fails_the_stage() {
+    let stage = run_script("kill -s TERM $$");
+    assert_eq!(
+        step(&stage, &Recorder::default()).await,
+        failure("script was killed by signal 15")
+    );
+}
+
+#[tokio::test]
+async fn the_script_is_killed_at_the_timeout() {
+    let mut stage = run_script("echo started; sleep 5");
+    stage.timeout = GoDuration::from_secs(1);
+    let io = Recorder::default();
+    let began = Instant::now();
+    let outcome = step(&stage, &io).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(outcome, failure("script timed out after 1s"));
+    assert_eq!(io.output(), ["started"]);
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn the_timeout_kills_processes_the_script_started() {
+    let mut stage = run_script("sleep 30 & echo $!; wait");
+    stage.timeout = GoDuration::from_secs(1);
+    let io = Recorder::default();
+    assert_eq!(
+        step(&stage, &io).await,
+        failure("script timed out after 1s")
+    );
+    let pid = &io.output()[0];
+    let stat = format!("/proc/{pid}/stat");
+    let gone = (0..50).any(|_| {
+        let alive = std::fs::read_to_string(&stat)
+            .map(|s| !s.contains(") Z") && !s.contains(") X"))
+            .unwrap_or(false);
+        if alive {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !alive
+    });
+    assert!(gone, "background sleep {pid} survived the timeout");
+}
+
+#[tokio::test]
+async fn the_timeout_counts_from_the_stage_start() {
+    let mut stage = run_script("touch ran");
+    stage.timeout = GoDuration::from_secs(1);
+    stage.started_at = Some(Millis(NOW - 2_000));
+    let dir = tempfile::tempdir().unwrap();
+    let deployment = Deployment::test();
+    let dirs = Dirs {
+        app: dir.path(),
+        running: None,
+    };
+    let outcome = step_in(&stage, &deployment, dirs, &Recorder::default()).await;
+    assert_eq!(outcome.unwrap(), failure("script timed out after 1s"));
+    assert!(!dir.path().join("ran").exists(), "the script must not run");
+}
+
+#[tokio::test]
+async fn with_timeout_bounds_a_longer_stage_timeout() {
+    let stage = script_stage(json!({"run": "sleep 5", "timeout": "1s"}));
+    assert_eq!(stage.timeout, GoDuration::from_secs(3600));
+    assert_eq!(
+        step(&stage, &Recorder::default()).await,
+        failure("script timed out after 1s")
+    );
+}
+
+#[tokio::test]
+async fn background_processes_do_not_hold_the_stage() {
+    let stage = run_script("sleep 30 & echo done");
+    let io = Recorder::default();
+    let began = Instant::now();
+    assert_eq!(step(&stage, &io).await, SUCCESS);
+    assert!(
+        began.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(
+        io.output(),
+        [
+            "done",
+            "[the script exited; processes it left running were killed]"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_script_sees_the_deployment_in_sr_variables() {
+    let mut deployment = Deployment::test();
+    deployment.labels = [("env", "prod"), ("team", "web")]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into();
+    deployment.summary = "Quick sync".into();
+    deployment.trigger.commander = "alice".into();
+    deployment.created_at = Millis(1_719_571_113_250);
+    let stage = script_stage(json!({
+        "run": "env | grep '^SR_' | LC_ALL=C sort; echo \"MSG=$MSG\"",
+        "env": {"MSG": "hello", "SR_SUMMARY": "from with.env"},
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: dir.path(),
+        running: None,
+    };
+    let outcome = step_in(&stage, &deployment, dirs, &io).await.unwrap();
+    assert_eq!(outcome, SUCCESS);
+    let id = deployment.id.as_str();
+    let sha = "c".repeat(40);
+    let raw = format!(
+        r#"{{"applicationID":"demo:app/app.pipecd.yaml","applicationName":"app","deploymentID":"{id}","labels":{{"env":"prod","team":"web"}},"summary":"Quick sync","triggeredAt":1719571113,"triggeredCommander":"alice","triggeredCommitHash":"{sha}"}}"#
+    );
+    let expected = [
+        "SR_APPLICATION_ID=demo:app/app.pipecd.yaml".to_owned(),
+        "SR_APPLICATION_NAME=app".to_owned(),
+        format!("SR_CONTEXT_RAW={raw}"),
+        format!("SR_DEPLOYMENT_ID={id}"),
+        "SR_IS_ROLLBACK=false".to_owned(),
+        "SR_LABELS_ENV=prod".to_owned(),
+        "SR_LABELS_TEAM=web".to_owned(),
+        "SR_REPOSITORY_URL=".to_owned(),
+        "SR_SUMMARY=from with.env".to_owned(),
+        "SR_TRIGGERED_AT=1719571113".to_owned(),
+        "SR_TRIGGERED_COMMANDER=alice".to_owned(),
+        format!("SR_TRIGGERED_COMMIT_HASH={sha}"),
+        "MSG=hello".to_owned(),
+    ];
+    assert_eq!(io.output(), expected);
+}
+
+#[tokio::test]
+async fn the_script_runs_in_the_app_directory() {
+    let app = tempfile::tempdir().unwrap();
+    let stage = run_script("pwd -P; echo \"$SR_IS_ROLLBACK\"");
+    let io = Recorder::default();
+    let deployment = Deployment::test();
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    step_in(&stage, &deployment, dirs, &io).await.unwrap();
+    let app_dir = app.path().canonicalize().unwrap();
+    assert_eq!(io.output(), [app_dir.to_str().unwrap(), "false"]);
+}
+
+fn rollback_of(forward: &Stage) -> Stage {
+    let mut stages = rollback_stages_for(std::slice::from_ref(forward));
+    assert_eq!(stages.len(), 1);
+    let mut stage = stages.remove(0);
+    stage.status = StageStatus::Running;
+    stage.started_at = Some(Millis(NOW));
+    stage
+}
+
+#[tokio::test]
+async fn rollback_runs_on_rollback_in_the_running_commit_directory() {
+    let forward = script_stage(json!({"run": "true", "onRollback": "pwd -P; echo \"$SR_IS_ROLLBACK $R\"", "env": {"R": "undo"}}))
+        .finished(StageStatus::Failure);
+    let rollback = rollback_of(&forward);
+    let deployment = Deployment::test().with_stages(vec![forward, rollback.clone()]);
+    let (app, running) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: app.path(),
+        running: Some(running.path()),
+    };
+    let outcome = step_in(&rollback, &deployment, dirs, &io).await.unwrap();
+    assert_eq!(outcome, SUCCESS);
+    let running_dir = running.path().canonicalize().unwrap();
+    assert_eq!(io.output(), [running_dir.to_str().unwrap(), "true undo"]);
+
+    // A first deployment has no running commit: the rollback runs at the deployment's.
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    step_in(&rollback, &deployment, dirs, &io).await.unwrap();
+    let app_dir = app.path().canonicalize().unwrap();
+    assert_eq!(io.output()[0], app_dir.to_str().unwrap());
+}
+
+#[tokio::test]
+async fn rollback_of_a_stage_that_never_ran_does_nothing() {
+    let forward = script_stage(json!({"run": "true", "onRollback": "touch undone"}));
+    let mut forward = forward;
+    forward.status = StageStatus::NotStartedYet;
+    forward.started_at = None;
+    let rollback = rollback_of(&forward);
+    let deployment = Deployment::test().with_stages(vec![forward, rollback.clone()]);
+    let app = tempfile::tempdir().unwrap();
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    let outcome = step_in(&rollback, &deployment, dirs, &io).await.unwrap();
+    assert_eq!(outcome, SUCCESS);
+    assert!(!app.path().join("undone").exists());
+    assert_eq!(
+        io.logs(),
+        ["Stage script did not run, so there is nothing to roll back"]
+    );
+}
+
+#[test]
+fn rollback_stages_only_for_stages_with_on_rollback() {
+    let mut with_undo =
+        script_stage(json!({"run": "deploy", "onRollback": "undo", "env": {"A": "1"}}));
+    with_undo.id = gannet_core::StageId::parse("migrate").unwrap();
+    with_undo.index = 2;
+    with_undo.timeout = GoDuration::from_secs(600);
+    let without = script_stage(json!({"run": "notify"}));
+    let wait = Stage::test("wait", "WAIT");
+
+    let stages = rollback_stages_for(&[wait, without, with_undo]);
+    assert_eq!(stages.len(), 1);
+    let s = &stages[0];
+    assert_eq!(s.id.as_str(), "rollback-migrate");
+    assert_eq!(s.name, "SCRIPT_RUN_ROLLBACK");
+    assert_eq!(s.index, 2);
+    assert!(s.rollback && !s.visible);
+    assert_eq!(s.status, StageStatus::NotStartedYet);
+    assert_eq!(s.timeout, GoDuration::from_secs(600));
+    assert_eq!(
+        s.with,
+        json!({"run": "undo", "env": {"A": "1"}, "timeout": "6h", "rollbackOf": "migrate"})
+    );
+    // The planner may validate it like any stage.
+    assert_eq!(
+        ScriptRunPlugin.validate_stage(&s.name, &s.with).unwrap(),
+        s.with
+    );
+}
+
+#[tokio::test]
+async fn a_long_line_is_cut() {
+    let stage = run_script("head -c 5000 /dev/zero | tr '\\0' a; echo; echo next");
+    let io = Recorder::default();
+    assert_eq!(step(&stage, &io).await, SUCCESS);
+    let expected = format!("{} [line cut at 4096 bytes]", "a".repeat(MAX_LINE_BYTES));
+    assert_eq!(io.output(), [expected.as_str(), "next"]);
+}
+
+#[tokio::test]
+async fn output_past_the_line_cap_is_counted_not_kept() {
+    let stage = run_script("seq 1 10005");
+    let io = Recorder::default();
+    assert_eq!(step(&stage, &io).await, SUCCESS);
+    let out = io.output();
+    assert_eq!(out.len(), MAX_LINES + 1);
+    assert_eq!(out[0], "1");
+    assert_eq!(out[MAX_LINES - 1], "10000");
+    assert_eq!(
+        out[MAX_LINES],
+        "[5 more lines of output not shown: the log keeps the first 10000]"
+    );
+}
+
+#[tokio::test]
+async fn a_repeated_step_says_it_runs_the_script_again() {
+    let mut stage = run_script("echo hi");
+    let io = Recorder::default();
+    step(&stage, &io).await;
+    assert_eq!(io.metadata.lock().unwrap()["attempts"], "1");
+    assert!(!io.logs().iter().any(|l| l.contains("interrupted")));
+
+    stage.metadata.insert("attempts".into(), "1".into());
+    let io = Recorder::default();
+    step(&stage, &io).await;
+    assert_eq!(io.metadata.lock().unwrap()["attempts"], "2");
+    assert_eq!(
+        io.logs()[0],
+        "An earlier run of this script was interrupted; running it again (attempt 2)"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_app_directory_is_a_permanent_error() {
+    let stage = run_script("true");
+    let deployment = Deployment::test();
+    let dirs = Dirs {
+        app: Path::new("/nonexistent/gannet-app"),
+        running: None,
+    };
+    let err = step_in(&stage, &deployment, dirs, &Recorder::default())
+        .await
+        .unwrap_err();
+    match err {
+        StepError::Permanent(message) => {
+            assert!(
+                message.starts_with("could not start `sh -c` in /nonexistent/gannet-app: "),
+                "{message}"
+            )
+        }
+        other => panic!("expected a permanent error, got {other:?}"),
+    }
+}
