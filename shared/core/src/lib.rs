@@ -7,6 +7,7 @@ pub mod deployment;
 pub mod duration;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fixture;
+pub mod glob;
 pub mod ids;
 pub mod machine;
 pub mod plugin;

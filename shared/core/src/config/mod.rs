@@ -1,17 +1,252 @@
-//! PipeCD application configs (`app.pipecd.yaml`): parsing, defaults and errors.
-//! PLACEHOLDER: being written; keep `AppConfig` and `AppKind` names.
+//! PipeCD application configs (`app.pipecd.yaml`, `*.pipecd.yaml`, legacy `.pipe.yaml`):
+//! parsing, defaults, located errors, and the features gannet does not support yet.
+//!
+//! Field names and defaults follow PipeCD's `pkg/config` (v0 kinds) and `pkg/configv1`
+//! (plugin-era `Application`). gannet is stricter than PipeCD in one way: an unknown field is
+//! an error that names it (except under a stage's `with` and under `spec.plugins`, which
+//! belong to plugins).
 
-#[derive(Clone, Debug, PartialEq)]
-pub struct AppConfig {
-    pub kind: AppKind,
+mod lines;
+mod parse;
+mod platform;
+mod spec;
+mod unsupported;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::duration::GoDuration;
+
+pub(crate) use lines::LineIndex;
+pub use parse::parse_app_config;
+pub use platform::*;
+pub use spec::*;
+pub use unsupported::Unsupported;
+
+/// The only apiVersion PipeCD has.
+pub const API_VERSION: &str = "pipecd.dev/v1beta1";
+
+/// True for a file that holds an app config.
+pub fn is_app_config_path(path: &str) -> bool {
+    path.ends_with(".pipecd.yaml") || path.ends_with(".pipe.yaml")
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The config's `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum AppKind {
     LambdaApp,
     EcsApp,
     CloudRunApp,
     TerraformApp,
     KubernetesApp,
+    /// The plugin-era kind: what deploys it is named by `spec.plugin` / `spec.plugins`.
     Application,
+}
+
+impl AppKind {
+    pub const ALL: [AppKind; 6] = [
+        Self::LambdaApp,
+        Self::EcsApp,
+        Self::CloudRunApp,
+        Self::TerraformApp,
+        Self::KubernetesApp,
+        Self::Application,
+    ];
+
+    /// The kind as the config writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LambdaApp => "LambdaApp",
+            Self::EcsApp => "ECSApp",
+            Self::CloudRunApp => "CloudRunApp",
+            Self::TerraformApp => "TerraformApp",
+            Self::KubernetesApp => "KubernetesApp",
+            Self::Application => "Application",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl fmt::Display for AppKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An app config that did not parse: the file, the 1-based line, the field, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub path: String,
+    pub line: usize,
+    /// Such as `spec.pipeline.stages[1].with.duration`; empty for a YAML syntax error.
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: ", self.path, self.line)?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// The platform part of a config, by kind.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PlatformSpec {
+    Lambda(LambdaSpec),
+    Ecs(EcsSpec),
+    CloudRun(CloudRunSpec),
+    Terraform(TerraformSpec),
+    Kubernetes(Box<KubernetesSpec>),
+    Application(ApplicationSpec),
+}
+
+/// The plugin-era fields of an `Application`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ApplicationSpec {
+    /// The plugin that deploys the app; optional when `spec.plugins` names one platform.
+    pub plugin: Option<String>,
+    pub deploy_target: Option<String>,
+    pub deploy_targets: Vec<String>,
+}
+
+/// A parsed app config. Only [`parse_app_config`] makes one, so it is always complete.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AppConfig {
+    pub kind: AppKind,
+    spec: GenericSpec,
+    platform: PlatformSpec,
+    /// The plugin that deploys the app, resolved when parsing.
+    platform_name: Option<String>,
+}
+
+impl AppConfig {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        &self.spec.labels
+    }
+
+    pub fn description(&self) -> &str {
+        &self.spec.description
+    }
+
+    /// Every generic field.
+    pub fn spec(&self) -> &GenericSpec {
+        &self.spec
+    }
+
+    pub fn platform_spec(&self) -> &PlatformSpec {
+        &self.platform
+    }
+
+    /// The configured pipeline stages; empty when there is no pipeline.
+    pub fn stages(&self) -> &[StageConfig] {
+        &self.spec.stages
+    }
+
+    pub fn has_pipeline(&self) -> bool {
+        !self.spec.stages.is_empty()
+    }
+
+    pub fn planner(&self) -> PlannerOptions {
+        self.spec.planner
+    }
+
+    pub fn commit_matcher(&self) -> &CommitMatcher {
+        &self.spec.commit_matcher
+    }
+
+    pub fn trigger(&self) -> &TriggerConfig {
+        &self.spec.trigger
+    }
+
+    /// The deployment timeout (6h unless configured).
+    pub fn timeout(&self) -> GoDuration {
+        self.spec.timeout
+    }
+
+    /// The plugin that deploys the app: `lambda`, `ecs`, `cloudrun`, `terraform` or
+    /// `kubernetes` for the platform kinds; for the plugin era, `spec.plugin`, or the one
+    /// platform plugin `spec.plugins` configures. `None` when the app has only generic stages.
+    /// A platform plugin's [`crate::plugin::Plugin::deploys`] compares its name with this.
+    pub fn platform(&self) -> Option<&str> {
+        self.platform_name.as_deref()
+    }
+
+    /// `spec.plugins.<name>`, free-form.
+    pub fn plugin_config(&self, name: &str) -> Option<&serde_json::Value> {
+        self.spec.plugins.get(name)
+    }
+
+    pub fn lambda(&self) -> Option<&LambdaSpec> {
+        match &self.platform {
+            PlatformSpec::Lambda(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn ecs(&self) -> Option<&EcsSpec> {
+        match &self.platform {
+            PlatformSpec::Ecs(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn cloudrun(&self) -> Option<&CloudRunSpec> {
+        match &self.platform {
+            PlatformSpec::CloudRun(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn terraform(&self) -> Option<&TerraformSpec> {
+        match &self.platform {
+            PlatformSpec::Terraform(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn kubernetes(&self) -> Option<&KubernetesSpec> {
+        match &self.platform {
+            PlatformSpec::Kubernetes(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn application(&self) -> Option<&ApplicationSpec> {
+        match &self.platform {
+            PlatformSpec::Application(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The deploy targets the config names (`spec.deployTarget` and `spec.deployTargets`).
+    pub fn deploy_targets(&self) -> Vec<&str> {
+        self.application().map_or_else(Vec::new, |a| {
+            a.deploy_target
+                .iter()
+                .chain(a.deploy_targets.iter())
+                .map(String::as_str)
+                .collect()
+        })
+    }
+
+    /// The features this config uses that gannet does not support yet. They are not parse
+    /// errors: the planner and `config check` report them by name.
+    pub fn unsupported_features(&self) -> Vec<Unsupported> {
+        unsupported::find(self)
+    }
 }

@@ -1,0 +1,519 @@
+//! Reading an app config: YAML text → [`AppConfig`], every error located by file, line and
+//! field. Syntax errors take serde_yaml's position; every later error names a field path,
+//! and [`LineIndex`] finds that field's line in the text.
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_yaml::{Mapping, Value};
+
+use super::spec::NOTIFICATION_EVENTS;
+use super::{
+    AppConfig, AppKind, ApplicationSpec, CloudRunSpec, CommitMatcher, ConfigError, EcsSpec,
+    GenericSpec, KubernetesSpec, LambdaSpec, LineIndex, PlannerOptions, PlatformSpec, SkipOn,
+    StageConfig, TerraformSpec, TriggerConfig, API_VERSION,
+};
+use crate::duration::GoDuration;
+use crate::ids::StageId;
+
+/// An error at a field, before it has a line.
+#[derive(Debug)]
+pub(crate) struct Located {
+    pub(crate) field: String,
+    pub(crate) message: String,
+}
+
+impl Located {
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses the app config at `path` (used in errors only) from `text`.
+pub fn parse_app_config(path: &str, text: &str) -> Result<AppConfig, ConfigError> {
+    let doc: Value = serde_yaml::from_str(text).map_err(|e| ConfigError {
+        path: path.to_owned(),
+        line: e.location().map_or(1, |l| l.line()),
+        field: String::new(),
+        message: without_position(&e.to_string()),
+    })?;
+    from_value(doc).map_err(|e| ConfigError {
+        path: path.to_owned(),
+        line: LineIndex::build(text).line_of(&e.field),
+        field: e.field,
+        message: e.message,
+    })
+}
+
+/// serde_yaml appends ` at line L column C`; the error carries the line on its own.
+fn without_position(message: &str) -> String {
+    let mut out = message.to_owned();
+    while let Some(start) = out.find(" at line ") {
+        let tail = &out[start + " at line ".len()..];
+        let skip_number = |s: &str| s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let after_line = skip_number(tail);
+        let rest = &tail[tail.len() - after_line..];
+        let end = match rest.strip_prefix(" column ") {
+            Some(col) => out.len() - skip_number(col),
+            None => out.len() - after_line,
+        };
+        out.replace_range(start..end, "");
+    }
+    out
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Document {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    spec: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSpec {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    planner: RawPlanner,
+    #[serde(default)]
+    commit_matcher: CommitMatcher,
+    #[serde(default)]
+    pipeline: RawPipeline,
+    #[serde(default)]
+    trigger: TriggerConfig,
+    post_sync: Option<super::PostSync>,
+    timeout: Option<GoDuration>,
+    encryption: Option<super::SecretEncryption>,
+    attachment: Option<super::Attachment>,
+    notification: Option<super::DeploymentNotification>,
+    #[serde(default)]
+    event_watcher: Vec<super::EventWatcherConfig>,
+    drift_detection: Option<super::DriftDetection>,
+    #[serde(default)]
+    plugins: BTreeMap<String, serde_json::Value>,
+    // Each kind's own fields, checked against the kind below.
+    input: Option<Value>,
+    quick_sync: Option<Value>,
+    service: Option<Value>,
+    workloads: Option<Value>,
+    traffic_routing: Option<Value>,
+    variant_label: Option<Value>,
+    resource_routes: Option<Value>,
+    plugin: Option<Value>,
+    deploy_target: Option<Value>,
+    deploy_targets: Option<Value>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct RawPlanner {
+    always_use_pipeline: bool,
+    auto_rollback: Option<bool>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawPipeline {
+    stages: Vec<RawStage>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawStage {
+    id: Option<String>,
+    name: String,
+    #[serde(default)]
+    desc: String,
+    timeout: Option<GoDuration>,
+    with: Option<serde_json::Value>,
+    skip_on: Option<SkipOn>,
+}
+
+/// Deserializes `value` as a `T`, naming the failing field under `prefix`.
+pub(crate) fn typed<'de, T, D>(value: D, prefix: &str) -> Result<T, Located>
+where
+    T: DeserializeOwned,
+    D: serde::Deserializer<'de>,
+    D::Error: std::fmt::Display,
+{
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let field = join_path(prefix, &inner);
+        Located::new(field, explain(&e.into_inner().to_string()))
+    })
+}
+
+/// serde's ``unknown field `triger`, expected one of …`` → a suggestion, or a short list.
+fn explain(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_owned();
+    };
+    let Some((field, expected)) = rest.split_once('`') else {
+        return message.to_owned();
+    };
+    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let closest = known
+        .iter()
+        .map(|k| (edit_distance(&field.to_lowercase(), &k.to_lowercase()), *k))
+        .min();
+    match closest {
+        Some((d, k)) if d <= 2.max(field.len() / 4) => {
+            format!("unknown field `{field}`; did you mean `{k}`?")
+        }
+        _ if known.len() <= 8 && !known.is_empty() => {
+            format!(
+                "unknown field `{field}`; known fields: {}",
+                known.join(", ")
+            )
+        }
+        _ => format!("unknown field `{field}`"),
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// `spec` + `input.x` → `spec.input.x`; `spec.stages` + `[1]` → `spec.stages[1]`.
+pub(crate) fn join_path(prefix: &str, inner: &str) -> String {
+    match (prefix.is_empty(), inner) {
+        (_, "" | ".") => prefix.to_owned(),
+        (true, _) => inner.to_owned(),
+        (false, _) if inner.starts_with('[') => format!("{prefix}{inner}"),
+        (false, _) => format!("{prefix}.{inner}"),
+    }
+}
+
+fn from_value(doc: Value) -> Result<AppConfig, Located> {
+    if doc.is_null() {
+        return Err(Located::new("", "the file is empty"));
+    }
+    let doc: Document = typed(doc, "")?;
+    match doc.api_version.as_deref() {
+        Some(API_VERSION) => {}
+        None => {
+            return Err(Located::new(
+                "apiVersion",
+                format!("missing; use {API_VERSION}"),
+            ))
+        }
+        Some(other) => {
+            return Err(Located::new(
+                "apiVersion",
+                format!("unsupported apiVersion {other:?}; use {API_VERSION}"),
+            ))
+        }
+    }
+    let kind_name = doc.kind.unwrap_or_default();
+    let kind = AppKind::from_name(&kind_name).ok_or_else(|| {
+        let kinds: Vec<&str> = AppKind::ALL.iter().map(|k| k.as_str()).collect();
+        Located::new(
+            "kind",
+            format!(
+                "{kind_name:?} is not an application kind; use one of {}",
+                kinds.join(", ")
+            ),
+        )
+    })?;
+    let spec = match doc.spec {
+        None | Some(Value::Null) => return Err(Located::new("spec", "missing")),
+        Some(spec) => spec,
+    };
+    let raw: RawSpec = typed(spec, "spec")?;
+    build(kind, raw)
+}
+
+fn build(kind: AppKind, mut raw: RawSpec) -> Result<AppConfig, Located> {
+    let platform = platform_spec(kind, &mut raw)?;
+    let deprecated_rollback = match &platform {
+        PlatformSpec::Lambda(s) => s.input.auto_rollback,
+        PlatformSpec::Ecs(s) => s.input.auto_rollback,
+        PlatformSpec::CloudRun(s) => s.input.auto_rollback,
+        PlatformSpec::Terraform(s) => s.input.auto_rollback,
+        PlatformSpec::Kubernetes(s) => s.input.auto_rollback,
+        PlatformSpec::Application(_) => None,
+    };
+    let stages = raw
+        .pipeline
+        .stages
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| stage(i, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let spec = GenericSpec {
+        name: raw.name,
+        labels: raw.labels,
+        description: raw.description,
+        planner: PlannerOptions {
+            always_use_pipeline: raw.planner.always_use_pipeline,
+            auto_rollback: raw
+                .planner
+                .auto_rollback
+                .or(deprecated_rollback)
+                .unwrap_or(true),
+        },
+        commit_matcher: raw.commit_matcher,
+        stages,
+        trigger: raw.trigger,
+        post_sync: raw.post_sync,
+        timeout: raw.timeout.unwrap_or(GoDuration::from_secs(6 * 3600)),
+        encryption: raw.encryption,
+        attachment: raw.attachment,
+        notification: raw.notification,
+        event_watcher: raw.event_watcher,
+        drift_detection: raw.drift_detection,
+        plugins: raw.plugins,
+    };
+    validate(&spec)?;
+    let platform_name = platform_name(kind, &platform, &spec)?;
+    Ok(AppConfig {
+        kind,
+        spec,
+        platform,
+        platform_name,
+    })
+}
+
+/// Deserializes the kind's own fields; a field of another kind is an unknown field here.
+fn platform_spec(kind: AppKind, raw: &mut RawSpec) -> Result<PlatformSpec, Located> {
+    let mut fields = Mapping::new();
+    let present = [
+        ("input", raw.input.take()),
+        ("quickSync", raw.quick_sync.take()),
+        ("service", raw.service.take()),
+        ("workloads", raw.workloads.take()),
+        ("trafficRouting", raw.traffic_routing.take()),
+        ("variantLabel", raw.variant_label.take()),
+        ("resourceRoutes", raw.resource_routes.take()),
+        ("plugin", raw.plugin.take()),
+        ("deployTarget", raw.deploy_target.take()),
+        ("deployTargets", raw.deploy_targets.take()),
+    ];
+    for (key, value) in present {
+        // An empty `input:` means the defaults, as in PipeCD.
+        if let Some(value) = value.filter(|v| !v.is_null()) {
+            fields.insert(Value::String(key.to_owned()), value);
+        }
+    }
+    let fields = Value::Mapping(fields);
+    let of_kind = |e: Located| match e.field.strip_prefix("spec.") {
+        Some(key) if !key.contains(['.', '[']) && e.message.starts_with("unknown field") => {
+            Located::new(
+                e.field.clone(),
+                format!("unknown field `{key}` for kind {kind}"),
+            )
+        }
+        _ => e,
+    };
+    platform_of_kind(kind, fields).map_err(of_kind)
+}
+
+fn platform_of_kind(kind: AppKind, fields: Value) -> Result<PlatformSpec, Located> {
+    Ok(match kind {
+        AppKind::LambdaApp => PlatformSpec::Lambda(typed::<LambdaSpec, _>(fields, "spec")?),
+        AppKind::EcsApp => PlatformSpec::Ecs(typed::<EcsSpec, _>(fields, "spec")?),
+        AppKind::CloudRunApp => PlatformSpec::CloudRun(typed::<CloudRunSpec, _>(fields, "spec")?),
+        AppKind::TerraformApp => {
+            PlatformSpec::Terraform(typed::<TerraformSpec, _>(fields, "spec")?)
+        }
+        AppKind::KubernetesApp => {
+            PlatformSpec::Kubernetes(Box::new(typed::<KubernetesSpec, _>(fields, "spec")?))
+        }
+        AppKind::Application => {
+            PlatformSpec::Application(typed::<ApplicationSpec, _>(fields, "spec")?)
+        }
+    })
+}
+
+fn stage(index: usize, raw: RawStage) -> Result<StageConfig, Located> {
+    let at = format!("spec.pipeline.stages[{index}]");
+    if raw.name.trim().is_empty() {
+        return Err(Located::new(format!("{at}.name"), "must not be empty"));
+    }
+    let id = raw
+        .id
+        .map(|id| StageId::parse(&id).map_err(|e| Located::new(format!("{at}.id"), e.to_string())))
+        .transpose()?;
+    let mut with = match raw.with {
+        None | Some(serde_json::Value::Null) => serde_json::Value::Object(Default::default()),
+        Some(with) => with,
+    };
+    let inner_skip = match &mut with {
+        serde_json::Value::Object(fields) => fields.remove("skipOn"),
+        _ => None,
+    };
+    let skip_on = match (raw.skip_on, inner_skip) {
+        (Some(_), Some(_)) => {
+            return Err(Located::new(
+                format!("{at}.skipOn"),
+                "skipOn is set both here and under with; keep one",
+            ))
+        }
+        (Some(outer), None) => outer,
+        (None, Some(inner)) => typed(inner, &format!("{at}.with.skipOn"))?,
+        (None, None) => SkipOn::default(),
+    };
+    Ok(StageConfig {
+        id,
+        name: raw.name,
+        desc: raw.desc,
+        timeout: raw.timeout,
+        with,
+        skip_on,
+    })
+}
+
+/// PipeCD's `Validate` rules for the generic fields.
+fn validate(spec: &GenericSpec) -> Result<(), Located> {
+    if spec.name.trim().is_empty() {
+        return Err(Located::new("spec.name", "missing; every app needs a name"));
+    }
+    if let Some(e) = &spec.encryption {
+        if e.decryption_targets.is_empty() {
+            return Err(Located::new(
+                "spec.encryption.decryptionTargets",
+                "must not be empty",
+            ));
+        }
+        if let Some((k, _)) = e
+            .encrypted_secrets
+            .iter()
+            .find(|(k, v)| k.is_empty() || v.is_empty())
+        {
+            return Err(Located::new(
+                format!("spec.encryption.encryptedSecrets.{k}"),
+                "keys and values must not be empty",
+            ));
+        }
+    }
+    if let Some(a) = &spec.attachment {
+        if a.targets.is_empty() {
+            return Err(Located::new("spec.attachment.targets", "must not be empty"));
+        }
+        if let Some((k, _)) = a.sources.iter().find(|(k, v)| k.is_empty() || v.is_empty()) {
+            return Err(Located::new(
+                format!("spec.attachment.sources.{k}"),
+                "keys and values must not be empty",
+            ));
+        }
+    }
+    if let Some(n) = &spec.notification {
+        for (i, m) in n.mentions.iter().enumerate() {
+            if m.event != "*" && !NOTIFICATION_EVENTS.contains(&m.event.as_str()) {
+                return Err(Located::new(
+                    format!("spec.notification.mentions[{i}].event"),
+                    format!(
+                        "unknown event {:?}; use \"*\" or one such as DEPLOYMENT_SUCCEEDED",
+                        m.event
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(chain) = spec.post_sync.as_ref().and_then(|p| p.chain.as_ref()) {
+        if chain.applications.is_empty() {
+            return Err(Located::new(
+                "spec.postSync.chain.applications",
+                "must not be empty",
+            ));
+        }
+        for (i, m) in chain.applications.iter().enumerate() {
+            if m.name.is_empty() && m.kind.is_empty() && m.labels.is_empty() {
+                return Err(Located::new(
+                    format!("spec.postSync.chain.applications[{i}]"),
+                    "set at least one of name, kind or labels",
+                ));
+            }
+        }
+    }
+    if let Some(d) = &spec.drift_detection {
+        for (i, f) in d.ignore_fields.iter().enumerate() {
+            if f.split('#').count() != 2 {
+                return Err(Located::new(
+                    format!("spec.driftDetection.ignoreFields[{i}]"),
+                    "must read apiVersion:kind:namespace:name#fieldPath",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Plugins that run generic stages only; they never deploy an app.
+const GENERIC_PLUGINS: &[&str] = &[
+    "wait",
+    "waitapproval",
+    "wait-approval",
+    "scriptrun",
+    "script-run",
+    "analysis",
+];
+
+fn platform_name(
+    kind: AppKind,
+    platform: &PlatformSpec,
+    spec: &GenericSpec,
+) -> Result<Option<String>, Located> {
+    if let PlatformSpec::Application(ApplicationSpec {
+        plugin: Some(plugin),
+        ..
+    }) = platform
+    {
+        if plugin.trim().is_empty() {
+            return Err(Located::new("spec.plugin", "must not be empty"));
+        }
+        return Ok(Some(plugin.clone()));
+    }
+    let by_kind = match kind {
+        AppKind::LambdaApp => Some("lambda"),
+        AppKind::EcsApp => Some("ecs"),
+        AppKind::CloudRunApp => Some("cloudrun"),
+        AppKind::TerraformApp => Some("terraform"),
+        AppKind::KubernetesApp => Some("kubernetes"),
+        AppKind::Application => None,
+    };
+    // A platform kind that configures `spec.plugins` is a plugin-era config with an old kind:
+    // the plugins decide, as in PipeCD's piped v1.
+    let candidates: Vec<&String> = spec
+        .plugins
+        .keys()
+        .filter(|k| !GENERIC_PLUGINS.contains(&k.as_str()))
+        .collect();
+    match candidates.as_slice() {
+        [] => Ok(by_kind.map(str::to_owned)),
+        [one] => Ok(Some((*one).clone())),
+        many => Err(Located::new(
+            "spec.plugins",
+            format!(
+                "several platform plugins are configured ({}); name the one that deploys the app in spec.plugin",
+                many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}
