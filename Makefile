@@ -1,0 +1,51 @@
+# gannet's build and test entry points. `make test` is what CI runs (see .ci/run).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := test
+
+# One target directory for every build; a CARGO_TARGET_DIR from the environment wins.
+CARGO_TARGET_DIR ?= $(CURDIR)/target
+export CARGO_TARGET_DIR
+
+# cargo-nextest when it is installed (it does not run doctests, so those run separately).
+HAVE_NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
+ifeq ($(HAVE_NEXTEST),yes)
+RUN_TESTS := cargo nextest run --workspace --no-fail-fast && cargo test --workspace --doc
+else
+RUN_TESTS := cargo test --workspace --no-fail-fast
+endif
+
+# Settings for the tests that talk to moto_server (AWS APIs on loopback); never real AWS.
+TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+
+.PHONY: test lint fmt-check clippy moto-ensure demo
+
+## test: formatting, clippy, then the workspace tests against a moto_server started for the run
+test: lint moto-ensure
+	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
+	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
+	moto_env=$$(scripts/moto.sh start "$$state"); \
+	eval "$$moto_env"; \
+	env $(TEST_AWS_ENV) GANNET_MOTO_ENDPOINT="$$GANNET_MOTO_ENDPOINT" \
+		AWS_ENDPOINT_URL="$$AWS_ENDPOINT_URL" \
+		bash -c '$(RUN_TESTS)'
+
+## lint: rustfmt check and clippy with warnings denied
+lint: fmt-check clippy
+
+fmt-check:
+	cargo fmt --all -- --check
+
+clippy:
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## moto-ensure: the pinned moto[server] in .venv (installed only when missing or a different version)
+moto-ensure:
+	scripts/moto.sh ensure
+
+## demo: build the release CLI and run the scripted demo
+demo:
+	cargo build --release -p gannet-cli
+	GANNET_BIN="$(CARGO_TARGET_DIR)/release/gannet" scripts/demo.sh

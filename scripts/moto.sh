@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Installs and runs moto_server, a server for the AWS APIs, on loopback for the tests.
+#
+#   scripts/moto.sh ensure            create .venv and install the pinned moto[server] if needed
+#   scripts/moto.sh start [STATE_DIR] start moto_server on a free 127.0.0.1 port; prints
+#                                     `export NAME=value` lines (also written to STATE_DIR/env)
+#   scripts/moto.sh stop [STATE_DIR]  stop the server started with that STATE_DIR
+#
+# STATE_DIR (default .venv/moto) holds the server's pid, env and log files. Use one per run
+# when several runs may overlap.
+set -euo pipefail
+
+MOTO_VERSION=5.2.5
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${GANNET_MOTO_VENV:-$ROOT/.venv}
+PYTHON=${PYTHON:-python3}
+START_TIMEOUT_S=30
+
+log() { printf 'moto.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+installed_version() {
+  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true
+}
+
+make_venv() {
+  rm -rf "$VENV"
+  if "$PYTHON" -m venv "$VENV" >&2; then
+    return 0
+  fi
+  # Debian's python3 leaves ensurepip out of the base package.
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    log "python3 -m venv failed; installing python3-venv"
+    rm -rf "$VENV"
+    apt-get install -y -q python3-venv >&2 || { apt-get update -q >&2 && apt-get install -y -q python3-venv >&2; }
+    "$PYTHON" -m venv "$VENV" >&2 && return 0
+  fi
+  die "could not create $VENV with '$PYTHON -m venv' (on Debian or Ubuntu: apt-get install python3-venv)"
+}
+
+ensure() {
+  if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    log "creating $VENV"
+    make_venv
+  fi
+  if [ "$(installed_version)" = "$MOTO_VERSION" ] && [ -x "$VENV/bin/moto_server" ]; then
+    return 0
+  fi
+  log "installing moto[server]==$MOTO_VERSION into $VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "moto[server]==$MOTO_VERSION" >&2
+  [ "$(installed_version)" = "$MOTO_VERSION" ] || die "moto $MOTO_VERSION did not install"
+}
+
+free_port() {
+  "$PYTHON" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# True once something answers HTTP on 127.0.0.1:$1 (any status counts).
+answers_http() {
+  "$PYTHON" - "$1" <<'PY' 2>/dev/null
+import sys, urllib.error, urllib.request
+try:
+    urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/moto-api/", timeout=2)
+except urllib.error.HTTPError:
+    pass
+PY
+}
+
+# The pid in $1/pid, if that process is still a moto_server.
+running_pid() {
+  local pid
+  pid=$(cat "$1/pid" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q moto_server || return 1
+  printf '%s\n' "$pid"
+}
+
+start() {
+  local state=$1 port pid attempt waited
+  [ -x "$VENV/bin/moto_server" ] || die "moto_server is not installed; run: scripts/moto.sh ensure"
+  mkdir -p "$state"
+  if running_pid "$state" >/dev/null; then
+    die "a moto_server started with $state is still running; run: scripts/moto.sh stop $state"
+  fi
+  # Another process may take the port between choosing and binding it: try a few ports.
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" </dev/null >"$state/log" 2>&1 &
+    pid=$!
+    printf '%s\n' "$pid" >"$state/pid"
+    waited=0
+    while [ "$waited" -lt $((START_TIMEOUT_S * 5)) ]; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        log "moto_server exited on port $port (attempt $attempt); its log:"
+        sed 's/^/  /' "$state/log" >&2
+        break
+      fi
+      if answers_http "$port"; then
+        {
+          echo "export GANNET_MOTO_ENDPOINT=http://127.0.0.1:$port"
+          echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
+        } >"$state/env"
+        log "moto_server $MOTO_VERSION (pid $pid) answers on http://127.0.0.1:$port"
+        cat "$state/env"
+        return 0
+      fi
+      sleep 0.2
+      waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      rm -f "$state/pid"
+      die "moto_server did not answer within ${START_TIMEOUT_S}s; log: $state/log"
+    fi
+    rm -f "$state/pid"
+  done
+  die "moto_server did not start"
+}
+
+stop() {
+  local state=$1 pid i
+  if ! pid=$(running_pid "$state"); then
+    rm -f "$state/pid" "$state/env"
+    return 0
+  fi
+  kill "$pid" 2>/dev/null || true
+  for i in $(seq 1 50); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "moto_server (pid $pid) ignored SIGTERM; killing it"
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$state/pid" "$state/env"
+  log "stopped moto_server (pid $pid)"
+}
+
+cmd=${1:-}
+state=${2:-$VENV/moto}
+case "$cmd" in
+  ensure) ensure ;;
+  start) start "$state" ;;
+  stop) stop "$state" ;;
+  *) die "usage: $0 ensure | start [STATE_DIR] | stop [STATE_DIR]" ;;
+esac
