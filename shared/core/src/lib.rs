@@ -12,6 +12,7 @@ pub mod ids;
 pub mod machine;
 pub mod plugin;
 pub mod ports;
+pub mod trigger;
 
 pub use duration::GoDuration;
 pub use ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
