@@ -1,0 +1,10 @@
+//! GitHub webhooks, without IO: signature checks, payload parsing, and matching a pushed
+//! repository to a configured one.
+
+mod payload;
+mod repo_match;
+mod signature;
+
+pub use payload::{parse_event, Event, PayloadError, Push};
+pub use repo_match::repo_matches;
+pub use signature::{sign, verify_signature, SignatureError};

@@ -1,0 +1,554 @@
+//! `LocalGit` against real repositories built in temporary directories.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use gannet_core::duration::Millis;
+use gannet_core::ids::{CommitSha, RepoId};
+use gannet_core::ports::{GitError, GitSource};
+use gannet_git::{LocalGit, Location, RepoSpec, SetupError};
+use tempfile::TempDir;
+
+/// A working repository the test commits to with the git CLI.
+struct Work {
+    dir: TempDir,
+}
+
+impl Work {
+    fn new() -> Self {
+        let work = Self {
+            dir: TempDir::new().unwrap(),
+        };
+        work.git(&["init", "--quiet", "--initial-branch=main"]);
+        work
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        self.run(args, 1_600_000_000)
+    }
+
+    /// Runs git with fixed identities, the committer time `secs`, and no user configuration.
+    fn run(&self, args: &[&str], secs: u64) -> String {
+        let date = format!("@{secs} +0000");
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Ada Author")
+            .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+            .env("GIT_AUTHOR_DATE", format!("@{} +0000", secs - 50))
+            .env("GIT_COMMITTER_NAME", "Cy Committer")
+            .env("GIT_COMMITTER_EMAIL", "cy@example.com")
+            .env("GIT_COMMITTER_DATE", &date)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    fn write(&self, path: &str, content: &str) {
+        let file = self.path().join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, content).unwrap();
+    }
+
+    /// Commits everything in the work tree, with the committer time `secs`.
+    fn commit(&self, message: &str, secs: u64) -> CommitSha {
+        self.git(&["add", "--all"]);
+        self.run(
+            &[
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "--no-verify",
+                "-m",
+                message,
+            ],
+            secs,
+        );
+        CommitSha::parse(self.git(&["rev-parse", "HEAD"]).trim()).unwrap()
+    }
+}
+
+fn repo_id() -> RepoId {
+    RepoId::parse("demo").unwrap()
+}
+
+fn source(location: Location, cache: &Path) -> LocalGit {
+    let spec = RepoSpec {
+        id: repo_id(),
+        location,
+        branch: "main".into(),
+    };
+    LocalGit::new(cache, vec![spec]).unwrap()
+}
+
+const MISSING: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn missing() -> CommitSha {
+    CommitSha::parse(MISSING).unwrap()
+}
+
+/// What an operation should give: a value, or an error of a kind whose message (with its
+/// sources) contains a text.
+fn check<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    got: Result<T, GitError>,
+    want: Result<T, (&str, &str)>,
+) {
+    match (got, want) {
+        (Ok(got), Ok(want)) => assert_eq!(got, want, "{what}"),
+        (Err(e), Err((kind, text))) => {
+            let got_kind = match &e {
+                GitError::UnknownRepo(_) => "UnknownRepo",
+                GitError::NoBranch { .. } => "NoBranch",
+                GitError::NoCommit { .. } => "NoCommit",
+                GitError::Failed { .. } => "Failed",
+            };
+            let mut message = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                message.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            assert_eq!(got_kind, kind, "{what}: {message}");
+            assert!(message.contains(text), "{what}: {message:?} lacks {text:?}");
+        }
+        (got, want) => panic!("{what}: got {got:?}, wanted {want:?}"),
+    }
+}
+
+fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// Three commits: files added; one modified, one renamed, one deleted, one added; nothing.
+struct History {
+    work: Work,
+    first: CommitSha,
+    second: CommitSha,
+    third: CommitSha,
+}
+
+fn history() -> History {
+    let work = Work::new();
+    work.write("apps/web/app.pipecd.yaml", "kind: ECSApp\n");
+    work.write("README.md", "hello\n");
+    work.write("old/name.txt", "moving\n");
+    work.write("gone.txt", "bye\n");
+    work.write("bin/run.sh", "#!/bin/sh\necho run\n");
+    let script = work.path().join("bin/run.sh");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let first = work.commit("first\n\nwith a body", 1_700_000_000);
+    work.write("apps/web/app.pipecd.yaml", "kind: ECSApp\nspec: {}\n");
+    std::fs::create_dir(work.path().join("new")).unwrap();
+    work.git(&["mv", "old/name.txt", "new/name.txt"]);
+    work.git(&["rm", "--quiet", "gone.txt"]);
+    work.write("added.txt", "new\n");
+    let second = work.commit("second", 1_700_000_100);
+    let third = work.commit("third: nothing changed", 1_700_000_200);
+    History {
+        work,
+        first,
+        second,
+        third,
+    }
+}
+
+#[tokio::test]
+async fn a_path_repository_is_read_in_place() {
+    let h = history();
+    // The user's repository has work in progress: staged and unstaged changes.
+    h.work.write("README.md", "edited, not committed\n");
+    h.work.write("staged.txt", "staged\n");
+    h.work.git(&["add", "staged.txt"]);
+    let status_before = h.work.git(&["status", "--porcelain"]);
+    let index = h.work.path().join(".git/index");
+    let index_before = std::fs::read(&index).unwrap();
+
+    let cache = TempDir::new().unwrap();
+    let git = source(Location::Path(h.work.path().to_owned()), cache.path());
+    let id = repo_id();
+    let (c1, c2, c3) = (&h.first, &h.second, &h.third);
+
+    let head = git.head(&id, "main").await.unwrap();
+    assert_eq!(head.sha, *c3);
+    assert_eq!(head.message, "third: nothing changed");
+    assert_eq!(head.at, Millis(1_700_000_200_000));
+    let first = git.commit(&id, c1).await.unwrap();
+    assert_eq!(
+        (first.message.as_str(), first.author.as_str(), first.at),
+        (
+            "first\n\nwith a body",
+            "Ada Author",
+            Millis(1_700_000_000_000)
+        )
+    );
+
+    let all_changes = strings(&[
+        "added.txt",
+        "apps/web/app.pipecd.yaml",
+        "gone.txt",
+        "new/name.txt",
+        "old/name.txt",
+    ]);
+    for (from, to, want) in [
+        (c1, c2, all_changes.clone()),
+        (c2, c1, all_changes),
+        (c2, c3, vec![]),
+        (c1, c1, vec![]),
+    ] {
+        check(
+            "changed files",
+            git.changed_files(&id, from, to).await,
+            Ok(want),
+        );
+    }
+
+    let listed = [
+        (
+            c1,
+            strings(&[
+                "README.md",
+                "apps/web/app.pipecd.yaml",
+                "bin/run.sh",
+                "gone.txt",
+                "old/name.txt",
+            ]),
+        ),
+        (
+            c2,
+            strings(&[
+                "README.md",
+                "added.txt",
+                "apps/web/app.pipecd.yaml",
+                "bin/run.sh",
+                "new/name.txt",
+            ]),
+        ),
+    ];
+    for (commit, want) in listed {
+        check("list files", git.list_files(&id, commit).await, Ok(want));
+    }
+
+    let bytes = |s: &str| Some(s.as_bytes().to_vec());
+    for (commit, path, want) in [
+        (c1, "apps/web/app.pipecd.yaml", bytes("kind: ECSApp\n")),
+        (
+            c2,
+            "apps/web/app.pipecd.yaml",
+            bytes("kind: ECSApp\nspec: {}\n"),
+        ),
+        (c2, "new/name.txt", bytes("moving\n")),
+        (c1, "README.md", bytes("hello\n")),
+        (c2, "gone.txt", None),
+        (c1, "new/name.txt", None),
+        (c1, "apps", None),
+        (c1, "apps/web/", None),
+        (c1, "./README.md", None),
+        (c1, "../README.md", None),
+        (c1, "*.md", None),
+        (c1, "README.md/x", None),
+        (c3, "staged.txt", None),
+    ] {
+        check(
+            &format!("read {path}"),
+            git.read_file(&id, commit, path).await,
+            Ok(want),
+        );
+    }
+
+    let tree = git.checkout(&id, c1).await.unwrap();
+    assert_eq!(tree, cache.path().join("trees/demo").join(c1.as_str()));
+    assert_eq!(
+        std::fs::read_to_string(tree.join("README.md")).unwrap(),
+        "hello\n"
+    );
+
+    assert_eq!(h.work.git(&["status", "--porcelain"]), status_before);
+    assert_eq!(std::fs::read(&index).unwrap(), index_before);
+    assert_eq!(h.work.git(&["rev-parse", "HEAD"]).trim(), c3.as_str());
+}
+
+#[tokio::test]
+async fn failures_are_named() {
+    let h = history();
+    let cache = TempDir::new().unwrap();
+    let not_a_repo = TempDir::new().unwrap();
+    std::fs::create_dir(h.work.path().join("sub")).unwrap();
+    let specs = vec![
+        RepoSpec {
+            id: repo_id(),
+            location: Location::Path(h.work.path().to_owned()),
+            branch: "main".into(),
+        },
+        RepoSpec {
+            id: RepoId::parse("plain-dir").unwrap(),
+            location: Location::Path(not_a_repo.path().to_owned()),
+            branch: "main".into(),
+        },
+        RepoSpec {
+            id: RepoId::parse("subdir").unwrap(),
+            location: Location::Path(h.work.path().join("sub")),
+            branch: "main".into(),
+        },
+        RepoSpec {
+            id: RepoId::parse("vanished").unwrap(),
+            location: Location::Path(h.work.path().join("no-such-dir")),
+            branch: "main".into(),
+        },
+    ];
+    let git = LocalGit::new(cache.path(), specs).unwrap();
+    let id = repo_id();
+    let other = |s: &str| RepoId::parse(s).unwrap();
+
+    check(
+        "unknown repo",
+        git.head(&other("nope"), "main").await,
+        Err(("UnknownRepo", "unknown repository nope")),
+    );
+    check(
+        "missing branch",
+        git.head(&id, "nope").await,
+        Err(("NoBranch", "branch nope not found")),
+    );
+    check(
+        "option as branch",
+        git.head(&id, "--upload-pack=x").await,
+        Err(("NoBranch", "--upload-pack=x")),
+    );
+    check(
+        "bad ref name",
+        git.head(&id, "main..x").await,
+        Err(("NoBranch", "main..x")),
+    );
+    check(
+        "missing commit",
+        git.commit(&id, &missing()).await,
+        Err(("NoCommit", MISSING)),
+    );
+    check(
+        "missing from",
+        git.changed_files(&id, &missing(), &h.first).await,
+        Err(("NoCommit", MISSING)),
+    );
+    check(
+        "missing to",
+        git.changed_files(&id, &h.first, &missing()).await,
+        Err(("NoCommit", MISSING)),
+    );
+    check(
+        "list at missing",
+        git.list_files(&id, &missing()).await,
+        Err(("NoCommit", MISSING)),
+    );
+    check(
+        "read at missing",
+        git.read_file(&id, &missing(), "README.md").await,
+        Err(("NoCommit", MISSING)),
+    );
+    check(
+        "checkout missing",
+        git.checkout(&id, &missing()).await,
+        Err(("NoCommit", MISSING)),
+    );
+    check(
+        "not a repository",
+        git.head(&other("plain-dir"), "main").await,
+        Err(("Failed", "not a git repository")),
+    );
+    check(
+        "a directory inside a repository",
+        git.commit(&other("subdir"), &h.first).await,
+        Err(("Failed", "not a git repository")),
+    );
+    check(
+        "a path that does not exist",
+        git.list_files(&other("vanished"), &h.first).await,
+        Err(("Failed", "could not open repository")),
+    );
+}
+
+#[test]
+fn setup_refuses_bad_repository_lists() {
+    let spec = |id: &str, location: Location, branch: &str| RepoSpec {
+        id: RepoId::parse(id).unwrap(),
+        location,
+        branch: branch.into(),
+    };
+    let path = || Location::Path(PathBuf::from("/srv/repo"));
+    let cases = [
+        (
+            vec![spec("a", path(), "main"), spec("a", path(), "dev")],
+            "repository a is listed twice",
+        ),
+        (
+            vec![spec("a", path(), "-main")],
+            "\"-main\" is not a valid branch name",
+        ),
+        (
+            vec![spec("a", path(), "a b")],
+            "\"a b\" is not a valid branch name",
+        ),
+        (
+            vec![spec("a", Location::Url("--upload-pack=x".into()), "main")],
+            "is not a usable git URL",
+        ),
+        (
+            vec![spec("a", Location::Url(String::new()), "main")],
+            "is not a usable git URL",
+        ),
+    ];
+    for (specs, want) in cases {
+        let got: Result<LocalGit, SetupError> = LocalGit::new("/tmp/cache", specs);
+        let message = got.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(message.contains(want), "{message:?} lacks {want:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_url_repository_is_cloned_then_fetched() {
+    let upstream = Work::new();
+    upstream.write("app.pipecd.yaml", "v: 1\n");
+    let c1 = upstream.commit("one", 1_700_000_000);
+    let cache = TempDir::new().unwrap();
+    let url = format!("file://{}", upstream.path().display());
+    let git = source(Location::Url(url.clone()), cache.path());
+    let id = repo_id();
+
+    check(
+        "first head",
+        git.head(&id, "main").await.map(|c| c.sha),
+        Ok(c1.clone()),
+    );
+    assert!(cache.path().join("repos/demo.git/HEAD").is_file());
+
+    upstream.write("app.pipecd.yaml", "v: 2\n");
+    let c2 = upstream.commit("two", 1_700_000_100);
+    check(
+        "head after push",
+        git.head(&id, "main").await.map(|c| c.message),
+        Ok("two".to_owned()),
+    );
+    check(
+        "changes",
+        git.changed_files(&id, &c1, &c2).await,
+        Ok(strings(&["app.pipecd.yaml"])),
+    );
+    check(
+        "read new",
+        git.read_file(&id, &c2, "app.pipecd.yaml").await,
+        Ok(Some(b"v: 2\n".to_vec())),
+    );
+
+    // A forced push that drops c2 still moves the branch.
+    upstream.git(&["reset", "--quiet", "--hard", c1.as_str()]);
+    upstream.write("other.txt", "x\n");
+    let c3 = upstream.commit("three, forced", 1_700_000_200);
+    check(
+        "head after force push",
+        git.head(&id, "main").await.map(|c| c.sha),
+        Ok(c3.clone()),
+    );
+
+    upstream.git(&["branch", "feature"]);
+    check(
+        "another branch",
+        git.head(&id, "feature").await.map(|c| c.sha),
+        Ok(c3.clone()),
+    );
+    check(
+        "missing branch",
+        git.head(&id, "nope").await,
+        Err(("NoBranch", "branch nope not found")),
+    );
+    check(
+        "missing commit",
+        git.commit(&id, &missing()).await,
+        Err(("NoCommit", MISSING)),
+    );
+
+    // A fresh cache (a restarted controller) finds a commit without being asked for a head,
+    // and a plain local path works as a URL.
+    let fresh = TempDir::new().unwrap();
+    let restarted = source(
+        Location::Url(upstream.path().display().to_string()),
+        fresh.path(),
+    );
+    check(
+        "commit in a new clone",
+        restarted.commit(&id, &c3).await.map(|c| c.message),
+        Ok("three, forced".to_owned()),
+    );
+
+    let gone = source(
+        Location::Url(format!("{url}-missing")),
+        TempDir::new().unwrap().path(),
+    );
+    check(
+        "unreachable remote",
+        gone.head(&id, "main").await,
+        Err(("Failed", "does not appear to be a git repository")),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_checkouts_share_one_complete_tree() {
+    let h = history();
+    let cache = TempDir::new().unwrap();
+    let git = Arc::new(source(
+        Location::Path(h.work.path().to_owned()),
+        cache.path(),
+    ));
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let git = Arc::clone(&git);
+            let commit = h.second.clone();
+            tokio::spawn(async move { git.checkout(&repo_id(), &commit).await })
+        })
+        .collect();
+    let mut trees = Vec::new();
+    for task in tasks {
+        trees.push(task.await.unwrap().unwrap());
+    }
+    let tree = cache.path().join("trees/demo").join(h.second.as_str());
+    assert!(trees.iter().all(|t| *t == tree), "{trees:?}");
+
+    let read = |p: &str| std::fs::read_to_string(tree.join(p)).unwrap();
+    assert_eq!(read("apps/web/app.pipecd.yaml"), "kind: ECSApp\nspec: {}\n");
+    assert_eq!(read("new/name.txt"), "moving\n");
+    assert!(!tree.join("gone.txt").exists());
+    assert!(!tree.join("old").exists());
+    let mode = std::fs::metadata(tree.join("bin/run.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "executable bit kept: {mode:o}");
+    assert!(!tree.join(".git").exists());
+
+    // Nothing is left half-made, and a second checkout reuses the tree.
+    let staging: Vec<_> = std::fs::read_dir(cache.path().join("tmp"))
+        .unwrap()
+        .collect();
+    assert!(staging.is_empty(), "{staging:?}");
+    std::fs::write(tree.join("marker"), "kept").unwrap();
+    assert_eq!(git.checkout(&repo_id(), &h.second).await.unwrap(), tree);
+    assert!(tree.join("marker").exists());
+
+    let older = git.checkout(&repo_id(), &h.first).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(older.join("gone.txt")).unwrap(),
+        "bye\n"
+    );
+}
