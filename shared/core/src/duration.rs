@@ -115,7 +115,7 @@ impl fmt::Display for GoDuration {
         if ms == 0 {
             return f.write_str("0s");
         }
-        if ms % 1000 != 0 {
+        if !ms.is_multiple_of(1000) {
             return write!(f, "{}ms", ms);
         }
         let secs = ms / 1000;

@@ -22,7 +22,7 @@ pub enum Action {
     /// Run one step of the stage at this index (after [`start_stage`] when it has not started).
     Run { index: usize },
     /// The deployment moves on without running a plugin: store it.
-    Transition(Transition),
+    Transition(Box<Transition>),
     /// Terminal: nothing to do.
     Nothing,
 }
@@ -80,26 +80,23 @@ pub fn next_action(d: &Deployment, now: Millis) -> Action {
         return match (cancel.mode, rolling_back) {
             // Already undoing: a cancel with rollback lets the rollback finish.
             (CancelMode::WithRollback, true) => run_or_advance(d, now),
-            (CancelMode::WithRollback, false) => Action::Transition(stop_current_and_roll_back(
-                d,
-                now,
-                StageStatus::Cancelled,
-                reason,
+            (CancelMode::WithRollback, false) => Action::Transition(Box::new(
+                stop_current_and_roll_back(d, now, StageStatus::Cancelled, reason),
             )),
             (CancelMode::WithoutRollback, _) => {
                 let mut next = stop_current(d, now, StageStatus::Cancelled, &reason);
                 finish(&mut next, DeploymentStatus::Cancelled, reason, now);
-                Action::Transition(Transition {
+                Action::Transition(Box::new(Transition {
                     deployment: next,
                     next: Next::Finished,
-                })
+                }))
             }
         };
     }
     if let Some(limit) = deadline(d) {
         if now > limit {
             let reason = format!("deployment timed out after {}", d.timeout);
-            return Action::Transition(fail_current(d, now, reason));
+            return Action::Transition(Box::new(fail_current(d, now, reason)));
         }
     }
     if let Some(i) = current_stage(d) {
@@ -107,7 +104,7 @@ pub fn next_action(d: &Deployment, now: Millis) -> Action {
         if let Some(limit) = stage_deadline(s) {
             if now > limit {
                 let reason = format!("stage {} timed out after {}", s.id, s.timeout);
-                return Action::Transition(fail_current(d, now, reason));
+                return Action::Transition(Box::new(fail_current(d, now, reason)));
             }
         }
     }
@@ -122,10 +119,10 @@ fn run_or_advance(d: &Deployment, now: Millis) -> Action {
             s.status = StageStatus::Skipped;
             s.status_reason = "the stage it undoes never started".into();
             s.completed_at = Some(now);
-            Action::Transition(advance(next, now))
+            Action::Transition(Box::new(advance(next, now)))
         }
         Some(index) => Action::Run { index },
-        None => Action::Transition(advance(d.clone(), now)),
+        None => Action::Transition(Box::new(advance(d.clone(), now))),
     }
 }
 

@@ -24,7 +24,7 @@ fn statuses(d: &Deployment) -> Vec<(&str, S)> {
 
 fn transition(action: Action) -> Transition {
     match action {
-        Action::Transition(t) => t,
+        Action::Transition(t) => *t,
         other => panic!("expected a transition, got {other:?}"),
     }
 }
