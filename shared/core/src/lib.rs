@@ -10,6 +10,7 @@ pub mod fixture;
 pub mod glob;
 pub mod ids;
 pub mod machine;
+pub mod planner;
 pub mod plugin;
 pub mod ports;
 pub mod trigger;

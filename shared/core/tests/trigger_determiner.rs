@@ -27,7 +27,16 @@ const PATHS: &str = "    onCommit:\n      paths:\n        - shared/*\n        - 
 
 #[test]
 fn on_commit_table() {
-    let cases: &[(&str, &str, &str, Option<&[&str]>, bool, &str)] = &[
+    // (case, trigger, app dir, changed files, deploy?, reason contains)
+    type Row<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        Option<&'a [&'a str]>,
+        bool,
+        &'a str,
+    );
+    let cases: &[Row] = &[
         (
             "disabled",
             "    onCommit:\n      disabled: true\n",
@@ -176,7 +185,9 @@ fn on_out_of_sync_table() {
     const ON_10M: &str = "    onOutOfSync:\n      disabled: false\n      minWindow: 10m\n";
     let min = 60_000;
     let now = Millis(100 * min);
-    let cases: &[(&str, &str, bool, Option<u64>, bool, &str)] = &[
+    // (case, trigger, deploying?, last finished, deploy?, reason contains)
+    type Row<'a> = (&'a str, &'a str, bool, Option<u64>, bool, &'a str);
+    let cases: &[Row] = &[
         ("off by default", NONE, false, None, false, "disabled"),
         ("deploying", ON, true, Some(0), false, "in progress"),
         (
