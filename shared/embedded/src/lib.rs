@@ -1,1 +1,19 @@
 //! SQLite Store and Queue for the embedded runtime, and the port conformance suites.
+//!
+//! [`SqliteRuntime`] keeps apps, repositories, deployments, stage logs, webhook deliveries and
+//! the queues in one SQLite file (WAL). A [`Changes`](gannet_core::ports::Changes) set and the
+//! messages it sends commit in one transaction, so a message exists only if its state does.
+
+mod clock;
+mod error;
+mod queue;
+mod runtime;
+mod schema;
+mod store;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use clock::SystemClock;
+pub use error::OpenError;
+pub use runtime::{RuntimeOptions, SqliteRuntime};

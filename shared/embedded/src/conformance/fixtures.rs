@@ -1,0 +1,128 @@
+//! Builders for the items the suites store: apps, repositories and deployments.
+
+use std::collections::BTreeMap;
+
+use gannet_core::app::{App, RepoState};
+use gannet_core::deployment::{
+    Commit, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind,
+};
+use gannet_core::duration::{GoDuration, Millis};
+use gannet_core::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn demo_repo() -> RepoId {
+    RepoId::parse("demo").expect("`demo` is a valid repository id")
+}
+
+/// The id of app `name` in the `demo` repository: `demo:{name}/app.pipecd.yaml`.
+pub fn app_id(name: &str) -> AppId {
+    AppId::new(&demo_repo(), &format!("{name}/app.pipecd.yaml"))
+}
+
+/// A new app `name` in the `demo` repository, version 0.
+pub fn app_fixture(name: &str) -> App {
+    let mut app = App::new(
+        app_id(name),
+        name.to_owned(),
+        "ECSApp".to_owned(),
+        Millis(1),
+    );
+    app.labels.insert("env".to_owned(), "dev".to_owned());
+    app
+}
+
+/// The state of repository `id`, version 0.
+pub fn repo_fixture(id: &str) -> RepoState {
+    RepoState {
+        repo: RepoId::parse(id).expect("fixture repository ids are valid"),
+        scanned_head: None,
+        updated_at: Millis(1),
+        version: 0,
+    }
+}
+
+/// A PENDING deployment `id` of app `app` (a name, as for [`app_id`]), seq 0, with one stage.
+pub fn deployment_fixture(id: &str, app: &str) -> DeploymentFixture {
+    let sha = CommitSha::parse(COMMIT).expect("fixture commit is valid");
+    let mut stage = Stage::planned(
+        StageId::parse("wait").expect("fixture stage id is valid"),
+        "WAIT",
+        0,
+        serde_json::json!({ "duration": "10s" }),
+    );
+    stage.metadata.insert("started".to_owned(), "1".to_owned());
+    DeploymentFixture(Deployment {
+        id: DeploymentId::parse(id).expect("fixture deployment ids are valid"),
+        app: app_id(app),
+        app_name: app.to_owned(),
+        kind: "ECSApp".to_owned(),
+        labels: BTreeMap::from([("team".to_owned(), "core".to_owned())]),
+        commit: Commit {
+            sha,
+            branch: "main".to_owned(),
+            message: "change".to_owned(),
+            author: "dev".to_owned(),
+        },
+        trigger: Trigger {
+            kind: TriggerKind::OnCommit,
+            commander: String::new(),
+            strategy: SyncStrategy::Auto,
+        },
+        status: DeploymentStatus::Pending,
+        status_reason: String::new(),
+        strategy: None,
+        summary: String::new(),
+        stages: vec![stage],
+        running_commit: None,
+        timeout: GoDuration::from_secs(6 * 3600),
+        seq: 0,
+        created_at: Millis(1_000),
+        updated_at: Millis(1_000),
+        planned_at: None,
+        completed_at: None,
+        due_at: Millis(1_000),
+        cancel: None,
+        blocked_by: None,
+    })
+}
+
+/// A deployment under construction; see [`deployment_fixture`].
+#[derive(Clone, Debug)]
+pub struct DeploymentFixture(Deployment);
+
+impl DeploymentFixture {
+    pub fn status(mut self, status: DeploymentStatus) -> Self {
+        self.0.status = status;
+        self
+    }
+
+    pub fn created_at(mut self, at: u64) -> Self {
+        self.0.created_at = Millis(at);
+        self
+    }
+
+    pub fn seq(mut self, seq: u64) -> Self {
+        self.0.seq = seq;
+        self
+    }
+
+    pub fn summary(mut self, summary: &str) -> Self {
+        self.0.summary = summary.to_owned();
+        self
+    }
+
+    /// Marks the first stage running since `at`.
+    pub fn running_stage(mut self, at: u64) -> Self {
+        if let Some(stage) = self.0.stages.first_mut() {
+            stage.status = StageStatus::Running;
+            stage.started_at = Some(Millis(at));
+        }
+        self.0.status = DeploymentStatus::Running;
+        self
+    }
+
+    pub fn build(self) -> Deployment {
+        self.0
+    }
+}

@@ -1,0 +1,231 @@
+//! The runtime: one SQLite file in WAL mode, one writer connection and a few readers, each used
+//! inside `spawn_blocking` so the async workers never block on SQLite.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use gannet_core::duration::Millis;
+use gannet_core::ports::Clock;
+use rusqlite::{Connection, Transaction, TransactionBehavior};
+use tokio::sync::watch;
+
+use crate::error::{DbError, OpenError};
+use crate::schema;
+
+/// How the runtime treats its file and its messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeOptions {
+    /// A message received this many times without being acknowledged is moved to the dead
+    /// letters by the next receive instead of being delivered again. At least 1.
+    pub max_attempts: u32,
+    /// Read-only connections used for queries next to the one writer (file databases only).
+    pub readers: usize,
+    /// How long a connection waits for a lock held by another process before failing.
+    pub busy_timeout: Duration,
+}
+
+impl Default for RuntimeOptions {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            readers: 4,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The embedded Store and Queue: apps, deployments, logs, deliveries and every queue in one
+/// SQLite file. Cheap to clone; clones share the connections.
+#[derive(Clone)]
+pub struct SqliteRuntime {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    clock: Arc<dyn Clock>,
+    max_attempts: u32,
+    /// Bumped after every committed send, so idle workers wake up.
+    sent: watch::Sender<u64>,
+}
+
+impl fmt::Debug for SqliteRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteRuntime")
+            .field("readers", &self.inner.readers.len())
+            .field("max_attempts", &self.inner.max_attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteRuntime {
+    /// Opens (creating if needed) the database file at `path` with default options.
+    /// Blocking: call it once at startup.
+    pub fn open(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> Result<Self, OpenError> {
+        Self::open_with(path, clock, RuntimeOptions::default())
+    }
+
+    /// Opens (creating if needed) the database file at `path`. Blocking: call it once at startup.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        clock: Arc<dyn Clock>,
+        options: RuntimeOptions,
+    ) -> Result<Self, OpenError> {
+        let path = path.as_ref();
+        let open = |path: &Path| {
+            Connection::open(path).map_err(|source| OpenError::Open {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let mut writer = open(path)?;
+        configure(&writer, &options)?;
+        let mode: String = writer
+            .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
+            .map_err(|source| OpenError::Configure {
+                setting: "journal_mode",
+                source,
+            })?;
+        tracing::debug!(path = %path.display(), journal_mode = %mode, "opened SQLite database");
+        schema::migrate(&mut writer)?;
+        let mut readers = Vec::with_capacity(options.readers);
+        for _ in 0..options.readers {
+            let reader = open(path)?;
+            configure(&reader, &options)?;
+            reader
+                .pragma_update(None, "query_only", true)
+                .map_err(|source| OpenError::Configure {
+                    setting: "query_only",
+                    source,
+                })?;
+            readers.push(Mutex::new(reader));
+        }
+        Ok(Self::new(writer, readers, clock, &options))
+    }
+
+    /// A private database in memory, gone when the runtime is dropped. For quick tests only:
+    /// every call goes through the single connection.
+    pub fn open_in_memory(
+        clock: Arc<dyn Clock>,
+        options: RuntimeOptions,
+    ) -> Result<Self, OpenError> {
+        let mut conn = Connection::open_in_memory().map_err(|source| OpenError::Open {
+            path: ":memory:".into(),
+            source,
+        })?;
+        configure(&conn, &options)?;
+        schema::migrate(&mut conn)?;
+        Ok(Self::new(conn, Vec::new(), clock, &options))
+    }
+
+    fn new(
+        writer: Connection,
+        readers: Vec<Mutex<Connection>>,
+        clock: Arc<dyn Clock>,
+        options: &RuntimeOptions,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                writer: Mutex::new(writer),
+                readers,
+                next_reader: AtomicUsize::new(0),
+                clock,
+                max_attempts: options.max_attempts.max(1),
+                sent: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    pub(crate) fn now(&self) -> Millis {
+        self.inner.clock.now()
+    }
+
+    pub(crate) fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts
+    }
+
+    /// Wakes every worker waiting for a message; call after a send committed.
+    pub(crate) fn signal_sent(&self) {
+        self.inner.sent.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that changes after each committed send from now on.
+    pub(crate) fn sent_signal(&self) -> watch::Receiver<u64> {
+        self.inner.sent.subscribe()
+    }
+
+    /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer; commits if it returns `Ok`,
+    /// rolls back otherwise.
+    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T, DbError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let mut conn = lock(&inner.writer);
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await?
+    }
+
+    /// Runs the query `f` on a reader (the writer when there are none).
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, DbError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, DbError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || {
+            let conn = inner.reader();
+            f(&conn)
+        })
+        .await?
+    }
+}
+
+impl Inner {
+    /// A free reader if there is one, else waits for the next one in turn.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        let count = self.readers.len();
+        if count == 0 {
+            return lock(&self.writer);
+        }
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for i in 0..count {
+            if let Ok(conn) = self.readers[(start + i) % count].try_lock() {
+                return conn;
+            }
+        }
+        lock(&self.readers[start % count])
+    }
+}
+
+/// A panic while the lock was held dropped its transaction, which rolled back, so the
+/// connection is still usable.
+fn lock(conn: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    conn.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn configure(conn: &Connection, options: &RuntimeOptions) -> Result<(), OpenError> {
+    conn.busy_timeout(options.busy_timeout)
+        .map_err(|source| OpenError::Configure {
+            setting: "busy_timeout",
+            source,
+        })?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|source| OpenError::Configure {
+            setting: "synchronous",
+            source,
+        })?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}

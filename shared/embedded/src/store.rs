@@ -1,0 +1,319 @@
+//! `Store` on SQLite: items as JSON blobs next to the columns that queries and conditions use.
+
+use async_trait::async_trait;
+use gannet_core::app::{App, RepoState};
+use gannet_core::deployment::Deployment;
+use gannet_core::duration::Millis;
+use gannet_core::ids::{AppId, DeploymentId, RepoId, StageId};
+use gannet_core::ports::{Changes, DeploymentFilter, Expect, LogLine, Store, StoreError, Write};
+use rusqlite::types::Value;
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::DbError;
+use crate::queue;
+use crate::runtime::SqliteRuntime;
+use crate::schema::{int, uint};
+
+/// The tables that hold versioned items, and how a conflict names their items.
+#[derive(Clone, Copy)]
+enum Table {
+    Apps,
+    Repos,
+    Deployments,
+}
+
+impl Table {
+    fn noun(self) -> &'static str {
+        match self {
+            Self::Apps => "app",
+            Self::Repos => "repo",
+            Self::Deployments => "deployment",
+        }
+    }
+
+    fn version_sql(self) -> &'static str {
+        match self {
+            Self::Apps => "SELECT version FROM apps WHERE id = ?1",
+            Self::Repos => "SELECT version FROM repos WHERE id = ?1",
+            Self::Deployments => "SELECT seq FROM deployments WHERE id = ?1",
+        }
+    }
+}
+
+/// Fails with a conflict naming the item unless its stored version meets `expect`.
+fn check_expect(
+    tx: &Transaction<'_>,
+    table: Table,
+    id: &str,
+    expect: Expect,
+) -> Result<(), DbError> {
+    if expect == Expect::Any {
+        return Ok(());
+    }
+    let stored: Option<u64> = tx
+        .prepare_cached(table.version_sql())?
+        .query_row([id], |row| row.get::<_, i64>(0))
+        .optional()?
+        .map(uint);
+    let found = || match stored {
+        Some(v) => format!("version {v}"),
+        None => "none".to_owned(),
+    };
+    let expected = match expect {
+        Expect::Absent if stored.is_none() => return Ok(()),
+        Expect::Version(n) if stored == Some(n) => return Ok(()),
+        Expect::Absent => "absent".to_owned(),
+        Expect::Version(n) => format!("version {n}"),
+        Expect::Any => return Ok(()),
+    };
+    Err(DbError::Conflict(format!(
+        "{} {id}: expected {expected}, found {}",
+        table.noun(),
+        found()
+    )))
+}
+
+fn encode<T: Serialize>(key: impl FnOnce() -> String, item: &T) -> Result<String, DbError> {
+    serde_json::to_string(item).map_err(|source| DbError::Encode { key: key(), source })
+}
+
+fn decode<T: DeserializeOwned>(key: impl FnOnce() -> String, body: &str) -> Result<T, DbError> {
+    serde_json::from_str(body).map_err(|source| DbError::Corrupt { key: key(), source })
+}
+
+fn apply_write(tx: &Transaction<'_>, write: &Write) -> Result<(), DbError> {
+    match write {
+        Write::PutApp { app, expect } => {
+            check_expect(tx, Table::Apps, app.id.as_str(), *expect)?;
+            let body = encode(|| format!("app {}", app.id), app)?;
+            tx.prepare_cached(
+                "INSERT INTO apps (id, version, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body",
+            )?
+            .execute(params![app.id.as_str(), int(app.version), body])?;
+        }
+        Write::PutRepo { repo, expect } => {
+            check_expect(tx, Table::Repos, repo.repo.as_str(), *expect)?;
+            let body = encode(|| format!("repo {}", repo.repo), repo)?;
+            tx.prepare_cached(
+                "INSERT INTO repos (id, version, body) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET version = excluded.version, body = excluded.body",
+            )?
+            .execute(params![repo.repo.as_str(), int(repo.version), body])?;
+        }
+        Write::PutDeployment {
+            deployment: d,
+            expect,
+        } => {
+            check_expect(tx, Table::Deployments, d.id.as_str(), *expect)?;
+            let body = encode(|| format!("deployment {}", d.id), d)?;
+            tx.prepare_cached(
+                "INSERT INTO deployments (id, app, status, created_at, seq, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET app = excluded.app, status = excluded.status,
+                   created_at = excluded.created_at, seq = excluded.seq, body = excluded.body",
+            )?
+            .execute(params![
+                d.id.as_str(),
+                d.app.as_str(),
+                d.status.as_str(),
+                int(d.created_at.0),
+                int(d.seq),
+                body
+            ])?;
+        }
+        Write::RecordDelivery { id, at } => {
+            let inserted = tx
+                .prepare_cached(
+                    "INSERT INTO deliveries (id, at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![id, int(at.0)])?;
+            if inserted == 0 {
+                return Err(DbError::Conflict(format!("delivery {id} already recorded")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The body of the item `id` in the table queried by `sql`, decoded.
+fn get_item<T: DeserializeOwned>(
+    conn: &Connection,
+    sql: &str,
+    noun: &str,
+    id: &str,
+) -> Result<Option<T>, DbError> {
+    let body: Option<String> = conn
+        .prepare_cached(sql)?
+        .query_row([id], |row| row.get(0))
+        .optional()?;
+    body.map(|b| decode(|| format!("{noun} {id}"), &b))
+        .transpose()
+}
+
+fn query_deployments(
+    conn: &Connection,
+    filter: &DeploymentFilter,
+) -> Result<Vec<Deployment>, DbError> {
+    let mut sql = String::from("SELECT id, body FROM deployments WHERE 1 = 1");
+    let mut args: Vec<Value> = Vec::new();
+    if let Some(app) = &filter.app {
+        args.push(Value::Text(app.as_str().to_owned()));
+        sql.push_str(&format!(" AND app = ?{}", args.len()));
+    }
+    if !filter.statuses.is_empty() {
+        let mut slots = Vec::with_capacity(filter.statuses.len());
+        for status in &filter.statuses {
+            args.push(Value::Text(status.as_str().to_owned()));
+            slots.push(format!("?{}", args.len()));
+        }
+        sql.push_str(&format!(" AND status IN ({})", slots.join(", ")));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC");
+    if let Some(limit) = filter.limit {
+        args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(args))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let body: String = row.get(1)?;
+        out.push(decode(|| format!("deployment {id}"), &body)?);
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Store for SqliteRuntime {
+    async fn apply(&self, changes: Changes) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let now = self.now();
+        let sends = !changes.send.is_empty();
+        self.write(move |tx| {
+            for write in &changes.writes {
+                apply_write(tx, write)?;
+            }
+            queue::enqueue(tx, now, &changes.send)
+        })
+        .await
+        .map_err(|e| e.into_store("apply changes"))?;
+        if sends {
+            self.signal_sent();
+        }
+        Ok(())
+    }
+
+    async fn app(&self, id: &AppId) -> Result<Option<App>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.read(move |conn| get_item(conn, "SELECT body FROM apps WHERE id = ?1", "app", &id))
+            .await
+            .map_err(|e| e.into_store("get app"))
+    }
+
+    async fn apps(&self) -> Result<Vec<App>, StoreError> {
+        self.read(|conn| {
+            let mut stmt = conn.prepare_cached("SELECT id, body FROM apps ORDER BY id")?;
+            let mut rows = stmt.query([])?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next()? {
+                let id: String = row.get(0)?;
+                let body: String = row.get(1)?;
+                out.push(decode(|| format!("app {id}"), &body)?);
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| e.into_store("list apps"))
+    }
+
+    async fn repo(&self, id: &RepoId) -> Result<Option<RepoState>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.read(move |conn| get_item(conn, "SELECT body FROM repos WHERE id = ?1", "repo", &id))
+            .await
+            .map_err(|e| e.into_store("get repo"))
+    }
+
+    async fn deployment(&self, id: &DeploymentId) -> Result<Option<Deployment>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.read(move |conn| {
+            get_item(
+                conn,
+                "SELECT body FROM deployments WHERE id = ?1",
+                "deployment",
+                &id,
+            )
+        })
+        .await
+        .map_err(|e| e.into_store("get deployment"))
+    }
+
+    async fn deployments(&self, filter: &DeploymentFilter) -> Result<Vec<Deployment>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| query_deployments(conn, &filter))
+            .await
+            .map_err(|e| e.into_store("list deployments"))
+    }
+
+    async fn append_log(
+        &self,
+        deployment: &DeploymentId,
+        stage: &StageId,
+        at: Millis,
+        lines: &[String],
+    ) -> Result<(), StoreError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let (deployment, stage) = (deployment.as_str().to_owned(), stage.as_str().to_owned());
+        let lines = lines.to_vec();
+        self.write(move |tx| {
+            let last: i64 = tx
+                .prepare_cached(
+                    "SELECT COALESCE(MAX(seq), 0) FROM stage_logs WHERE deployment = ?1 AND stage = ?2",
+                )?
+                .query_row([&deployment, &stage], |row| row.get(0))?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO stage_logs (deployment, stage, seq, at, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            for (seq, text) in (last.saturating_add(1)..).zip(&lines) {
+                insert.execute(params![deployment, stage, seq, int(at.0), text])?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| e.into_store("append stage log"))
+    }
+
+    async fn logs(
+        &self,
+        deployment: &DeploymentId,
+        stage: &StageId,
+        after: u64,
+    ) -> Result<Vec<LogLine>, StoreError> {
+        let (deployment, stage) = (deployment.as_str().to_owned(), stage.as_str().to_owned());
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, at, text FROM stage_logs
+                 WHERE deployment = ?1 AND stage = ?2 AND seq > ?3 ORDER BY seq",
+            )?;
+            let lines = stmt
+                .query_map(params![deployment, stage, int(after)], |row| {
+                    Ok(LogLine {
+                        seq: uint(row.get(0)?),
+                        at: Millis(uint(row.get(1)?)),
+                        text: row.get(2)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(lines)
+        })
+        .await
+        .map_err(|e| e.into_store("read stage log"))
+    }
+}

@@ -1,0 +1,263 @@
+//! What only the SQLite runtime promises: the file survives restarts, its schema is
+//! versioned, poison messages are dead-lettered with a set reason, and idle workers sleep
+//! until a message is sent or due.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gannet_core::duration::GoDuration;
+use gannet_core::ids::DeploymentId;
+use gannet_core::ports::{Changes, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write};
+use gannet_embedded::conformance::{deployment_fixture, ManualClock};
+use gannet_embedded::{OpenError, RuntimeOptions, SqliteRuntime};
+use rusqlite::Connection;
+
+struct Db {
+    dir: tempfile::TempDir,
+    clock: Arc<ManualClock>,
+}
+
+impl Db {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("tempdir"),
+            clock: Arc::default(),
+        }
+    }
+
+    fn path(&self) -> std::path::PathBuf {
+        self.dir.path().join("gannet.sqlite")
+    }
+
+    fn open(&self) -> SqliteRuntime {
+        self.open_with(RuntimeOptions::default())
+    }
+
+    fn open_with(&self, options: RuntimeOptions) -> SqliteRuntime {
+        SqliteRuntime::open_with(self.path(), Arc::clone(&self.clock) as _, options).expect("open")
+    }
+
+    fn raw(&self) -> Connection {
+        Connection::open(self.path()).expect("raw connection")
+    }
+}
+
+const LEASE: GoDuration = GoDuration::from_secs(30);
+
+#[tokio::test]
+async fn state_and_messages_survive_a_restart() {
+    let db = Db::new();
+    let d = deployment_fixture("d-1", "web").running_stage(5).build();
+    {
+        let rt = db.open();
+        let write = Write::PutDeployment {
+            deployment: Box::new(d.clone()),
+            expect: Expect::Absent,
+        };
+        let send = vec![Outgoing::now(QueueName::Stage, "step d-1".to_owned())];
+        rt.apply(Changes {
+            writes: vec![write],
+            send,
+        })
+        .await
+        .expect("apply");
+        let got = rt
+            .receive(QueueName::Stage, 1, LEASE)
+            .await
+            .expect("receive");
+        assert_eq!(got.len(), 1, "leased before the crash");
+    }
+    let rt = db.open();
+    assert_eq!(rt.deployment(&d.id).await.expect("read"), Some(d));
+    db.clock.advance(LEASE);
+    let again = rt
+        .receive(QueueName::Stage, 1, LEASE)
+        .await
+        .expect("receive");
+    let seen: Vec<(&str, u32)> = again
+        .iter()
+        .map(|m| (m.body.as_str(), m.attempts))
+        .collect();
+    assert_eq!(seen, [("step d-1", 2)], "redelivered after the restart");
+}
+
+#[tokio::test]
+async fn file_is_wal_with_a_schema_version() {
+    let db = Db::new();
+    drop(db.open());
+    let raw = db.raw();
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("mode");
+    let version: i64 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!((mode.as_str(), version), ("wal", 1));
+
+    raw.pragma_update(None, "user_version", 7)
+        .expect("set version");
+    drop(raw);
+    let opened = SqliteRuntime::open(db.path(), Arc::clone(&db.clock) as _);
+    assert!(
+        matches!(
+            opened,
+            Err(OpenError::SchemaTooNew {
+                found: 7,
+                supported: 1
+            })
+        ),
+        "{opened:?}"
+    );
+}
+
+#[tokio::test]
+async fn open_names_the_path_it_cannot_open() {
+    let db = Db::new();
+    let path = db.dir.path().join("missing-dir").join("gannet.sqlite");
+    match SqliteRuntime::open(&path, Arc::clone(&db.clock) as _) {
+        Err(OpenError::Open { path: named, .. }) => assert_eq!(named, path),
+        other => panic!("expected an open error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn undecodable_item_is_reported_as_corrupt() {
+    let db = Db::new();
+    let rt = db.open();
+    let d = deployment_fixture("d-1", "web").build();
+    let write = Write::PutDeployment {
+        deployment: Box::new(d.clone()),
+        expect: Expect::Absent,
+    };
+    rt.apply(Changes {
+        writes: vec![write],
+        send: Vec::new(),
+    })
+    .await
+    .expect("apply");
+    db.raw()
+        .execute("UPDATE deployments SET body = '{\"id\":1}'", [])
+        .expect("corrupt it");
+    match rt
+        .deployment(&DeploymentId::parse("d-1").expect("id"))
+        .await
+    {
+        Err(StoreError::Corrupt { key, .. }) => assert_eq!(key, "deployment d-1"),
+        other => panic!("expected a corrupt item, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn receive_dead_letters_after_max_attempts() {
+    let db = Db::new();
+    let rt = db.open_with(RuntimeOptions {
+        max_attempts: 2,
+        ..RuntimeOptions::default()
+    });
+    rt.send(vec![Outgoing::now(QueueName::Plan, "poison".to_owned())])
+        .await
+        .expect("send");
+    for attempt in 1..=2 {
+        let got = rt
+            .receive(QueueName::Plan, 1, LEASE)
+            .await
+            .expect("receive");
+        assert_eq!(
+            got.iter().map(|m| m.attempts).collect::<Vec<_>>(),
+            [attempt]
+        );
+        db.clock.advance(LEASE);
+    }
+    assert!(rt
+        .receive(QueueName::Plan, 1, LEASE)
+        .await
+        .expect("receive")
+        .is_empty());
+    let letters = rt
+        .dead_letters(QueueName::Plan)
+        .await
+        .expect("dead letters");
+    let seen: Vec<(&str, &str, u32)> = letters
+        .iter()
+        .map(|l| (l.body.as_str(), l.reason.as_str(), l.attempts))
+        .collect();
+    assert_eq!(
+        seen,
+        [("poison", "received 2 times without being acknowledged", 2)]
+    );
+}
+
+enum Setup {
+    Nothing,
+    Visible,
+    DueIn(u64),
+    SentWhileWaiting,
+    OtherQueueSent,
+}
+
+/// Waits on the stage queue with a 1 s timeout after `setup`; returns (woken, elapsed).
+async fn check_wait(setup: Setup) -> (bool, Duration) {
+    let db = Db::new();
+    let rt = db.open();
+    let send = |queue, delay| Outgoing {
+        delay: GoDuration::from_millis(delay),
+        ..Outgoing::now(queue, "m".to_owned())
+    };
+    let mut sender = None;
+    match setup {
+        Setup::Nothing => {}
+        Setup::Visible => rt
+            .send(vec![send(QueueName::Stage, 0)])
+            .await
+            .expect("send"),
+        Setup::DueIn(ms) => rt
+            .send(vec![send(QueueName::Stage, ms)])
+            .await
+            .expect("send"),
+        Setup::SentWhileWaiting | Setup::OtherQueueSent => {
+            let queue = match setup {
+                Setup::SentWhileWaiting => QueueName::Stage,
+                _ => QueueName::Plan,
+            };
+            let rt = rt.clone();
+            sender = Some(tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                rt.send(vec![send(queue, 0)]).await.expect("send");
+            }));
+        }
+    }
+    let start = Instant::now();
+    let woken = rt
+        .wait_for_message(&[QueueName::Stage], Duration::from_secs(1))
+        .await
+        .expect("wait");
+    if let Some(sender) = sender {
+        sender.await.expect("sender");
+    }
+    (woken, start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_message_sleeps_until_sent_or_due() {
+    let fast = Duration::from_millis(800);
+    let (woken, took) = check_wait(Setup::Visible).await;
+    assert!(
+        woken && took < Duration::from_millis(500),
+        "visible: {woken} after {took:?}"
+    );
+    let (woken, took) = check_wait(Setup::DueIn(200)).await;
+    assert!(
+        woken && took >= Duration::from_millis(150) && took < fast,
+        "due: {woken} {took:?}"
+    );
+    let (woken, took) = check_wait(Setup::SentWhileWaiting).await;
+    assert!(woken && took < fast, "sent: {woken} after {took:?}");
+    // Any send wakes a waiter (it may be for it); nothing at all waits out the timeout.
+    let (woken, took) = check_wait(Setup::OtherQueueSent).await;
+    assert!(woken && took < fast, "other queue: {woken} after {took:?}");
+    let (woken, took) = check_wait(Setup::Nothing).await;
+    assert!(
+        !woken && took >= Duration::from_secs(1),
+        "nothing: {woken} after {took:?}"
+    );
+}
