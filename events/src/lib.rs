@@ -278,9 +278,15 @@ mod tests {
     fn bad_messages_say_why() {
         let cases = [
             ("not json", "not JSON"),
-            (r#"{"v":2,"type":"plan","app":"a:b"}"#, "version 2 is not supported"),
+            (
+                r#"{"v":2,"type":"plan","app":"a:b"}"#,
+                "version 2 is not supported",
+            ),
             (r#"{"v":1,"type":"nope"}"#, "does not decode"),
-            (r#"{"v":1,"type":"step","deployment":"d"}"#, "does not decode"),
+            (
+                r#"{"v":1,"type":"step","deployment":"d"}"#,
+                "does not decode",
+            ),
         ];
         for (body, expected) in cases {
             let err = Message::decode(body).unwrap_err().to_string();
@@ -299,6 +305,9 @@ mod tests {
             "dev.gannet.deployment.wait-approval"
         );
         assert_eq!(rfc3339(Millis(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(Millis(1_795_000_000_123)), "2026-11-18T11:06:40.123Z");
+        assert_eq!(
+            rfc3339(Millis(1_795_000_000_123)),
+            "2026-11-18T11:06:40.123Z"
+        );
     }
 }

@@ -1,1 +1,111 @@
-//! gannet's handlers (webhook, trigger, plan, stage, resume, poll, api), generic over the ports.
+//! gannet's handlers. Each is stateless: it loads what it needs from the store, decides with
+//! the core's pure functions, and writes the result and the messages it sends in one
+//! [`Changes`](gannet_core::ports::Changes) set. Every handler is safe to run twice for the
+//! same message.
+
+use std::sync::Arc;
+
+use gannet_core::plugin::Plugins;
+use gannet_core::ports::{Clock, GitSource, Store};
+
+mod api;
+mod error;
+pub mod http;
+mod notify;
+mod plan;
+mod resume;
+mod settings;
+mod stage;
+mod trigger;
+mod webhook;
+
+pub use api::{ApiError, AppView, DeploymentView, StageView, SyncRequest};
+pub use error::{backoff, error_chain, Disposition, HandlerError};
+pub use settings::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
+pub use webhook::{WebhookRequest, WebhookResponse, MAX_WEBHOOK_BODY};
+
+use gannet_core::ports::Received;
+use gannet_events::Message;
+
+/// The handlers, with the ports they use. Cheap to clone.
+#[derive(Clone)]
+pub struct Controller {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    git: Arc<dyn GitSource>,
+    clock: Arc<dyn Clock>,
+    plugins: Plugins,
+    settings: Settings,
+    http: reqwest::Client,
+}
+
+impl Controller {
+    pub fn new(
+        store: Arc<dyn Store>,
+        git: Arc<dyn GitSource>,
+        clock: Arc<dyn Clock>,
+        plugins: Plugins,
+        settings: Settings,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                git,
+                clock,
+                plugins,
+                settings,
+                http: reqwest::Client::builder()
+                    .timeout(std::time::Duration::from_secs(10))
+                    .build()
+                    .unwrap_or_default(),
+            }),
+        }
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// Handles one received message and says what to do with it.
+    pub async fn handle(&self, received: &Received) -> Disposition {
+        let result = match Message::decode(&received.body) {
+            Ok(message) => self.dispatch(message).await,
+            Err(err) => Err(HandlerError::from(err)),
+        };
+        match result {
+            Ok(()) => Disposition::Ack,
+            Err(err) => {
+                let disposition = err.disposition(received.attempts);
+                let chain = error_chain(&err);
+                match &disposition {
+                    Disposition::DeadLetter { .. } => {
+                        tracing::error!(queue = received.queue.as_str(), error = %chain, "message dead-lettered")
+                    }
+                    Disposition::Requeue { .. } => {
+                        tracing::debug!(queue = received.queue.as_str(), error = %chain, "conflict, requeued")
+                    }
+                    _ => {
+                        tracing::warn!(queue = received.queue.as_str(), attempts = received.attempts, error = %chain, "handler failed, will retry")
+                    }
+                }
+                disposition
+            }
+        }
+    }
+
+    async fn dispatch(&self, message: Message) -> Result<(), HandlerError> {
+        match message {
+            Message::Trigger { repo, cause } => self.trigger(&repo, &cause).await,
+            Message::Plan { app } => self.plan(&app).await,
+            Message::Step { deployment, seq } => self.step(&deployment, seq).await,
+            Message::Notify { event } => self.notify(&event).await,
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Human output: tables for lists, a stage table for one deployment, and progress lines.
+
+use gannet_controller::{AppView, DeploymentView};
+
+/// Prints rows as left-aligned columns under a header.
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", padded.join("  ").trim_end());
+    };
+    line(header.iter().map(|h| (*h).to_owned()).collect());
+    for row in rows {
+        line(row.clone());
+    }
+}
+
+pub fn apps(apps: &[AppView]) {
+    let rows: Vec<Vec<String>> = apps
+        .iter()
+        .map(|a| {
+            vec![
+                a.name.clone(),
+                a.kind.clone(),
+                a.sync_status.as_str().to_owned(),
+                a.path.clone(),
+                shorten(&a.sync_reason, 70),
+            ]
+        })
+        .collect();
+    table(&["NAME", "KIND", "SYNC", "PATH", "REASON"], &rows);
+}
+
+pub fn app(a: &AppView) {
+    println!("Application {} ({})", a.name, a.id);
+    println!("  kind:     {}", a.kind);
+    println!("  sync:     {} {}", a.sync_status.as_str(), a.sync_reason);
+    println!("  running:  {}", a.running_commit.as_deref().unwrap_or("-"));
+    println!(
+        "  active:   {}",
+        a.active_deployment.as_ref().map_or("-", |d| d.as_str())
+    );
+}
+
+pub fn deployments(list: &[DeploymentView]) {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|d| {
+            vec![
+                d.id.to_string(),
+                d.app.clone(),
+                d.commit.chars().take(7).collect(),
+                d.status.as_str().to_owned(),
+                d.trigger.as_str().to_owned(),
+                d.created_at.clone(),
+                shorten(&d.status_reason, 60),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID", "APP", "COMMIT", "STATUS", "TRIGGER", "CREATED", "REASON",
+        ],
+        &rows,
+    );
+}
+
+pub fn deployment(d: &DeploymentView) {
+    println!(
+        "Deployment {} of {} at {}",
+        d.id,
+        d.app,
+        &d.commit[..d.commit.len().min(12)]
+    );
+    println!("  status:   {} {}", d.status.as_str(), d.status_reason);
+    if !d.summary.is_empty() {
+        println!("  summary:  {}", d.summary);
+    }
+    if let Some(b) = &d.blocked_by {
+        println!("  waiting:  for deployment {b}");
+    }
+    let rows: Vec<Vec<String>> = d
+        .stages
+        .iter()
+        .filter(|s| s.visible)
+        .map(|s| {
+            vec![
+                s.id.to_string(),
+                s.name.clone(),
+                s.status.as_str().to_owned(),
+                shorten(&s.status_reason, 60),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        println!();
+        table(&["STAGE", "NAME", "STATUS", "REASON"], &rows);
+    }
+}
+
+/// Prints what changed between two views of a deployment, one line per change.
+pub fn print_changes(before: Option<&DeploymentView>, now: &DeploymentView) {
+    if before.map(|b| b.status) != Some(now.status) {
+        let reason = if now.status_reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", now.status_reason)
+        };
+        println!("deployment {} {}{reason}", now.id, now.status.as_str());
+    }
+    for s in now.stages.iter().filter(|s| s.visible) {
+        let old = before
+            .and_then(|b| b.stages.iter().find(|o| o.id == s.id))
+            .map(|o| o.status);
+        if old != Some(s.status)
+            && (old.is_some() || s.status != gannet_core::deployment::StageStatus::NotStartedYet)
+        {
+            let reason = if s.status_reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", s.status_reason)
+            };
+            println!(
+                "  stage {:<20} {:<22} {}{reason}",
+                s.id.as_str(),
+                s.name,
+                s.status.as_str()
+            );
+        }
+    }
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    let first_line = text.lines().next().unwrap_or("");
+    if first_line.chars().count() <= max {
+        first_line.to_owned()
+    } else {
+        let cut: String = first_line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}

@@ -1,0 +1,191 @@
+//! `gannet up`: the embedded runtime. One process serves the webhook and the JSON API, drains
+//! the SQLite queues with a worker pool, and runs the poll and resume timers. State lives in
+//! one SQLite file, so a restart resumes every in-flight deployment.
+
+mod worker;
+
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use gannet_controller::Controller;
+use gannet_core::plugin::Plugins;
+use gannet_core::ports::{Clock, Queue};
+use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
+use gannet_git::LocalGit;
+use tokio::sync::watch;
+
+use crate::settings::UpConfig;
+
+/// The compiled-in plugins.
+pub fn plugins() -> Plugins {
+    Plugins::new(vec![
+        Arc::new(gannet_plugin_wait::WaitPlugin),
+        Arc::new(gannet_plugin_wait_approval::WaitApprovalPlugin),
+        Arc::new(gannet_plugin_script_run::ScriptRunPlugin),
+    ])
+}
+
+pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
+    let state_dir = cfg
+        .state
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default();
+    std::fs::create_dir_all(&state_dir)
+        .with_context(|| format!("cannot create the state directory {}", state_dir.display()))?;
+    let lock_path = cfg.state.with_extension("lock");
+    let lock = File::create(&lock_path)
+        .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    lock.try_lock().map_err(|_| {
+        anyhow::anyhow!(
+            "another `gannet up` is using {}; stop it first (lock file {})",
+            cfg.state.display(),
+            lock_path.display()
+        )
+    })?;
+
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let options = RuntimeOptions {
+        max_attempts: cfg.max_attempts,
+        ..RuntimeOptions::default()
+    };
+    let runtime = SqliteRuntime::open_with(&cfg.state, clock.clone(), options)
+        .with_context(|| format!("cannot open the state file {}", cfg.state.display()))?;
+    // This process owns the file (the lock above): messages leased by a previous process
+    // that died are ours to deliver again now.
+    let released = runtime
+        .release_leases()
+        .await
+        .context("cannot release the previous process's message leases")?;
+    if released > 0 {
+        tracing::info!(
+            messages = released,
+            "resuming messages in flight at the last stop"
+        );
+    }
+    let git = LocalGit::new(state_dir.join("git"), cfg.repos.clone())?;
+    let controller = Controller::new(
+        Arc::new(runtime.clone()),
+        Arc::new(git),
+        clock,
+        plugins(),
+        cfg.settings.clone(),
+    );
+
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", cfg.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, state = %cfg.state.display(), workers = cfg.workers, "gannet up");
+    println!(
+        "gannet up: listening on http://{addr}, state {}",
+        cfg.state.display()
+    );
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let pool = worker::Pool {
+        controller: controller.clone(),
+        queue: Arc::new(runtime.clone()) as Arc<dyn Queue>,
+        runtime: runtime.clone(),
+        visibility: cfg.visibility,
+        delivery: cfg.delivery,
+    };
+    let mut tasks = pool.spawn(cfg.workers, &stop_rx);
+    tasks.push(tokio::spawn(timer(
+        "resume",
+        cfg.settings.intervals.resume.get(),
+        stop_rx.clone(),
+        {
+            let c = controller.clone();
+            move || {
+                let c = c.clone();
+                async move { c.resume().await.map(|_| ()) }
+            }
+        },
+    )));
+    tasks.push(tokio::spawn(timer(
+        "poll",
+        cfg.settings.intervals.poll.get(),
+        stop_rx.clone(),
+        {
+            let c = controller.clone();
+            move || {
+                let c = c.clone();
+                async move { c.poll().await }
+            }
+        },
+    )));
+
+    let app = gannet_controller::http::router(controller);
+    let mut server_stop = stop_rx.clone();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        stopped(&mut server_stop).await;
+    });
+    let server = tokio::spawn(async move { server.await });
+
+    shutdown_signal().await;
+    tracing::info!("stopping: finishing the steps under way");
+    let _ = stop_tx.send(true);
+    let drain = async {
+        for t in tasks {
+            let _ = t.await;
+        }
+        let _ = server.await;
+    };
+    if tokio::time::timeout(Duration::from_secs(10), drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("steps still running after 10s; they resume at the next start");
+    }
+    drop(lock);
+    Ok(())
+}
+
+/// Runs `tick` now and then every `every`, until stopped.
+async fn timer<F, Fut>(
+    name: &'static str,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+    tick: F,
+) where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), gannet_controller::HandlerError>>,
+{
+    let mut interval = tokio::time::interval(every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {
+                if let Err(err) = tick().await {
+                    tracing::warn!(timer = name, error = %gannet_controller::error_chain(&err), "timer tick failed");
+                }
+            }
+            () = stopped(&mut stop) => return,
+        }
+    }
+}
+
+/// Resolves once `stop` says so (or its sender is gone).
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,465 @@
+//! The JSON API's operations: list and show apps and deployments, stage logs, and the
+//! commands (sync, cancel, approve). Transport-free; `http` maps them onto routes.
+
+use std::collections::BTreeMap;
+
+use gannet_core::app::{App, SyncStatus};
+use gannet_core::config;
+use gannet_core::deployment::{
+    CancelMode, CancelRequest, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy,
+    Trigger, TriggerKind,
+};
+use gannet_core::ports::{Changes, DeploymentFilter, LogLine, StoreError};
+use gannet_core::trigger::{self as determiner, Decision};
+use gannet_core::{AppId, DeploymentId, StageId};
+use gannet_events::{rfc3339, Message};
+use serde::{Deserialize, Serialize};
+
+use crate::plan::put_deployment;
+use crate::trigger::{notify, pending_deployment};
+use crate::{error_chain, Controller, HandlerError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("internal error")]
+    Internal(#[from] HandlerError),
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+impl From<gannet_core::ports::GitError> for ApiError {
+    fn from(e: gannet_core::ports::GitError) -> Self {
+        Self::Internal(e.into())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AppView {
+    pub id: AppId,
+    pub name: String,
+    pub repo: String,
+    /// The config file's path in the repository.
+    pub path: String,
+    pub kind: String,
+    pub labels: BTreeMap<String, String>,
+    pub sync_status: SyncStatus,
+    pub sync_reason: String,
+    pub running_commit: Option<String>,
+    pub active_deployment: Option<DeploymentId>,
+}
+
+impl From<App> for AppView {
+    fn from(a: App) -> Self {
+        Self {
+            path: a.id.config_path().to_owned(),
+            repo: a.repo.to_string(),
+            id: a.id,
+            name: a.name,
+            kind: a.kind,
+            labels: a.labels,
+            sync_status: a.sync_status,
+            sync_reason: a.sync_reason,
+            running_commit: a.running_commit.map(|c| c.to_string()),
+            active_deployment: a.active_deployment,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StageView {
+    pub id: StageId,
+    pub name: String,
+    pub desc: String,
+    pub status: StageStatus,
+    pub status_reason: String,
+    pub rollback: bool,
+    pub visible: bool,
+    pub started_at: Option<String>,
+    pub completed_at: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl From<&Stage> for StageView {
+    fn from(s: &Stage) -> Self {
+        Self {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            desc: s.desc.clone(),
+            status: s.status,
+            status_reason: s.status_reason.clone(),
+            rollback: s.rollback,
+            visible: s.visible,
+            started_at: s.started_at.map(rfc3339),
+            completed_at: s.completed_at.map(rfc3339),
+            metadata: s.metadata.clone(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentView {
+    pub id: DeploymentId,
+    /// The app's name.
+    pub app: String,
+    pub app_id: AppId,
+    pub kind: String,
+    pub commit: String,
+    pub commit_message: String,
+    pub branch: String,
+    pub status: DeploymentStatus,
+    pub status_reason: String,
+    pub trigger: TriggerKind,
+    pub commander: String,
+    pub strategy: Option<SyncStrategy>,
+    pub summary: String,
+    pub stages: Vec<StageView>,
+    pub running_commit: Option<String>,
+    pub blocked_by: Option<DeploymentId>,
+    pub created_at: String,
+    pub planned_at: Option<String>,
+    pub completed_at: Option<String>,
+}
+
+impl From<&Deployment> for DeploymentView {
+    fn from(d: &Deployment) -> Self {
+        Self {
+            id: d.id.clone(),
+            app: d.app_name.clone(),
+            app_id: d.app.clone(),
+            kind: d.kind.clone(),
+            commit: d.commit.sha.to_string(),
+            commit_message: d.commit.message.clone(),
+            branch: d.commit.branch.clone(),
+            status: d.status,
+            status_reason: d.status_reason.clone(),
+            trigger: d.trigger.kind,
+            commander: d.trigger.commander.clone(),
+            strategy: d.strategy,
+            summary: d.summary.clone(),
+            stages: d.stages.iter().map(StageView::from).collect(),
+            running_commit: d.running_commit.as_ref().map(|c| c.to_string()),
+            blocked_by: d.blocked_by.clone(),
+            created_at: rfc3339(d.created_at),
+            planned_at: d.planned_at.map(rfc3339),
+            completed_at: d.completed_at.map(rfc3339),
+        }
+    }
+}
+
+/// A manual sync.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SyncRequest {
+    /// `QUICK_SYNC` or `PIPELINE` to force one; absent lets the planner decide.
+    #[serde(default)]
+    pub strategy: Option<SyncStrategy>,
+    #[serde(default)]
+    pub commander: String,
+    /// An idempotency key: the same key never starts two deployments.
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// Optimistic commands retry this often when a step writes at the same moment.
+const COMMAND_TRIES: usize = 5;
+
+impl Controller {
+    pub async fn list_apps(&self) -> Result<Vec<AppView>, ApiError> {
+        Ok(self
+            .inner
+            .store
+            .apps()
+            .await?
+            .into_iter()
+            .map(AppView::from)
+            .collect())
+    }
+
+    /// An app by id, or by name when the name is unique.
+    pub async fn find_app(&self, key: &str) -> Result<App, ApiError> {
+        let apps = self.inner.store.apps().await?;
+        if let Some(app) = apps.iter().find(|a| a.id.as_str() == key) {
+            return Ok(app.clone());
+        }
+        let named: Vec<&App> = apps.iter().filter(|a| a.name == key).collect();
+        match named.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Err(ApiError::NotFound(format!("no application named {key}"))),
+            many => Err(ApiError::BadRequest(format!(
+                "{} applications are named {key}; use an id: {}",
+                many.len(),
+                many.iter()
+                    .map(|a| a.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
+    }
+
+    pub async fn list_deployments(
+        &self,
+        app: Option<&str>,
+        statuses: Vec<DeploymentStatus>,
+        limit: usize,
+    ) -> Result<Vec<DeploymentView>, ApiError> {
+        let app = match app {
+            Some(key) => Some(self.find_app(key).await?.id),
+            None => None,
+        };
+        let filter = DeploymentFilter {
+            app,
+            statuses,
+            limit: Some(limit),
+        };
+        let list = self.inner.store.deployments(&filter).await?;
+        Ok(list.iter().map(DeploymentView::from).collect())
+    }
+
+    async fn load(&self, id: &str) -> Result<Deployment, ApiError> {
+        let id = DeploymentId::parse(id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        self.inner
+            .store
+            .deployment(&id)
+            .await?
+            .ok_or_else(|| ApiError::NotFound(format!("no deployment {id}")))
+    }
+
+    pub async fn get_deployment(&self, id: &str) -> Result<DeploymentView, ApiError> {
+        Ok(DeploymentView::from(&self.load(id).await?))
+    }
+
+    pub async fn stage_logs(
+        &self,
+        id: &str,
+        stage: &str,
+        after: u64,
+    ) -> Result<Vec<LogLine>, ApiError> {
+        let d = self.load(id).await?;
+        let stage = StageId::parse(stage).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        if d.stage(&stage).is_none() {
+            return Err(ApiError::NotFound(format!(
+                "deployment {} has no stage {stage}",
+                d.id
+            )));
+        }
+        Ok(self.inner.store.logs(&d.id, &stage, after).await?)
+    }
+
+    /// Starts a deployment of the app at its branch head (PipeCD's ON_COMMAND).
+    pub async fn sync(&self, app_key: &str, req: SyncRequest) -> Result<DeploymentView, ApiError> {
+        let inner = &self.inner;
+        let app = self.find_app(app_key).await?;
+        if app.sync_status == SyncStatus::InvalidConfig {
+            return Err(ApiError::Conflict(format!(
+                "application {} has an invalid config: {}",
+                app.name, app.sync_reason
+            )));
+        }
+        let repo = inner.settings.repo(&app.repo).ok_or_else(|| {
+            ApiError::Conflict(format!("repository {} is no longer configured", app.repo))
+        })?;
+        let head = inner.git.head(&app.repo, &repo.branch).await?;
+        let path = app.id.config_path();
+        let text = inner
+            .git
+            .read_file(&app.repo, &head.sha, path)
+            .await?
+            .unwrap_or_default();
+        let cfg = config::parse_app_config(path, &String::from_utf8_lossy(&text))
+            .map_err(|e| ApiError::Conflict(format!("invalid config at branch head: {e}")))?;
+        if let Decision::Skip { reason } = determiner::on_command(&cfg) {
+            return Err(ApiError::Forbidden(reason));
+        }
+        let now = inner.clock.now();
+        let key = req.key.unwrap_or_else(|| now.0.to_string());
+        let trigger = Trigger {
+            kind: TriggerKind::OnCommand,
+            commander: req.commander,
+            strategy: req.strategy.unwrap_or_default(),
+        };
+        let d = pending_deployment(
+            &app,
+            &cfg,
+            &head,
+            &repo.branch,
+            trigger,
+            &format!("ON_COMMAND:{key}"),
+            now,
+        );
+        let changes = Changes {
+            writes: vec![gannet_core::ports::Write::PutDeployment {
+                deployment: Box::new(d.clone()),
+                expect: gannet_core::ports::Expect::Absent,
+            }],
+            send: vec![
+                Message::Plan {
+                    app: app.id.clone(),
+                }
+                .outgoing(),
+                notify(gannet_events::EventKind::DeploymentTriggered, &d, now),
+            ],
+        };
+        match inner.store.apply(changes).await {
+            Ok(()) | Err(StoreError::Conflict { .. }) => self.get_deployment(d.id.as_str()).await,
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Cancels a deployment, rolling back or not.
+    pub async fn cancel(
+        &self,
+        id: &str,
+        mode: CancelMode,
+        by: &str,
+    ) -> Result<DeploymentView, ApiError> {
+        self.command(id, |d, now| {
+            if d.status.is_terminal() {
+                return Err(ApiError::Conflict(format!(
+                    "deployment {} already ended {}",
+                    d.id,
+                    d.status.as_str()
+                )));
+            }
+            let mut next = d.clone();
+            if d.status == DeploymentStatus::Pending {
+                next.status = DeploymentStatus::Cancelled;
+                next.status_reason = format!(
+                    "cancelled by {}",
+                    if by.is_empty() { "an unnamed user" } else { by }
+                );
+                next.completed_at = Some(now);
+                return Ok((next, Message::Plan { app: d.app.clone() }));
+            }
+            if d.cancel.as_ref().is_some_and(|c| c.mode == mode) {
+                return Err(ApiError::Conflict(format!(
+                    "deployment {} is already being cancelled",
+                    d.id
+                )));
+            }
+            next.cancel = Some(CancelRequest {
+                mode,
+                by: by.to_owned(),
+                at: now,
+            });
+            Ok((next, step_message(d)))
+        })
+        .await
+    }
+
+    /// Records `user`'s approval of a WAIT_APPROVAL stage (the running one by default).
+    pub async fn approve(
+        &self,
+        id: &str,
+        stage: Option<&str>,
+        user: &str,
+    ) -> Result<DeploymentView, ApiError> {
+        let plugins = self.inner.plugins.clone();
+        self.command(id, |d, now| {
+            let target = match stage {
+                Some(s) => d.stages.iter().find(|st| st.id.as_str() == s),
+                None => d
+                    .stages
+                    .iter()
+                    .find(|st| st.status == StageStatus::Running && st.name == "WAIT_APPROVAL"),
+            }
+            .ok_or_else(|| {
+                ApiError::NotFound(match stage {
+                    Some(s) => format!("deployment {} has no stage {s}", d.id),
+                    None => format!("deployment {} is not waiting for approval", d.id),
+                })
+            })?;
+            if target.status != StageStatus::Running {
+                return Err(ApiError::Conflict(format!(
+                    "stage {} is {}, not waiting for approval",
+                    target.id,
+                    target.status.as_str()
+                )));
+            }
+            let plugin = plugins.for_stage(&target.name).ok_or_else(|| {
+                ApiError::BadRequest(format!("no plugin runs stage {}", target.name))
+            })?;
+            let entries = plugin.approve(target, user, now).map_err(|e| match e {
+                gannet_core::plugin::ApproveError::NotAnApprover { .. } => {
+                    ApiError::Forbidden(e.to_string())
+                }
+                _ => ApiError::Conflict(e.to_string()),
+            })?;
+            let mut next = d.clone();
+            let stage_id = target.id.clone();
+            if let Some(s) = next.stage_mut(&stage_id) {
+                s.metadata.extend(entries);
+            }
+            Ok((next, step_message(d)))
+        })
+        .await
+    }
+
+    /// Applies a command's change with the deployment's seq bumped and the message it sends,
+    /// retrying when a step wrote at the same moment.
+    async fn command<F>(&self, id: &str, change: F) -> Result<DeploymentView, ApiError>
+    where
+        F: Fn(
+            &Deployment,
+            gannet_core::duration::Millis,
+        ) -> Result<(Deployment, Message), ApiError>,
+    {
+        for _ in 0..COMMAND_TRIES {
+            let d = self.load(id).await?;
+            let now = self.inner.clock.now();
+            let (next, message) = change(&d, now)?;
+            let mut changes = Changes::default();
+            put_deployment(&mut changes, &d, next, now);
+            changes.send.push(message.outgoing());
+            match self.inner.store.apply(changes).await {
+                Ok(()) => return self.get_deployment(id).await,
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::Conflict(format!(
+            "deployment {id} is changing too fast; try again"
+        )))
+    }
+}
+
+/// The step message for the seq a command writes (stored seq + 1).
+fn step_message(d: &Deployment) -> Message {
+    Message::Step {
+        deployment: d.id.clone(),
+        seq: d.seq + 1,
+    }
+}
+
+impl ApiError {
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::NotFound(_) => 404,
+            Self::BadRequest(_) => 400,
+            Self::Forbidden(_) => 403,
+            Self::Conflict(_) => 409,
+            Self::Internal(_) => 500,
+        }
+    }
+
+    /// The message a client sees: internal details are logged, never returned.
+    pub fn public_message(&self) -> String {
+        match self {
+            Self::Internal(err) => {
+                tracing::error!(error = %error_chain(err), "api request failed");
+                "internal error; see the server log".into()
+            }
+            other => other.to_string(),
+        }
+    }
+}

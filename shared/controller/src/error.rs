@@ -1,0 +1,116 @@
+//! The handlers' error type, and the one place that decides what a failure means for the
+//! message that caused it.
+
+use gannet_core::ports::{GitError, QueueError, StoreError};
+use gannet_core::GoDuration;
+use gannet_events::DecodeError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("cannot decode message")]
+    Decode(#[from] DecodeError),
+    /// The message names something this installation does not know; it can never succeed.
+    #[error("{0}")]
+    Unprocessable(String),
+    /// A plugin step failed in a way worth retrying.
+    #[error("step of {stage} failed, will retry")]
+    Step {
+        stage: String,
+        #[source]
+        source: gannet_core::plugin::StepError,
+    },
+    #[error("notification to {receiver} failed")]
+    Notify {
+        receiver: String,
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+/// What happens to a message after its handler ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    /// Done (or a stale duplicate): delete it.
+    Ack,
+    /// Try again after this long; the failure counts as an attempt.
+    Retry { after: GoDuration, reason: String },
+    /// Not a failure (a write lost a race): send it again as a fresh message after this long.
+    Requeue { after: GoDuration },
+    /// It can never succeed: keep it in the dead-letter queue with the reason.
+    DeadLetter { reason: String },
+}
+
+/// Retry delay for the n-th attempt: 1 s doubling, at most 5 min.
+pub fn backoff(attempts: u32) -> GoDuration {
+    let exp = attempts.saturating_sub(1).min(9);
+    GoDuration::from_secs((1u64 << exp).min(300))
+}
+
+impl HandlerError {
+    /// The single place that classifies failures as retryable or terminal.
+    pub fn disposition(&self, attempts: u32) -> Disposition {
+        match self {
+            // Someone else wrote first: re-read and decide again, soon.
+            Self::Store(StoreError::Conflict { .. }) => Disposition::Requeue {
+                after: GoDuration::from_millis(20),
+            },
+            Self::Decode(_) | Self::Unprocessable(_) | Self::Store(StoreError::Corrupt { .. }) => {
+                Disposition::DeadLetter {
+                    reason: error_chain(self),
+                }
+            }
+            Self::Git(GitError::UnknownRepo(_)) => Disposition::DeadLetter {
+                reason: error_chain(self),
+            },
+            _ => Disposition::Retry {
+                after: backoff(attempts),
+                reason: error_chain(self),
+            },
+        }
+    }
+}
+
+/// The error and all its sources, `: `-joined.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification() {
+        let conflict = HandlerError::Store(StoreError::Conflict { what: "x".into() });
+        assert!(matches!(
+            conflict.disposition(1),
+            Disposition::Requeue { .. }
+        ));
+        let bad = HandlerError::Unprocessable("repository nope is not configured".into());
+        assert_eq!(
+            bad.disposition(1),
+            Disposition::DeadLetter {
+                reason: "repository nope is not configured".into()
+            }
+        );
+        assert_eq!(backoff(1), GoDuration::from_secs(1));
+        assert_eq!(backoff(4), GoDuration::from_secs(8));
+        assert_eq!(backoff(40), GoDuration::from_secs(300));
+    }
+}

@@ -1,0 +1,242 @@
+//! The plan handler: reconciles one app's deployment lock. It releases the lock when its
+//! holder has finished, then plans the next PENDING deployment (the oldest, or with
+//! `supersede` the newest, cancelling the older ones). While the lock is held, every PENDING
+//! deployment records which deployment it waits for.
+//!
+//! The lock is the app record's `active_deployment`, taken and released with conditional
+//! writes in the same atomic set as the deployment's own change.
+
+use gannet_core::app::{App, SyncStatus};
+use gannet_core::config;
+use gannet_core::deployment::{Deployment, DeploymentStatus};
+use gannet_core::duration::Millis;
+use gannet_core::planner::{self, PlanInput};
+use gannet_core::ports::{Changes, DeploymentFilter, Expect, Write};
+use gannet_core::AppId;
+use gannet_events::{EventKind, Message};
+
+use crate::settings::Supersede;
+use crate::trigger::notify;
+use crate::{Controller, HandlerError};
+
+impl Controller {
+    pub(crate) async fn plan(&self, app_id: &AppId) -> Result<(), HandlerError> {
+        let inner = &self.inner;
+        let Some(mut app) = inner.store.app(app_id).await? else {
+            tracing::warn!(app = %app_id, "plan for an unknown app dropped");
+            return Ok(());
+        };
+        let before = app.clone();
+        let now = inner.clock.now();
+        let mut changes = Changes::default();
+        let mut pending = inner
+            .store
+            .deployments(&DeploymentFilter {
+                app: Some(app_id.clone()),
+                statuses: vec![DeploymentStatus::Pending],
+                limit: None,
+            })
+            .await?;
+        pending.reverse(); // oldest first
+
+        if let Some(active_id) = app.active_deployment.clone() {
+            match inner.store.deployment(&active_id).await? {
+                Some(active) if !active.status.is_terminal() => {
+                    for d in pending
+                        .iter()
+                        .filter(|d| d.blocked_by.as_ref() != Some(&active_id))
+                    {
+                        let mut waiting = d.clone();
+                        waiting.blocked_by = Some(active_id.clone());
+                        waiting.status_reason = format!(
+                            "waiting for deployment {active_id} ({}) to finish",
+                            active.status.as_str()
+                        );
+                        put_deployment(&mut changes, d, waiting, now);
+                    }
+                    return self.commit(changes).await;
+                }
+                finished => release(&mut app, finished.as_ref(), now),
+            }
+        }
+
+        let supersede = inner
+            .settings
+            .repo(&app.repo)
+            .map(|r| r.supersede)
+            .unwrap_or_default();
+        let next = match supersede {
+            Supersede::Never => pending.first().cloned(),
+            Supersede::OlderPending => {
+                let newest = pending.last().cloned();
+                if let Some(newest) = &newest {
+                    for old in pending.iter().filter(|d| d.id != newest.id) {
+                        let mut cancelled = old.clone();
+                        cancelled.status = DeploymentStatus::Cancelled;
+                        cancelled.status_reason = format!(
+                            "superseded by deployment {} of commit {}",
+                            newest.id,
+                            newest.commit.sha.short()
+                        );
+                        cancelled.completed_at = Some(now);
+                        changes
+                            .send
+                            .push(notify(EventKind::DeploymentCancelled, &cancelled, now));
+                        put_deployment(&mut changes, old, cancelled, now);
+                    }
+                }
+                newest
+            }
+        };
+        if let Some(d) = next {
+            self.plan_deployment(&mut changes, &mut app, &d, now)
+                .await?;
+        }
+        crate::trigger::put_if_changed(&mut changes, Some(&before), app, now);
+        self.commit(changes).await
+    }
+
+    /// Plans `d` and takes the app's lock for it; a deployment that cannot be planned ends
+    /// FAILURE with the reason, and the app is planned again for the next one.
+    async fn plan_deployment(
+        &self,
+        changes: &mut Changes,
+        app: &mut App,
+        d: &Deployment,
+        now: Millis,
+    ) -> Result<(), HandlerError> {
+        let mut planned = d.clone();
+        planned.blocked_by = None;
+        planned.running_commit = app.running_commit.clone();
+        match self.build_plan(app, &planned).await? {
+            Ok(plan) => {
+                planned.status = DeploymentStatus::Planned;
+                planned.status_reason = String::new();
+                planned.strategy = Some(plan.strategy);
+                planned.summary = plan.summary;
+                planned.stages = plan.stages;
+                planned.planned_at = Some(now);
+                app.active_deployment = Some(d.id.clone());
+                app.sync_status = SyncStatus::Deploying;
+                app.sync_reason = format!("deploying commit {} ({})", d.commit.sha.short(), d.id);
+                let seq = d.seq + 1;
+                changes.send.push(
+                    Message::Step {
+                        deployment: d.id.clone(),
+                        seq,
+                    }
+                    .outgoing(),
+                );
+                changes
+                    .send
+                    .push(notify(EventKind::DeploymentPlanned, &planned, now));
+                tracing::info!(app = %app.id, deployment = %d.id, strategy = planned.strategy.map(|s| s.as_str()).unwrap_or(""), "deployment planned");
+            }
+            Err(reason) => {
+                tracing::warn!(app = %app.id, deployment = %d.id, %reason, "deployment cannot be planned");
+                planned.status = DeploymentStatus::Failure;
+                planned.status_reason = reason;
+                planned.completed_at = Some(now);
+                changes
+                    .send
+                    .push(notify(EventKind::DeploymentFailed, &planned, now));
+                changes.send.push(
+                    Message::Plan {
+                        app: app.id.clone(),
+                    }
+                    .outgoing(),
+                );
+            }
+        }
+        put_deployment(changes, d, planned, now);
+        Ok(())
+    }
+
+    /// Loads the app's config at the deployment's commit and runs the planner. The outer
+    /// error is IO (retry); the inner one is why this deployment cannot run.
+    async fn build_plan(
+        &self,
+        app: &App,
+        d: &Deployment,
+    ) -> Result<Result<planner::Plan, String>, HandlerError> {
+        let inner = &self.inner;
+        let path = app.id.config_path();
+        let Some(bytes) = inner.git.read_file(&app.repo, &d.commit.sha, path).await? else {
+            return Ok(Err(format!(
+                "{path} does not exist at commit {}",
+                d.commit.sha.short()
+            )));
+        };
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(Err(format!("{path} is not UTF-8")));
+        };
+        let cfg = match config::parse_app_config(path, &text) {
+            Ok(cfg) => cfg,
+            Err(err) => return Ok(Err(format!("invalid config: {err}"))),
+        };
+        let changed_files = match &d.running_commit {
+            Some(from) => {
+                inner
+                    .git
+                    .changed_files(&app.repo, from, &d.commit.sha)
+                    .await?
+            }
+            None => Vec::new(),
+        };
+        let input = PlanInput {
+            app: &cfg,
+            trigger: &d.trigger,
+            commit_message: &d.commit.message,
+            changed_files: &changed_files,
+            running_commit: d.running_commit.as_ref(),
+            plugins: &inner.plugins,
+        };
+        Ok(planner::plan(&input).map_err(|e| e.to_string()))
+    }
+
+    async fn commit(&self, changes: Changes) -> Result<(), HandlerError> {
+        if !changes.is_empty() {
+            self.inner.store.apply(changes).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Releases the lock of a finished (or vanished) deployment and records its outcome.
+fn release(app: &mut App, finished: Option<&Deployment>, now: Millis) {
+    app.active_deployment = None;
+    let Some(d) = finished else {
+        app.sync_status = SyncStatus::Unknown;
+        app.sync_reason = "the deployment holding the lock no longer exists".into();
+        return;
+    };
+    app.last_deployment_finished_at = Some(d.completed_at.unwrap_or(now));
+    if d.status == DeploymentStatus::Success {
+        app.running_commit = Some(d.commit.sha.clone());
+        app.sync_status = SyncStatus::Synced;
+        app.sync_reason = format!("deployed commit {} ({})", d.commit.sha.short(), d.id);
+    } else {
+        app.sync_status = SyncStatus::Unknown;
+        app.sync_reason = format!(
+            "deployment {} ended {}: {}",
+            d.id,
+            d.status.as_str(),
+            d.status_reason
+        );
+    }
+}
+
+/// Writes `next` over `stored`, conditional on the stored seq, with the seq bumped.
+pub(crate) fn put_deployment(
+    changes: &mut Changes,
+    stored: &Deployment,
+    mut next: Deployment,
+    now: Millis,
+) {
+    next.seq = stored.seq + 1;
+    next.updated_at = now;
+    changes.writes.push(Write::PutDeployment {
+        deployment: Box::new(next),
+        expect: Expect::Version(stored.seq),
+    });
+}

@@ -1,0 +1,87 @@
+//! What the handlers need to know about the installation: repositories, the webhook secret,
+//! intervals and notification receivers. Built once by the runtime from its config.
+
+use std::fmt;
+
+use gannet_core::{GoDuration, RepoId};
+
+/// A secret value. Its `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// One watched repository branch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RepoSettings {
+    pub id: RepoId,
+    pub branch: String,
+    /// `owner/name` that webhooks for this repository carry in `repository.full_name`.
+    pub github: Option<String>,
+    /// The clone URL, for repositories gannet clones.
+    pub url: Option<String>,
+    /// A newer commit cancels the app's older PENDING deployments.
+    pub supersede: Supersede,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Supersede {
+    /// Every PENDING deployment runs, oldest first (PipeCD's behaviour).
+    #[default]
+    Never,
+    /// Only the newest PENDING deployment runs; older ones end CANCELLED as superseded.
+    OlderPending,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Intervals {
+    pub poll: GoDuration,
+    pub resume: GoDuration,
+    pub drift: GoDuration,
+}
+
+impl Default for Intervals {
+    fn default() -> Self {
+        Self {
+            poll: GoDuration::from_secs(60),
+            resume: GoDuration::from_secs(30),
+            drift: GoDuration::from_secs(60),
+        }
+    }
+}
+
+/// An HTTP endpoint that receives every event as a CloudEvent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Receiver {
+    pub name: String,
+    pub url: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub repos: Vec<RepoSettings>,
+    /// `None`: webhooks are refused (no secret configured).
+    pub webhook_secret: Option<Secret>,
+    pub intervals: Intervals,
+    pub receivers: Vec<Receiver>,
+}
+
+impl Settings {
+    pub fn repo(&self, id: &RepoId) -> Option<&RepoSettings> {
+        self.repos.iter().find(|r| &r.id == id)
+    }
+}

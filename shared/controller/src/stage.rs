@@ -1,0 +1,301 @@
+//! The stage handler: runs exactly one step of a deployment's current stage per message.
+//!
+//! A message whose `seq` no longer matches the stored deployment is stale (a duplicate, or
+//! overtaken by a cancel or an approval) and is dropped. The stage's start is stored before
+//! the plugin runs, without bumping `seq`, so a crash mid-step redelivers the same message
+//! and the step resumes; the outcome is stored with the next `seq` and the next message in
+//! one atomic set. `Continue{after}` becomes a delayed message; nothing sleeps.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use gannet_core::deployment::{Deployment, DeploymentStatus, Stage};
+use gannet_core::machine::{self, Action, Next, Transition};
+use gannet_core::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcome};
+use gannet_core::ports::{Changes, Expect, Metadata, StoreError, Write};
+use gannet_core::{DeploymentId, GoDuration, StageId};
+use gannet_events::{Event, EventKind, Message};
+use tokio::sync::Mutex;
+
+use crate::trigger::notify;
+use crate::{error_chain, Controller, HandlerError};
+
+impl Controller {
+    pub(crate) async fn step(&self, id: &DeploymentId, seq: u64) -> Result<(), HandlerError> {
+        let inner = &self.inner;
+        let Some(d) = inner.store.deployment(id).await? else {
+            tracing::warn!(deployment = %id, "step for an unknown deployment dropped");
+            return Ok(());
+        };
+        if d.seq != seq {
+            tracing::debug!(deployment = %id, message_seq = seq, stored_seq = d.seq, "stale step dropped");
+            return Ok(());
+        }
+        match machine::next_action(&d, inner.clock.now()) {
+            Action::Nothing => Ok(()),
+            Action::Transition(t) => self.store_transition(&d, *t).await,
+            Action::Run { index } => self.run_step(d, index).await,
+        }
+    }
+
+    async fn run_step(&self, d: Deployment, index: usize) -> Result<(), HandlerError> {
+        let inner = &self.inner;
+        let now = inner.clock.now();
+        let d = if d.stages[index].started_at.is_none() || d.status == DeploymentStatus::Planned {
+            let started = machine::start_stage(&d, index, now);
+            let mut changes = Changes::default();
+            if d.status == DeploymentStatus::Planned {
+                changes
+                    .send
+                    .push(notify(EventKind::DeploymentStarted, &started, now));
+            }
+            changes
+                .send
+                .push(stage_event(EventKind::StageStarted, &started, index, now));
+            if started.stages[index].name == "WAIT_APPROVAL" {
+                changes.send.push(stage_event(
+                    EventKind::DeploymentWaitApproval,
+                    &started,
+                    index,
+                    now,
+                ));
+            }
+            changes.writes.push(Write::PutDeployment {
+                deployment: Box::new(started.clone()),
+                expect: Expect::Version(d.seq),
+            });
+            match inner.store.apply(changes).await {
+                Ok(()) => {}
+                // Someone moved the deployment on (cancel, duplicate): this message is stale.
+                Err(StoreError::Conflict { .. }) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+            let stage = &started.stages[index];
+            tracing::info!(deployment = %started.id, stage = %stage.id, name = %stage.name, "stage started");
+            started
+        } else {
+            d
+        };
+        let stage = d.stages[index].clone();
+        let io = StageIo {
+            controller: self.clone(),
+            current: Mutex::new(d.clone()),
+            stage: stage.id.clone(),
+        };
+        let outcome = match self.execute(&d, &stage, &io).await {
+            Ok(outcome) => outcome,
+            Err(err @ StepError::Transient { .. }) => {
+                io.log(&format!("retrying: {}", error_chain(&err))).await;
+                return Err(HandlerError::Step {
+                    stage: stage.id.to_string(),
+                    source: err,
+                });
+            }
+            Err(StepError::Permanent(reason)) => StepOutcome::Done(StageResult::Failure { reason }),
+        };
+        if let StepOutcome::Done(result) = &outcome {
+            let line = match result {
+                StageResult::Success => "stage succeeded".to_owned(),
+                StageResult::Failure { reason } => format!("stage failed: {reason}"),
+            };
+            io.log(&line).await;
+        }
+        let latest = io.current.into_inner();
+        let t = machine::apply_outcome(&latest, index, &outcome, inner.clock.now());
+        self.store_transition(&latest, t).await
+    }
+
+    /// Runs the plugin for one step, bounded by the stage's and the deployment's deadlines.
+    async fn execute(
+        &self,
+        d: &Deployment,
+        stage: &Stage,
+        io: &StageIo,
+    ) -> Result<StepOutcome, StepError> {
+        let inner = &self.inner;
+        let Some(plugin) = inner.plugins.for_stage(&stage.name) else {
+            return Err(StepError::Permanent(format!(
+                "no plugin runs stage {}",
+                stage.name
+            )));
+        };
+        let app_dir = self.app_dir(d, &d.commit.sha).await?;
+        let running_app_dir = match &d.running_commit {
+            Some(sha) => Some(self.app_dir(d, sha).await?),
+            None => None,
+        };
+        let now = inner.clock.now();
+        let ctx = StepContext {
+            deployment: d,
+            stage,
+            app_dir: &app_dir,
+            running_app_dir: running_app_dir.as_deref(),
+            now,
+            io,
+        };
+        let deadline = [
+            d.planned_at.map(|at| at.plus(d.timeout)),
+            stage.started_at.map(|at| at.plus(stage.timeout)),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(Duration::from_secs(6 * 3600), |limit| {
+            limit.since(now).get()
+        });
+        match tokio::time::timeout(deadline + Duration::from_secs(1), plugin.execute_step(ctx))
+            .await
+        {
+            Ok(result) => result,
+            // The deadline passed mid-step; the next step's check ends the stage.
+            Err(_) => Ok(StepOutcome::Continue {
+                after: GoDuration::default(),
+            }),
+        }
+    }
+
+    async fn app_dir(
+        &self,
+        d: &Deployment,
+        sha: &gannet_core::CommitSha,
+    ) -> Result<PathBuf, StepError> {
+        let root = self
+            .inner
+            .git
+            .checkout(&d.app.repo(), sha)
+            .await
+            .map_err(|e| StepError::Transient {
+                operation: format!("checkout of {}", sha.short()),
+                source: Box::new(e),
+            })?;
+        Ok(root.join(d.app.dir()))
+    }
+
+    /// Stores a transition and sends what follows it. A conflict means the deployment moved
+    /// on without us (a duplicate or a command); the message is then stale and dropped.
+    async fn store_transition(
+        &self,
+        stored: &Deployment,
+        t: Transition,
+    ) -> Result<(), HandlerError> {
+        let now = self.inner.clock.now();
+        let next = &t.deployment;
+        let mut changes = Changes::default();
+        match t.next {
+            Next::Step { after } => changes.send.push(
+                Message::Step {
+                    deployment: next.id.clone(),
+                    seq: next.seq,
+                }
+                .outgoing_after(after),
+            ),
+            Next::Finished => {
+                changes.send.push(
+                    Message::Plan {
+                        app: next.app.clone(),
+                    }
+                    .outgoing(),
+                );
+                tracing::info!(deployment = %next.id, app = %next.app, status = next.status.as_str(), reason = %next.status_reason, "deployment finished");
+            }
+        }
+        if next.status != stored.status {
+            if let Some(kind) = EventKind::for_status(next.status) {
+                changes.send.push(notify(kind, next, now));
+            }
+        }
+        for (i, (before, after)) in stored.stages.iter().zip(&next.stages).enumerate() {
+            if before.status != after.status && after.status.is_finished() {
+                let kind = match after.status {
+                    gannet_core::deployment::StageStatus::Success => EventKind::StageSucceeded,
+                    gannet_core::deployment::StageStatus::Failure => EventKind::StageFailed,
+                    _ => continue,
+                };
+                changes.send.push(stage_event(kind, next, i, now));
+            }
+        }
+        changes.writes.push(Write::PutDeployment {
+            deployment: Box::new(t.deployment),
+            expect: Expect::Version(stored.seq),
+        });
+        match self.inner.store.apply(changes).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::Conflict { .. }) => {
+                tracing::info!(deployment = %stored.id, "deployment changed during the step; outcome dropped");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn stage_event(
+    kind: EventKind,
+    d: &Deployment,
+    index: usize,
+    now: gannet_core::duration::Millis,
+) -> gannet_core::ports::Outgoing {
+    Message::Notify {
+        event: Box::new(Event::deployment(
+            kind,
+            d,
+            Some(d.stages[index].id.as_str()),
+            now,
+        )),
+    }
+    .outgoing()
+}
+
+/// The step's window onto gannet's state: stage log lines and metadata, saved at once.
+struct StageIo {
+    controller: Controller,
+    current: Mutex<Deployment>,
+    stage: StageId,
+}
+
+#[async_trait]
+impl StepIo for StageIo {
+    async fn log(&self, line: &str) {
+        let inner = &self.controller.inner;
+        let id = self.current.lock().await.id.clone();
+        let lines = [line.to_owned()];
+        if let Err(err) = inner
+            .store
+            .append_log(&id, &self.stage, inner.clock.now(), &lines)
+            .await
+        {
+            tracing::warn!(deployment = %id, stage = %self.stage, error = %error_chain(&err), "stage log line lost");
+        }
+    }
+
+    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
+        let inner = &self.controller.inner;
+        let mut current = self.current.lock().await;
+        let mut next = current.clone();
+        if let Some(stage) = next.stage_mut(&self.stage) {
+            stage.metadata.extend(entries);
+        }
+        next.updated_at = inner.clock.now();
+        let changes = Changes {
+            writes: vec![Write::PutDeployment {
+                deployment: Box::new(next.clone()),
+                expect: Expect::Version(current.seq),
+            }],
+            send: Vec::new(),
+        };
+        match inner.store.apply(changes).await {
+            Ok(()) => {
+                *current = next;
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. }) => Err(StepError::Permanent(
+                "the deployment changed while this step ran (cancelled?); step abandoned".into(),
+            )),
+            Err(err) => Err(StepError::Transient {
+                operation: "saving stage metadata".into(),
+                source: Box::new(err),
+            }),
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The trigger handler: discovers the apps of a repository branch at its head, runs PipeCD's
+//! onCommit determiner for each, and creates PENDING deployments.
+//!
+//! It reads the branch head itself rather than trusting the message, so out-of-order or
+//! duplicate triggers converge: whatever arrives last sees the newest head, and a head already
+//! scanned is a no-op. Intermediate commits collapse into one deployment at the head.
+
+use std::collections::BTreeMap;
+
+use gannet_core::app::{App, RepoState, SyncStatus};
+use gannet_core::config::{self, AppConfig};
+use gannet_core::deployment::{
+    Commit, Deployment, DeploymentStatus, SyncStrategy, Trigger, TriggerKind,
+};
+use gannet_core::duration::Millis;
+use gannet_core::ports::{Changes, CommitInfo, Expect, Write};
+use gannet_core::trigger::{self as determiner, Decision};
+use gannet_core::{AppId, DeploymentId, RepoId};
+use gannet_events::{Event, EventKind, Message, TriggerCause};
+
+use crate::{Controller, HandlerError};
+
+impl Controller {
+    pub(crate) async fn trigger(
+        &self,
+        repo: &RepoId,
+        cause: &TriggerCause,
+    ) -> Result<(), HandlerError> {
+        let inner = &self.inner;
+        let settings = inner.settings.repo(repo).ok_or_else(|| {
+            HandlerError::Unprocessable(format!("repository {repo} is not configured"))
+        })?;
+        let head = inner.git.head(repo, &settings.branch).await?;
+        let state = inner.store.repo(repo).await?;
+        if state.as_ref().and_then(|s| s.scanned_head.as_ref()) == Some(&head.sha) {
+            tracing::debug!(repo = %repo, head = %head.sha, "head already triggered");
+            return Ok(());
+        }
+        let now = inner.clock.now();
+        let files = inner.git.list_files(repo, &head.sha).await?;
+        let known: BTreeMap<AppId, App> = inner
+            .store
+            .apps()
+            .await?
+            .into_iter()
+            .filter(|a| &a.repo == repo)
+            .map(|a| (a.id.clone(), a))
+            .collect();
+
+        let mut changes = Changes::default();
+        let mut seen = Vec::new();
+        for path in files.iter().filter(|p| config::is_app_config_path(p)) {
+            let id = AppId::new(repo, path);
+            seen.push(id.clone());
+            let before = known.get(&id);
+            let text = inner
+                .git
+                .read_file(repo, &head.sha, path)
+                .await?
+                .unwrap_or_default();
+            let parsed = std::str::from_utf8(&text)
+                .map_err(|e| format!("{path}: not UTF-8: {e}"))
+                .and_then(|t| config::parse_app_config(path, t).map_err(|e| e.to_string()));
+            let mut app = before
+                .cloned()
+                .unwrap_or_else(|| App::new(id.clone(), dir_name(&id), String::new(), now));
+            match parsed {
+                Err(reason) => {
+                    app.sync_status = SyncStatus::InvalidConfig;
+                    app.sync_reason = reason;
+                }
+                Ok(cfg) => {
+                    describe(&mut app, &cfg);
+                    let changed = match &app.last_triggered_commit {
+                        Some(from) => Some(inner.git.changed_files(repo, from, &head.sha).await?),
+                        None => None,
+                    };
+                    match determiner::on_commit(&cfg, id.dir(), changed.as_deref()) {
+                        Decision::Deploy { reason } => {
+                            let trigger = Trigger {
+                                kind: TriggerKind::OnCommit,
+                                commander: String::new(),
+                                strategy: SyncStrategy::Auto,
+                            };
+                            let d = pending_deployment(
+                                &app,
+                                &cfg,
+                                &head,
+                                &settings.branch,
+                                trigger,
+                                "ON_COMMIT",
+                                now,
+                            );
+                            tracing::info!(app = %id, deployment = %d.id, commit = %head.sha, %reason, "deployment triggered");
+                            changes
+                                .send
+                                .push(Message::Plan { app: id.clone() }.outgoing());
+                            changes
+                                .send
+                                .push(notify(EventKind::DeploymentTriggered, &d, now));
+                            changes.writes.push(Write::PutDeployment {
+                                deployment: Box::new(d),
+                                expect: Expect::Absent,
+                            });
+                            app.last_triggered_commit = Some(head.sha.clone());
+                        }
+                        Decision::Skip { reason } => {
+                            tracing::debug!(app = %id, %reason, "not triggered");
+                        }
+                    }
+                }
+            }
+            put_if_changed(&mut changes, before, app, now);
+        }
+        for (id, app) in &known {
+            if !seen.contains(id) && app.sync_status != SyncStatus::InvalidConfig {
+                let mut gone = app.clone();
+                gone.sync_status = SyncStatus::InvalidConfig;
+                gone.sync_reason = format!(
+                    "config file {} no longer exists at {}",
+                    id.config_path(),
+                    head.sha.short()
+                );
+                put_if_changed(&mut changes, Some(app), gone, now);
+            }
+        }
+        let (expect, version) = match &state {
+            Some(s) => (Expect::Version(s.version), s.version + 1),
+            None => (Expect::Absent, 1),
+        };
+        changes.writes.push(Write::PutRepo {
+            repo: RepoState {
+                repo: repo.clone(),
+                scanned_head: Some(head.sha.clone()),
+                updated_at: now,
+                version,
+            },
+            expect,
+        });
+        inner.store.apply(changes).await?;
+        if let TriggerCause::Push { delivery, .. } = cause {
+            tracing::info!(repo = %repo, head = %head.sha, delivery = %delivery, "push triggered");
+        }
+        Ok(())
+    }
+}
+
+/// The app's name before its config parses: its directory's last component.
+fn dir_name(id: &AppId) -> String {
+    let dir = id.dir();
+    let name = dir.rsplit('/').next().unwrap_or(dir);
+    if name.is_empty() {
+        id.config_path().to_owned()
+    } else {
+        name.to_owned()
+    }
+}
+
+/// Copies what the config says about the app into its record.
+pub(crate) fn describe(app: &mut App, cfg: &AppConfig) {
+    app.name = cfg.name().to_owned();
+    app.kind = cfg.kind.as_str().to_owned();
+    app.labels = cfg.labels().clone();
+    if app.sync_status == SyncStatus::InvalidConfig {
+        app.sync_status = SyncStatus::Unknown;
+        app.sync_reason.clear();
+    }
+}
+
+/// Writes `app` if it differs from what is stored (bumping its version).
+pub(crate) fn put_if_changed(
+    changes: &mut Changes,
+    before: Option<&App>,
+    mut app: App,
+    now: Millis,
+) {
+    if before == Some(&app) {
+        return;
+    }
+    let expect = match before {
+        Some(b) => Expect::Version(b.version),
+        None => Expect::Absent,
+    };
+    app.version = before.map_or(1, |b| b.version + 1);
+    app.updated_at = now;
+    changes.writes.push(Write::PutApp { app, expect });
+}
+
+/// A new PENDING deployment of `app` at `head`, its id derived from app, commit and cause.
+pub(crate) fn pending_deployment(
+    app: &App,
+    cfg: &AppConfig,
+    head: &CommitInfo,
+    branch: &str,
+    trigger: Trigger,
+    cause: &str,
+    now: Millis,
+) -> Deployment {
+    Deployment {
+        id: DeploymentId::derive(&app.id, &head.sha, cause),
+        app: app.id.clone(),
+        app_name: cfg.name().to_owned(),
+        kind: cfg.kind.as_str().to_owned(),
+        labels: cfg.labels().clone(),
+        commit: Commit {
+            sha: head.sha.clone(),
+            branch: branch.to_owned(),
+            message: head.message.clone(),
+            author: head.author.clone(),
+        },
+        trigger,
+        status: DeploymentStatus::Pending,
+        status_reason: "waiting to be planned".into(),
+        strategy: None,
+        summary: String::new(),
+        stages: Vec::new(),
+        running_commit: None,
+        timeout: cfg.timeout(),
+        seq: 1,
+        created_at: now,
+        updated_at: now,
+        planned_at: None,
+        completed_at: None,
+        due_at: now,
+        cancel: None,
+        blocked_by: None,
+    }
+}
+
+/// A notification message about `d`.
+pub(crate) fn notify(kind: EventKind, d: &Deployment, now: Millis) -> gannet_core::ports::Outgoing {
+    Message::Notify {
+        event: Box::new(Event::deployment(kind, d, None, now)),
+    }
+    .outgoing()
+}

@@ -1,0 +1,155 @@
+//! The webhook handler: GitHub `push` and `ping`. It checks the signature, deduplicates on
+//! the delivery id and queues a trigger, all before answering, and stores nothing for a
+//! request it refuses.
+
+use gannet_core::ports::{Changes, StoreError, Write};
+use gannet_events::{Message, TriggerCause};
+use gannet_git::webhook::{self, Event};
+use serde_json::json;
+
+use crate::{Controller, HandlerError};
+
+/// GitHub caps webhook payloads at 25 MB.
+pub const MAX_WEBHOOK_BODY: usize = 25 * 1024 * 1024;
+
+/// A webhook request as received, whatever the transport (HTTP server, Lambda Function URL).
+#[derive(Clone, Debug, Default)]
+pub struct WebhookRequest {
+    pub event: Option<String>,
+    pub delivery: Option<String>,
+    pub signature: Option<String>,
+    pub body: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct WebhookResponse {
+    pub status: u16,
+    pub body: serde_json::Value,
+}
+
+impl WebhookResponse {
+    fn new(status: u16, outcome: &str, reason: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: json!({"status": outcome, "reason": reason.into()}),
+        }
+    }
+}
+
+impl Controller {
+    pub async fn webhook(&self, req: WebhookRequest) -> Result<WebhookResponse, HandlerError> {
+        if req.body.len() > MAX_WEBHOOK_BODY {
+            return Ok(WebhookResponse::new(
+                413,
+                "rejected",
+                "payload larger than 25 MB",
+            ));
+        }
+        let Some(secret) = &self.inner.settings.webhook_secret else {
+            return Ok(WebhookResponse::new(
+                401,
+                "rejected",
+                "no webhook secret is configured",
+            ));
+        };
+        if let Err(err) = webhook::verify_signature(
+            secret.expose().as_bytes(),
+            &req.body,
+            req.signature.as_deref(),
+        ) {
+            tracing::warn!(delivery = req.delivery.as_deref().unwrap_or(""), error = %err, "webhook refused");
+            return Ok(WebhookResponse::new(401, "rejected", err.to_string()));
+        }
+        let Some(event) = req.event.as_deref() else {
+            return Ok(WebhookResponse::new(
+                400,
+                "rejected",
+                "missing X-GitHub-Event header",
+            ));
+        };
+        let parsed = match webhook::parse_event(event, &req.body) {
+            Ok(parsed) => parsed,
+            Err(err) => return Ok(WebhookResponse::new(400, "rejected", err.to_string())),
+        };
+        let push = match parsed {
+            Event::Ping { zen, .. } => {
+                return Ok(WebhookResponse {
+                    status: 200,
+                    body: json!({"status": "pong", "zen": zen}),
+                })
+            }
+            Event::Unhandled { event } => {
+                return Ok(WebhookResponse::new(
+                    202,
+                    "ignored",
+                    format!("event {event} is not handled"),
+                ))
+            }
+            Event::Push(push) => push,
+        };
+        if let Some(reason) = push.ignored_reason() {
+            return Ok(WebhookResponse::new(202, "ignored", reason));
+        }
+        let Some(delivery) = req.delivery.filter(|d| !d.is_empty()) else {
+            return Ok(WebhookResponse::new(
+                400,
+                "rejected",
+                "missing X-GitHub-Delivery header",
+            ));
+        };
+        let Some(repo) = self.inner.settings.repos.iter().find(|r| {
+            webhook::repo_matches(
+                &push.repo_full_name,
+                &push.clone_url,
+                r.github.as_deref(),
+                r.url.as_deref(),
+            )
+        }) else {
+            return Ok(WebhookResponse::new(
+                202,
+                "ignored",
+                format!("repository {} is not configured", push.repo_full_name),
+            ));
+        };
+        let branch = push.branch.as_deref().unwrap_or_default();
+        if branch != repo.branch {
+            return Ok(WebhookResponse::new(
+                202,
+                "ignored",
+                format!(
+                    "branch {branch} is not watched (repository {} watches {})",
+                    repo.id, repo.branch
+                ),
+            ));
+        }
+        let changes = Changes {
+            writes: vec![Write::RecordDelivery {
+                id: delivery.clone(),
+                at: self.inner.clock.now(),
+            }],
+            send: vec![Message::Trigger {
+                repo: repo.id.clone(),
+                cause: TriggerCause::Push {
+                    delivery: delivery.clone(),
+                    after: push.after.to_string(),
+                },
+            }
+            .outgoing()],
+        };
+        match self.inner.store.apply(changes).await {
+            Ok(()) => {
+                tracing::info!(repo = %repo.id, %delivery, after = %push.after, "push queued");
+                Ok(WebhookResponse {
+                    status: 202,
+                    body: json!({"status": "queued", "repo": repo.id, "delivery": delivery}),
+                })
+            }
+            Err(StoreError::Conflict { .. }) => Ok(WebhookResponse::new(
+                200,
+                "duplicate",
+                format!("delivery {delivery} was already received"),
+            )),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
