@@ -262,6 +262,26 @@ impl Queue for SqliteRuntime {
 }
 
 impl SqliteRuntime {
+    /// Makes every message leased by a receiver visible again now, and returns how many.
+    ///
+    /// For a process that owns the file exclusively and is starting: the leases it finds were
+    /// taken by a previous process that stopped or died, and nobody will ack them. Their
+    /// attempt counts stand, so a message that keeps killing the process still ends in the
+    /// dead letters.
+    pub async fn release_leases(&self) -> Result<usize, QueueError> {
+        let now = int(self.now().0);
+        self.write(move |tx| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE messages SET visible_at = ?1, receipt = NULL
+                     WHERE receipt IS NOT NULL AND visible_at > ?1",
+                )?
+                .execute(params![now])?)
+        })
+        .await
+        .map_err(|e| e.into_queue("release leases"))
+    }
+
     /// Sleeps until one of `queues` may have a message to receive, or `timeout` passes; never
     /// busy-polls. Returns `true` when woken because a message is due or was sent (or given
     /// back), `false` on timeout. Wakes early when the earliest message already waiting in

@@ -82,6 +82,53 @@ async fn state_and_messages_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn release_leases_redelivers_at_once_after_a_crash() {
+    let db = Db::new();
+    {
+        let rt = db.open();
+        rt.send(vec![
+            Outgoing::now(QueueName::Stage, "leased".to_owned()),
+            Outgoing::now(QueueName::Stage, "waiting".to_owned()),
+        ])
+        .await
+        .expect("send");
+        let got = rt
+            .receive(QueueName::Stage, 1, LEASE)
+            .await
+            .expect("receive");
+        assert_eq!(got.len(), 1, "one message leased by the process that dies");
+    }
+    let rt = db.open();
+    assert!(
+        rt.receive(QueueName::Stage, 2, LEASE)
+            .await
+            .expect("receive")
+            .len()
+            == 1,
+        "before the release only the unleased message is visible"
+    );
+    // Two leases are now held: the dead process's and the one just taken.
+    assert_eq!(rt.release_leases().await.expect("release"), 2);
+    let again = rt
+        .receive(QueueName::Stage, 2, LEASE)
+        .await
+        .expect("receive");
+    let mut bodies: Vec<(&str, u32)> = again
+        .iter()
+        .map(|m| (m.body.as_str(), m.attempts))
+        .collect();
+    bodies.sort();
+    assert_eq!(
+        bodies,
+        [("leased", 2), ("waiting", 2)],
+        "attempts stand across the release"
+    );
+    assert_eq!(rt.release_leases().await.expect("release"), 2);
+    let none = rt.release_leases().await.expect("release");
+    assert_eq!(none, 0, "nothing left leased");
+}
+
+#[tokio::test]
 async fn file_is_wal_with_a_schema_version() {
     let db = Db::new();
     drop(db.open());
