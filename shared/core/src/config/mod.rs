@@ -21,6 +21,7 @@ use crate::duration::GoDuration;
 
 pub(crate) use lines::LineIndex;
 pub use parse::parse_app_config;
+pub(crate) use parse::without_position;
 pub use platform::*;
 pub use spec::*;
 pub use unsupported::Unsupported;

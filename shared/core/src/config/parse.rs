@@ -50,7 +50,7 @@ pub fn parse_app_config(path: &str, text: &str) -> Result<AppConfig, ConfigError
 }
 
 /// serde_yaml appends ` at line L column C`; the error carries the line on its own.
-fn without_position(message: &str) -> String {
+pub(crate) fn without_position(message: &str) -> String {
     let mut out = message.to_owned();
     while let Some(start) = out.find(" at line ") {
         let tail = &out[start + " at line ".len()..];

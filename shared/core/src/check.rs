@@ -1,0 +1,274 @@
+//! `config check`: everything wrong with one app config, each issue with its line and field.
+//!
+//! It parses the config, names every feature gannet does not support yet, validates every
+//! pipeline stage through the compiled-in plugins, and checks that the manifests the app
+//! references exist and parse. A plugin-era `Application` keeps its inputs under
+//! `spec.plugins`, which belong to the plugins, so their files are not checked here.
+
+use serde::{Deserialize as _, Serialize};
+
+use crate::config::{self, AppConfig, LineIndex, PlatformSpec};
+use crate::glob;
+use crate::planner;
+use crate::plugin::Plugins;
+
+/// The result of checking one app config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AppCheck {
+    pub path: String,
+    /// The config's `kind`, when the file says.
+    pub kind: Option<String>,
+    /// No errors (unsupported features count as errors: the app cannot run as written).
+    pub ok: bool,
+    pub errors: Vec<Issue>,
+    /// Worth knowing, not wrong: a default manifest that does not exist yet.
+    pub warnings: Vec<Issue>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Issue {
+    /// 1-based.
+    pub line: Option<usize>,
+    pub field: String,
+    pub message: String,
+    /// Valid PipeCD that gannet does not support yet.
+    pub unsupported: bool,
+}
+
+/// Checks the app config at `path`. `read` returns a file's text by its path relative to the
+/// app's directory, or `None` when it does not exist.
+pub fn check_app(
+    path: &str,
+    text: &str,
+    plugins: &Plugins,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> AppCheck {
+    let mut issues = Issues {
+        index: LineIndex::build(text),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let kind = match config::parse_app_config(path, text) {
+        Ok(app) => {
+            check_parsed(&app, plugins, read, &mut issues);
+            Some(app.kind.as_str().to_owned())
+        }
+        Err(e) => {
+            issues.errors.push(Issue {
+                line: Some(e.line),
+                field: e.field,
+                message: e.message,
+                unsupported: false,
+            });
+            written_kind(text)
+        }
+    };
+    AppCheck {
+        path: path.to_owned(),
+        kind,
+        ok: issues.errors.is_empty(),
+        errors: issues.errors,
+        warnings: issues.warnings,
+    }
+}
+
+struct Issues {
+    index: LineIndex,
+    errors: Vec<Issue>,
+    warnings: Vec<Issue>,
+}
+
+impl Issues {
+    fn issue(&self, field: &str, message: String, unsupported: bool) -> Issue {
+        Issue {
+            line: Some(self.index.line_of(field)),
+            field: field.to_owned(),
+            message,
+            unsupported,
+        }
+    }
+
+    fn error(&mut self, field: &str, message: String) {
+        self.errors.push(self.issue(field, message, false));
+    }
+
+    fn unsupported(&mut self, field: &str, message: String) {
+        self.errors.push(self.issue(field, message, true));
+    }
+
+    fn warning(&mut self, field: &str, message: String) {
+        self.warnings.push(self.issue(field, message, false));
+    }
+}
+
+/// `kind` as written, for a file that does not parse as a config.
+fn written_kind(text: &str) -> Option<String> {
+    let doc: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
+    doc.get("kind")?.as_str().map(str::to_owned)
+}
+
+fn check_parsed(
+    app: &AppConfig,
+    plugins: &Plugins,
+    read: &dyn Fn(&str) -> Option<String>,
+    issues: &mut Issues,
+) {
+    for u in app.unsupported_features() {
+        issues.unsupported(&u.field, u.message);
+    }
+    match app.platform() {
+        Some(name) if plugins.platform_for(app).is_none() => issues.unsupported(
+            &planner::platform_field(app, name),
+            format!("the {name} platform is not supported yet (no {name} plugin is compiled in)"),
+        ),
+        Some(_) => {}
+        None if !app.has_pipeline() => issues.error(
+            "spec",
+            "nothing to deploy: the app names no platform plugin and has no pipeline".to_owned(),
+        ),
+        None => {}
+    }
+    if let Err(errors) = planner::build_stages(app, plugins) {
+        for e in errors {
+            let field = e.field();
+            let issue = issues.issue(&field, e.message(), e.is_unsupported());
+            issues.errors.push(issue);
+        }
+    }
+    for manifest in manifests(app) {
+        check_manifest(&manifest, read, issues);
+    }
+}
+
+/// A file the config refers to, by its field.
+struct Manifest {
+    field: String,
+    file: String,
+    /// The field's default, which the config need not write.
+    default: bool,
+    format: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    /// A manifest: YAML (every document) or JSON (`.json`), not empty.
+    Document,
+    /// Helm values: YAML, possibly empty.
+    Values,
+    /// Checked for existence only.
+    Opaque,
+}
+
+fn manifests(app: &AppConfig) -> Vec<Manifest> {
+    let file = |field: &str, file: &str, default: &str| Manifest {
+        field: field.to_owned(),
+        file: file.to_owned(),
+        default: file == default,
+        format: Format::Document,
+    };
+    let mut out = Vec::new();
+    match app.platform_spec() {
+        PlatformSpec::Lambda(s) => out.push(file(
+            "spec.input.functionManifestFile",
+            &s.input.function_manifest_file,
+            "function.yaml",
+        )),
+        PlatformSpec::Ecs(s) => {
+            if !s.input.is_standalone_task() {
+                out.push(file(
+                    "spec.input.serviceDefinitionFile",
+                    &s.input.service_definition_file,
+                    "",
+                ));
+            }
+            out.push(file(
+                "spec.input.taskDefinitionFile",
+                &s.input.task_definition_file,
+                "taskdef.json",
+            ));
+        }
+        PlatformSpec::CloudRun(s) => out.push(file(
+            "spec.input.serviceManifestFile",
+            &s.input.service_manifest_file,
+            "service.yaml",
+        )),
+        PlatformSpec::Kubernetes(s) => {
+            for (i, m) in s.input.manifests.iter().enumerate() {
+                out.push(file(&format!("spec.input.manifests[{i}]"), m, ""));
+            }
+            let values = s.input.helm_options.iter().flat_map(|o| &o.value_files);
+            for (i, v) in values.enumerate().filter(|(_, v)| !v.contains("://")) {
+                let mut m = file(&format!("spec.input.helmOptions.valueFiles[{i}]"), v, "");
+                m.format = Format::Values;
+                out.push(m);
+            }
+        }
+        PlatformSpec::Terraform(s) => {
+            for (i, v) in s.input.var_files.iter().enumerate() {
+                let mut m = file(&format!("spec.input.varFiles[{i}]"), v, "");
+                m.format = Format::Opaque;
+                out.push(m);
+            }
+        }
+        PlatformSpec::Application(_) => {}
+    }
+    out
+}
+
+fn check_manifest(m: &Manifest, read: &dyn Fn(&str) -> Option<String>, issues: &mut Issues) {
+    let path = glob::clean(&m.file);
+    let written = issues.index.contains(&m.field);
+    let Some(text) = read(&path) else {
+        if m.default && !written {
+            issues.warning(
+                &m.field,
+                format!("{path} (the default) does not exist in the app directory; deployments will fail until it does"),
+            );
+        } else {
+            issues.error(
+                &m.field,
+                format!("{path} does not exist in the app directory"),
+            );
+        }
+        return;
+    };
+    if m.format == Format::Opaque {
+        return;
+    }
+    if let Err(reason) = parse_manifest(&path, &text, m.format) {
+        issues.error(&m.field, format!("{path}: {reason}"));
+    }
+}
+
+/// Parses a manifest as JSON (`.json`) or YAML (every document); an empty one is an error
+/// unless it holds values.
+fn parse_manifest(path: &str, text: &str, format: Format) -> Result<(), String> {
+    if path.ends_with(".json") {
+        let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            format!(
+                "line {}: {}",
+                e.line(),
+                config::without_position(&e.to_string())
+            )
+        })?;
+        return if doc.is_null() && format == Format::Document {
+            Err("is empty".to_owned())
+        } else {
+            Ok(())
+        };
+    }
+    let mut documents = 0;
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
+            let line = e.location().map_or(1, |l| l.line());
+            format!("line {line}: {}", config::without_position(&e.to_string()))
+        })?;
+        if !value.is_null() {
+            documents += 1;
+        }
+    }
+    if documents == 0 && format == Format::Document {
+        return Err("is empty".to_owned());
+    }
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! `check_app`: synthetic configs, one table, and every PipeCD example config.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gannet_core::check::{check_app, AppCheck};
+use gannet_core::config::is_app_config_path;
+use gannet_core::plugin::{Plugin, Plugins, StageConfigError, StepContext, StepError, StepOutcome};
+use gannet_core::GoDuration;
+use serde_json::Value;
+
+/// A generic-stage plugin that accepts the options PipeCD documents for its stages.
+struct Generic {
+    name: &'static str,
+    stages: &'static [&'static str],
+    options: &'static [&'static str],
+    /// An option that must hold a Go duration.
+    duration: Option<&'static str>,
+}
+
+#[async_trait]
+impl Plugin for Generic {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn stage_names(&self) -> &'static [&'static str] {
+        self.stages
+    }
+    fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
+        let Value::Object(fields) = with else {
+            return Err(StageConfigError::new("with", "expected a map"));
+        };
+        if let Some(unknown) = fields.keys().find(|k| !self.options.contains(&k.as_str())) {
+            return Err(StageConfigError::new(unknown.as_str(), "unknown option"));
+        }
+        if let Some(Value::String(d)) = self.duration.and_then(|f| fields.get(f)) {
+            GoDuration::parse(d)
+                .map_err(|e| StageConfigError::new(self.duration.unwrap_or(""), e.to_string()))?;
+        }
+        Ok(with.clone())
+    }
+    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        Err(StepError::Permanent("check tests run no steps".into()))
+    }
+}
+
+fn generic_plugins() -> Plugins {
+    Plugins::new(vec![
+        Arc::new(Generic {
+            name: "wait",
+            stages: &["WAIT"],
+            options: &["duration"],
+            duration: Some("duration"),
+        }),
+        Arc::new(Generic {
+            name: "wait-approval",
+            stages: &["WAIT_APPROVAL"],
+            options: &["approvers", "minApproverNum", "timeout"],
+            duration: Some("timeout"),
+        }),
+        Arc::new(Generic {
+            name: "script-run",
+            stages: &["SCRIPT_RUN", "SCRIPT_RUN_ROLLBACK"],
+            options: &["env", "run", "onRollback", "timeout"],
+            duration: Some("timeout"),
+        }),
+    ])
+}
+
+/// Checks `yaml` with the files in `files` as the app directory.
+fn check(yaml: &str, files: &[(&str, &str)]) -> AppCheck {
+    let files: BTreeMap<String, String> = files
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let read = move |p: &str| files.get(p).cloned();
+    check_app("demo/app.pipecd.yaml", yaml, &generic_plugins(), &read)
+}
+
+/// `line:field:unsupported?` for each error, for compact table rows.
+fn summary(issues: &[gannet_core::check::Issue]) -> Vec<String> {
+    issues
+        .iter()
+        .map(|i| {
+            let flag = if i.unsupported { " (unsupported)" } else { "" };
+            format!("{}:{}{flag}", i.line.unwrap_or(0), i.field)
+        })
+        .collect()
+}
+
+const HEAD: &str = "apiVersion: pipecd.dev/v1beta1\n";
+const FUNCTION: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: f\n";
+
+#[test]
+fn check_table() {
+    let app = |kind: &str, spec: &str| format!("{HEAD}kind: {kind}\nspec:\n  name: demo\n{spec}");
+    // (case, config, files, errors, warnings)
+    type Row<'a> = (
+        &'a str,
+        String,
+        Vec<(&'a str, &'a str)>,
+        Vec<&'a str>,
+        Vec<&'a str>,
+    );
+    let cases: Vec<Row> = vec![
+        ("generic pipeline, all fine", app("Application", "  pipeline:\n    stages:\n      - name: WAIT\n        with:\n          duration: 1m\n"), vec![], vec![], vec![]),
+        ("parse error", format!("{HEAD}kind: LambdaApp\nspec:\n  name: x\n  timeout: never\n"), vec![], vec!["5:spec.timeout"], vec![]),
+        (
+            "every stage problem, not just the first",
+            app("Application", "  pipeline:\n    stages:\n      - name: WAIT\n        with:\n          duration: soon\n      - name: ANALYSIS\n      - name: WAIT_APROVAL\n      - name: SCRIPT_RUN\n        with:\n          runn: x\n"),
+            vec![],
+            vec!["9:spec.pipeline.stages[0].with.duration", "10:spec.pipeline.stages[1].name (unsupported)", "11:spec.pipeline.stages[2].name", "14:spec.pipeline.stages[3].with.runn"],
+            vec![],
+        ),
+        ("platform not compiled in, features unsupported", app("LambdaApp", "  encryption:\n    encryptedSecrets: {k: v}\n    decryptionTargets: [function.yaml]\n"), vec![("function.yaml", FUNCTION)], vec!["5:spec.encryption (unsupported)", "2:kind (unsupported)"], vec![]),
+        ("default manifest missing is a warning", app("LambdaApp", ""), vec![], vec!["2:kind (unsupported)"], vec!["3:spec.input.functionManifestFile"]),
+        ("written manifest missing is an error", app("LambdaApp", "  input:\n    functionManifestFile: fn.yaml\n"), vec![], vec!["2:kind (unsupported)", "6:spec.input.functionManifestFile"], vec![]),
+        ("manifest that does not parse", app("CloudRunApp", ""), vec![("service.yaml", "a: [b\n")], vec!["2:kind (unsupported)", "3:spec.input.serviceManifestFile"], vec![]),
+        ("empty manifest", app("CloudRunApp", ""), vec![("service.yaml", "# nothing\n")], vec!["2:kind (unsupported)", "3:spec.input.serviceManifestFile"], vec![]),
+        (
+            "ECS service and task definitions",
+            app("ECSApp", "  input:\n    serviceDefinitionFile: ./svc.yaml\n    taskDefinitionFile: task.json\n"),
+            vec![("svc.yaml", "cluster: c\n"), ("task.json", "{\"family\": ")],
+            vec!["2:kind (unsupported)", "7:spec.input.taskDefinitionFile"],
+            vec![],
+        ),
+        (
+            "Kubernetes manifests, multi-document, and helm values",
+            app("KubernetesApp", "  input:\n    manifests: [a.yaml, b.yaml]\n    helmOptions:\n      valueFiles: [values.yaml, https://x/values.yaml]\n"),
+            vec![("a.yaml", "kind: A\n---\nkind: B\n"), ("values.yaml", "# all defaults\n")],
+            vec!["2:kind (unsupported)", "6:spec.input.manifests[1]"],
+            vec![],
+        ),
+        ("terraform var files exist", app("TerraformApp", "  input:\n    varFiles: [dev.tfvars]\n"), vec![("dev.tfvars", "a = \"b\"\n")], vec!["2:kind (unsupported)"], vec![]),
+        ("nothing to deploy", app("Application", ""), vec![], vec!["3:spec"], vec![]),
+    ];
+    for (case, yaml, files, errors, warnings) in cases {
+        let result = check(&yaml, &files);
+        assert_eq!(
+            summary(&result.errors),
+            errors,
+            "{case}: {:#?}",
+            result.errors
+        );
+        assert_eq!(
+            summary(&result.warnings),
+            warnings,
+            "{case}: {:#?}",
+            result.warnings
+        );
+        assert_eq!(result.ok, errors.is_empty(), "{case}");
+    }
+}
+
+#[test]
+fn issues_carry_messages_and_kind() {
+    let result = check(
+        &format!(
+            "{HEAD}kind: ECSApp\nspec:\n  name: x\n  input:\n    taskDefinitionFile: task.json\n"
+        ),
+        &[("task.json", "{\"family\": ")],
+    );
+    assert_eq!(result.kind.as_deref(), Some("ECSApp"));
+    let task = result
+        .errors
+        .iter()
+        .find(|i| i.field == "spec.input.taskDefinitionFile")
+        .unwrap();
+    assert_eq!(task.message, "task.json: line 1: EOF while parsing a value");
+    let broken = check(&format!("{HEAD}kind: LambdaApp\nspec:\n  nam: x\n"), &[]);
+    assert_eq!(broken.kind.as_deref(), Some("LambdaApp"));
+    assert_eq!(
+        broken.errors[0].message,
+        "unknown field `nam`; did you mean `name`?"
+    );
+    let json = serde_json::to_value(&broken).unwrap();
+    assert_eq!(json["errors"][0]["line"], 4);
+    assert_eq!(json["ok"], false);
+}
+
+// ------------------------------------------------------------------ PipeCD's examples
+
+fn examples_root() -> PathBuf {
+    match std::env::var_os("GANNET_PIPECD_EXAMPLES") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pipecd-examples"),
+    }
+}
+
+fn app_configs(dir: &Path, out: &mut Vec<PathBuf>, depth: usize) {
+    assert!(depth < 20, "{} is nested too deeply", dir.display());
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            app_configs(&path, out, depth + 1);
+        } else if is_app_config_path(&path.to_string_lossy()) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_pipecd_example_is_ok_or_only_unsupported() {
+    let root = examples_root();
+    assert!(
+        root.is_dir(),
+        "PipeCD's examples are missing at {} (set GANNET_PIPECD_EXAMPLES to their directory)",
+        root.display()
+    );
+    let mut configs = Vec::new();
+    app_configs(&root, &mut configs, 0);
+    assert!(
+        configs.len() >= 50,
+        "only {} app configs under {}",
+        configs.len(),
+        root.display()
+    );
+    let plugins = generic_plugins();
+    let mut unsupported: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let mut ok = 0;
+    for config in &configs {
+        let rel = config
+            .strip_prefix(&root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(config).unwrap();
+        let dir = config.parent().unwrap().to_path_buf();
+        let read = move |p: &str| std::fs::read_to_string(dir.join(p)).ok();
+        let result = check_app(&rel, &text, &plugins, &read);
+        for issue in &result.errors {
+            if issue.unsupported {
+                let at = format!("{rel}:{}: {}", issue.line.unwrap_or(0), issue.field);
+                unsupported
+                    .entry(issue.message.clone())
+                    .or_default()
+                    .push(at);
+            } else {
+                failures.push(format!(
+                    "{rel}:{}: {}: {}",
+                    issue.line.unwrap_or(0),
+                    issue.field,
+                    issue.message
+                ));
+            }
+        }
+        for w in &result.warnings {
+            println!(
+                "warning {rel}:{}: {}: {}",
+                w.line.unwrap_or(0),
+                w.field,
+                w.message
+            );
+        }
+        ok += usize::from(result.ok);
+    }
+    println!(
+        "{} app configs, {ok} fully supported; unsupported features found:",
+        configs.len()
+    );
+    for (what, apps) in &unsupported {
+        println!("  {what} ({} times, e.g. {})", apps.len(), apps[0]);
+    }
+    assert!(
+        failures.is_empty(),
+        "errors other than unsupported features:\n{}",
+        failures.join("\n")
+    );
+}
