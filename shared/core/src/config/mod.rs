@@ -11,6 +11,7 @@ mod parse;
 mod platform;
 mod spec;
 mod unsupported;
+mod validate;
 
 use std::collections::BTreeMap;
 use std::fmt;
