@@ -42,7 +42,8 @@ spec:
           run: |
             echo "building $SR_APPLICATION_NAME at commit $SR_TRIGGERED_COMMIT_HASH"
             cat version.txt
-          onRollback: echo "rollback: discarding the build of $SR_TRIGGERED_COMMIT_HASH"
+          onRollback: |
+            echo "rollback: discarding the build of $SR_TRIGGERED_COMMIT_HASH"
       - name: WAIT
         with:
           duration: 3s
@@ -50,7 +51,8 @@ spec:
         name: SCRIPT_RUN
         with:
           run: ./release.sh
-          onRollback: echo "rollback: restoring the previous release"
+          onRollback: |
+            echo "rollback: restoring the previous release"
 YAML
 printf '#!/bin/sh\necho "releasing version $(cat version.txt)"\n' > apps/hello/release.sh
 chmod +x apps/hello/release.sh
@@ -71,7 +73,7 @@ intervals: {poll: 1m, resume: 5s}
 YAML
 
 step "Starting gannet up on 127.0.0.1:$port"
-"$gannet" up --config "$work/gannet.yaml" > "$work/gannet.log" 2>&1 &
+GANNET_LOG=${GANNET_LOG:-info} "$gannet" up --config "$work/gannet.yaml" > "$work/gannet.log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do

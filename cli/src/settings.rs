@@ -58,6 +58,9 @@ fn default_workers() -> usize {
     8
 }
 
+/// The platform plugins whose deploy targets `plugins:` may list.
+const KNOWN_PLUGINS: [&str; 5] = ["lambda", "ecs", "cloudrun", "terraform", "kubernetes"];
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct RawWebhook {
@@ -227,6 +230,15 @@ impl UpConfig {
                 ));
             }
         }
+        for name in raw.plugins.keys() {
+            let name = name.as_str().unwrap_or_default();
+            if !KNOWN_PLUGINS.contains(&name) {
+                return Err(format!(
+                    "plugins.{name}: unknown plugin (known: {})",
+                    KNOWN_PLUGINS.join(", ")
+                ));
+            }
+        }
         let receivers = raw
             .notifications
             .receivers
@@ -325,6 +337,7 @@ plugins:
             ("intervals: {poll: 10}", "missing unit"),
             ("unknown: 1", "unknown field `unknown`"),
             ("workers: 0", "out of range"),
+            ("plugins: {lamda: {}}", "plugins.lamda: unknown plugin"),
         ];
         for (text, expected) in cases {
             let err = parse(text).unwrap_err();
