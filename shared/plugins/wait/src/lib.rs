@@ -6,7 +6,8 @@
 //! same wait instead of starting it over.
 //!
 //! Differences from PipeCD: a bare number (`duration: 30`) is rejected because it has no unit
-//! (PipeCD reads it as 30 nanoseconds); `0` still means the 1m default, as in PipeCD.
+//! (PipeCD reads it as 30 nanoseconds), and an explicit zero (`0s`) waits for no time at all,
+//! where PipeCD replaces it with the 1m default. Only a missing duration means 1m.
 
 use async_trait::async_trait;
 use gannet_core::duration::Millis;
@@ -75,10 +76,10 @@ impl WaitOptions {
                 ))
             }
         };
+        // Stored durations are whole milliseconds; keep a sub-millisecond wait non-zero.
         let duration = if duration == GoDuration::default() {
-            DEFAULT_DURATION
+            duration
         } else {
-            // Stored durations are whole milliseconds; keep a sub-millisecond wait non-zero.
             GoDuration::from_millis(duration.as_millis().max(1))
         };
         Ok(Self { duration })

@@ -96,7 +96,8 @@ fn validates_with() {
         json!({"duration": "1500ms"}),
         Ok(json!({"duration": "1500ms"})),
     );
-    check(json!({"duration": "0"}), Ok(json!({"duration": "1m"})));
+    check(json!({"duration": "0"}), Ok(json!({"duration": "0s"})));
+    check(json!({"duration": "0s"}), Ok(json!({"duration": "0s"})));
     check(json!({"duration": null}), Ok(json!({"duration": "1m"})));
     check(json!({"duration": "ten minutes"}), Err("duration"));
     check(json!({"duration": "-5s"}), Err("duration"));

@@ -1,0 +1,381 @@
+//! The end-to-end harness: a real git repository built in a tempdir, a real `gannet up`
+//! process on a free loopback port, signed webhooks and JSON API calls over real HTTP.
+//! Every process started here is killed by its PID when its handle drops.
+
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const SECRET: &str = "e2e-webhook-secret";
+pub const GITHUB: &str = "acme/shop";
+
+/// The gannet binary under test.
+pub fn gannet_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_gannet")
+}
+
+/// Runs git in `dir`, panicking with its stderr on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "e2e")
+        .env("GIT_AUTHOR_EMAIL", "e2e@gannet.invalid")
+        .env("GIT_COMMITTER_NAME", "e2e")
+        .env("GIT_COMMITTER_EMAIL", "e2e@gannet.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A git repository in a tempdir, on branch `main`.
+pub struct Repo {
+    pub dir: tempfile::TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes files (path, content) and commits them; returns the new head.
+    pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+        for (path, content) in files {
+            let full = self.path().join(path);
+            std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&full, content).expect("write");
+        }
+        git(self.path(), &["add", "-A"]);
+        git(
+            self.path(),
+            &["commit", "-q", "--allow-empty", "-m", message],
+        );
+        self.head()
+    }
+
+    pub fn head(&self) -> String {
+        git(self.path(), &["rev-parse", "HEAD"])
+    }
+}
+
+/// An `Application` config with the given stages (YAML list items, indented 6 spaces).
+pub fn app_config(name: &str, stages: &str) -> String {
+    format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: {name}\n  pipeline:\n    stages:\n{stages}"
+    )
+}
+
+/// Options for a `gannet up` under test.
+#[derive(Clone)]
+pub struct UpOptions {
+    pub extra_config: String,
+    pub supersede: bool,
+    pub env: Vec<(String, String)>,
+}
+
+impl Default for UpOptions {
+    fn default() -> Self {
+        Self {
+            extra_config: "intervals: {poll: 1m, resume: 1s}\nqueue: {visibility: 3s}\n".into(),
+            supersede: false,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// A running `gannet up`, killed (SIGKILL) on drop.
+pub struct Gannet {
+    pub child: Child,
+    pub url: String,
+    pub state_dir: PathBuf,
+    pub config: PathBuf,
+    log: PathBuf,
+    http: reqwest::blocking::Client,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+impl Gannet {
+    /// Writes a gannet.yaml for `repo` into `state_dir` and starts `gannet up`.
+    pub fn start(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> Self {
+        let port = free_port();
+        let config = state_dir.join("gannet.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {GITHUB}\n    supersede: {}\n{}",
+                repo.path().display(),
+                opts.supersede,
+                opts.extra_config
+            ),
+        )
+        .expect("write config");
+        Self::start_with_config(state_dir, &config, port, &opts.env)
+    }
+
+    /// Starts `gannet up` again on the same config and state (after a kill).
+    pub fn restart(self) -> Self {
+        let (state_dir, config, url) = (
+            self.state_dir.clone(),
+            self.config.clone(),
+            self.url.clone(),
+        );
+        drop(self);
+        let port: u16 = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
+        Self::start_with_config(&state_dir, &config, port, &[])
+    }
+
+    fn start_with_config(
+        state_dir: &Path,
+        config: &Path,
+        port: u16,
+        env: &[(String, String)],
+    ) -> Self {
+        let log = state_dir.join(format!(
+            "gannet-{}.log",
+            Instant::now().elapsed().as_nanos() ^ u128::from(port)
+        ));
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("log file");
+        let child = Command::new(gannet_bin())
+            .args(["up", "--config"])
+            .arg(config)
+            .env("GANNET_E2E_SECRET", SECRET)
+            .env("GANNET_LOG", "info")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("gannet up starts");
+        let g = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            state_dir: state_dir.to_owned(),
+            config: config.to_owned(),
+            log,
+            http: reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+        };
+        g.wait_until(
+            Duration::from_secs(20),
+            "gannet up answers /healthz",
+            || {
+                g.http
+                    .get(format!("{}/healthz", g.url))
+                    .send()
+                    .ok()
+                    .filter(|r| r.status().is_success())
+                    .map(|_| ())
+            },
+        );
+        g
+    }
+
+    /// What gannet logged so far.
+    pub fn log(&self) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(&self.log) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    /// Polls `f` every 50 ms until it returns Some, or panics after `limit` with gannet's log.
+    pub fn wait_until<T>(
+        &self,
+        limit: Duration,
+        what: &str,
+        mut f: impl FnMut() -> Option<T>,
+    ) -> T {
+        let start = Instant::now();
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "timed out after {limit:?} waiting until {what}\n--- gannet log ---\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// POSTs a signed push webhook for `after`; returns (status, body).
+    pub fn push(&self, after: &str, delivery: &str) -> (u16, Value) {
+        let body = push_payload(GITHUB, "main", after);
+        let sig = gannet_git::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        self.hook("push", Some(delivery), Some(&sig), body.into_bytes())
+    }
+
+    /// POSTs raw bytes to the webhook endpoint.
+    pub fn hook(
+        &self,
+        event: &str,
+        delivery: Option<&str>,
+        signature: Option<&str>,
+        body: Vec<u8>,
+    ) -> (u16, Value) {
+        let mut req = self
+            .http
+            .post(format!("{}/hooks/github", self.url))
+            .header("x-github-event", event)
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(d) = delivery {
+            req = req.header("x-github-delivery", d);
+        }
+        if let Some(s) = signature {
+            req = req.header("x-hub-signature-256", s);
+        }
+        let res = req.send().expect("webhook request");
+        let status = res.status().as_u16();
+        (status, res.json().unwrap_or(Value::Null))
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let res = self
+            .http
+            .get(format!("{}/api/v1{path}", self.url))
+            .send()
+            .expect("api request");
+        (res.status().as_u16(), res.json().unwrap_or(Value::Null))
+    }
+
+    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let res = self
+            .http
+            .post(format!("{}/api/v1{path}", self.url))
+            .json(&body)
+            .send()
+            .expect("api request");
+        (res.status().as_u16(), res.json().unwrap_or(Value::Null))
+    }
+
+    pub fn deployments(&self) -> Vec<Value> {
+        let (status, body) = self.get("/deployments?limit=1000");
+        assert_eq!(status, 200, "{body}");
+        body["deployments"].as_array().cloned().unwrap_or_default()
+    }
+
+    pub fn deployment(&self, id: &str) -> Value {
+        let (status, body) = self.get(&format!("/deployments/{id}"));
+        assert_eq!(status, 200, "{body}");
+        body["deployment"].clone()
+    }
+
+    /// Waits for the deployment of `commit` to exist; returns its id.
+    pub fn deployment_of(&self, commit: &str, limit: Duration) -> String {
+        self.wait_until(limit, &format!("a deployment of {commit} exists"), || {
+            self.deployments()
+                .into_iter()
+                .find(|d| d["commit"] == commit)
+                .and_then(|d| d["id"].as_str().map(str::to_owned))
+        })
+    }
+
+    /// Waits for deployment `id` to reach a terminal status; returns the deployment.
+    pub fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
+        self.wait_until(limit, &format!("deployment {id} ends"), || {
+            let d = self.deployment(id);
+            matches!(
+                d["status"].as_str(),
+                Some("SUCCESS" | "FAILURE" | "CANCELLED")
+            )
+            .then_some(d)
+        })
+    }
+
+    /// Runs a gannet client command against this server; returns (exit code, stdout).
+    pub fn cli(&self, args: &[&str]) -> (i32, String) {
+        let out = Command::new(gannet_bin())
+            .args(args)
+            .env("GANNET_SERVER", &self.url)
+            .output()
+            .expect("gannet cli runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    /// Kills the process at once (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Opens the state file directly, read-only, to check what was stored.
+    pub fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(
+            self.state_dir.join("state/gannet.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("open state")
+    }
+
+    /// Row count of a table in the state file.
+    pub fn count(&self, table: &str) -> i64 {
+        self.db()
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .expect("count")
+    }
+}
+
+impl Drop for Gannet {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A push payload shaped like GitHub's, with the fields gannet reads.
+pub fn push_payload(repo: &str, branch: &str, after: &str) -> String {
+    serde_json::json!({
+        "ref": format!("refs/heads/{branch}"),
+        "before": "0000000000000000000000000000000000000000",
+        "after": after,
+        "created": false,
+        "deleted": false,
+        "forced": false,
+        "head_commit": {"id": after, "message": "change"},
+        "repository": {
+            "name": repo.rsplit('/').next().unwrap_or(repo),
+            "full_name": repo,
+            "html_url": format!("https://github.com/{repo}"),
+            "clone_url": format!("https://github.com/{repo}.git"),
+        },
+        "pusher": {"name": "e2e"},
+    })
+    .to_string()
+}
