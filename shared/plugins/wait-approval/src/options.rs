@@ -1,6 +1,7 @@
 //! A WAIT_APPROVAL stage's `with`: `approvers`, `minApproverNum` and `timeout`, as PipeCD names them.
 
 use gannet_core::plugin::StageConfigError;
+use gannet_core::stage_options::{self, json_kind};
 use gannet_core::GoDuration;
 use serde_json::{json, Map, Value};
 
@@ -133,36 +134,11 @@ fn parse_min(value: Option<&Value>) -> Result<usize, StageConfigError> {
 }
 
 fn parse_timeout(value: Option<&Value>) -> Result<GoDuration, StageConfigError> {
-    let err = |message: String| StageConfigError::new("timeout", message);
-    let timeout = match value {
-        None | Some(Value::Null) => DEFAULT_TIMEOUT,
-        Some(Value::String(text)) => GoDuration::parse(text).map_err(|e| err(e.to_string()))?,
-        Some(Value::Number(n)) => {
-            return Err(err(format!(
-                "{n} has no unit; write a duration such as 30m or 6h"
-            )))
-        }
-        Some(other) => {
-            return Err(err(format!(
-                "expected a duration such as 6h, got {}",
-                json_kind(other)
-            )))
-        }
-    };
+    let timeout = stage_options::duration("timeout", value, "6h")?;
     // As in PipeCD, a zero timeout means the default.
-    if timeout == GoDuration::default() {
-        return Ok(DEFAULT_TIMEOUT);
-    }
-    Ok(GoDuration::from_millis(timeout.as_millis().max(1)))
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a map",
-    }
+    Ok(match timeout {
+        None => DEFAULT_TIMEOUT,
+        Some(t) if t == GoDuration::default() => DEFAULT_TIMEOUT,
+        Some(t) => GoDuration::from_millis(t.as_millis().max(1)),
+    })
 }

@@ -15,6 +15,7 @@ use gannet_core::plugin::{
     Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Metadata;
+use gannet_core::stage_options::{self, json_kind};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
@@ -59,23 +60,8 @@ impl WaitOptions {
                 "unknown option for a WAIT stage (the only option is `duration`)",
             ));
         }
-        let duration = match fields.get("duration") {
-            None | Some(Value::Null) => DEFAULT_DURATION,
-            Some(Value::String(text)) => GoDuration::parse(text)
-                .map_err(|e| StageConfigError::new("duration", e.to_string()))?,
-            Some(Value::Number(n)) => {
-                return Err(StageConfigError::new(
-                    "duration",
-                    format!("{n} has no unit; write a duration such as 30s, 5m or 1h"),
-                ))
-            }
-            Some(other) => {
-                return Err(StageConfigError::new(
-                    "duration",
-                    format!("expected a duration such as 30s, got {}", json_kind(other)),
-                ))
-            }
-        };
+        let duration = stage_options::duration("duration", fields.get("duration"), "30s")?
+            .unwrap_or(DEFAULT_DURATION);
         // Stored durations are whole milliseconds; keep a sub-millisecond wait non-zero.
         let duration = if duration == GoDuration::default() {
             duration
@@ -87,17 +73,6 @@ impl WaitOptions {
 
     fn to_value(self) -> Value {
         json!({ "duration": self.duration.to_string() })
-    }
-}
-
-fn json_kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "nothing",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "a map",
     }
 }
 
