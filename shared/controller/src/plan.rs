@@ -11,7 +11,7 @@ use gannet_core::config;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::Millis;
 use gannet_core::planner::{self, PlanInput};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, Write};
+use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
 use gannet_core::AppId;
 use gannet_events::{EventKind, Message};
 
@@ -175,12 +175,16 @@ impl Controller {
             Err(err) => return Ok(Err(format!("invalid config: {err}"))),
         };
         let changed_files = match &d.running_commit {
-            Some(from) => {
-                inner
-                    .git
-                    .changed_files(&app.repo, from, &d.commit.sha)
-                    .await?
-            }
+            Some(from) => match inner
+                .git
+                .changed_files(&app.repo, from, &d.commit.sha)
+                .await
+            {
+                Ok(files) => files,
+                // The running commit is gone from the repository: changes are unknown.
+                Err(GitError::NoCommit { .. }) => Vec::new(),
+                Err(e) => return Err(e.into()),
+            },
             None => Vec::new(),
         };
         let input = PlanInput {

@@ -13,7 +13,7 @@ use gannet_core::deployment::{
     Commit, Deployment, DeploymentStatus, SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_core::duration::Millis;
-use gannet_core::ports::{Changes, CommitInfo, Expect, Write};
+use gannet_core::ports::{Changes, CommitInfo, Expect, GitError, Write};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, DeploymentId, RepoId};
 use gannet_events::{Event, EventKind, Message, TriggerCause};
@@ -72,7 +72,13 @@ impl Controller {
                 Ok(cfg) => {
                     describe(&mut app, &cfg);
                     let changed = match &app.last_triggered_commit {
-                        Some(from) => Some(inner.git.changed_files(repo, from, &head.sha).await?),
+                        Some(from) => match inner.git.changed_files(repo, from, &head.sha).await {
+                            Ok(files) => Some(files),
+                            // The last triggered commit is gone (force push, fresh clone):
+                            // nothing to compare with, so the app counts as touched.
+                            Err(GitError::NoCommit { .. }) => None,
+                            Err(e) => return Err(e.into()),
+                        },
                         None => None,
                     };
                     match determiner::on_commit(&cfg, id.dir(), changed.as_deref()) {
