@@ -2,6 +2,7 @@
 //! `gannet up` and the AWS `api` function.
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -48,7 +49,32 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn github_hook(State(c): State<Controller>, headers: HeaderMap, body: Bytes) -> Response {
+async fn github_hook(
+    State(c): State<Controller>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    // A body past the router's limit never reaches the handler; answer it in the handler's
+    // shape all the same, so every refusal carries a JSON reason.
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let status = rejection.status();
+            let reason = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                format!(
+                    "payload larger than {} MB",
+                    MAX_WEBHOOK_BODY / (1024 * 1024)
+                )
+            } else {
+                rejection.body_text()
+            };
+            return (
+                status,
+                Json(json!({"status": "rejected", "reason": reason})),
+            )
+                .into_response();
+        }
+    };
     let req = WebhookRequest {
         event: header(&headers, "x-github-event"),
         delivery: header(&headers, "x-github-delivery"),
