@@ -379,3 +379,135 @@ pub fn push_payload(repo: &str, branch: &str, after: &str) -> String {
     })
     .to_string()
 }
+
+// ---- Bad-input and command tests: custom configs, client runs, stored-state fingerprints ----
+
+/// How a `gannet` command exited and what it printed.
+#[derive(Debug)]
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs the gannet binary (no server implied) with extra environment variables.
+pub fn run_gannet(args: &[&str], env: &[(&str, &str)]) -> CliRun {
+    let out = Command::new(gannet_bin())
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("gannet runs");
+    CliRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Everything a refused webhook must leave untouched, read straight from the state file.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Stored {
+    pub deliveries: Vec<String>,
+    /// (id, status, seq) per deployment.
+    pub deployments: Vec<(String, String, i64)>,
+    /// (queue, body) of every queued message.
+    pub messages: Vec<(String, String)>,
+    /// (id, version) per app.
+    pub apps: Vec<(String, i64)>,
+    /// (id, version) per repository.
+    pub repos: Vec<(String, i64)>,
+    pub dead_letters: i64,
+}
+
+impl Gannet {
+    /// Starts `gannet up` on a config the caller writes for the free port it is given.
+    pub fn start_raw(
+        state_dir: &Path,
+        config: impl FnOnce(u16) -> String,
+        env: &[(String, String)],
+    ) -> Self {
+        let port = free_port();
+        let path = state_dir.join("gannet.yaml");
+        std::fs::write(&path, config(port)).expect("write config");
+        Self::start_with_config(state_dir, &path, port, env)
+    }
+
+    /// Runs a client command against this server with extra environment variables.
+    pub fn cli_env(&self, args: &[&str], env: &[(&str, &str)]) -> CliRun {
+        let mut all = vec![("GANNET_SERVER", self.url.as_str())];
+        all.extend_from_slice(env);
+        run_gannet(args, &all)
+    }
+
+    /// Opens the state file read-write; only while gannet is stopped.
+    pub fn db_rw(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self.state_dir.join("state/gannet.db")).expect("open state")
+    }
+
+    /// A fingerprint of what is stored.
+    pub fn stored(&self) -> Stored {
+        let db = self.db();
+        let rows = |sql: &str| -> Vec<(String, String, i64)> {
+            let mut stmt = db.prepare(sql).expect("prepare");
+            stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .expect("query")
+            .map(|r| r.expect("row"))
+            .collect()
+        };
+        Stored {
+            deliveries: rows("SELECT id, '', at FROM deliveries ORDER BY id")
+                .into_iter()
+                .map(|r| r.0)
+                .collect(),
+            deployments: rows("SELECT id, status, seq FROM deployments ORDER BY id"),
+            messages: rows("SELECT queue, body, id FROM messages ORDER BY id")
+                .into_iter()
+                .map(|(q, b, _)| (q, b))
+                .collect(),
+            apps: rows("SELECT id, '', version FROM apps ORDER BY id")
+                .into_iter()
+                .map(|(id, _, v)| (id, v))
+                .collect(),
+            repos: rows("SELECT id, '', version FROM repos ORDER BY id")
+                .into_iter()
+                .map(|(id, _, v)| (id, v))
+                .collect(),
+            dead_letters: self.count("dead_letters"),
+        }
+    }
+
+    /// Waits until every queue is empty (nothing queued, delayed or in flight).
+    pub fn wait_idle(&self, limit: Duration) {
+        self.wait_until(limit, "every queue is empty", || {
+            (self.count("messages") == 0).then_some(())
+        });
+    }
+
+    /// Waits until stage `name` of deployment `id` has status `status`; returns the deployment.
+    pub fn wait_stage(&self, id: &str, name: &str, status: &str, limit: Duration) -> Value {
+        self.wait_until(limit, &format!("stage {name} of {id} is {status}"), || {
+            let d = self.deployment(id);
+            d["stages"]
+                .as_array()
+                .is_some_and(|s| {
+                    s.iter()
+                        .any(|st| st["name"] == name && st["status"] == status)
+                })
+                .then_some(d)
+        })
+    }
+}
+
+/// The stage named `name` in a deployment view.
+pub fn stage_named<'a>(d: &'a Value, name: &str) -> &'a Value {
+    d["stages"]
+        .as_array()
+        .and_then(|s| s.iter().find(|st| st["name"] == name))
+        .unwrap_or_else(|| panic!("no stage {name} in {d}"))
+}
