@@ -49,7 +49,13 @@ fn print_human(results: &[AppCheck]) {
     for r in results {
         for e in &r.errors {
             let line = e.line.map(|l| format!("{l}:")).unwrap_or_default();
-            println!("{}:{line} {}: {}", r.path, e.field, e.message);
+            // A YAML syntax error is about no field; say so rather than print an empty one.
+            let field = if e.field.is_empty() {
+                "(syntax)"
+            } else {
+                e.field.as_str()
+            };
+            println!("{}:{line} {field}: {}", r.path, e.message);
             if e.unsupported {
                 unsupported += 1;
             } else {
