@@ -372,6 +372,11 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
         } => {
             let client = Client::new(&server.url);
             let d = client.deployment(&deployment).await?;
+            if let Some(id) = stage.as_deref() {
+                if !d.stages.iter().any(|s| s.id.as_str() == id) {
+                    anyhow::bail!("deployment {} has no stage {id}", d.id);
+                }
+            }
             for s in d
                 .stages
                 .iter()
