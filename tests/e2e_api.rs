@@ -1,0 +1,641 @@
+//! End to end: the API's commands (approve, cancel, sync), stage and deployment timeouts,
+//! invalid configs and CloudEvents notifications, against a real `gannet up` over HTTP.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{app_config, stage_named, Gannet, Repo, UpOptions};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// A pipeline that succeeds at once.
+const QUICK: &str = "      - name: WAIT\n        with: {duration: 0s}\n";
+
+/// A repository holding `apps/<name>/app.pipecd.yaml` for each (name, config), and a
+/// `gannet up` on it with `opts`. The poll at start deploys every app once; this waits until
+/// those first deployments have ended and every queue is empty.
+fn setup(apps: &[(&str, String)], opts: &UpOptions) -> (Repo, tempfile::TempDir, Gannet) {
+    let repo = Repo::new();
+    let files: Vec<(String, &str)> = apps
+        .iter()
+        .map(|(name, cfg)| (format!("apps/{name}/app.pipecd.yaml"), cfg.as_str()))
+        .collect();
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (p.as_str(), *c)).collect();
+    let head = repo.commit(&files, "add apps");
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), opts);
+    g.wait_until(LIMIT, "the first deployments end", || {
+        let ds = g.deployments();
+        (ds.len() == apps.len()
+            && ds.iter().all(|d| {
+                d["commit"] == head.as_str()
+                    && matches!(d["status"].as_str(), Some("SUCCESS" | "FAILURE"))
+            }))
+        .then_some(())
+    });
+    g.wait_idle(LIMIT);
+    (repo, state, g)
+}
+
+/// Commits a change to app `name` and pushes it; returns the new deployment's id.
+fn change_and_push(repo: &Repo, g: &Gannet, name: &str, config: &str) -> String {
+    let head = repo.commit(
+        &[(&format!("apps/{name}/app.pipecd.yaml"), config)],
+        &format!("change {name}"),
+    );
+    let (status, body) = g.push(&head, &format!("delivery-{head}"));
+    assert_eq!(status, 202, "{body}");
+    g.deployment_of(&head, LIMIT)
+}
+
+/// The first line of an error the CLI printed, for messages.
+fn stderr_of(run: &support::CliRun) -> &str {
+    run.stderr.lines().next().unwrap_or_default()
+}
+
+const APPROVAL: &str =
+    "      - name: WAIT_APPROVAL\n        with: {approvers: [alice, bob], minApproverNum: 1}\n";
+
+#[test]
+fn only_a_listed_approver_can_approve_and_the_approval_is_recorded() {
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &app_config("web", APPROVAL));
+    g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+
+    let (status, body) = g.post(
+        &format!("/deployments/{id}/approve"),
+        json!({"user": "mallory"}),
+    );
+    assert_eq!(status, 403, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("mallory") && error.contains("alice") && error.contains("bob"),
+        "the refusal names the user and the approvers: {error}"
+    );
+    let run = g.cli_env(&["approve", &id, "--as", "mallory"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(stderr_of(&run).contains("HTTP 403"), "{run:?}");
+    let (status, body) = g.post(&format!("/deployments/{id}/approve"), json!({"user": " "}));
+    assert_eq!(status, 400, "{body}");
+    std::thread::sleep(Duration::from_millis(300));
+    let d = g.deployment(&id);
+    let stage = stage_named(&d, "WAIT_APPROVAL");
+    assert_eq!(
+        (d["status"].as_str(), stage["status"].as_str()),
+        (Some("RUNNING"), Some("RUNNING")),
+        "{d}"
+    );
+    assert!(stage["metadata"].get("approvedBy").is_none(), "{d}");
+
+    let run = g.cli_env(&["approve", &id, "--as", "alice"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("approved deployment {id} as alice")),
+        "{run:?}"
+    );
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let stage = stage_named(&d, "WAIT_APPROVAL");
+    assert_eq!(stage["status"], "SUCCESS", "{d}");
+    assert_eq!(stage["metadata"]["approvedBy"], "alice", "{d}");
+
+    // Nothing is waiting any more.
+    let (status, body) = g.post(
+        &format!("/deployments/{id}/approve"),
+        json!({"user": "bob"}),
+    );
+    assert_eq!(status, 404, "{body}");
+}
+
+/// A SCRIPT_RUN with a rollback, then a long WAIT to cancel during.
+fn cancellable(marker: &std::path::Path) -> String {
+    app_config(
+        "web",
+        &format!(
+            "      - name: SCRIPT_RUN\n        with:\n          run: echo deploying\n          onRollback: echo rolled-back >> {}\n      - name: WAIT\n        with: {{duration: 30s}}\n",
+            marker.display()
+        ),
+    )
+}
+
+#[test]
+fn cancel_with_rollback_runs_the_rollback_and_names_who_cancelled() {
+    let marker = tempfile::tempdir().expect("tempdir");
+    let marker = marker.path().join("rollback");
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &cancellable(&marker));
+    g.wait_stage(&id, "WAIT", "RUNNING", LIMIT);
+
+    let started = Instant::now();
+    let run = g.cli_env(&["cancel", &id], &[("GANNET_USER", "carol")]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("with rollback"), "{run:?}");
+    let d = g.wait_terminal(&id, Duration::from_secs(10));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the WAIT did not hold the cancel"
+    );
+    assert_eq!(d["status"], "CANCELLED", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("carol"),
+        "{d}"
+    );
+    let rollback = stage_named(&d, "SCRIPT_RUN_ROLLBACK");
+    assert_eq!(rollback["status"], "SUCCESS", "{d}");
+    assert_eq!(
+        support::marker_lines(&marker),
+        vec!["rolled-back".to_owned()]
+    );
+
+    // A finished deployment cannot be cancelled.
+    let (status, body) = g.post(&format!("/deployments/{id}/cancel"), json!({}));
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("already ended"),
+        "{body}"
+    );
+    let run = g.cli_env(&["cancel", &id], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(stderr_of(&run).contains("HTTP 409"), "{run:?}");
+}
+
+#[test]
+fn cancel_without_rollback_ends_at_once_and_leaves_rollback_unstarted() {
+    let marker = tempfile::tempdir().expect("tempdir");
+    let marker = marker.path().join("rollback");
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &cancellable(&marker));
+    g.wait_stage(&id, "WAIT", "RUNNING", LIMIT);
+
+    let run = g.cli_env(
+        &["cancel", &id, "--no-rollback"],
+        &[("GANNET_USER", "dave")],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("without rollback"), "{run:?}");
+    let d = g.wait_terminal(&id, Duration::from_secs(3));
+    assert_eq!(d["status"], "CANCELLED", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("dave"),
+        "{d}"
+    );
+    assert_eq!(
+        stage_named(&d, "SCRIPT_RUN_ROLLBACK")["status"],
+        "NOT_STARTED_YET",
+        "{d}"
+    );
+    assert_eq!(stage_named(&d, "SCRIPT_RUN")["status"], "SUCCESS", "{d}");
+    assert_ne!(stage_named(&d, "WAIT")["status"], "SUCCESS", "{d}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(support::marker_lines(&marker).is_empty(), "no rollback ran");
+
+    // The lock is free again: the next push deploys.
+    let next = change_and_push(
+        &repo,
+        &g,
+        "web",
+        &app_config("web", "      - name: WAIT\n        with: {duration: 1ms}\n"),
+    );
+    assert_eq!(g.wait_terminal(&next, LIMIT)["status"], "SUCCESS");
+}
+
+#[test]
+fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
+    let bare =
+        "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: bare\n".to_owned();
+    let locked = format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: locked\n  trigger:\n    onCommand:\n      disabled: true\n  pipeline:\n    stages:\n{QUICK}"
+    );
+    let (_repo, _state, g) = setup(
+        &[
+            ("web", app_config("web", QUICK)),
+            ("bare", bare),
+            ("locked", locked),
+        ],
+        &UpOptions::default(),
+    );
+
+    let run = g.cli_env(&["sync", "web", "--json"], &[("GANNET_USER", "erin")]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let d: Value = serde_json::from_str(&run.stdout).expect("sync --json prints the deployment");
+    assert_eq!(
+        (d["trigger"].as_str(), d["commander"].as_str()),
+        (Some("ON_COMMAND"), Some("erin")),
+        "{d}"
+    );
+    let id = d["id"].as_str().expect("id");
+    assert_eq!(g.wait_terminal(id, LIMIT)["status"], "SUCCESS");
+    let human = g.cli_env(&["sync", "web"], &[]);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert!(
+        human.stdout.starts_with("deployment d-") && human.stdout.contains(" of web at "),
+        "{human:?}"
+    );
+
+    // A forced pipeline on an app without one: the deployment fails with the planner's reason.
+    let run = g.cli_env(&["sync", "bare", "--strategy", "pipeline", "--json"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let d: Value = serde_json::from_str(&run.stdout).expect("json");
+    let d = g.wait_terminal(d["id"].as_str().expect("id"), LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("a pipeline sync was requested, but the app has no pipeline"),
+        "{d}"
+    );
+
+    let (status, body) = g.post("/apps/locked/sync", json!({}));
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("onCommand.disabled"),
+        "{body}"
+    );
+    let run = g.cli_env(&["sync", "locked"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(stderr_of(&run).contains("HTTP 403"), "{run:?}");
+
+    let (status, body) = g.post("/apps/nosuch/sync", json!({}));
+    assert_eq!(status, 404, "{body}");
+}
+
+#[test]
+fn a_stage_timeout_kills_the_script_fails_the_stage_and_rolls_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (finished, rolled) = (dir.path().join("finished"), dir.path().join("rolled"));
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let stages = format!(
+        "      - name: SCRIPT_RUN\n        timeout: 1s\n        with:\n          run: sleep 3 && touch {}\n          onRollback: echo rolled >> {}\n",
+        finished.display(),
+        rolled.display()
+    );
+    let started = Instant::now();
+    let id = change_and_push(&repo, &g, "web", &app_config("web", &stages));
+    let d = g.wait_terminal(&id, Duration::from_secs(10));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "the timeout ended it in {took:?}"
+    );
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let stage = stage_named(&d, "SCRIPT_RUN");
+    assert_eq!(stage["status"], "FAILURE", "{d}");
+    assert!(
+        stage["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timed out"),
+        "{d}"
+    );
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("timed out"),
+        "{d}"
+    );
+    assert_eq!(
+        stage_named(&d, "SCRIPT_RUN_ROLLBACK")["status"],
+        "SUCCESS",
+        "{d}"
+    );
+    assert_eq!(support::marker_lines(&rolled), vec!["rolled".to_owned()]);
+    // The script was killed, not left to finish behind gannet's back.
+    std::thread::sleep(
+        Duration::from_secs(3).saturating_sub(started.elapsed()) + Duration::from_millis(700),
+    );
+    assert!(!finished.exists(), "the timed-out script kept running");
+}
+
+#[test]
+fn the_deployment_timeout_fails_the_deployment() {
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let cfg = "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  timeout: 2s\n  pipeline:\n    stages:\n      - name: WAIT\n        with: {duration: 10s}\n";
+    let started = Instant::now();
+    let id = change_and_push(&repo, &g, "web", cfg);
+    let d = g.wait_terminal(&id, Duration::from_secs(8));
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(6), "ended after {took:?}");
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("deployment timed out"),
+        "{d}"
+    );
+    assert_ne!(stage_named(&d, "WAIT")["status"], "SUCCESS", "{d}");
+}
+
+#[test]
+fn an_app_whose_config_breaks_keeps_its_place_as_invalid_config() {
+    let (repo, _state, g) = setup(
+        &[
+            ("web", app_config("web", QUICK)),
+            ("api", app_config("api", QUICK)),
+        ],
+        &UpOptions::default(),
+    );
+    // (broken config, the fragments the reason must hold besides the file's path)
+    let cases = [
+        (
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  timeout: soon\n",
+            [":5:", "spec.timeout", "soon"],
+        ),
+        (
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline: [\n",
+            [":6", "", ""],
+        ),
+    ];
+    for (n, (cfg, fragments)) in cases.iter().enumerate() {
+        let head = repo.commit(&[("apps/web/app.pipecd.yaml", cfg)], "break web");
+        assert_eq!(g.push(&head, &format!("break-{n}")).0, 202);
+        let app = g.wait_until(LIMIT, "web is INVALID_CONFIG", || {
+            let run = g.cli_env(&["apps", "list", "--json"], &[]);
+            assert_eq!(run.code, 0, "{run:?}");
+            let list: Value = serde_json::from_str(&run.stdout).expect("json");
+            let apps = list["apps"].as_array().cloned().unwrap_or_default();
+            assert_eq!(apps.len(), 2, "both apps stay listed: {list}");
+            apps.into_iter().find(|a| {
+                a["path"] == "apps/web/app.pipecd.yaml" && a["sync_status"] == "INVALID_CONFIG"
+            })
+        });
+        let reason = app["sync_reason"].as_str().unwrap_or_default();
+        assert_eq!(app["name"], "web", "{app}");
+        assert!(
+            reason.contains("apps/web/app.pipecd.yaml")
+                && fragments.iter().all(|f| reason.contains(f)),
+            "case {n}: {reason} lacks one of {fragments:?}"
+        );
+        let (status, body) = g.post("/apps/web/sync", json!({}));
+        assert_eq!(status, 409, "{body}");
+        assert!(
+            g.deployments().iter().all(|d| d["commit"] != head.as_str()),
+            "a broken config deployed"
+        );
+        // Fixed again, it deploys and is SYNCED.
+        let id = change_and_push(
+            &repo,
+            &g,
+            "web",
+            &app_config(
+                "web",
+                &format!("      - name: WAIT\n        with: {{duration: {n}ms}}\n"),
+            ),
+        );
+        assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+        g.wait_until(LIMIT, "web is SYNCED", || {
+            (g.app_view("web")["sync_status"] == "SYNCED").then_some(())
+        });
+    }
+
+    // A stage option only its plugin can judge is caught when planning: the deployment fails
+    // with the field named, and no stage runs.
+    let id = change_and_push(
+        &repo,
+        &g,
+        "web",
+        &app_config(
+            "web",
+            "      - name: WAIT\n        with: {duration: banana}\n",
+        ),
+    );
+    let d = g.wait_terminal(&id, LIMIT);
+    let reason = d["status_reason"].as_str().unwrap_or_default();
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    assert!(
+        reason.contains("spec.pipeline.stages[0].with.duration") && reason.contains("banana"),
+        "{d}"
+    );
+    assert!(
+        d["stages"]
+            .as_array()
+            .is_none_or(|s| s.iter().all(|st| st["started_at"].is_null())),
+        "{d}"
+    );
+}
+
+/// A notification receiver on loopback: answers 503 to the first `fail_first` requests and 200
+/// after, keeping every request it was sent. It stops when dropped, or after a minute at most.
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<Received>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Receiver {
+    fn start(fail_first: usize) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let url = format!("http://{}/", listener.local_addr().expect("addr"));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (got, stop) = (got.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let mut seen = 0;
+                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(60) {
+                    match listener.accept() {
+                        Ok((stream, _)) => {
+                            seen += 1;
+                            let status = if seen <= fail_first { 503 } else { 200 };
+                            if let Some((content_type, body)) = serve(stream, status) {
+                                got.lock().expect("lock").push(Received {
+                                    status,
+                                    content_type,
+                                    body,
+                                });
+                            }
+                        }
+                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                    }
+                }
+            })
+        };
+        Self {
+            url,
+            got,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// What was answered 200.
+    fn events(&self) -> Vec<(String, Value)> {
+        self.got
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|r| r.status == 200)
+            .map(|r| (r.content_type.clone(), r.body.clone()))
+            .collect()
+    }
+
+    /// The ids of the events answered with an error.
+    fn refused(&self) -> Vec<String> {
+        self.got
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|r| r.status != 200)
+            .filter_map(|r| r.body["id"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+#[derive(Clone)]
+struct Received {
+    status: u16,
+    content_type: String,
+    body: Value,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Reads one HTTP request and answers `status`; returns its content type and JSON body.
+fn serve(mut stream: TcpStream, status: u16) -> Option<(String, Value)> {
+    stream.set_nonblocking(false).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                l.strip_prefix(&format!("{name}:"))
+                    .map(|v| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let length: usize = header("content-length").parse().ok()?;
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+    stream.write_all(reply.as_bytes()).ok()?;
+    let body = serde_json::from_slice(&buf[head_end..head_end + length]).ok()?;
+    Some((header("content-type"), body))
+}
+
+#[test]
+fn receivers_get_cloudevents_and_a_failed_delivery_is_retried() {
+    let receiver = Receiver::start(1);
+    let opts = UpOptions {
+        extra_config: format!(
+            "{}notifications:\n  receivers:\n    - name: t\n      webhook: {{url: \"{}\"}}\n",
+            UpOptions::default().extra_config,
+            receiver.url
+        ),
+        ..UpOptions::default()
+    };
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &opts);
+    let id = change_and_push(
+        &repo,
+        &g,
+        "web",
+        &app_config("web", "      - name: WAIT\n        with: {duration: 1ms}\n"),
+    );
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+    let kinds = [
+        "dev.gannet.deployment.triggered",
+        "dev.gannet.deployment.planned",
+        "dev.gannet.deployment.started",
+        "dev.gannet.deployment.succeeded",
+    ];
+    let events = g.wait_until(
+        LIMIT,
+        "the receiver has every event of the deployment",
+        || {
+            let mine: Vec<(String, Value)> = receiver
+                .events()
+                .into_iter()
+                .filter(|(_, e)| e["data"]["deployment"] == id.as_str())
+                .collect();
+            kinds
+                .iter()
+                .all(|k| mine.iter().any(|(_, e)| e["type"] == *k))
+                .then_some(mine)
+        },
+    );
+    for (content_type, e) in &events {
+        assert_eq!(content_type, "application/cloudevents+json", "{e}");
+        assert_eq!(e["specversion"], "1.0", "{e}");
+        assert_eq!(e["data"]["app_name"], "web", "{e}");
+        assert!(
+            e["data"]["app"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("apps/web/app.pipecd.yaml"),
+            "{e}"
+        );
+        assert_eq!(e["subject"], id.as_str(), "{e}");
+        assert!(!e["id"].as_str().unwrap_or_default().is_empty(), "{e}");
+    }
+    let succeeded = events
+        .iter()
+        .find(|(_, e)| e["type"] == "dev.gannet.deployment.succeeded")
+        .map(|(_, e)| e)
+        .expect("succeeded");
+    assert_eq!(succeeded["data"]["status"], "SUCCESS", "{succeeded}");
+    assert_eq!(
+        succeeded["data"]["commit"],
+        repo.head().as_str(),
+        "{succeeded}"
+    );
+    // The event refused first was delivered again, and nothing was given up on.
+    let refused = receiver.refused();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    g.wait_until(LIMIT, "the refused event arrives on a retry", || {
+        receiver
+            .events()
+            .iter()
+            .any(|(_, e)| e["id"] == refused[0].as_str())
+            .then_some(())
+    });
+    g.wait_idle(LIMIT);
+    assert_eq!(g.count("dead_letters"), 0);
+}

@@ -1,0 +1,448 @@
+//! End to end: the `gannet` client commands' human and `--json` output against a real
+//! `gannet up`, `deployments watch` exit codes, and `gannet config check`.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{app_config, run_gannet, CliRun, Gannet, Repo, UpOptions};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+const SCRIPT: &str = "      - name: SCRIPT_RUN\n        with: {run: echo hello-from-cli-test}\n";
+
+/// A repository with the app `web` running `stages`, and a `gannet up` on it that has
+/// deployed it once; returns that deployment's id.
+fn deployed(stages: &str) -> (Repo, tempfile::TempDir, Gannet, String) {
+    let repo = Repo::new();
+    let head = repo.commit(
+        &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
+        "add web",
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    let id = g.deployment_of(&head, LIMIT);
+    g.wait_terminal(&id, LIMIT);
+    g.wait_until(LIMIT, "web is no longer deploying", || {
+        (g.app_view("web")["active_deployment"].is_null()).then_some(())
+    });
+    (repo, state, g, id)
+}
+
+/// Runs a client command that must succeed; returns its stdout.
+fn ok(g: &Gannet, args: &[&str]) -> String {
+    let run = g.cli_env(args, &[]);
+    assert_eq!(run.code, 0, "gannet {args:?}: {run:?}");
+    run.stdout
+}
+
+/// Runs a client command with `--json`; returns what it printed, parsed.
+fn json(g: &Gannet, args: &[&str]) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    let out = ok(g, &all);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("gannet {all:?}: not JSON ({e}): {out}"))
+}
+
+/// Asserts that every field is present in `v` and is a string.
+fn has_strings(v: &Value, fields: &[&str]) {
+    for f in fields {
+        assert!(v[f].is_string(), "no string field {f} in {v}");
+    }
+}
+
+/// Asserts the deployment view's required fields, including each stage's.
+fn check_deployment_json(d: &Value, id: &str) {
+    has_strings(d, &["id", "app", "commit", "status"]);
+    assert_eq!(d["id"], id, "{d}");
+    assert_eq!(d["app"], "web", "{d}");
+    let stages = d["stages"].as_array().expect("stages");
+    assert!(!stages.is_empty(), "{d}");
+    for s in stages {
+        has_strings(s, &["id", "name", "status"]);
+    }
+}
+
+/// The line of `out` that contains every fragment.
+fn line_with<'a>(out: &'a str, fragments: &[&str]) -> &'a str {
+    out.lines()
+        .find(|l| fragments.iter().all(|f| l.contains(f)))
+        .unwrap_or_else(|| panic!("no line with {fragments:?} in:\n{out}"))
+}
+
+#[test]
+fn apps_and_deployments_print_their_fields_as_tables_and_json() {
+    let (repo, _state, g, id) = deployed(SCRIPT);
+    let commit = repo.head();
+
+    let out = ok(&g, &["apps", "list"]);
+    line_with(&out, &["NAME", "KIND", "SYNC", "PATH", "REASON"]);
+    line_with(
+        &out,
+        &[
+            "web",
+            "Application",
+            "SYNCED",
+            "apps/web/app.pipecd.yaml",
+            &id,
+        ],
+    );
+    let list = json(&g, &["apps", "list"]);
+    let apps = list["apps"].as_array().expect("apps");
+    assert_eq!(apps.len(), 1, "{list}");
+    has_strings(
+        &apps[0],
+        &["name", "path", "kind", "sync_status", "sync_reason"],
+    );
+    assert_eq!(
+        (&apps[0]["name"], &apps[0]["path"], &apps[0]["sync_status"]),
+        (
+            &Value::from("web"),
+            &Value::from("apps/web/app.pipecd.yaml"),
+            &Value::from("SYNCED")
+        ),
+        "{list}"
+    );
+
+    let out = ok(&g, &["apps", "show", "web"]);
+    line_with(&out, &["Application web", "apps/web/app.pipecd.yaml"]);
+    line_with(&out, &["kind:", "Application"]);
+    line_with(&out, &["sync:", "SYNCED", &id]);
+    line_with(&out, &["running:", &commit]);
+    let app = json(&g, &["apps", "show", "web"]);
+    has_strings(
+        &app,
+        &["name", "path", "kind", "sync_status", "sync_reason"],
+    );
+    assert_eq!(app["running_commit"], commit.as_str(), "{app}");
+
+    let out = ok(&g, &["deployments", "list"]);
+    line_with(&out, &["ID", "APP", "COMMIT", "STATUS"]);
+    line_with(&out, &[&id, "web", &commit[..7], "SUCCESS", "ON_COMMIT"]);
+    let list = json(&g, &["deployments", "list"]);
+    let ds = list["deployments"].as_array().expect("deployments");
+    assert_eq!(ds.len(), 1, "{list}");
+    check_deployment_json(&ds[0], &id);
+    let filtered = json(
+        &g,
+        &[
+            "deployments",
+            "list",
+            "--app",
+            "web",
+            "--status",
+            "running,pending",
+        ],
+    );
+    assert_eq!(
+        filtered["deployments"],
+        Value::Array(Vec::new()),
+        "{filtered}"
+    );
+
+    let out = ok(&g, &["deployments", "show", &id]);
+    line_with(&out, &["Deployment", &id, "of web at", &commit[..12]]);
+    line_with(&out, &["status:", "SUCCESS"]);
+    line_with(&out, &["STAGE", "NAME", "STATUS"]);
+    line_with(&out, &["stage-0", "SCRIPT_RUN", "SUCCESS"]);
+    let d = json(&g, &["deployments", "show", &id]);
+    check_deployment_json(&d, &id);
+    assert_eq!(d["commit"], commit.as_str(), "{d}");
+
+    let out = ok(&g, &["deployments", "logs", &id]);
+    line_with(&out, &["== stage-0 (SCRIPT_RUN) SUCCESS"]);
+    line_with(&out, &["hello-from-cli-test"]);
+    let out = ok(&g, &["deployments", "logs", &id, "--stage", "stage-0"]);
+    line_with(&out, &["hello-from-cli-test"]);
+
+    // Mistakes exit 1 and say what is wrong.
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["deployments", "show", "d-00000000000000000000"],
+            "HTTP 404",
+        ),
+        (
+            &["deployments", "show", "nonsense"],
+            "no deployment nonsense",
+        ),
+        (&["apps", "show", "nosuch"], "no application named nosuch"),
+        (
+            &["deployments", "list", "--status", "BOGUS"],
+            "unknown status BOGUS",
+        ),
+        (
+            &["deployments", "logs", &id, "--stage", "stage-9"],
+            "no stage stage-9",
+        ),
+    ];
+    for (args, message) in cases {
+        let run = g.cli_env(args, &[]);
+        assert_eq!(run.code, 1, "gannet {args:?}: {run:?}");
+        assert!(run.stderr.contains(message), "gannet {args:?}: {run:?}");
+    }
+}
+
+#[test]
+fn commands_without_a_server_say_how_to_reach_one() {
+    let port = support::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let run = run_gannet(&["apps", "list", "--server", &url], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("cannot reach gannet"), "{run:?}");
+}
+
+#[test]
+fn watch_follows_a_deployment_and_exits_by_its_outcome() {
+    let (repo, _state, g, _) = deployed(SCRIPT);
+    // (stages, expected status, expected exit code, a line the log stream must show)
+    let cases = [
+        (
+            "      - name: WAIT\n        with: {duration: 1s}\n      - name: SCRIPT_RUN\n        with: {run: echo watched-ok}\n",
+            "SUCCESS",
+            0,
+            "stage-1 | watched-ok",
+        ),
+        (
+            "      - name: WAIT\n        with: {duration: 1s}\n      - name: SCRIPT_RUN\n        with: {run: 'echo watched-bad; exit 3'}\n",
+            "FAILURE",
+            1,
+            "stage-1 | watched-bad",
+        ),
+    ];
+    for (stages, status, code, log_line) in cases {
+        let head = repo.commit(
+            &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
+            status,
+        );
+        assert_eq!(g.push(&head, &format!("watch-{status}")).0, 202);
+        let id = g.deployment_of(&head, LIMIT);
+        let run = g.cli_env(
+            &["deployments", "watch", &id, "--logs", "--timeout", "20"],
+            &[],
+        );
+        assert_eq!(run.code, code, "{status}: {run:?}");
+        line_with(&run.stdout, &["deployment", &id, status]);
+        line_with(&run.stdout, &["stage stage-1", "SCRIPT_RUN", status]);
+        line_with(&run.stdout, &[log_line]);
+        // Watching an ended deployment answers at once, the same way.
+        let again = g.cli_env(&["deployments", "watch", &id, "--json"], &[]);
+        assert_eq!(again.code, code, "{again:?}");
+        let last = again.stdout.find("{\n").expect("a JSON view");
+        let d: Value = serde_json::from_str(&again.stdout[last..]).expect("json");
+        check_deployment_json(&d, &id);
+        assert_eq!(d["status"], status, "{d}");
+    }
+
+    // A watch that runs out of time says so and exits 1.
+    let head = repo.commit(
+        &[(
+            "apps/web/app.pipecd.yaml",
+            &app_config("web", "      - name: WAIT\n        with: {duration: 30s}\n"),
+        )],
+        "slow",
+    );
+    assert_eq!(g.push(&head, "watch-slow").0, 202);
+    let id = g.deployment_of(&head, LIMIT);
+    let run = g.cli_env(&["deployments", "watch", &id, "--timeout", "1"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("after 1s"), "{run:?}");
+}
+
+/// PipeCD's examples: $GANNET_PIPECD_EXAMPLES, or shared/pipecd-examples beside the workspace.
+fn examples_dir() -> PathBuf {
+    std::env::var_os("GANNET_PIPECD_EXAMPLES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/pipecd-examples")
+        })
+}
+
+/// Every `*.pipecd.yaml` under `dir`.
+fn app_configs(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let p = entry.expect("entry").path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.to_string_lossy().ends_with(".pipecd.yaml") {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Splits a `file:line: field: message` line; None when it has another shape.
+fn located(line: &str) -> Option<(&str, u32, &str, &str)> {
+    let (file, rest) = line.split_once(".pipecd.yaml:")?;
+    let (number, rest) = rest.split_once(": ")?;
+    let (field, message) = rest.split_once(": ")?;
+    let ok = !field.is_empty() && !field.contains(' ') && !message.is_empty();
+    ok.then_some((file, number.parse().ok()?, field, message))
+}
+
+#[test]
+fn config_check_reports_every_pipecd_example_with_located_unsupported_features() {
+    let dir = examples_dir();
+    let configs = app_configs(&dir);
+    assert!(configs.len() > 10, "no examples under {}", dir.display());
+    let dir_arg = dir.to_string_lossy().into_owned();
+
+    let run = run_gannet(&["config", "check", &dir_arg], &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let mut lines: Vec<&str> = run.stdout.lines().collect();
+    let summary = lines.pop().expect("a summary line");
+    assert!(
+        summary.starts_with(&format!("{} app configs checked: ", configs.len())),
+        "{summary}"
+    );
+    assert!(!lines.is_empty(), "no problems printed");
+    for line in &lines {
+        assert!(
+            located(line).is_some(),
+            "not file:line: field: message: {line}"
+        );
+    }
+
+    let run = run_gannet(&["config", "check", "--json", &dir_arg], &[]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let report: Value = serde_json::from_str(&run.stdout).expect("json");
+    let apps = report["apps"].as_array().expect("apps");
+    assert_eq!(apps.len(), configs.len());
+    let mut errors = 0;
+    for app in apps {
+        has_strings(app, &["path", "kind"]);
+        let list = app["errors"].as_array().expect("errors");
+        assert_eq!(app["ok"], list.is_empty(), "{app}");
+        for e in list {
+            errors += 1;
+            assert_eq!(
+                e["unsupported"], true,
+                "an example is reported invalid: {app}"
+            );
+            has_strings(e, &["field", "message"]);
+        }
+    }
+    assert_eq!(errors, lines.len(), "the human and JSON reports differ");
+    assert!(apps.iter().any(|a| a["ok"] == false));
+}
+
+/// A written app config in its own directory under `root`.
+fn write_app(root: &Path, name: &str, text: &str) -> PathBuf {
+    let dir = root.join(name);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let file = dir.join("app.pipecd.yaml");
+    std::fs::write(&file, text).expect("write");
+    file
+}
+
+/// Runs `config check` on one config; returns the run and its one located problem.
+fn check(text: &str) -> (CliRun, (u32, String, String)) {
+    let root = tempfile::tempdir().expect("tempdir");
+    let file = write_app(root.path(), "app", text);
+    let file = file.to_string_lossy().into_owned();
+    let run = run_gannet(&["config", "check", &file], &[]);
+    let problem = run
+        .stdout
+        .lines()
+        .find_map(located)
+        .map(|(f, line, field, message)| {
+            assert_eq!(format!("{f}.pipecd.yaml"), file, "{}", run.stdout);
+            (line, field.to_owned(), message.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no located problem in {run:?}"));
+    (run, problem)
+}
+
+const HEAD: &str = "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: x\n";
+
+#[test]
+fn config_check_passes_a_valid_app_and_locates_each_mistake() {
+    let root = tempfile::tempdir().expect("tempdir");
+    write_app(
+        root.path(),
+        "good",
+        &app_config(
+            "good",
+            "      - name: WAIT\n        with: {duration: 1s}\n      - name: SCRIPT_RUN\n        with: {run: make deploy, onRollback: make rollback}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n",
+        ),
+    );
+    let dir = root.path().to_string_lossy().into_owned();
+    let run = run_gannet(&["config", "check", &dir], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.starts_with("1 app configs checked: 1 ok"),
+        "{run:?}"
+    );
+    let run = run_gannet(&["config", "check", "--json", &dir], &[]);
+    let report: Value = serde_json::from_str(&run.stdout).expect("json");
+    assert_eq!(report["apps"][0]["ok"], true, "{report}");
+    assert_eq!(report["apps"][0]["errors"], Value::Array(Vec::new()));
+
+    // (config, line, field, a fragment of the message)
+    let cases = [
+        (
+            format!("{HEAD}  timeout: nope\n"),
+            5,
+            "spec.timeout",
+            "invalid duration",
+        ),
+        (
+            format!("{HEAD}  pipeline:\n    stages:\n      - name: WAIT\n        with: {{duration: banana}}\n"),
+            8,
+            "spec.pipeline.stages[0].with.duration",
+            "banana",
+        ),
+        (
+            format!("{HEAD}  pipeline:\n    stages:\n      - name: WIAT\n"),
+            7,
+            "spec.pipeline.stages[0].name",
+            "unknown stage",
+        ),
+        (
+            format!("{HEAD}  pipeline:\n    stages:\n      - name: SCRIPT_RUN\n        with: {{}}\n"),
+            8,
+            "spec.pipeline.stages[0].with.run",
+            "required",
+        ),
+        (
+            format!("{HEAD}  trigger:\n    onCommit:\n      paths: 3\n"),
+            7,
+            "spec.trigger.onCommit.paths",
+            "expected a sequence",
+        ),
+        (
+            "apiVersion: pipecd.dev/v1beta1\nkind: Nope\nspec:\n  name: x\n".to_owned(),
+            2,
+            "kind",
+            "not an application kind",
+        ),
+        (
+            format!("{HEAD}  pipeline: [\n"),
+            6,
+            "(syntax)",
+            "did not find expected node content",
+        ),
+    ];
+    for (text, line, field, fragment) in cases {
+        let (run, (got_line, got_field, message)) = check(&text);
+        assert_eq!(run.code, 1, "{run:?}");
+        assert_eq!(
+            (got_line, got_field.as_str()),
+            (line, field),
+            "{}",
+            run.stdout
+        );
+        assert!(message.contains(fragment), "{message}");
+        assert!(
+            run.stdout
+                .contains("1 app configs checked: 0 ok, 1 with problems (1 errors"),
+            "{}",
+            run.stdout
+        );
+    }
+}
