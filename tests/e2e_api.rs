@@ -55,6 +55,15 @@ fn change_and_push(repo: &Repo, g: &Gannet, name: &str, config: &str) -> String 
     g.deployment_of(&head, LIMIT)
 }
 
+/// The lines a test script appended to `path` (none when it does not exist).
+fn lines_of(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The first line of an error the CLI printed, for messages.
 fn stderr_of(run: &support::CliRun) -> &str {
     run.stderr.lines().next().unwrap_or_default()
@@ -153,10 +162,7 @@ fn cancel_with_rollback_runs_the_rollback_and_names_who_cancelled() {
     );
     let rollback = stage_named(&d, "SCRIPT_RUN_ROLLBACK");
     assert_eq!(rollback["status"], "SUCCESS", "{d}");
-    assert_eq!(
-        support::marker_lines(&marker),
-        vec!["rolled-back".to_owned()]
-    );
+    assert_eq!(lines_of(&marker), vec!["rolled-back".to_owned()]);
 
     // A finished deployment cannot be cancelled.
     let (status, body) = g.post(&format!("/deployments/{id}/cancel"), json!({}));
@@ -204,7 +210,7 @@ fn cancel_without_rollback_ends_at_once_and_leaves_rollback_unstarted() {
     assert_eq!(stage_named(&d, "SCRIPT_RUN")["status"], "SUCCESS", "{d}");
     assert_ne!(stage_named(&d, "WAIT")["status"], "SUCCESS", "{d}");
     std::thread::sleep(Duration::from_millis(300));
-    assert!(support::marker_lines(&marker).is_empty(), "no rollback ran");
+    assert!(lines_of(&marker).is_empty(), "no rollback ran");
 
     // The lock is free again: the next push deploys.
     let next = change_and_push(
@@ -320,7 +326,7 @@ fn a_stage_timeout_kills_the_script_fails_the_stage_and_rolls_back() {
         "SUCCESS",
         "{d}"
     );
-    assert_eq!(support::marker_lines(&rolled), vec!["rolled".to_owned()]);
+    assert_eq!(lines_of(&rolled), vec!["rolled".to_owned()]);
     // The script was killed, not left to finish behind gannet's back.
     std::thread::sleep(
         Duration::from_secs(3).saturating_sub(started.elapsed()) + Duration::from_millis(700),
@@ -406,7 +412,7 @@ fn an_app_whose_config_breaks_keeps_its_place_as_invalid_config() {
         );
         assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
         g.wait_until(LIMIT, "web is SYNCED", || {
-            (g.app_view("web")["sync_status"] == "SYNCED").then_some(())
+            (g.get("/apps/web").1["app"]["sync_status"] == "SYNCED").then_some(())
         });
     }
 

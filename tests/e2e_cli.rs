@@ -26,7 +26,7 @@ fn deployed(stages: &str) -> (Repo, tempfile::TempDir, Gannet, String) {
     let id = g.deployment_of(&head, LIMIT);
     g.wait_terminal(&id, LIMIT);
     g.wait_until(LIMIT, "web is no longer deploying", || {
-        (g.app_view("web")["active_deployment"].is_null()).then_some(())
+        (g.get("/apps/web").1["app"]["active_deployment"].is_null()).then_some(())
     });
     (repo, state, g, id)
 }
