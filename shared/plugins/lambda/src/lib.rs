@@ -1,0 +1,232 @@
+//! The Lambda platform plugin: deploys a `LambdaApp` (PipeCD's config and `function.yaml`,
+//! unchanged) on the AWS Lambda API.
+//!
+//! - LAMBDA_SYNC (the quick sync): update the code and configuration, wait for the update,
+//!   publish a version, route the alias to it at 100%.
+//! - LAMBDA_CANARY_ROLLOUT: update and publish; the alias is left alone.
+//! - LAMBDA_PROMOTE `{percent}`: the new version gets `percent`, the previous one the rest
+//!   (`RoutingConfig.AdditionalVersionWeights`); 100 clears the routing config.
+//! - LAMBDA_ROLLBACK (hidden, added when any of the above is planned): the alias routing saved
+//!   before the deployment, and the running commit's configuration, back again.
+//!
+//! Every step is idempotent and never sleeps: a function that is still updating gives
+//! `Continue`. The alias (PipeCD's `Service` by default) is set per deploy target. Every function
+//! gets the `gannet.dev/managed-by`, `gannet.dev/app` and `gannet.dev/commit` tags.
+//!
+//! An app uses the deploy target its config names (`spec.deployTarget(s)` of an
+//! `Application`), or the only one there is; a `LambdaApp` has no field to name one.
+
+mod api;
+mod errors;
+mod function;
+mod manifest;
+mod meta;
+mod promote;
+mod rollback;
+mod rollout;
+mod routing;
+mod source;
+mod target;
+
+use async_trait::async_trait;
+use gannet_core::config::{AppConfig, Percentage};
+use gannet_core::deployment::Stage;
+use gannet_core::plugin::{
+    PlanContext, Plugin, StageConfigError, StepContext, StepError, StepOutcome,
+};
+use gannet_core::StageId;
+use serde_json::{json, Value};
+
+pub use errors::ApiError;
+pub use manifest::{
+    ArtifactKind, ArtifactVersion, CodeSource, FunctionManifest, ManifestError, VpcConfig,
+};
+pub use routing::AliasRouting;
+pub use source::{managed_tags, SourceError, TAG_APP, TAG_COMMIT, TAG_MANAGED_BY};
+pub use target::{DeployTarget, DEFAULT_ALIAS};
+
+use crate::rollout::AfterPublish;
+use crate::target::Target;
+
+pub const STAGE_SYNC: &str = "LAMBDA_SYNC";
+pub const STAGE_CANARY_ROLLOUT: &str = "LAMBDA_CANARY_ROLLOUT";
+pub const STAGE_PROMOTE: &str = "LAMBDA_PROMOTE";
+pub const STAGE_ROLLBACK: &str = "LAMBDA_ROLLBACK";
+
+/// The quick sync stage's id.
+pub const QUICK_SYNC_STAGE_ID: &str = "lambda-sync";
+/// The hidden rollback stage's id.
+pub const ROLLBACK_STAGE_ID: &str = "lambda-rollback";
+
+/// Runs the Lambda stages against the configured deploy targets.
+#[derive(Debug)]
+pub struct LambdaPlugin {
+    targets: Vec<Target>,
+}
+
+impl LambdaPlugin {
+    /// A plugin deploying to `targets`, each with credentials from the standard AWS chain.
+    pub fn new(targets: Vec<DeployTarget>) -> Self {
+        Self {
+            targets: targets.into_iter().map(|t| Target::new(t, None)).collect(),
+        }
+    }
+
+    /// The deploy target `app` uses.
+    fn target_for(&self, app: &AppConfig) -> Result<&Target, StepError> {
+        let names: Vec<&str> = self
+            .targets
+            .iter()
+            .map(|t| t.config.name.as_str())
+            .collect();
+        let fail = |m: String| Err(StepError::Permanent(m));
+        if let Some(wanted) = app.deploy_targets().first() {
+            return match self.targets.iter().find(|t| t.config.name == *wanted) {
+                Some(t) => Ok(t),
+                None => fail(format!(
+                    "spec.deployTargets: no Lambda deploy target named {wanted:?} in the controller config (it has: {})",
+                    names.join(", ")
+                )),
+            };
+        }
+        match self.targets.as_slice() {
+            [one] => Ok(one),
+            [] => fail(
+                "no Lambda deploy target is configured: add one under plugins.lambda.deployTargets in gannet.yaml"
+                    .into(),
+            ),
+            _ => fail(format!(
+                "the controller config has {} Lambda deploy targets ({}); a LambdaApp cannot name one, so keep one, or use kind: Application with spec.deployTargets",
+                names.len(),
+                names.join(", ")
+            )),
+        }
+    }
+}
+
+/// A forward stage's `with`: these stages take no options.
+fn no_options(with: &Value) -> Result<Value, StageConfigError> {
+    match with {
+        Value::Null => Ok(json!({})),
+        Value::Object(fields) => match fields.keys().next() {
+            None => Ok(json!({})),
+            Some(key) => Err(StageConfigError::new(
+                key.as_str(),
+                "unknown option (this stage takes none)",
+            )),
+        },
+        _ => Err(StageConfigError::new("with", "expected a map of options")),
+    }
+}
+
+/// LAMBDA_PROMOTE's `with.percent`.
+fn promote_percent(with: &Value) -> Result<u8, StageConfigError> {
+    let fields = match with {
+        Value::Object(fields) => fields,
+        Value::Null => {
+            return Err(StageConfigError::new(
+                "percent",
+                "missing: how much traffic to give the new version (0 to 100)",
+            ))
+        }
+        _ => return Err(StageConfigError::new("with", "expected a map of options")),
+    };
+    if let Some(key) = fields.keys().find(|k| k.as_str() != "percent") {
+        return Err(StageConfigError::new(
+            key.as_str(),
+            "unknown option (the only option is `percent`)",
+        ));
+    }
+    let Some(raw) = fields.get("percent").filter(|v| !v.is_null()) else {
+        return Err(StageConfigError::new(
+            "percent",
+            "missing: how much traffic to give the new version (0 to 100)",
+        ));
+    };
+    serde_json::from_value::<Percentage>(raw.clone())
+        .map(Percentage::get)
+        .map_err(|e| StageConfigError::new("percent", e.to_string()))
+}
+
+#[async_trait]
+impl Plugin for LambdaPlugin {
+    fn name(&self) -> &'static str {
+        "lambda"
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        &[
+            STAGE_SYNC,
+            STAGE_CANARY_ROLLOUT,
+            STAGE_PROMOTE,
+            STAGE_ROLLBACK,
+        ]
+    }
+
+    fn deploys(&self, app: &AppConfig) -> bool {
+        app.platform() == Some("lambda")
+    }
+
+    fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        match name {
+            STAGE_PROMOTE => promote_percent(with).map(|p| json!({ "percent": p })),
+            STAGE_ROLLBACK => Err(StageConfigError::new(
+                "",
+                "LAMBDA_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
+            )),
+            _ => no_options(with),
+        }
+    }
+
+    fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
+        let mut stage = Stage::planned(
+            StageId::parse(QUICK_SYNC_STAGE_ID).unwrap_or_else(|_| StageId::by_index(0)),
+            STAGE_SYNC,
+            0,
+            json!({}),
+        );
+        stage.desc = "Deploy the function and route all traffic to it".into();
+        vec![stage]
+    }
+
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
+        let Some(last) = planned.iter().rfind(|s| promote::is_forward(s)) else {
+            return Vec::new();
+        };
+        let mut stage = Stage::planned(
+            StageId::parse(ROLLBACK_STAGE_ID).unwrap_or_else(|_| StageId::rollback("lambda")),
+            STAGE_ROLLBACK,
+            last.index,
+            json!({}),
+        );
+        stage.desc = "Restore the alias routing and the running commit's function".into();
+        vec![stage]
+    }
+
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        let stage = ctx.stage;
+        let app = source::load_app_config(ctx.app_dir, &ctx.deployment.app)
+            .map_err(|e| StepError::Permanent(e.to_string()))?;
+        let target = self.target_for(&app)?;
+        let api = target.api().await;
+        match stage.name.as_str() {
+            STAGE_SYNC => rollout::run(&ctx, &target.config, api, AfterPublish::RouteAll).await,
+            STAGE_CANARY_ROLLOUT => {
+                rollout::run(&ctx, &target.config, api, AfterPublish::KeepAlias).await
+            }
+            STAGE_PROMOTE => {
+                let percent = promote_percent(&stage.with).map_err(|e| {
+                    StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id))
+                })?;
+                promote::run(&ctx, &target.config, api, percent).await
+            }
+            STAGE_ROLLBACK => rollback::run(&ctx, &target.config, api).await,
+            other => Err(StepError::Permanent(format!(
+                "the lambda plugin does not run stage {other}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,79 @@
+//! Stage metadata: what a step records before it depends on it, so a repeated step (a
+//! duplicate message, a restart) picks up where the last one stopped.
+
+use gannet_core::deployment::Stage;
+use gannet_core::plugin::{StepError, StepIo};
+use gannet_core::ports::Metadata;
+
+use crate::function::Applied;
+use crate::routing::AliasRouting;
+
+/// The function the stage deploys.
+pub const FUNCTION: &str = "function";
+/// What the code is (image tag, S3 object version, zip digest).
+pub const ARTIFACT_VERSION: &str = "artifactVersion";
+/// The alias's routing before the stage changed anything (JSON, or `none`).
+pub const ALIAS_BEFORE: &str = "aliasBefore";
+/// `<code identity> <CodeSha256>` of the code this stage last sent.
+pub const APPLIED_CODE: &str = "appliedCode";
+/// Digest of the configuration this stage last sent.
+pub const APPLIED_CONFIG: &str = "appliedConfig";
+/// The description sent with PublishVersion, saved before the call.
+pub const PUBLISHING: &str = "publishing";
+/// The version this stage published.
+pub const VERSION: &str = "version";
+
+/// A stage's metadata as this step sees it, saved through the step's IO.
+pub(crate) struct Meta<'a> {
+    io: &'a dyn StepIo,
+    values: Metadata,
+}
+
+impl<'a> Meta<'a> {
+    pub(crate) fn new(io: &'a dyn StepIo, stage: &Stage) -> Self {
+        Self {
+            io,
+            values: stage.metadata.clone(),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// Persists `entries` now, then remembers them for the rest of the step.
+    pub(crate) async fn save(&mut self, entries: &[(&str, String)]) -> Result<(), StepError> {
+        let entries: Metadata = entries
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect();
+        self.io.save_metadata(entries.clone()).await?;
+        self.values.extend(entries);
+        Ok(())
+    }
+
+    pub(crate) fn applied(&self) -> Applied {
+        Applied {
+            code: self
+                .get(APPLIED_CODE)
+                .and_then(|s| s.rsplit_once(' '))
+                .map(|(identity, sha)| (identity.to_owned(), sha.to_owned())),
+            config: self.get(APPLIED_CONFIG).map(str::to_owned),
+        }
+    }
+
+    pub(crate) fn log(&self) -> &'a dyn StepIo {
+        self.io
+    }
+}
+
+/// The routing saved in `stage`'s metadata: `None` when it saved none, `Some(None)` when the
+/// alias did not exist then.
+pub(crate) fn saved_routing(stage: &Stage) -> Result<Option<Option<AliasRouting>>, StepError> {
+    match stage.metadata.get(ALIAS_BEFORE) {
+        None => Ok(None),
+        Some(text) => AliasRouting::from_metadata(text)
+            .map(Some)
+            .map_err(|e| StepError::Permanent(format!("stage {}: {e}", stage.id))),
+    }
+}

@@ -1,0 +1,250 @@
+//! What a step reads from the app's directory at a commit: the app config, the function
+//! manifest it names, and the code (a zip file's bytes), turned into the [`Desired`] function
+//! with gannet's managed-by, app and commit tags.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use gannet_core::config::{parse_app_config, AppConfig, ConfigError};
+use gannet_core::{AppId, CommitSha};
+
+use crate::function::{Code, Desired};
+use crate::manifest::{CodeSource, FunctionManifest, ManifestError};
+
+/// Tag on every function gannet manages.
+pub const TAG_MANAGED_BY: &str = "gannet.dev/managed-by";
+/// Tag naming the app (`repo:path/to/app.pipecd.yaml`) that deploys the function.
+pub const TAG_APP: &str = "gannet.dev/app";
+/// Tag naming the commit whose manifest the function's `$LATEST` was last set from.
+pub const TAG_COMMIT: &str = "gannet.dev/commit";
+
+/// The function manifest's default name (PipeCD's).
+const DEFAULT_MANIFEST: &str = "function.yaml";
+/// The largest zip Lambda takes in the request itself.
+const MAX_ZIP_BYTES: u64 = 50 * 1024 * 1024;
+
+/// Why a step cannot read what it deploys.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot read the app config {path}: {source}")]
+    ReadConfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid app config: {0}")]
+    Config(#[from] ConfigError),
+    #[error("{field}: the function manifest {file} does not exist")]
+    ManifestMissing { field: String, file: String },
+    #[error("cannot read the function manifest {file}: {source}")]
+    ReadManifest {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid function manifest: {0}")]
+    Manifest(#[from] ManifestError),
+    #[error("{file}: spec.zipFile: {reason}")]
+    Zip { file: String, reason: String },
+}
+
+/// The app config file in the app's directory.
+pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, SourceError> {
+    let config_path = app.config_path();
+    let file_name = config_path.rsplit('/').next().unwrap_or(config_path);
+    let path = app_dir.join(file_name);
+    let text = std::fs::read_to_string(&path).map_err(|source| SourceError::ReadConfig {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(parse_app_config(config_path, &text)?)
+}
+
+/// The manifest file the app names, and the config field that names it.
+pub(crate) fn manifest_file(app: &AppConfig) -> (String, &'static str) {
+    if let Some(lambda) = app.lambda() {
+        return (
+            lambda.input.function_manifest_file.clone(),
+            "spec.input.functionManifestFile",
+        );
+    }
+    let named = app
+        .plugin_config("lambda")
+        .and_then(|c| c.pointer("/input/functionManifestFile"))
+        .and_then(|v| v.as_str())
+        .filter(|s| !s.is_empty());
+    match named {
+        Some(file) => (
+            file.to_owned(),
+            "spec.plugins.lambda.input.functionManifestFile",
+        ),
+        None => (DEFAULT_MANIFEST.to_owned(), "spec.plugins.lambda"),
+    }
+}
+
+/// Reads and validates the app's function manifest.
+pub(crate) fn load_manifest(
+    app_dir: &Path,
+    app: &AppConfig,
+) -> Result<FunctionManifest, SourceError> {
+    let (file, field) = manifest_file(app);
+    let text = match std::fs::read_to_string(app_dir.join(&file)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SourceError::ManifestMissing {
+                field: field.to_owned(),
+                file,
+            })
+        }
+        Err(source) => return Err(SourceError::ReadManifest { file, source }),
+    };
+    Ok(FunctionManifest::parse(&file, &text)?)
+}
+
+/// The function to deploy from the app's directory: manifest, code and tags.
+pub(crate) struct Deployable {
+    pub desired: Desired,
+    pub manifest_file: String,
+}
+
+/// Everything [`Deployable`] needs to know about where it is deployed from.
+pub(crate) struct Origin<'a> {
+    pub app_dir: &'a Path,
+    pub app_id: &'a AppId,
+    pub commit: &'a CommitSha,
+}
+
+pub(crate) fn load(origin: &Origin<'_>) -> Result<Deployable, SourceError> {
+    let app = load_app_config(origin.app_dir, origin.app_id)?;
+    let (manifest_file, _) = manifest_file(&app);
+    let manifest = load_manifest(origin.app_dir, &app)?;
+    let code = match &manifest.code {
+        CodeSource::Image { uri } => Code::Image { uri: uri.clone() },
+        CodeSource::S3 {
+            bucket,
+            key,
+            object_version,
+        } => Code::S3 {
+            bucket: bucket.clone(),
+            key: key.clone(),
+            object_version: object_version.clone(),
+        },
+        CodeSource::ZipFile { path } => {
+            read_zip(origin.app_dir, origin.app_id.dir(), path, &manifest_file)?
+        }
+    };
+    let mut tags = manifest.tags.clone();
+    tags.extend(managed_tags(origin.app_id, origin.commit));
+    Ok(Deployable {
+        desired: Desired {
+            manifest,
+            code,
+            tags,
+        },
+        manifest_file,
+    })
+}
+
+/// The tags gannet puts on every function it manages.
+pub fn managed_tags(app: &AppId, commit: &CommitSha) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (TAG_MANAGED_BY.to_owned(), "gannet".to_owned()),
+        (TAG_APP.to_owned(), app.to_string()),
+        (TAG_COMMIT.to_owned(), commit.to_string()),
+    ])
+}
+
+/// Reads the zip at `rel` (relative to the app's directory `app_dir`, which is `app_rel` in
+/// the repository); it must stay inside the repository.
+fn read_zip(app_dir: &Path, app_rel: &str, rel: &str, file: &str) -> Result<Code, SourceError> {
+    let err = |reason: String| SourceError::Zip {
+        file: file.to_owned(),
+        reason,
+    };
+    let depth = app_rel.split('/').filter(|s| !s.is_empty()).count();
+    if !stays_inside(depth, Path::new(rel)) {
+        return Err(err(format!("{rel:?} leads out of the repository")));
+    }
+    let path = app_dir.join(rel);
+    let size = std::fs::metadata(&path)
+        .map_err(|e| err(format!("cannot read {rel}: {e}")))?
+        .len();
+    if size > MAX_ZIP_BYTES {
+        return Err(err(format!(
+            "{rel} is {} MB; Lambda takes at most 50 MB in the request, so upload it to S3 and use spec.s3Bucket and spec.s3Key",
+            size / (1024 * 1024)
+        )));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| err(format!("cannot read {rel}: {e}")))?;
+    if !(bytes.starts_with(b"PK\x03\x04") || bytes.starts_with(b"PK\x05\x06")) {
+        return Err(err(format!("{rel} is not a zip archive")));
+    }
+    Ok(Code::zip(bytes))
+}
+
+/// True when `rel`, taken from a directory `depth` levels below the repository root, never
+/// climbs above that root.
+fn stays_inside(depth: usize, rel: &Path) -> bool {
+    let mut level = depth;
+    for part in rel.components() {
+        match part {
+            Component::Normal(_) => level += 1,
+            Component::CurDir => {}
+            Component::ParentDir if level == 0 => return false,
+            Component::ParentDir => level -= 1,
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zip_paths_stay_in_the_repository() {
+        let cases = [
+            (2, "fn.zip", true),
+            (2, "build/fn.zip", true),
+            (2, "../fn.zip", true),
+            (2, "../../fn.zip", true),
+            (2, "../../../fn.zip", false),
+            (0, "../fn.zip", false),
+            (1, "a/../../fn.zip", true),
+            (1, "./../../fn.zip", false),
+            (1, "/etc/fn.zip", false),
+        ];
+        for (depth, rel, want) in cases {
+            assert_eq!(stays_inside(depth, Path::new(rel)), want, "{depth} {rel}");
+        }
+    }
+
+    #[test]
+    fn zip_files_are_read_and_checked() {
+        let repo = tempfile::tempdir().unwrap();
+        let app_dir = repo.path().join("apps/web");
+        std::fs::create_dir_all(&app_dir).unwrap();
+        std::fs::write(app_dir.join("ok.zip"), b"PK\x03\x04rest").unwrap();
+        std::fs::write(app_dir.join("text.zip"), b"hello").unwrap();
+        std::fs::write(repo.path().join("shared.zip"), b"PK\x05\x06").unwrap();
+        let read = |rel: &str| read_zip(&app_dir, "apps/web", rel, "function.yaml");
+        match read("ok.zip").unwrap() {
+            Code::Zip { bytes, sha256, .. } => {
+                assert_eq!(bytes, b"PK\x03\x04rest");
+                assert_eq!(sha256.len(), 44);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(read("../../shared.zip").is_ok());
+        for (rel, expected) in [
+            ("text.zip", "is not a zip archive"),
+            ("missing.zip", "cannot read missing.zip"),
+            ("../../../x.zip", "leads out of the repository"),
+        ] {
+            let err = read(rel).unwrap_err().to_string();
+            assert!(err.contains("function.yaml: spec.zipFile: "), "{err}");
+            assert!(err.contains(expected), "{rel}: {err}");
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Planning without AWS: stage options, the stages the planner gets from the plugin, and which
+//! deploy target an app uses.
+
+use std::sync::Arc;
+
+use gannet_core::config::parse_app_config;
+use gannet_core::deployment::{SyncStrategy, Trigger, TriggerKind};
+use gannet_core::planner::{self, PlanInput};
+use gannet_core::plugin::{Plugin, Plugins, StepError};
+use gannet_core::CommitSha;
+use serde_json::{json, Value};
+
+use super::harness::app_config;
+use crate::target::DeployTarget;
+use crate::LambdaPlugin;
+
+/// Validates `with` for stage `name`; `Ok` is the normalised value, `Err` the field named.
+fn check(name: &str, with: Value, expected: Result<Value, &str>) {
+    let got = LambdaPlugin::new(Vec::new())
+        .validate_stage(name, &with)
+        .map_err(|e| e.field);
+    assert_eq!(got, expected.map_err(str::to_owned), "{name} with = {with}");
+}
+
+#[test]
+fn validates_with() {
+    check("LAMBDA_SYNC", Value::Null, Ok(json!({})));
+    check("LAMBDA_SYNC", json!({}), Ok(json!({})));
+    check("LAMBDA_SYNC", json!({"prune": true}), Err("prune"));
+    check("LAMBDA_CANARY_ROLLOUT", Value::Null, Ok(json!({})));
+    check("LAMBDA_CANARY_ROLLOUT", json!("x"), Err("with"));
+    check(
+        "LAMBDA_PROMOTE",
+        json!({"percent": 10}),
+        Ok(json!({"percent": 10})),
+    );
+    check(
+        "LAMBDA_PROMOTE",
+        json!({"percent": "25%"}),
+        Ok(json!({"percent": 25})),
+    );
+    check(
+        "LAMBDA_PROMOTE",
+        json!({"percent": 100}),
+        Ok(json!({"percent": 100})),
+    );
+    check("LAMBDA_PROMOTE", json!({"percent": 101}), Err("percent"));
+    check("LAMBDA_PROMOTE", json!({"percent": "half"}), Err("percent"));
+    check("LAMBDA_PROMOTE", json!({}), Err("percent"));
+    check("LAMBDA_PROMOTE", Value::Null, Err("percent"));
+    check(
+        "LAMBDA_PROMOTE",
+        json!({"percent": 10, "pct": 1}),
+        Err("pct"),
+    );
+    check("LAMBDA_ROLLBACK", Value::Null, Err(""));
+}
+
+/// Plans `pipeline` (empty for none) with a running commit or not; the stage names and ids.
+fn plan(pipeline: &str, running: bool) -> Result<(SyncStrategy, Vec<String>), String> {
+    let app = parse_app_config("app/app.pipecd.yaml", &app_config(pipeline)).expect("config");
+    let plugins = Plugins::new(vec![
+        Arc::new(LambdaPlugin::new(Vec::new())) as Arc<dyn Plugin>
+    ]);
+    let sha = CommitSha::parse(&"a".repeat(40)).expect("sha");
+    let plan = planner::plan(&PlanInput {
+        app: &app,
+        trigger: &Trigger {
+            kind: TriggerKind::OnCommit,
+            commander: String::new(),
+            strategy: SyncStrategy::Auto,
+        },
+        commit_message: "change",
+        changed_files: &[],
+        running_commit: running.then_some(&sha),
+        plugins: &plugins,
+    })
+    .map_err(|e| e.to_string())?;
+    let stages = plan
+        .stages
+        .iter()
+        .map(|s| {
+            let hidden = if s.rollback && !s.visible {
+                " (hidden)"
+            } else {
+                ""
+            };
+            format!("{} {}{hidden}", s.id, s.name)
+        })
+        .collect();
+    Ok((plan.strategy, stages))
+}
+
+#[test]
+fn the_planner_gets_quick_sync_pipeline_and_rollback_stages() {
+    let quick = Ok((
+        SyncStrategy::QuickSync,
+        vec![
+            "lambda-sync LAMBDA_SYNC".to_owned(),
+            "lambda-rollback LAMBDA_ROLLBACK (hidden)".to_owned(),
+        ],
+    ));
+    assert_eq!(plan("", true), quick);
+    // A first deployment is a quick sync even with a pipeline.
+    assert_eq!(plan(super::harness::CANARY, false), quick);
+    assert_eq!(
+        plan(super::harness::CANARY, true),
+        Ok((
+            SyncStrategy::Pipeline,
+            vec![
+                "stage-0 LAMBDA_CANARY_ROLLOUT".to_owned(),
+                "stage-1 LAMBDA_PROMOTE".to_owned(),
+                "stage-2 LAMBDA_PROMOTE".to_owned(),
+                "lambda-rollback LAMBDA_ROLLBACK (hidden)".to_owned(),
+            ]
+        ))
+    );
+    let bad = plan("- name: LAMBDA_PROMOTE\n  with: {percent: 150}", true).unwrap_err();
+    assert!(
+        bad.starts_with("spec.pipeline.stages[0].with.percent: "),
+        "{bad}"
+    );
+}
+
+#[test]
+fn an_app_uses_the_target_it_names_or_the_only_one() {
+    let target = |name: &str| DeployTarget::new(name, "us-east-1");
+    let lambda_app = parse_app_config("a/app.pipecd.yaml", &app_config("")).expect("config");
+    let application = |targets: &str| {
+        let text = format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  plugins:\n    lambda: {{}}\n  deployTargets: [{targets}]\n"
+        );
+        parse_app_config("a/app.pipecd.yaml", &text).expect("config")
+    };
+    let pick =
+        |targets: Vec<DeployTarget>, app: &gannet_core::config::AppConfig| match LambdaPlugin::new(
+            targets,
+        )
+        .target_for(app)
+        {
+            Ok(t) => Ok(t.config.name.clone()),
+            Err(StepError::Permanent(m)) => Err(m),
+            Err(other) => panic!("{other:?}"),
+        };
+    assert_eq!(pick(vec![target("prod")], &lambda_app), Ok("prod".into()));
+    let many = || vec![target("prod"), target("dev")];
+    assert_eq!(pick(many(), &application("dev")), Ok("dev".into()));
+    let cases = [
+        (
+            pick(Vec::new(), &lambda_app),
+            "plugins.lambda.deployTargets",
+        ),
+        (
+            pick(many(), &lambda_app),
+            "2 Lambda deploy targets (prod, dev)",
+        ),
+        (
+            pick(many(), &application("qa")),
+            "no Lambda deploy target named \"qa\"",
+        ),
+    ];
+    for (got, expected) in cases {
+        let message = got.unwrap_err();
+        assert!(message.contains(expected), "{message}");
+    }
+}
