@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
 use gannet_core::{GoDuration, RepoId};
 use gannet_git::{Location, RepoSpec};
+use gannet_plugin_lambda::{DeployTarget, DEFAULT_ALIAS};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +57,25 @@ fn default_state() -> PathBuf {
 }
 fn default_workers() -> usize {
     8
+}
+
+/// `plugins.lambda`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawLambdaPlugin {
+    #[serde(default)]
+    deploy_targets: Vec<serde_yaml::Value>,
+}
+
+/// One of `plugins.lambda.deployTargets`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawLambdaTarget {
+    name: String,
+    region: String,
+    role_arn: Option<String>,
+    endpoint: Option<String>,
+    alias: Option<String>,
 }
 
 /// The platform plugins whose deploy targets `plugins:` may list.
@@ -142,6 +162,8 @@ pub struct UpConfig {
     pub state: PathBuf,
     pub settings: Settings,
     pub repos: Vec<RepoSpec>,
+    /// `plugins.lambda.deployTargets`.
+    pub lambda_targets: Vec<DeployTarget>,
     pub workers: usize,
     pub visibility: GoDuration,
     pub max_attempts: u32,
@@ -239,6 +261,7 @@ impl UpConfig {
                 ));
             }
         }
+        let lambda_targets = lambda_targets(raw.plugins.get("lambda"))?;
         let receivers = raw
             .notifications
             .receivers
@@ -264,6 +287,7 @@ impl UpConfig {
                 receivers,
             },
             repos,
+            lambda_targets,
             workers: raw.workers,
             visibility: raw.queue.visibility.unwrap_or(GoDuration::from_secs(30)),
             max_attempts: raw.queue.max_attempts.unwrap_or(5),
@@ -274,6 +298,73 @@ impl UpConfig {
             },
         })
     }
+}
+
+/// `plugins.lambda.deployTargets`, checked; every error names its field.
+fn lambda_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<DeployTarget>, String> {
+    let Some(raw) = raw.filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let plugin: RawLambdaPlugin =
+        serde_yaml::from_value(raw.clone()).map_err(|e| format!("plugins.lambda: {e}"))?;
+    let mut targets: Vec<DeployTarget> = Vec::new();
+    for (i, value) in plugin.deploy_targets.into_iter().enumerate() {
+        let at = format!("plugins.lambda.deployTargets[{i}]");
+        let t: RawLambdaTarget = serde_yaml::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+        if t.name.trim().is_empty() {
+            return Err(format!("{at}.name: must not be empty"));
+        }
+        if targets.iter().any(|d| d.name == t.name) {
+            return Err(format!("{at}.name: {} is listed twice", t.name));
+        }
+        let region_ok = t.region.contains('-')
+            && t.region.ends_with(|c: char| c.is_ascii_digit())
+            && t.region
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !region_ok {
+            return Err(format!(
+                "{at}.region: {:?} is not an AWS region such as us-east-1",
+                t.region
+            ));
+        }
+        if let Some(role) = t.role_arn.as_deref() {
+            if !(role.starts_with("arn:") && role.contains(":role/")) {
+                return Err(format!(
+                    "{at}.roleArn: {role:?} is not a role ARN such as arn:aws:iam::123456789012:role/deployer"
+                ));
+            }
+        }
+        if let Some(endpoint) = t.endpoint.as_deref() {
+            let host = endpoint
+                .strip_prefix("http://")
+                .or_else(|| endpoint.strip_prefix("https://"));
+            if host.is_none_or(str::is_empty) {
+                return Err(format!(
+                    "{at}.endpoint: {endpoint:?} is not an http(s) URL such as http://127.0.0.1:5000"
+                ));
+            }
+        }
+        let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
+        let alias_ok = (1..=128).contains(&alias.len())
+            && alias
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && !alias.chars().all(|c| c.is_ascii_digit());
+        if !alias_ok {
+            return Err(format!(
+                "{at}.alias: {alias:?} is not a Lambda alias name (letters, digits, - and _, not only digits)"
+            ));
+        }
+        targets.push(DeployTarget {
+            name: t.name,
+            region: t.region,
+            role_arn: t.role_arn,
+            endpoint: t.endpoint,
+            alias,
+        });
+    }
+    Ok(targets)
 }
 
 #[cfg(test)]
@@ -318,6 +409,13 @@ plugins:
             Location::Path("/etc/gannet/./demo-repo".into())
         );
         assert_eq!(c.settings.intervals.resume, GoDuration::from_secs(30));
+        assert_eq!(
+            c.lambda_targets,
+            [DeployTarget {
+                endpoint: Some("http://127.0.0.1:5055".into()),
+                ..DeployTarget::new("local", "us-east-1")
+            }]
+        );
         assert!(
             !format!("{:?}", c.settings).contains("s3cret"),
             "secrets never print"
@@ -334,10 +432,43 @@ plugins:
                 "listed twice",
             ),
             ("listen: nowhere", "listen"),
-            ("intervals: {poll: 10}", "missing unit"),
+            ("intervals: {poll: 10}", "10 has no unit"),
+            ("intervals: {poll: 50ms}", "too short"),
             ("unknown: 1", "unknown field `unknown`"),
             ("workers: 0", "out of range"),
             ("plugins: {lamda: {}}", "plugins.lamda: unknown plugin"),
+            (
+                "plugins: {lambda: {targets: []}}",
+                "plugins.lambda: unknown field `targets`",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a}]}}",
+                "plugins.lambda.deployTargets[0]: missing field `region`",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, regoin: us-east-1}]}}",
+                "plugins.lambda.deployTargets[0]: unknown field `regoin`",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, region: Mars}]}}",
+                "plugins.lambda.deployTargets[0].region: \"Mars\" is not an AWS region",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1, roleArn: deployer}]}}",
+                "plugins.lambda.deployTargets[0].roleArn:",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1, endpoint: 'localhost:5000'}]}}",
+                "plugins.lambda.deployTargets[0].endpoint:",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1, alias: '123'}]}}",
+                "plugins.lambda.deployTargets[0].alias:",
+            ),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1}, {name: a, region: eu-west-1}]}}",
+                "plugins.lambda.deployTargets[1].name: a is listed twice",
+            ),
         ];
         for (text, expected) in cases {
             let err = parse(text).unwrap_err();

@@ -145,13 +145,15 @@ impl<'de> Deserialize<'de> for GoDuration {
         #[serde(untagged)]
         enum Raw {
             Text(String),
-            // A bare YAML integer is taken as nanoseconds, as Go's JSON decoding of
-            // time.Duration does; PipeCD configs only ever write strings.
-            Nanos(u64),
+            Number(u64),
         }
         match Raw::deserialize(d)? {
             Raw::Text(s) => GoDuration::parse(&s).map_err(serde::de::Error::custom),
-            Raw::Nanos(n) => Ok(GoDuration(Duration::from_nanos(n))),
+            Raw::Number(0) => Ok(GoDuration::default()),
+            // Go would read a bare number as nanoseconds, which is never what a config means.
+            Raw::Number(n) => Err(serde::de::Error::custom(format!(
+                "{n} has no unit; write a duration such as {n}s or {n}m"
+            ))),
         }
     }
 }
