@@ -552,3 +552,61 @@ async fn concurrent_checkouts_share_one_complete_tree() {
         "bye\n"
     );
 }
+
+/// Commits are looked up with git once; a commit seen before that has gone since (a force push,
+/// then a gc) still gives NoCommit from every operation, not a failure.
+#[tokio::test]
+async fn a_commit_gone_since_it_was_seen_is_no_commit() {
+    let h = history();
+    let cache = TempDir::new().unwrap();
+    let git = source(Location::Path(h.work.path().to_owned()), cache.path());
+    let id = repo_id();
+    check(
+        "seen: diff",
+        git.changed_files(&id, &h.second, &h.third).await,
+        Ok(Vec::new()),
+    );
+    check(
+        "seen: read",
+        git.read_file(&id, &h.third, "README.md").await,
+        Ok(Some(b"hello\n".to_vec())),
+    );
+
+    let first = h.first.to_string();
+    h.work.git(&["reset", "--quiet", "--hard", &first]);
+    h.work.git(&["reflog", "expire", "--expire=now", "--all"]);
+    h.work.git(&["gc", "--quiet", "--prune=now"]);
+
+    let gone = h.third.to_string();
+    let gone = gone.as_str();
+    check(
+        "gone: commit",
+        git.commit(&id, &h.third).await.map(|c| c.sha),
+        Err(("NoCommit", gone)),
+    );
+    check(
+        "gone: diff to",
+        git.changed_files(&id, &h.first, &h.third).await,
+        Err(("NoCommit", gone)),
+    );
+    check(
+        "gone: list",
+        git.list_files(&id, &h.third).await,
+        Err(("NoCommit", gone)),
+    );
+    check(
+        "gone: read",
+        git.read_file(&id, &h.third, "README.md").await,
+        Err(("NoCommit", gone)),
+    );
+    check(
+        "gone: checkout",
+        git.checkout(&id, &h.third).await,
+        Err(("NoCommit", gone)),
+    );
+    check(
+        "still there: head",
+        git.head(&id, "main").await.map(|c| c.sha),
+        Ok(h.first.clone()),
+    );
+}

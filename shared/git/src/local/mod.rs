@@ -10,8 +10,9 @@ mod checkout;
 mod command;
 mod names;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::PoisonError;
 
 use async_trait::async_trait;
 use gannet_core::duration::Millis;
@@ -62,7 +63,14 @@ struct Repo {
     /// This repository's directory name under the cache.
     dir_name: String,
     source: Source,
+    /// Commits already seen here, so that each is looked up with git once, not before every
+    /// command (commits do not change). Bounded by [`KNOWN_COMMITS`].
+    known: std::sync::Mutex<HashSet<CommitSha>>,
 }
+
+/// How many known commits a repository remembers; past that the set starts again. A trigger,
+/// plan and stage use the branch head, the last triggered and the running commit.
+const KNOWN_COMMITS: usize = 64;
 
 enum Source {
     Path {
@@ -109,6 +117,7 @@ impl LocalGit {
                 branch: spec.branch,
                 dir_name,
                 source,
+                known: std::sync::Mutex::default(),
             };
             if by_id.insert(spec.id.clone(), repo).is_some() {
                 return Err(SetupError::DuplicateRepo(spec.id));
@@ -140,6 +149,7 @@ impl GitSource for LocalGit {
             .resolve(&git_dir, &format!("refs/heads/{branch}^{{commit}}"))
             .await?
             .ok_or_else(|| repo.no_branch(branch))?;
+        repo.remember(&sha);
         repo.commit_info(&git_dir, &sha).await
     }
 
@@ -147,7 +157,8 @@ impl GitSource for LocalGit {
         let repo = self.repo(repo)?;
         let git_dir = repo.git_dir(&self.cache).await?;
         repo.require_commit(&git_dir, sha).await?;
-        repo.commit_info(&git_dir, sha).await
+        let info = repo.commit_info(&git_dir, sha).await;
+        repo.recheck(&git_dir, &[sha], info).await
     }
 
     async fn changed_files(
@@ -165,7 +176,8 @@ impl GitSource for LocalGit {
             .args([from.as_str(), to.as_str()])
             .stdout()
             .await
-            .map_err(|e| repo.failed("diff", e))?;
+            .map_err(|e| repo.failed("diff", e));
+        let out = repo.recheck(&git_dir, &[from, to], out).await?;
         Ok(nul_separated(&out))
     }
 
@@ -177,7 +189,8 @@ impl GitSource for LocalGit {
             .args(["ls-tree", "-r", "-z", "--full-tree", commit.as_str()])
             .stdout()
             .await
-            .map_err(|e| repo.failed("list files", e))?;
+            .map_err(|e| repo.failed("list files", e));
+        let out = repo.recheck(&git_dir, &[commit], out).await?;
         Ok(tree_entries(&out)
             .filter(|e| e.kind == "blob")
             .map(|e| e.path)
@@ -200,7 +213,8 @@ impl GitSource for LocalGit {
             .args(["ls-tree", "-z", "--full-tree", commit.as_str(), "--", path])
             .stdout()
             .await
-            .map_err(|e| repo.failed("read file", e))?;
+            .map_err(|e| repo.failed("read file", e));
+        let out = repo.recheck(&git_dir, &[commit], out).await?;
         let Some(blob) = tree_entries(&out).find(|e| e.kind == "blob" && e.path == path) else {
             return Ok(None);
         };
@@ -224,9 +238,10 @@ impl GitSource for LocalGit {
         }
         let git_dir = repo.git_dir(&self.cache).await?;
         repo.require_commit(&git_dir, commit).await?;
-        checkout::tree(&git_dir, &self.cache, &repo.dir_name, commit)
+        let tree = checkout::tree(&git_dir, &self.cache, &repo.dir_name, commit)
             .await
-            .map_err(|e| repo.failed("checkout", e))
+            .map_err(|e| repo.failed("checkout", e));
+        repo.recheck(&git_dir, &[commit], tree).await
     }
 }
 
@@ -320,7 +335,57 @@ impl Repo {
 
     /// Fails with [`GitError::NoCommit`] unless `sha` is a commit here. A clone fetches its
     /// configured branch once before giving up, in case the commit is newer than the clone.
+    /// A commit seen before is taken as present without asking git.
     async fn require_commit(&self, git_dir: &Path, sha: &CommitSha) -> Result<(), GitError> {
+        if self.is_known(sha) {
+            return Ok(());
+        }
+        let found = self.find_commit(git_dir, sha).await;
+        if found.is_ok() {
+            self.remember(sha);
+        }
+        found
+    }
+
+    fn is_known(&self, sha: &CommitSha) -> bool {
+        self.known
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(sha)
+    }
+
+    fn remember(&self, sha: &CommitSha) {
+        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
+        if known.len() >= KNOWN_COMMITS {
+            known.clear();
+        }
+        known.insert(sha.clone());
+    }
+
+    /// The `result` of a command on `commits`. When the command failed, each commit is looked
+    /// up with git again, so that one that has gone since it was seen (a force push, then a gc)
+    /// gives [`GitError::NoCommit`] as it would have without the known-commits set.
+    async fn recheck<T>(
+        &self,
+        git_dir: &Path,
+        commits: &[&CommitSha],
+        result: Result<T, GitError>,
+    ) -> Result<T, GitError> {
+        let Err(err @ GitError::Failed { .. }) = result else {
+            return result;
+        };
+        for sha in commits {
+            self.known
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(*sha);
+            self.require_commit(git_dir, sha).await?;
+        }
+        Err(err)
+    }
+
+    /// Looks `sha` up with git; see [`Repo::require_commit`].
+    async fn find_commit(&self, git_dir: &Path, sha: &CommitSha) -> Result<(), GitError> {
         let spec = format!("{sha}^{{commit}}");
         if self.resolve(git_dir, &spec).await?.is_some() {
             return Ok(());
