@@ -380,6 +380,85 @@ pub fn push_payload(repo: &str, branch: &str, after: &str) -> String {
     .to_string()
 }
 
+// Helpers for the crash and concurrency tests (e2e_crash.rs, e2e_concurrency.rs).
+
+impl Gannet {
+    /// The deployment's body as stored in the state file (times in epoch milliseconds).
+    pub fn stored_deployment(&self, id: &str) -> Option<Value> {
+        let body: Option<String> = self
+            .db()
+            .query_row("SELECT body FROM deployments WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .ok();
+        body.map(|b| serde_json::from_str(&b).expect("stored deployment is JSON"))
+    }
+
+    /// Every `(id, body)` row of a state table (`apps`, `repos`, `deployments`), by id.
+    pub fn stored_rows(&self, table: &str) -> Vec<(String, String)> {
+        let db = self.db();
+        let mut stmt = db
+            .prepare(&format!("SELECT id, body FROM {table} ORDER BY id"))
+            .expect("prepare");
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<Vec<(String, String)>, _>>()
+            .expect("rows");
+        rows
+    }
+
+    /// The app as the API shows it (`key`: its id or its unique name).
+    pub fn app_view(&self, key: &str) -> Value {
+        let (status, body) = self.get(&format!("/apps/{key}"));
+        assert_eq!(status, 200, "{body}");
+        body["app"].clone()
+    }
+
+    /// The text of a stage's log lines, through the API.
+    pub fn stage_log(&self, deployment: &str, stage: &str) -> Vec<String> {
+        let (status, body) = self.get(&format!("/deployments/{deployment}/stages/{stage}/logs"));
+        assert_eq!(status, 200, "{body}");
+        body["lines"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|l| l["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+/// The stage with this id in a deployment (API view or stored body), if it has been planned.
+pub fn find_stage<'a>(deployment: &'a Value, id: &str) -> Option<&'a Value> {
+    deployment["stages"]
+        .as_array()
+        .and_then(|stages| stages.iter().find(|s| s["id"] == id))
+}
+
+/// The stage with this id in a deployment; panics when absent.
+pub fn stage_of<'a>(deployment: &'a Value, id: &str) -> &'a Value {
+    find_stage(deployment, id).unwrap_or_else(|| panic!("no stage {id} in {deployment}"))
+}
+
+/// The lines of a marker file a test script appends to (none when it does not exist yet).
+pub fn marker_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// SIGKILLs a process group (a SCRIPT_RUN script's shell leads its own group), so a script
+/// orphaned by a killed `gannet up` does not outlive the test.
+pub fn kill_process_group(pgid: u32) {
+    let _ = Command::new("kill")
+        .args(["-s", "KILL", "--", &format!("-{pgid}")])
+        .stderr(Stdio::null())
+        .status();
+}
+
 // ---- Bad-input and command tests: custom configs, client runs, stored-state fingerprints ----
 
 /// How a `gannet` command exited and what it printed.
