@@ -18,12 +18,18 @@ use tokio::sync::watch;
 
 use crate::settings::UpConfig;
 
-/// The compiled-in plugins.
+/// The compiled-in plugins, with no deploy targets (enough to validate configs).
 pub fn plugins() -> Plugins {
+    plugins_with(Vec::new())
+}
+
+/// The compiled-in plugins; the Lambda plugin deploys to `lambda_targets` (from gannet.yaml).
+pub fn plugins_with(lambda_targets: Vec<gannet_plugin_lambda::DeployTarget>) -> Plugins {
     Plugins::new(vec![
         Arc::new(gannet_plugin_wait::WaitPlugin),
         Arc::new(gannet_plugin_wait_approval::WaitApprovalPlugin),
         Arc::new(gannet_plugin_script_run::ScriptRunPlugin),
+        Arc::new(gannet_plugin_lambda::LambdaPlugin::new(lambda_targets)),
     ])
 }
 
@@ -70,7 +76,7 @@ pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
         Arc::new(runtime.clone()),
         Arc::new(git),
         clock,
-        plugins(),
+        plugins_with(cfg.lambda_targets.clone()),
         cfg.settings.clone(),
     );
 
