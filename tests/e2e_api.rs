@@ -229,12 +229,8 @@ fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
     let locked = format!(
         "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: locked\n  trigger:\n    onCommand:\n      disabled: true\n  pipeline:\n    stages:\n{QUICK}"
     );
-    let (_repo, _state, g) = setup(
-        &[
-            ("web", app_config("web", QUICK)),
-            ("bare", bare),
-            ("locked", locked),
-        ],
+    let (repo, _state, g) = setup(
+        &[("web", app_config("web", QUICK)), ("locked", locked)],
         &UpOptions::default(),
     );
 
@@ -255,18 +251,20 @@ fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
         "{human:?}"
     );
 
-    // A forced pipeline on an app without one: the deployment fails with the planner's reason.
-    let run = g.cli_env(&["sync", "bare", "--strategy", "pipeline", "--json"], &[]);
-    assert_eq!(run.code, 0, "{run:?}");
-    let d: Value = serde_json::from_str(&run.stdout).expect("json");
-    let d = g.wait_terminal(d["id"].as_str().expect("id"), LIMIT);
-    assert_eq!(d["status"], "FAILURE", "{d}");
+    // An app with neither a platform nor a pipeline has nothing to deploy: it is listed as
+    // INVALID_CONFIG, and a sync, even one forcing a pipeline, is refused with the reason.
+    let head = repo.commit(&[("apps/bare/app.pipecd.yaml", &bare)], "add bare");
+    assert_eq!(g.push(&head, "bare-1").0, 202);
+    g.wait_until(LIMIT, "bare is INVALID_CONFIG", || {
+        let app = g.get("/apps/bare").1["app"].clone();
+        (app["sync_status"] == "INVALID_CONFIG").then_some(())
+    });
+    let run = g.cli_env(&["sync", "bare", "--strategy", "pipeline"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(stderr_of(&run).contains("nothing to deploy"), "{run:?}");
     assert!(
-        d["status_reason"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("a pipeline sync was requested, but the app has no pipeline"),
-        "{d}"
+        g.deployments().iter().all(|d| d["app"] != "bare"),
+        "an app with nothing to deploy was deployed"
     );
 
     let (status, body) = g.post("/apps/locked/sync", json!({}));
@@ -373,6 +371,11 @@ fn an_app_whose_config_breaks_keeps_its_place_as_invalid_config() {
             "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline: [\n",
             [":6", "", ""],
         ),
+        // A stage option only its plugin can judge is caught as early: never deployed.
+        (
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline:\n    stages:\n      - name: WAIT\n        with: {duration: banana}\n",
+            [":8:", "spec.pipeline.stages[0].with.duration", "banana"],
+        ),
     ];
     for (n, (cfg, fragments)) in cases.iter().enumerate() {
         let head = repo.commit(&[("apps/web/app.pipecd.yaml", cfg)], "break web");
@@ -415,31 +418,6 @@ fn an_app_whose_config_breaks_keeps_its_place_as_invalid_config() {
             (g.get("/apps/web").1["app"]["sync_status"] == "SYNCED").then_some(())
         });
     }
-
-    // A stage option only its plugin can judge is caught when planning: the deployment fails
-    // with the field named, and no stage runs.
-    let id = change_and_push(
-        &repo,
-        &g,
-        "web",
-        &app_config(
-            "web",
-            "      - name: WAIT\n        with: {duration: banana}\n",
-        ),
-    );
-    let d = g.wait_terminal(&id, LIMIT);
-    let reason = d["status_reason"].as_str().unwrap_or_default();
-    assert_eq!(d["status"], "FAILURE", "{d}");
-    assert!(
-        reason.contains("spec.pipeline.stages[0].with.duration") && reason.contains("banana"),
-        "{d}"
-    );
-    assert!(
-        d["stages"]
-            .as_array()
-            .is_none_or(|s| s.iter().all(|st| st["started_at"].is_null())),
-        "{d}"
-    );
 }
 
 /// A notification receiver on loopback: answers 503 to the first `fail_first` requests and 200

@@ -8,11 +8,13 @@
 use std::collections::BTreeMap;
 
 use gannet_core::app::{App, RepoState, SyncStatus};
+use gannet_core::check;
 use gannet_core::config::{self, AppConfig};
 use gannet_core::deployment::{
     Commit, Deployment, DeploymentStatus, SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_core::duration::Millis;
+use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Changes, CommitInfo, Expect, GitError, Write};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, DeploymentId, RepoId};
@@ -60,7 +62,7 @@ impl Controller {
                 .unwrap_or_default();
             let parsed = std::str::from_utf8(&text)
                 .map_err(|e| format!("{path}: not UTF-8: {e}"))
-                .and_then(|t| config::parse_app_config(path, t).map_err(|e| e.to_string()));
+                .and_then(|t| deployable_config(path, t, &inner.plugins));
             let mut app = before
                 .cloned()
                 .unwrap_or_else(|| App::new(id.clone(), dir_name(&id), String::new(), now));
@@ -149,6 +151,24 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// The config at `path`, if it parses and every stage validates with these plugins; otherwise
+/// why not, as `file:line: field: message` lines.
+fn deployable_config(path: &str, text: &str, plugins: &Plugins) -> Result<AppConfig, String> {
+    let cfg = config::parse_app_config(path, text).map_err(|e| e.to_string())?;
+    let issues = check::validate(text, &cfg, plugins);
+    if issues.is_empty() {
+        return Ok(cfg);
+    }
+    Err(issues
+        .iter()
+        .map(|i| {
+            let line = i.line.map(|l| format!("{l}:")).unwrap_or_default();
+            format!("{path}:{line} {}: {}", i.field, i.message)
+        })
+        .collect::<Vec<_>>()
+        .join("; "))
 }
 
 /// The app's name before its config parses: its directory's last component.

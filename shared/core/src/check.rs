@@ -107,12 +107,32 @@ fn written_kind(text: &str) -> Option<String> {
     doc.get("kind")?.as_str().map(str::to_owned)
 }
 
+/// The problems of a parsed config that make it undeployable with these plugins: features not
+/// supported yet, a platform with no plugin, and stages whose options do not validate. Each
+/// carries its line in `text`. Manifests are not read; see [`check_app`].
+pub fn validate(text: &str, app: &AppConfig, plugins: &Plugins) -> Vec<Issue> {
+    let mut issues = Issues {
+        index: LineIndex::build(text),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    check_stages(app, plugins, &mut issues);
+    issues.errors
+}
+
 fn check_parsed(
     app: &AppConfig,
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Option<String>,
     issues: &mut Issues,
 ) {
+    check_stages(app, plugins, issues);
+    for manifest in manifests(app) {
+        check_manifest(&manifest, read, issues);
+    }
+}
+
+fn check_stages(app: &AppConfig, plugins: &Plugins, issues: &mut Issues) {
     for u in app.unsupported_features() {
         issues.unsupported(&u.field, u.message);
     }
@@ -134,9 +154,6 @@ fn check_parsed(
             let issue = issues.issue(&field, e.message(), e.is_unsupported());
             issues.errors.push(issue);
         }
-    }
-    for manifest in manifests(app) {
-        check_manifest(&manifest, read, issues);
     }
 }
 
