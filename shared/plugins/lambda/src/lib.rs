@@ -42,7 +42,9 @@ pub use manifest::{
     ArtifactKind, ArtifactVersion, CodeSource, FunctionManifest, ManifestError, VpcConfig,
 };
 pub use routing::AliasRouting;
-pub use source::{managed_tags, SourceError, TAG_APP, TAG_COMMIT, TAG_MANAGED_BY};
+pub use source::{
+    check_function_manifest, managed_tags, SourceError, TAG_APP, TAG_COMMIT, TAG_MANAGED_BY,
+};
 pub use target::{DeployTarget, DEFAULT_ALIAS};
 
 use crate::rollout::AfterPublish;

@@ -34,14 +34,8 @@ pub enum SourceError {
     },
     #[error("invalid app config: {0}")]
     Config(#[from] ConfigError),
-    #[error("{field}: the function manifest {file} does not exist")]
+    #[error("{field}: the function manifest {file} does not exist or cannot be read")]
     ManifestMissing { field: String, file: String },
-    #[error("cannot read the function manifest {file}: {source}")]
-    ReadManifest {
-        file: String,
-        #[source]
-        source: std::io::Error,
-    },
     #[error("invalid function manifest: {0}")]
     Manifest(#[from] ManifestError),
     #[error("{file}: spec.zipFile: {reason}")]
@@ -87,16 +81,22 @@ pub(crate) fn load_manifest(
     app_dir: &Path,
     app: &AppConfig,
 ) -> Result<FunctionManifest, SourceError> {
+    check_function_manifest(app, &|rel| std::fs::read_to_string(app_dir.join(rel)).ok())
+}
+
+/// Validates the function manifest `app` names, as planning can: `read` gives a file's text by
+/// its path relative to the app's directory (`None` when it does not exist). Every error names
+/// the field at fault.
+pub fn check_function_manifest(
+    app: &AppConfig,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Result<FunctionManifest, SourceError> {
     let (file, field) = manifest_file(app);
-    let text = match std::fs::read_to_string(app_dir.join(&file)) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(SourceError::ManifestMissing {
-                field: field.to_owned(),
-                file,
-            })
-        }
-        Err(source) => return Err(SourceError::ReadManifest { file, source }),
+    let Some(text) = read(&file) else {
+        return Err(SourceError::ManifestMissing {
+            field: field.to_owned(),
+            file,
+        });
     };
     Ok(FunctionManifest::parse(&file, &text)?)
 }

@@ -164,3 +164,37 @@ fn an_app_uses_the_target_it_names_or_the_only_one() {
         assert!(message.contains(expected), "{message}");
     }
 }
+
+#[test]
+fn the_manifest_can_be_checked_before_deploying() {
+    use crate::{check_function_manifest, SourceError};
+    let app = parse_app_config(
+        "a/app.pipecd.yaml",
+        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n  input:\n    functionManifestFile: lambda.yaml\n",
+    )
+    .expect("config");
+    let good = super::harness::function_yaml("web", super::harness::ROLE, "");
+    let files =
+        |name: &'static str, text: String| move |rel: &str| (rel == name).then(|| text.clone());
+    let ok = check_function_manifest(&app, &files("lambda.yaml", good.clone()));
+    assert_eq!(ok.expect("a valid manifest").name, "web");
+    match check_function_manifest(&app, &files("function.yaml", good.clone())) {
+        Err(SourceError::ManifestMissing { field, file }) => {
+            assert_eq!(
+                (field.as_str(), file.as_str()),
+                ("spec.input.functionManifestFile", "lambda.yaml")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let bad = good.replace("timeout: 10", "timeout: 1000");
+    match check_function_manifest(&app, &files("lambda.yaml", bad)) {
+        Err(SourceError::Manifest(e)) => {
+            assert_eq!(
+                (e.file.as_str(), e.field.as_str()),
+                ("lambda.yaml", "spec.timeout")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
