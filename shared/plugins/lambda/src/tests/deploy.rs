@@ -427,3 +427,37 @@ async fn s3_code_is_deployed_once() {
     assert_eq!(state.alias, all_to("1"));
     assert_eq!(state.code_sha256, sha256_b64(&object));
 }
+
+/// The assumed role's credentials come from STS at the target's endpoint too: were STS called
+/// on AWS itself, the step would fail to connect.
+#[tokio::test]
+async fn a_target_with_a_role_assumes_it_through_sts() {
+    ensure_role().await;
+    let name = unique("assume");
+    let a = Commit::new(
+        'a',
+        &app_config(""),
+        &function_yaml(&name, ROLE, ""),
+        &zip_bytes("v1"),
+    );
+    let target = crate::DeployTarget {
+        role_arn: Some(ROLE.to_owned()),
+        ..moto_target("Service")
+    };
+    let mut run = Run::plan(plugin(target), &a, None);
+    run.run_all(
+        &Commits {
+            target: &a,
+            running: None,
+        },
+        Delivery::Once,
+    )
+    .await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    assert_eq!(function_state(&name, "Service").await.alias, all_to("1"));
+}
