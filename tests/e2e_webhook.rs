@@ -527,7 +527,7 @@ fn undecodable_queue_messages_are_dead_lettered_and_nothing_else_is_affected() {
 
 #[test]
 fn the_webhook_secret_never_appears_in_logs_stage_logs_api_output_or_state() {
-    let stages = "      - name: SCRIPT_RUN\n        with:\n          run: |\n            echo \"deploying $SR_APPLICATION_NAME\"\n            echo \"to stderr\" >&2\n          onRollback: echo rollback\n";
+    let stages = "      - name: SCRIPT_RUN\n        with:\n          run: |\n            echo \"deploying $SR_APPLICATION_NAME\"\n            echo \"to stderr\" >&2\n            env\n          onRollback: echo rollback\n";
     let repo = Repo::new();
     let head = repo.commit(
         &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
@@ -571,8 +571,10 @@ fn the_webhook_secret_never_appears_in_logs_stage_logs_api_output_or_state() {
         stage_text.push_str(&body.to_string());
     }
     assert!(
-        stage_text.contains("deploying web") && stage_text.contains("to stderr"),
-        "the script's output was logged: {stage_text}"
+        stage_text.contains("deploying web")
+            && stage_text.contains("to stderr")
+            && stage_text.contains("SR_APPLICATION_NAME=web"),
+        "the script's output, its whole environment included, was logged: {stage_text}"
     );
     outputs.push(("stage logs".into(), stage_text));
     for args in [

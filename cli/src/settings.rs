@@ -164,6 +164,8 @@ pub struct UpConfig {
     pub repos: Vec<RepoSpec>,
     /// `plugins.lambda.deployTargets`.
     pub lambda_targets: Vec<DeployTarget>,
+    /// Environment variables holding secrets (the webhook secret's): scripts never see them.
+    pub secret_env: Vec<String>,
     pub workers: usize,
     pub visibility: GoDuration,
     pub max_attempts: u32,
@@ -288,6 +290,7 @@ impl UpConfig {
             },
             repos,
             lambda_targets,
+            secret_env: raw.webhook.iter().map(|w| w.secret_env.clone()).collect(),
             workers: raw.workers,
             visibility: raw.queue.visibility.unwrap_or(GoDuration::from_secs(30)),
             max_attempts: raw.queue.max_attempts.unwrap_or(5),

@@ -20,15 +20,21 @@ use crate::settings::UpConfig;
 
 /// The compiled-in plugins, with no deploy targets (enough to validate configs).
 pub fn plugins() -> Plugins {
-    plugins_with(Vec::new())
+    plugins_with(Vec::new(), Vec::new())
 }
 
-/// The compiled-in plugins; the Lambda plugin deploys to `lambda_targets` (from gannet.yaml).
-pub fn plugins_with(lambda_targets: Vec<gannet_plugin_lambda::DeployTarget>) -> Plugins {
+/// The compiled-in plugins: the Lambda plugin deploys to `lambda_targets` (from gannet.yaml);
+/// scripts never see the environment variables named in `secret_env`.
+pub fn plugins_with(
+    lambda_targets: Vec<gannet_plugin_lambda::DeployTarget>,
+    secret_env: Vec<String>,
+) -> Plugins {
     Plugins::new(vec![
         Arc::new(gannet_plugin_wait::WaitPlugin),
         Arc::new(gannet_plugin_wait_approval::WaitApprovalPlugin),
-        Arc::new(gannet_plugin_script_run::ScriptRunPlugin),
+        Arc::new(gannet_plugin_script_run::ScriptRunPlugin::hiding_env(
+            secret_env,
+        )),
         Arc::new(gannet_plugin_lambda::LambdaPlugin::new(lambda_targets)),
     ])
 }
@@ -76,7 +82,7 @@ pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
         Arc::new(runtime.clone()),
         Arc::new(git),
         clock,
-        plugins_with(cfg.lambda_targets.clone()),
+        plugins_with(cfg.lambda_targets.clone(), cfg.secret_env.clone()),
         cfg.settings.clone(),
     );
 

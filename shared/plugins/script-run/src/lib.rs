@@ -43,8 +43,20 @@ pub const STAGE_SCRIPT_RUN_ROLLBACK: &str = "SCRIPT_RUN_ROLLBACK";
 const ATTEMPTS: &str = "attempts";
 
 /// Runs `SCRIPT_RUN` and `SCRIPT_RUN_ROLLBACK` stages.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ScriptRunPlugin;
+///
+/// Scripts inherit gannet's environment, as in PipeCD, except the variables named in
+/// `hidden_env` (such as the one holding the webhook secret), which they never see.
+#[derive(Clone, Debug, Default)]
+pub struct ScriptRunPlugin {
+    hidden_env: Vec<String>,
+}
+
+impl ScriptRunPlugin {
+    /// A plugin whose scripts never see the environment variables named in `hidden_env`.
+    pub fn hiding_env(hidden_env: Vec<String>) -> Self {
+        Self { hidden_env }
+    }
+}
 
 /// The hidden rollback stages for the SCRIPT_RUN stages in `planned` that set `onRollback`.
 fn rollback_stages_for(planned: &[Stage]) -> Vec<Stage> {
@@ -164,6 +176,7 @@ impl Plugin for ScriptRunPlugin {
             run: &opts.run,
             dir,
             env,
+            hidden_env: &self.hidden_env,
             limit: remaining,
         };
         let end = runner::run(script, ctx.io)

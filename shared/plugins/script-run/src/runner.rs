@@ -29,6 +29,8 @@ pub(crate) struct Script<'a> {
     pub(crate) run: &'a str,
     pub(crate) dir: &'a Path,
     pub(crate) env: Vec<(String, String)>,
+    /// Variables of gannet's own environment the script must not inherit.
+    pub(crate) hidden_env: &'a [String],
     /// How long the script may run.
     pub(crate) limit: Duration,
 }
@@ -59,7 +61,11 @@ pub(crate) enum RunError {
 /// Runs `script`, logging its stdout and stderr through `io` as the lines arrive.
 pub(crate) async fn run(script: Script<'_>, io: &dyn StepIo) -> Result<ScriptEnd, RunError> {
     let deadline = Instant::now() + script.limit;
-    let mut child = Command::new("sh")
+    let mut command = Command::new("sh");
+    for name in script.hidden_env {
+        command.env_remove(name);
+    }
+    let mut child = command
         .arg("-c")
         .arg(script.run)
         .current_dir(script.dir)

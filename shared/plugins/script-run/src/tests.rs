@@ -62,7 +62,9 @@ impl Recorder {
 /// A running SCRIPT_RUN stage (started at [`NOW`], 1h timeout) with `with` validated.
 fn script_stage(with: Value) -> Stage {
     let mut stage = Stage::test("script", "SCRIPT_RUN").running_since(NOW);
-    stage.with = ScriptRunPlugin.validate_stage("SCRIPT_RUN", &with).unwrap();
+    stage.with = ScriptRunPlugin::default()
+        .validate_stage("SCRIPT_RUN", &with)
+        .unwrap();
     stage
 }
 
@@ -81,7 +83,17 @@ async fn step_in(
     dirs: Dirs<'_>,
     io: &Recorder,
 ) -> Result<StepOutcome, StepError> {
-    ScriptRunPlugin
+    step_with(&ScriptRunPlugin::default(), stage, deployment, dirs, io).await
+}
+
+async fn step_with(
+    plugin: &ScriptRunPlugin,
+    stage: &Stage,
+    deployment: &Deployment,
+    dirs: Dirs<'_>,
+    io: &Recorder,
+) -> Result<StepOutcome, StepError> {
+    plugin
         .execute_step(StepContext {
             deployment,
             stage,
@@ -113,7 +125,7 @@ const SUCCESS: StepOutcome = StepOutcome::Done(StageResult::Success);
 
 /// Validates `with` for stage `name`; `Ok` is the normalised value, `Err` the field named.
 fn check(name: &str, with: Value, expected: Result<Value, &str>) {
-    let got = ScriptRunPlugin
+    let got = ScriptRunPlugin::default()
         .validate_stage(name, &with)
         .map_err(|e| e.field);
     assert_eq!(got, expected.map_err(str::to_owned), "{name} with = {with}");
@@ -175,7 +187,7 @@ fn validates_with() {
 fn default_timeout_is_with_timeout() {
     let stage = script_stage(json!({"run": "x", "timeout": "15m"}));
     assert_eq!(
-        ScriptRunPlugin.default_timeout(&stage),
+        ScriptRunPlugin::default().default_timeout(&stage),
         GoDuration::from_secs(900)
     );
 }
@@ -446,7 +458,9 @@ fn rollback_stages_only_for_stages_with_on_rollback() {
     );
     // The planner may validate it like any stage.
     assert_eq!(
-        ScriptRunPlugin.validate_stage(&s.name, &s.with).unwrap(),
+        ScriptRunPlugin::default()
+            .validate_stage(&s.name, &s.with)
+            .unwrap(),
         s.with
     );
 }
@@ -513,4 +527,31 @@ async fn a_missing_app_directory_is_a_permanent_error() {
         }
         other => panic!("expected a permanent error, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn scripts_never_see_hidden_variables() {
+    // Set once for this test process; the name is unique to this test.
+    std::env::set_var("GANNET_SCRIPT_RUN_TEST_SECRET", "hush");
+    std::env::set_var("GANNET_SCRIPT_RUN_TEST_VISIBLE", "shown");
+    let stage = script_stage(json!({
+        "run": "echo \"secret=[$GANNET_SCRIPT_RUN_TEST_SECRET] visible=[$GANNET_SCRIPT_RUN_TEST_VISIBLE]\""
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
+    let dirs = Dirs {
+        app: dir.path(),
+        running: None,
+    };
+    let io = Recorder::default();
+    let plugin = ScriptRunPlugin::hiding_env(vec!["GANNET_SCRIPT_RUN_TEST_SECRET".into()]);
+    let outcome = step_with(&plugin, &stage, &deployment, dirs, &io)
+        .await
+        .unwrap();
+    assert_eq!(outcome, SUCCESS);
+    assert!(
+        io.logs().iter().any(|l| l == "secret=[] visible=[shown]"),
+        "{:?}",
+        io.logs()
+    );
 }
