@@ -6,6 +6,8 @@
 //! The lock is the app record's `active_deployment`, taken and released with conditional
 //! writes in the same atomic set as the deployment's own change.
 
+use std::path::{Component, Path, PathBuf};
+
 use gannet_core::app::{App, SyncStatus};
 use gannet_core::config;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
@@ -152,8 +154,9 @@ impl Controller {
         Ok(())
     }
 
-    /// Loads the app's config at the deployment's commit and runs the planner. The outer
-    /// error is IO (retry); the inner one is why this deployment cannot run.
+    /// Loads the app's config at the deployment's commit and runs the planner, which has the
+    /// platform plugin check the files the config names. The outer error is IO (retry); the
+    /// inner one is why this deployment cannot run.
     async fn build_plan(
         &self,
         app: &App,
@@ -187,6 +190,15 @@ impl Controller {
             },
             None => Vec::new(),
         };
+        // The platform plugin checks its manifests in the app's directory at the commit.
+        let root = match inner.plugins.platform_for(&cfg) {
+            Some(_) => Some(inner.git.checkout(&app.repo, &d.commit.sha).await?),
+            None => None,
+        };
+        let read = |rel: &str| {
+            let root = root.as_deref()?;
+            std::fs::read_to_string(root.join(inside_repo(app.id.dir(), rel)?)).ok()
+        };
         let input = PlanInput {
             app: &cfg,
             trigger: &d.trigger,
@@ -194,6 +206,7 @@ impl Controller {
             changed_files: &changed_files,
             running_commit: d.running_commit.as_ref(),
             plugins: &inner.plugins,
+            read: &read,
         };
         Ok(planner::plan(&input).map_err(|e| e.to_string()))
     }
@@ -204,6 +217,23 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// `rel`, taken from the app directory `app_dir`, as a path from the repository root; `None`
+/// when it is absolute or climbs out of the repository.
+fn inside_repo(app_dir: &str, rel: &str) -> Option<PathBuf> {
+    let mut parts: Vec<&str> = app_dir.split('/').filter(|p| !p.is_empty()).collect();
+    for part in Path::new(rel).components() {
+        match part {
+            Component::Normal(p) => parts.push(p.to_str()?),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(parts.iter().collect())
 }
 
 /// Releases the lock of a finished (or vanished) deployment and records its outcome.
@@ -243,4 +273,33 @@ pub(crate) fn put_deployment(
         deployment: Box::new(next),
         expect: Expect::Version(stored.seq),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_files_stay_inside_the_repository() {
+        let cases = [
+            ("apps/web", "function.yaml", Some("apps/web/function.yaml")),
+            (
+                "apps/web",
+                "./fn/../function.yaml",
+                Some("apps/web/function.yaml"),
+            ),
+            ("apps/web", "../../shared.yaml", Some("shared.yaml")),
+            ("apps/web", "../../../etc/passwd", None),
+            ("", "function.yaml", Some("function.yaml")),
+            ("", "../x.yaml", None),
+            ("apps/web", "/etc/passwd", None),
+        ];
+        for (dir, rel, want) in cases {
+            assert_eq!(
+                inside_repo(dir, rel),
+                want.map(PathBuf::from),
+                "{dir} {rel}"
+            );
+        }
+    }
 }

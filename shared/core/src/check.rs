@@ -2,15 +2,17 @@
 //!
 //! It parses the config, names every feature gannet does not support yet, validates every
 //! pipeline stage through the compiled-in plugins, and checks that the manifests the app
-//! references exist and parse. A plugin-era `Application` keeps its inputs under
-//! `spec.plugins`, which belong to the plugins, so their files are not checked here.
+//! references exist and parse. When they do, the platform plugin checks them further (a
+//! function manifest's fields), as the planner will. A plugin-era `Application` keeps its
+//! inputs under `spec.plugins`, which belong to the plugins: only the plugin checks those.
 
 use serde::{Deserialize as _, Serialize};
 
 use crate::config::{self, AppConfig, LineIndex, PlatformSpec};
+use crate::deployment::{SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
-use crate::planner;
-use crate::plugin::Plugins;
+use crate::planner::{self, PlanError};
+use crate::plugin::{PlanContext, Plugins};
 
 /// The result of checking one app config.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -127,8 +129,29 @@ fn check_parsed(
     issues: &mut Issues,
 ) {
     check_stages(app, plugins, issues);
+    let before = (issues.errors.len(), issues.warnings.len());
     for manifest in manifests(app) {
         check_manifest(&manifest, read, issues);
+    }
+    if (issues.errors.len(), issues.warnings.len()) != before {
+        return; // the plugin would only repeat a missing or unparsable file
+    }
+    let Some(platform) = plugins.platform_for(app) else {
+        return;
+    };
+    let trigger = Trigger {
+        kind: TriggerKind::OnCommit,
+        commander: String::new(),
+        strategy: SyncStrategy::Auto,
+    };
+    let ctx = PlanContext {
+        app,
+        trigger: &trigger,
+        running_commit: None,
+    };
+    if let Err(e) = platform.check_app(&ctx, read) {
+        let e = PlanError::InvalidAppFile(e);
+        issues.error(&e.field(), e.message());
     }
 }
 

@@ -21,7 +21,7 @@ use crate::config::{AppConfig, StageConfig};
 use crate::deployment::{Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
 use crate::ids::{CommitSha, StageId};
-use crate::plugin::{PlanContext, Plugin, Plugins, StageConfigError};
+use crate::plugin::{AppFileError, PlanContext, Plugin, Plugins, StageConfigError};
 
 /// Every stage name PipeCD has (piped v0 and the v1 plugins), so that a stage gannet does not
 /// run yet is told apart from a misspelt one.
@@ -80,6 +80,9 @@ pub struct PlanInput<'a> {
     /// The commit of the last successful deployment; `None` before the first one.
     pub running_commit: Option<&'a CommitSha>,
     pub plugins: &'a Plugins,
+    /// A file's text at the deployment's commit, by its path relative to the app's directory;
+    /// `None` when it does not exist. The platform plugin checks its manifests through it.
+    pub read: &'a dyn Fn(&str) -> Option<String>,
 }
 
 /// What a deployment will run, and why.
@@ -114,6 +117,10 @@ pub enum PlanError {
     DuplicateStageId { field: String, id: String },
     #[error("spec: nothing to deploy: the app has no pipeline and {reason}")]
     NothingToRun { reason: String },
+    /// A file the config names (a function manifest) is missing or invalid; the field is the
+    /// one naming the file, and the message names the file and the field inside it.
+    #[error("{}: {}", .0.named_by, .0)]
+    InvalidAppFile(AppFileError),
 }
 
 impl PlanError {
@@ -129,6 +136,7 @@ impl PlanError {
             }
             Self::InvalidStage { index, source, .. } => stage_field(*index, &source.field),
             Self::NothingToRun { .. } => "spec".to_owned(),
+            Self::InvalidAppFile(e) => e.named_by.clone(),
         }
     }
 
@@ -168,6 +176,10 @@ pub fn plan(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
         running_commit: input.running_commit,
     };
     let platform = platform_plugin(app, input.plugins)?;
+    if let Some(p) = platform {
+        p.check_app(&ctx, input.read)
+            .map_err(PlanError::InvalidAppFile)?;
+    }
     let (strategy, why) = choose_strategy(input, platform)?;
     let label = match strategy {
         SyncStrategy::QuickSync => "Quick sync",

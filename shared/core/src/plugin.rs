@@ -33,6 +33,35 @@ impl StageConfigError {
     }
 }
 
+/// A file the app config refers to (such as a function manifest) is missing or invalid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct AppFileError {
+    /// The app config's field that names the file, such as `spec.input.functionManifestFile`.
+    pub named_by: String,
+    /// The file, relative to the app's directory.
+    pub file: String,
+    /// 1-based, in `file`, when known.
+    pub line: Option<usize>,
+    /// The field at fault inside `file`, such as `spec.timeout`; empty when the file is missing
+    /// or does not parse.
+    pub field: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for AppFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        f.write_str(": ")?;
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
 /// What the planner knows when it asks a plugin.
 #[derive(Clone, Copy, Debug)]
 pub struct PlanContext<'a> {
@@ -126,6 +155,17 @@ pub trait Plugin: Send + Sync {
         name: &str,
         with: &serde_json::Value,
     ) -> Result<serde_json::Value, StageConfigError>;
+
+    /// Checks the files the app config refers to (a platform plugin's manifests), as planning
+    /// can: `read` gives a file's text by its path relative to the app's directory, `None` when
+    /// it does not exist.
+    fn check_app(
+        &self,
+        _ctx: &PlanContext<'_>,
+        _read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        Ok(())
+    }
 
     /// The default stage timeout for a stage of this plugin, when the config sets none.
     fn default_timeout(&self, _stage: &Stage) -> GoDuration {

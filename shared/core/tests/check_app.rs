@@ -7,7 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gannet_core::check::{check_app, AppCheck};
 use gannet_core::config::is_app_config_path;
-use gannet_core::plugin::{Plugin, Plugins, StageConfigError, StepContext, StepError, StepOutcome};
+use gannet_core::plugin::{
+    AppFileError, PlanContext, Plugin, Plugins, StageConfigError, StepContext, StepError,
+    StepOutcome,
+};
 use gannet_core::GoDuration;
 use serde_json::Value;
 
@@ -178,6 +181,103 @@ fn issues_carry_messages_and_kind() {
     let json = serde_json::to_value(&broken).unwrap();
     assert_eq!(json["errors"][0]["line"], 4);
     assert_eq!(json["ok"], false);
+}
+
+/// A platform plugin that reads its manifest as the planner would: `function.yaml` (or the
+/// file `spec.plugins.lambda.input.functionManifestFile` names) must not say `memory: 0`.
+struct Lambda;
+
+#[async_trait]
+impl Plugin for Lambda {
+    fn name(&self) -> &'static str {
+        "lambda"
+    }
+    fn stage_names(&self) -> &'static [&'static str] {
+        &["LAMBDA_SYNC"]
+    }
+    fn deploys(&self, app: &gannet_core::config::AppConfig) -> bool {
+        app.platform() == Some("lambda")
+    }
+    fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
+        Ok(with.clone())
+    }
+    fn check_app(
+        &self,
+        _: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        let error = |field: &str, message: &str| AppFileError {
+            named_by: "spec.input.functionManifestFile".into(),
+            file: "function.yaml".into(),
+            line: (!field.is_empty()).then_some(4),
+            field: field.into(),
+            message: message.into(),
+        };
+        match read("function.yaml") {
+            None => Err(error("", "does not exist")),
+            Some(text) if text.contains("memory: 0") => Err(error("spec.memory", "too small")),
+            Some(_) => Ok(()),
+        }
+    }
+    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        Err(StepError::Permanent("check tests run no steps".into()))
+    }
+}
+
+#[test]
+fn the_platform_plugin_checks_its_manifest_once_it_parses() {
+    let mut list: Vec<Arc<dyn Plugin>> = generic_plugins().iter().cloned().collect();
+    list.push(Arc::new(Lambda));
+    let plugins = Plugins::new(list);
+    let lambda_app = format!("{HEAD}kind: LambdaApp\nspec:\n  name: x\n");
+    let application =
+        format!("{HEAD}kind: Application\nspec:\n  name: x\n  plugins:\n    lambda: {{}}\n");
+    let bad = format!("{FUNCTION}  memory: 0\n");
+    // (case, config, function.yaml, errors as `line:field message`, warnings)
+    type Row<'a> = (&'a str, &'a str, Option<&'a str>, Vec<String>, Vec<&'a str>);
+    let cases: Vec<Row> = vec![
+        ("a valid manifest", &lambda_app, Some(FUNCTION), vec![], vec![]),
+        (
+            "a field the plugin refuses, named with its file",
+            &lambda_app,
+            Some(&bad),
+            vec!["3:spec.input.functionManifestFile function.yaml:4: spec.memory: too small".into()],
+            vec![],
+        ),
+        (
+            "a missing default manifest stays one warning",
+            &lambda_app,
+            None,
+            vec![],
+            vec!["3:spec.input.functionManifestFile"],
+        ),
+        (
+            "an unparsable manifest is reported once",
+            &lambda_app,
+            Some("a: [b\n"),
+            vec!["3:spec.input.functionManifestFile function.yaml: line 2: did not find expected ',' or ']', while parsing a flow sequence".into()],
+            vec![],
+        ),
+        (
+            "an Application's plugin checks what gannet cannot",
+            &application,
+            None,
+            vec!["3:spec.input.functionManifestFile function.yaml: does not exist".into()],
+            vec![],
+        ),
+    ];
+    for (case, yaml, manifest, errors, warnings) in cases {
+        let manifest = manifest.map(str::to_owned);
+        let read = move |p: &str| manifest.clone().filter(|_| p == "function.yaml");
+        let result = check_app("demo/app.pipecd.yaml", yaml, &plugins, &read);
+        let got: Vec<String> = result
+            .errors
+            .iter()
+            .map(|i| format!("{}:{} {}", i.line.unwrap_or(0), i.field, i.message))
+            .collect();
+        assert_eq!(got, errors, "{case}");
+        assert_eq!(summary(&result.warnings), warnings, "{case}");
+    }
 }
 
 // ------------------------------------------------------------------ PipeCD's examples

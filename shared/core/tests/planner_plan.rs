@@ -7,7 +7,8 @@ use gannet_core::config::{parse_app_config, AppConfig, Percentage};
 use gannet_core::deployment::{Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
 use gannet_core::planner::{plan, Plan, PlanError, PlanInput};
 use gannet_core::plugin::{
-    PlanContext, Plugin, Plugins, StageConfigError, StepContext, StepError, StepOutcome,
+    AppFileError, PlanContext, Plugin, Plugins, StageConfigError, StepContext, StepError,
+    StepOutcome,
 };
 use gannet_core::{CommitSha, GoDuration, StageId};
 use serde_json::{json, Value};
@@ -139,6 +140,25 @@ impl Plugin for Lambda {
     fn determine_strategy(&self, _: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
         self.choice.map(|(s, why)| (s, why.to_owned()))
     }
+    /// `function.yaml` must exist, and `memory: 0` in it is refused.
+    fn check_app(
+        &self,
+        _: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        let error = |field: &str, message: &str| AppFileError {
+            named_by: "spec.input.functionManifestFile".into(),
+            file: "function.yaml".into(),
+            line: None,
+            field: field.into(),
+            message: message.into(),
+        };
+        match read("function.yaml") {
+            None => Err(error("", "does not exist")),
+            Some(text) if text.contains("memory: 0") => Err(error("spec.memory", "too small")),
+            Some(_) => Ok(()),
+        }
+    }
     async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
         not_run().await
     }
@@ -197,6 +217,8 @@ struct Case<'a> {
     changed: &'a [&'a str],
     first_deployment: bool,
     choice: Option<(SyncStrategy, &'static str)>,
+    /// The text of `function.yaml` in the app's directory, if it exists.
+    manifest: Option<&'a str>,
 }
 
 impl Default for Case<'_> {
@@ -209,6 +231,7 @@ impl Default for Case<'_> {
             changed: &[],
             first_deployment: false,
             choice: None,
+            manifest: Some("memory: 128"),
         }
     }
 }
@@ -222,6 +245,11 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
     let changed: Vec<String> = case.changed.iter().map(|s| s.to_string()).collect();
     let running = running();
     let plugins = plugins(case.choice);
+    let read = |path: &str| {
+        case.manifest
+            .filter(|_| path == "function.yaml")
+            .map(str::to_owned)
+    };
     plan(&PlanInput {
         app,
         trigger: &trigger,
@@ -229,6 +257,7 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
         changed_files: &changed,
         running_commit: (!case.first_deployment).then_some(&running),
         plugins: &plugins,
+        read: &read,
     })
 }
 
@@ -466,6 +495,8 @@ fn plan_errors() {
         ("invalid with", app("LambdaApp", "  pipeline:\n    stages:\n      - name: WAIT\n      - name: WAIT\n      - name: WAIT\n        with:\n          duration: forever\n"), Case::default(), "spec.pipeline.stages[2].with.duration: invalid duration \"forever\"", false),
         ("invalid percentage", app("LambdaApp", "  pipeline:\n    stages:\n      - name: LAMBDA_PROMOTE\n        with:\n          percent: 120%\n"), Case::default(), "spec.pipeline.stages[0].with.percent: invalid percentage \"120%\": must be between 0 and 100", false),
         ("duplicate ids", app("LambdaApp", "  pipeline:\n    stages:\n      - id: a\n        name: WAIT\n      - id: a\n        name: WAIT\n"), Case::default(), "spec.pipeline.stages[1].id: stage id \"a\" is used by more than one stage", false),
+        ("manifest missing", app("LambdaApp", ""), Case { manifest: None, ..Case::default() }, "spec.input.functionManifestFile: function.yaml: does not exist", false),
+        ("manifest field refused, pipeline or not", app("LambdaApp", PIPELINE), Case { manifest: Some("memory: 0"), ..Case::default() }, "spec.input.functionManifestFile: function.yaml: spec.memory: too small", false),
         ("an id that clashes with a default id", app("LambdaApp", "  pipeline:\n    stages:\n      - name: WAIT\n      - id: stage-0\n        name: WAIT\n"), Case::default(), "spec.pipeline.stages[1].id: stage id \"stage-0\"", false),
     ];
     for (name, app, case, want, unsupported) in cases {

@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use gannet_core::config::{AppConfig, Percentage};
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{
-    PlanContext, Plugin, StageConfigError, StepContext, StepError, StepOutcome,
+    AppFileError, PlanContext, Plugin, StageConfigError, StepContext, StepError, StepOutcome,
 };
 use gannet_core::StageId;
 use serde_json::{json, Value};
@@ -178,6 +178,16 @@ impl Plugin for LambdaPlugin {
             )),
             _ => no_options(with),
         }
+    }
+
+    /// The function manifest must exist and validate: a bad one fails the plan, naming the
+    /// file and the field.
+    fn check_app(
+        &self,
+        ctx: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        source::check_app(ctx.app, read)
     }
 
     fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {

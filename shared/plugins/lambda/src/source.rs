@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 use gannet_core::config::{parse_app_config, AppConfig, ConfigError};
+use gannet_core::plugin::AppFileError;
 use gannet_core::{AppId, CommitSha};
 
 use crate::function::{Code, Desired};
@@ -99,6 +100,35 @@ pub fn check_function_manifest(
         });
     };
     Ok(FunctionManifest::parse(&file, &text)?)
+}
+
+/// [`check_function_manifest`] as the planner reports it: the file, and the field at fault in
+/// it or the config field that names it.
+pub(crate) fn check_app(
+    app: &AppConfig,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), AppFileError> {
+    let (file, named_by) = manifest_file(app);
+    let error = |line, field: String, message: String| AppFileError {
+        named_by: named_by.to_owned(),
+        file: file.clone(),
+        line,
+        field,
+        message,
+    };
+    match check_function_manifest(app, read) {
+        Ok(_) => Ok(()),
+        Err(SourceError::Manifest(e)) => Err(AppFileError {
+            file: e.file,
+            ..error(e.line, e.field, e.message)
+        }),
+        Err(SourceError::ManifestMissing { .. }) => Err(error(
+            None,
+            String::new(),
+            "does not exist in the app directory".to_owned(),
+        )),
+        Err(other) => Err(error(None, String::new(), other.to_string())),
+    }
 }
 
 /// The function to deploy from the app's directory: manifest, code and tags.

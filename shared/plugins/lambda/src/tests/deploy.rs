@@ -367,7 +367,7 @@ async fn a_first_deployment_that_fails_cannot_roll_back_and_says_why() {
 }
 
 #[tokio::test]
-async fn a_bad_manifest_fails_naming_the_field_and_changes_nothing() {
+async fn a_bad_manifest_fails_the_plan_and_the_step_naming_the_field_and_changes_nothing() {
     let name = unique("badmanifest");
     let a = deployed(&name, &zip_bytes("v1")).await;
     let b = Commit::new(
@@ -376,7 +376,25 @@ async fn a_bad_manifest_fails_naming_the_field_and_changes_nothing() {
         &function_yaml(&name, ROLE, "").replace("memory: 128", "memory: 64"),
         &zip_bytes("v2"),
     );
-    let mut run = Run::plan(plugin(moto_target("Service")), &b, Some(&a));
+    let refused = Run::try_plan(plugin(moto_target("Service")), &b, Some(&a))
+        .err()
+        .expect("the plan is refused")
+        .to_string();
+    assert!(
+        refused.starts_with(
+            "spec.input.functionManifestFile: function.yaml: spec.memory: 64 is out of range"
+        ),
+        "{refused}"
+    );
+    // A step still refuses it (a deployment planned before the check existed): plan the same
+    // commit with a valid manifest, then run its steps on the bad one.
+    let planned_from = Commit::new(
+        'b',
+        &app_config(CANARY),
+        &function_yaml(&name, ROLE, ""),
+        &zip_bytes("v2"),
+    );
+    let mut run = Run::plan(plugin(moto_target("Service")), &planned_from, Some(&a));
     run.run_all(
         &Commits {
             target: &b,

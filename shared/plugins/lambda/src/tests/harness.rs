@@ -263,6 +263,15 @@ pub struct Run {
 impl Run {
     /// Plans `commit` (with `running` live) through the core planner and this plugin.
     pub fn plan(plugin: LambdaPlugin, commit: &Commit, running: Option<&Commit>) -> Self {
+        Self::try_plan(plugin, commit, running).expect("the deployment plans")
+    }
+
+    /// [`Run::plan`], or why the planner refused it.
+    pub fn try_plan(
+        plugin: LambdaPlugin,
+        commit: &Commit,
+        running: Option<&Commit>,
+    ) -> Result<Self, planner::PlanError> {
         let alias = plugin.targets[0].config.alias.clone();
         let plugin = Arc::new(plugin);
         let text =
@@ -275,6 +284,8 @@ impl Run {
         };
         let plugins = Plugins::new(vec![plugin.clone() as Arc<dyn Plugin>]);
         let running_sha = running.map(|c| c.sha.clone());
+        let app_dir = commit.app_dir();
+        let read = |rel: &str| std::fs::read_to_string(app_dir.join(rel)).ok();
         let plan = planner::plan(&PlanInput {
             app: &app,
             trigger: &trigger,
@@ -282,21 +293,21 @@ impl Run {
             changed_files: &[],
             running_commit: running_sha.as_ref(),
             plugins: &plugins,
-        })
-        .expect("the deployment plans");
+            read: &read,
+        })?;
         let mut deployment = Deployment::test().with_stages(plan.stages);
         deployment.app = AppId::parse(APP).expect("app id");
         deployment.kind = "LambdaApp".into();
         deployment.commit.sha = commit.sha.clone();
         deployment.running_commit = running_sha;
         deployment.strategy = Some(plan.strategy);
-        Self {
+        Ok(Self {
             deployment,
             logs: BTreeMap::new(),
             plugin,
             alias,
             now: 10_000,
-        }
+        })
     }
 
     /// The planned stage names, hidden ones included.

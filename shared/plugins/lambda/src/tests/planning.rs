@@ -10,7 +10,7 @@ use gannet_core::plugin::{Plugin, Plugins, StepError};
 use gannet_core::CommitSha;
 use serde_json::{json, Value};
 
-use super::harness::app_config;
+use super::harness::{app_config, function_yaml, CANARY, ROLE};
 use crate::target::DeployTarget;
 use crate::LambdaPlugin;
 
@@ -58,6 +58,15 @@ fn validates_with() {
 
 /// Plans `pipeline` (empty for none) with a running commit or not; the stage names and ids.
 fn plan(pipeline: &str, running: bool) -> Result<(SyncStrategy, Vec<String>), String> {
+    plan_with(pipeline, running, Some(function_yaml("web", ROLE, "")))
+}
+
+/// [`plan`] with `manifest` as the app's `function.yaml` (`None`: there is none).
+fn plan_with(
+    pipeline: &str,
+    running: bool,
+    manifest: Option<String>,
+) -> Result<(SyncStrategy, Vec<String>), String> {
     let app = parse_app_config("app/app.pipecd.yaml", &app_config(pipeline)).expect("config");
     let plugins = Plugins::new(vec![
         Arc::new(LambdaPlugin::new(Vec::new())) as Arc<dyn Plugin>
@@ -74,6 +83,7 @@ fn plan(pipeline: &str, running: bool) -> Result<(SyncStrategy, Vec<String>), St
         changed_files: &[],
         running_commit: running.then_some(&sha),
         plugins: &plugins,
+        read: &|rel: &str| manifest.clone().filter(|_| rel == "function.yaml"),
     })
     .map_err(|e| e.to_string())?;
     let stages = plan
@@ -102,9 +112,9 @@ fn the_planner_gets_quick_sync_pipeline_and_rollback_stages() {
     ));
     assert_eq!(plan("", true), quick);
     // A first deployment is a quick sync even with a pipeline.
-    assert_eq!(plan(super::harness::CANARY, false), quick);
+    assert_eq!(plan(CANARY, false), quick);
     assert_eq!(
-        plan(super::harness::CANARY, true),
+        plan(CANARY, true),
         Ok((
             SyncStrategy::Pipeline,
             vec![
@@ -120,6 +130,47 @@ fn the_planner_gets_quick_sync_pipeline_and_rollback_stages() {
         bad.starts_with("spec.pipeline.stages[0].with.percent: "),
         "{bad}"
     );
+}
+
+#[test]
+fn a_bad_manifest_fails_the_plan_with_file_and_field() {
+    let good = function_yaml("web", ROLE, "");
+    let cases = [
+        (
+            "quick sync, timeout out of range",
+            "",
+            Some(good.replace("timeout: 10", "timeout: 1000")),
+            "spec.input.functionManifestFile: function.yaml: spec.timeout: ",
+        ),
+        (
+            "pipeline, two code sources",
+            CANARY,
+            Some(format!("{good}  image: ecr/web:1\n")),
+            "spec.input.functionManifestFile: function.yaml: spec.",
+        ),
+        (
+            "pipeline, no role",
+            CANARY,
+            Some(good.replace(&format!("  role: {ROLE}\n"), "")),
+            "spec.input.functionManifestFile: function.yaml: spec.role: ",
+        ),
+        (
+            "no manifest",
+            CANARY,
+            None,
+            "spec.input.functionManifestFile: function.yaml: does not exist in the app directory",
+        ),
+        (
+            "not YAML",
+            "",
+            Some("spec: [".to_owned()),
+            "spec.input.functionManifestFile: function.yaml:",
+        ),
+    ];
+    for (case, pipeline, manifest, expected) in cases {
+        let err = plan_with(pipeline, true, manifest).expect_err(case);
+        assert!(err.starts_with(expected), "{case}: {err}");
+    }
 }
 
 #[test]
