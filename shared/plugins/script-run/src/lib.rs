@@ -12,10 +12,12 @@
 //! rollback runs only for SCRIPT_RUN stages that started.
 //!
 //! A step is the whole script run. If it is interrupted (a crash, a lost lease), the next step
-//! runs the script again and the log says so; scripts should tolerate that.
+//! runs the script again and the log says so; scripts should tolerate that. Two copies never
+//! run at once: what the interrupted attempt left running is killed first (see [`orphan`]).
 
 mod context;
 mod options;
+mod orphan;
 mod runner;
 
 use std::path::Path;
@@ -32,7 +34,7 @@ use serde_json::Value;
 
 use crate::context::{context_env, RunKind};
 use crate::options::{ScriptOptions, DEFAULT_TIMEOUT};
-use crate::runner::{Script, ScriptEnd};
+use crate::runner::{OnDrop, RunError, Script, ScriptEnd};
 
 /// The stage that runs `with.run`.
 pub const STAGE_SCRIPT_RUN: &str = "SCRIPT_RUN";
@@ -49,12 +51,16 @@ const ATTEMPTS: &str = "attempts";
 #[derive(Clone, Debug, Default)]
 pub struct ScriptRunPlugin {
     hidden_env: Vec<String>,
+    on_drop: OnDrop,
 }
 
 impl ScriptRunPlugin {
     /// A plugin whose scripts never see the environment variables named in `hidden_env`.
     pub fn hiding_env(hidden_env: Vec<String>) -> Self {
-        Self { hidden_env }
+        Self {
+            hidden_env,
+            on_drop: OnDrop::default(),
+        }
     }
 }
 
@@ -121,6 +127,13 @@ impl Plugin for ScriptRunPlugin {
             RunKind::Forward
         };
 
+        orphan::kill_previous(&stage.metadata, ctx.deployment.id.as_str(), ctx.io)
+            .await
+            .map_err(|e| StepError::Transient {
+                operation: "killing the previous attempt's script".to_owned(),
+                source: Box::new(e),
+            })?;
+
         if let Some(undone) = opts.rollback_of.as_deref() {
             let undone = ctx
                 .deployment
@@ -178,10 +191,12 @@ impl Plugin for ScriptRunPlugin {
             env,
             hidden_env: &self.hidden_env,
             limit: remaining,
+            on_drop: self.on_drop,
         };
-        let end = runner::run(script, ctx.io)
-            .await
-            .map_err(|e| StepError::Permanent(error_chain(&e)))?;
+        let end = runner::run(script, ctx.io).await.map_err(|e| match e {
+            RunError::RecordGroup { source } => source,
+            other => StepError::Permanent(error_chain(&other)),
+        })?;
         let result = match end {
             ScriptEnd::Exited(0) => StageResult::Success,
             ScriptEnd::Exited(code) => StageResult::Failure {

@@ -1,5 +1,9 @@
 //! Runs one script with `sh -c` in its own process group, streams its output line by line
 //! into the stage log, and kills the whole group when the time is up.
+//!
+//! The group is recorded in stage metadata before the script starts (see [`crate::orphan`]):
+//! the shell first waits for one line on stdin, written once the record is saved. If gannet
+//! dies before that, the shell reads end of file and exits without running the script.
 
 use std::io;
 use std::os::unix::process::ExitStatusExt;
@@ -7,12 +11,15 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use gannet_core::plugin::StepIo;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use gannet_core::plugin::{StepError, StepIo};
+use gannet_core::ports::Metadata;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::{sleep_until, timeout, Instant};
+
+use crate::orphan::PGID;
 
 /// A longer line is cut to this many bytes.
 pub(crate) const MAX_LINE_BYTES: usize = 4096;
@@ -23,6 +30,9 @@ pub(crate) const MAX_LINES: usize = 10_000;
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// A bound on waiting for a killed process to be reaped.
 const REAP_LIMIT: Duration = Duration::from_secs(5);
+/// `sh -c GATE sh <script>`: waits for the go line, then becomes `sh -c <script>` (same
+/// process, so the same group and environment) with stdin from /dev/null.
+const GATE: &str = r#"IFS= read -r go || exit 125; exec sh -c "$1" </dev/null"#;
 
 /// One script to run.
 pub(crate) struct Script<'a> {
@@ -33,6 +43,18 @@ pub(crate) struct Script<'a> {
     pub(crate) hidden_env: &'a [String],
     /// How long the script may run.
     pub(crate) limit: Duration,
+    pub(crate) on_drop: OnDrop,
+}
+
+/// What happens to a running script when its step is dropped before the script ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum OnDrop {
+    /// The shell is killed; what it started in the background is left to the next attempt.
+    #[default]
+    KillShell,
+    /// Everything keeps running, as when gannet itself is killed (tests make orphans so).
+    #[cfg(test)]
+    Leave,
 }
 
 /// How a script ended.
@@ -48,6 +70,16 @@ pub(crate) enum RunError {
     #[error("could not start `sh -c` in {dir}")]
     Spawn {
         dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("could not record the script's process group")]
+    RecordGroup {
+        #[source]
+        source: StepError,
+    },
+    #[error("could not let the script start")]
+    Release {
         #[source]
         source: io::Error,
     },
@@ -67,14 +99,16 @@ pub(crate) async fn run(script: Script<'_>, io: &dyn StepIo) -> Result<ScriptEnd
     }
     let mut child = command
         .arg("-c")
+        .arg(GATE)
+        .arg("sh")
         .arg(script.run)
         .current_dir(script.dir)
         .envs(script.env)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
+        .kill_on_drop(script.on_drop == OnDrop::KillShell)
         .spawn()
         .map_err(|source| RunError::Spawn {
             dir: script.dir.to_owned(),
@@ -82,6 +116,11 @@ pub(crate) async fn run(script: Script<'_>, io: &dyn StepIo) -> Result<ScriptEnd
         })?;
     // The shell leads its own process group, so the group id is its pid.
     let group = child.id();
+    if let Err(err) = release(&mut child, group, io).await {
+        kill_group(group, &mut child).await;
+        let _ = timeout(REAP_LIMIT, child.wait()).await;
+        return Err(err);
+    }
 
     let (tx, mut lines) = mpsc::channel(64);
     let mut readers: Vec<JoinHandle<()>> = Vec::with_capacity(2);
@@ -139,6 +178,22 @@ pub(crate) async fn run(script: Script<'_>, io: &dyn StepIo) -> Result<ScriptEnd
     Ok(end)
 }
 
+/// Records the script's process group, then lets the gated shell run the script.
+async fn release(child: &mut Child, group: Option<u32>, io: &dyn StepIo) -> Result<(), RunError> {
+    if let Some(pgid) = group {
+        io.save_metadata(Metadata::from([(PGID.to_owned(), pgid.to_string())]))
+            .await
+            .map_err(|source| RunError::RecordGroup { source })?;
+    }
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(b"go\n")
+            .await
+            .map_err(|source| RunError::Release { source })?;
+    }
+    Ok(())
+}
+
 /// Logs what is left in `lines`; false if the pipes stayed open for `limit`.
 async fn drain(
     lines: &mut mpsc::Receiver<String>,
@@ -156,19 +211,27 @@ async fn drain(
 /// Kills every process in the script's group (the shell and whatever it started).
 async fn kill_group(group: Option<u32>, child: &mut Child) {
     if let Some(pgid) = group {
-        // std offers no killpg without unsafe code; the shell's `kill` builtin does it.
-        let killer = Command::new("sh")
-            .arg("-c")
-            .arg(format!("kill -s KILL -- -{pgid} 2>/dev/null"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .status();
-        let _ = timeout(REAP_LIMIT, killer).await;
+        kill_group_id(pgid).await;
     }
     // If the group kill could not run, at least the shell dies.
     let _ = child.start_kill();
+}
+
+/// Sends SIGKILL to every process in group `pgid` (which must be above 1).
+pub(crate) async fn kill_group_id(pgid: u32) {
+    if pgid <= 1 {
+        return;
+    }
+    // std offers no killpg without unsafe code; the shell's `kill` builtin does it.
+    let killer = Command::new("sh")
+        .arg("-c")
+        .arg(format!("kill -s KILL -- -{pgid} 2>/dev/null"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    let _ = timeout(REAP_LIMIT, killer).await;
 }
 
 /// Sends each line of `pipe` (cut to [`MAX_LINE_BYTES`]) until end of file.

@@ -1,6 +1,9 @@
 //! Tests for SCRIPT_RUN: validation, real scripts run with `sh`, timeouts, the environment,
 //! output capture and rollback stages.
 
+#[cfg(target_os = "linux")]
+mod orphan;
+
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
