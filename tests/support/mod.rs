@@ -107,6 +107,8 @@ pub struct Gannet {
     pub config: PathBuf,
     log: PathBuf,
     http: reqwest::blocking::Client,
+    /// The extra environment it was started with, kept for [`Gannet::restart`].
+    env: Vec<(String, String)>,
 }
 
 pub fn free_port() -> u16 {
@@ -135,12 +137,13 @@ impl Gannet {
         Self::start_with_config(state_dir, &config, port, &opts.env)
     }
 
-    /// Starts `gannet up` again on the same config and state (after a kill).
+    /// Starts `gannet up` again on the same config, state and extra environment (after a kill).
     pub fn restart(self) -> Self {
-        let (state_dir, config, url) = (
+        let (state_dir, config, url, env) = (
             self.state_dir.clone(),
             self.config.clone(),
             self.url.clone(),
+            self.env.clone(),
         );
         drop(self);
         let port: u16 = url
@@ -148,7 +151,7 @@ impl Gannet {
             .next()
             .and_then(|p| p.parse().ok())
             .expect("port");
-        Self::start_with_config(&state_dir, &config, port, &[])
+        Self::start_with_config(&state_dir, &config, port, &env)
     }
 
     fn start_with_config(
@@ -186,6 +189,7 @@ impl Gannet {
                 .timeout(Duration::from_secs(30))
                 .build()
                 .expect("client"),
+            env: env.to_vec(),
         };
         g.wait_until(
             Duration::from_secs(20),
