@@ -145,6 +145,10 @@ impl GitSource for LocalGit {
         }
         let git_dir = repo.git_dir(&self.cache).await?;
         repo.fetch(&git_dir, branch).await?;
+        if let Some(info) = repo.head_commit(&git_dir, branch).await {
+            repo.remember(&info.sha);
+            return Ok(info);
+        }
         let sha = repo
             .resolve(&git_dir, &format!("refs/heads/{branch}^{{commit}}"))
             .await?
@@ -205,6 +209,11 @@ impl GitSource for LocalGit {
     ) -> Result<Option<Vec<u8>>, GitError> {
         let repo = self.repo(repo)?;
         let git_dir = repo.git_dir(&self.cache).await?;
+        if names::is_tree_path(path) {
+            if let Some(content) = repo.blob_at(&git_dir, commit, path).await {
+                return Ok(Some(content));
+            }
+        }
         repo.require_commit(&git_dir, commit).await?;
         if !names::is_tree_path(path) {
             return Ok(None);
@@ -405,13 +414,44 @@ impl Repo {
         })
     }
 
+    /// The branch head and its commit in one git run, or `None` when that run fails; the
+    /// caller then looks the branch up step by step to name what is wrong.
+    async fn head_commit(&self, git_dir: &Path, branch: &str) -> Option<CommitInfo> {
+        let output = Git::on(git_dir)
+            .args(["log", "-1", "--no-show-signature"])
+            .arg(format!("--format=%H%x00{COMMIT_FORMAT}"))
+            .arg(format!("refs/heads/{branch}"))
+            .arg("--")
+            .run()
+            .await
+            .ok()?;
+        if !output.status.success() {
+            return None;
+        }
+        let nul = output.stdout.iter().position(|b| *b == 0)?;
+        let sha = CommitSha::parse(std::str::from_utf8(&output.stdout[..nul]).ok()?).ok()?;
+        parse_commit(&sha, &output.stdout[nul + 1..], &output).ok()
+    }
+
+    /// The content of the blob at `path` in `commit` in one git run, or `None` when that run
+    /// fails (no such commit or file, not a blob); the caller then finds out which.
+    async fn blob_at(&self, git_dir: &Path, commit: &CommitSha, path: &str) -> Option<Vec<u8>> {
+        let output = Git::on(git_dir)
+            .args(["cat-file", "blob"])
+            .arg(format!("{commit}^{{commit}}:{path}"))
+            .run()
+            .await
+            .ok()?;
+        output.status.success().then_some(output.stdout)
+    }
+
     async fn commit_info(&self, git_dir: &Path, sha: &CommitSha) -> Result<CommitInfo, GitError> {
         let output = Git::on(git_dir)
             .args([
                 "log",
                 "-1",
                 "--no-show-signature",
-                "--format=%an%x00%ct%x00%B",
+                &format!("--format={COMMIT_FORMAT}"),
             ])
             .args([sha.as_str(), "--"])
             .run()
@@ -420,13 +460,16 @@ impl Repo {
         if !output.status.success() {
             return Err(self.failed("read commit", output.failure()));
         }
-        parse_commit(sha, &output).map_err(|e| self.failed("read commit", e))
+        parse_commit(sha, &output.stdout, &output).map_err(|e| self.failed("read commit", e))
     }
 }
 
-/// Parses `%an%x00%ct%x00%B` output.
-fn parse_commit(sha: &CommitSha, output: &Output) -> Result<CommitInfo, CommandError> {
-    let text = String::from_utf8_lossy(&output.stdout);
+/// The `git log --format` of a commit's author, time and message, NUL-separated.
+const COMMIT_FORMAT: &str = "%an%x00%ct%x00%B";
+
+/// Parses [`COMMIT_FORMAT`] output (`text`, part of `output`'s stdout).
+fn parse_commit(sha: &CommitSha, text: &[u8], output: &Output) -> Result<CommitInfo, CommandError> {
+    let text = String::from_utf8_lossy(text);
     let mut fields = text.splitn(3, '\0');
     let (Some(author), Some(time), Some(message)) = (fields.next(), fields.next(), fields.next())
     else {
