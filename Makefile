@@ -20,7 +20,7 @@ endif
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy moto-ensure demo
+.PHONY: test lint fmt-check clippy moto-ensure demo bench
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
 test: lint moto-ensure
@@ -49,3 +49,7 @@ moto-ensure:
 demo:
 	cargo build --release -p gannet-cli
 	GANNET_BIN="$(CARGO_TARGET_DIR)/release/gannet" scripts/demo.sh
+
+## bench: the webhook benchmark on a release `gannet up`; prints a markdown table (BENCHMARKS.md)
+bench:
+	cargo bench -p gannet-cli --bench webhooks
