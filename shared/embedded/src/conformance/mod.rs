@@ -4,6 +4,10 @@
 //! empty adapter per case, wired to the [`ManualClock`] it returns, so time-dependent cases move
 //! time instead of sleeping. Each case also exists as a `pub async fn` in [`store`] and [`queue`]
 //! for running one on its own.
+//!
+//! A subject that cannot honour some behaviour names it in [`Subject::lacks`], with the reason.
+//! The suites then skip exactly the cases that need it, print each skip with its reason, and
+//! return the skips so the adapter's test can assert the list it expects.
 
 mod fixtures;
 pub mod queue;
@@ -66,39 +70,80 @@ pub struct Subject<S, Q> {
     pub clock: Arc<ManualClock>,
     /// Receives after which an unacknowledged message goes to the dead letters.
     pub max_attempts: u32,
+    /// Behaviours this adapter cannot honour; empty for a full adapter.
+    pub lacks: Vec<Lack>,
+}
+
+/// A behaviour that some cases need and some adapters cannot give.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capability {
+    /// Delays, leases and redelivery follow the subject's clock, so a case moves time with
+    /// [`ManualClock::advance`]. A queue whose server keeps its own time (SQS) cannot.
+    ClockDrivenTime,
+    /// A dedupe key drops a duplicate while the first message waits undelivered.
+    DedupeKeys,
+}
+
+/// A capability a subject lacks, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lack {
+    pub capability: Capability,
+    pub reason: &'static str,
+}
+
+/// A case a suite skipped because the subject lacks a capability it needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    pub case: &'static str,
+    pub lack: Lack,
 }
 
 type CaseFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
-type Case<S, Q> = (&'static str, fn(Subject<S, Q>) -> CaseFuture);
+
+/// One case: its name, the capabilities it needs, and how to run it.
+pub(crate) struct Case<S, Q> {
+    name: &'static str,
+    needs: &'static [Capability],
+    run: fn(Subject<S, Q>) -> CaseFuture,
+}
 
 /// Every case may take this long before it counts as hung.
 const CASE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Runs every store case (including the outbox cases, which read the queue), each on a fresh
-/// subject from `make`. Panics naming every failed case.
-pub async fn store_suite<S, Q, F, Fut>(make: F)
+/// subject from `make`. Panics naming every failed case; returns the skipped ones.
+pub async fn store_suite<S, Q, F, Fut>(make: F) -> Vec<Skipped>
 where
     S: Store + 'static,
     Q: Queue + 'static,
     F: Fn() -> Fut,
     Fut: Future<Output = Subject<S, Q>>,
 {
-    run("store", store::cases(), make).await;
+    run("store", store::cases(), make).await
 }
 
-/// Runs every queue case, each on a fresh subject from `make`. Panics naming every failed case.
-/// The cases use only the subject's queue and clock, so `S` may be `()`.
-pub async fn queue_suite<S, Q, F, Fut>(make: F)
+/// Runs every queue case, each on a fresh subject from `make`. Panics naming every failed case;
+/// returns the skipped ones. The cases use only the subject's queue and clock, so `S` may be `()`.
+pub async fn queue_suite<S, Q, F, Fut>(make: F) -> Vec<Skipped>
 where
     S: Send + Sync + 'static,
     Q: Queue + 'static,
     F: Fn() -> Fut,
     Fut: Future<Output = Subject<S, Q>>,
 {
-    run("queue", queue::cases(), make).await;
+    run("queue", queue::cases(), make).await
 }
 
-async fn run<S, Q, F, Fut>(suite: &str, cases: Vec<Case<S, Q>>, make: F)
+/// The first capability `case` needs that `subject` lacks.
+fn lacking<S, Q>(case: &Case<S, Q>, subject: &Subject<S, Q>) -> Option<Lack> {
+    subject
+        .lacks
+        .iter()
+        .find(|lack| case.needs.contains(&lack.capability))
+        .copied()
+}
+
+async fn run<S, Q, F, Fut>(suite: &str, cases: Vec<Case<S, Q>>, make: F) -> Vec<Skipped>
 where
     S: Send + Sync + 'static,
     Q: Queue + 'static,
@@ -107,9 +152,19 @@ where
 {
     assert!(!cases.is_empty(), "{suite} suite has no cases");
     let mut failures = Vec::new();
-    for (name, case) in cases {
+    let mut skipped = Vec::new();
+    for case in cases {
+        let name = case.name;
         let subject = make().await;
-        let outcome = tokio::time::timeout(CASE_TIMEOUT, tokio::spawn(case(subject))).await;
+        if let Some(lack) = lacking(&case, &subject) {
+            eprintln!(
+                "{suite} conformance: skipped {name}: the adapter lacks {:?}: {}",
+                lack.capability, lack.reason
+            );
+            skipped.push(Skipped { case: name, lack });
+            continue;
+        }
+        let outcome = tokio::time::timeout(CASE_TIMEOUT, tokio::spawn((case.run)(subject))).await;
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(join)) if join.is_panic() => {
@@ -124,6 +179,7 @@ where
         "{suite} conformance failed:\n  {}",
         failures.join("\n  ")
     );
+    skipped
 }
 
 fn panic_text(payload: Box<dyn Any + Send>) -> String {
@@ -135,14 +191,16 @@ fn panic_text(payload: Box<dyn Any + Send>) -> String {
     }
 }
 
-/// Builds a suite's case list from its `pub async fn`s.
+/// Builds a suite's case list from its `pub async fn`s, each optionally followed by the
+/// capabilities it needs: `case_name [ClockDrivenTime, DedupeKeys]`.
 macro_rules! cases {
-    ($($case:ident),+ $(,)?) => {
-        vec![$((
-            stringify!($case),
-            (|subject| -> crate::conformance::CaseFuture { Box::pin($case(subject)) })
+    ($($case:ident $([$($need:ident),+ $(,)?])?),+ $(,)?) => {
+        vec![$(crate::conformance::Case {
+            name: stringify!($case),
+            needs: &[$($(crate::conformance::Capability::$need),+)?],
+            run: (|subject| -> crate::conformance::CaseFuture { Box::pin($case(subject)) })
                 as fn(_) -> crate::conformance::CaseFuture,
-        )),+]
+        }),+]
     };
 }
 pub(crate) use cases;

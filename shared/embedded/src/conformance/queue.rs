@@ -9,15 +9,16 @@ use super::{cases, Case, Subject};
 pub(crate) fn cases<S: Send + Sync + 'static, Q: Queue + 'static>() -> Vec<Case<S, Q>> {
     cases![
         receives_in_order_up_to_max,
-        delay_is_honoured,
-        lease_expiry_redelivers,
-        extend_keeps_message_hidden,
-        stale_receipt_after_redelivery,
-        ack_deletes,
-        retry_later_gives_back,
-        dead_letter_keeps_reason,
-        too_many_attempts_dead_letters,
-        dedupe_key_drops_waiting_duplicates,
+        receipts_end_with_ack_retry_and_dead_letter,
+        delay_is_honoured[ClockDrivenTime],
+        lease_expiry_redelivers[ClockDrivenTime],
+        extend_keeps_message_hidden[ClockDrivenTime],
+        stale_receipt_after_redelivery[ClockDrivenTime],
+        ack_deletes[ClockDrivenTime],
+        retry_later_gives_back[ClockDrivenTime],
+        dead_letter_keeps_reason[ClockDrivenTime],
+        too_many_attempts_dead_letters[ClockDrivenTime],
+        dedupe_key_drops_waiting_duplicates[DedupeKeys, ClockDrivenTime],
     ]
 }
 
@@ -103,6 +104,84 @@ pub async fn receives_in_order_up_to_max<S: Send + Sync, Q: Queue>(s: Subject<S,
     check(q, QueueName::Trigger, 10, &[], "all leased").await;
     check(q, QueueName::Stage, 10, &[], "other queue").await;
     check(q, QueueName::Plan, 10, &[("p1", 1)], "plan queue").await;
+}
+
+/// Acking, giving back and dead-lettering each end a receipt at once, without time passing;
+/// a dead letter made on the first attempt keeps its body, reason, attempts and time.
+pub async fn receipts_end_with_ack_retry_and_dead_letter<S: Send + Sync, Q: Queue>(
+    s: Subject<S, Q>,
+) {
+    let q = &s.queue;
+    q.send(
+        ["acked", "retried", "dead"]
+            .map(|b| message(QueueName::Notify, b))
+            .to_vec(),
+    )
+    .await
+    .expect("send");
+    let got = check(
+        q,
+        QueueName::Notify,
+        10,
+        &[("acked", 1), ("retried", 1), ("dead", 1)],
+        "all three",
+    )
+    .await;
+    let (acked, retried, dead) = (&got[0].receipt, &got[1].receipt, &got[2].receipt);
+    q.ack(acked).await.expect("ack");
+    assert_stale(q.ack(acked).await, "ack after ack");
+    assert_stale(q.extend(acked, LEASE).await, "extend after ack");
+    assert_stale(q.retry_later(acked, secs(1)).await, "retry_later after ack");
+    assert_stale(q.dead_letter(acked, "late").await, "dead_letter after ack");
+
+    q.retry_later(retried, secs(600))
+        .await
+        .expect("retry later");
+    assert_stale(q.ack(retried).await, "ack after retry_later");
+    assert_stale(q.extend(retried, LEASE).await, "extend after retry_later");
+
+    let at = gannet_core::ports::Clock::now(&*s.clock);
+    q.dead_letter(dead, "no handler for this event")
+        .await
+        .expect("dead letter");
+    assert_stale(q.ack(dead).await, "ack after dead_letter");
+    assert_stale(
+        q.dead_letter(dead, "again").await,
+        "dead_letter after dead_letter",
+    );
+    assert_stale(
+        q.ack(&Receipt("no-such-receipt".to_owned())).await,
+        "unknown receipt",
+    );
+
+    let letters = q
+        .dead_letters(QueueName::Notify)
+        .await
+        .expect("dead letters");
+    let seen: Vec<_> = letters
+        .iter()
+        .map(|l| {
+            (
+                l.queue,
+                l.body.as_str(),
+                l.reason.as_str(),
+                l.attempts,
+                l.at,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [(
+            QueueName::Notify,
+            "dead",
+            "no handler for this event",
+            1,
+            at
+        )],
+        "the one dead letter"
+    );
+    check(q, QueueName::Notify, 10, &[], "nothing left to deliver now").await;
 }
 
 /// A delayed message is invisible until its delay has passed, then ordered by when it became

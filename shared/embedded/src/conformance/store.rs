@@ -17,6 +17,7 @@ pub(crate) fn cases<S: Store + 'static, Q: Queue + 'static>() -> Vec<Case<S, Q>>
         failed_condition_writes_nothing,
         deliveries_are_recorded_once,
         sends_commit_with_writes,
+        sends_wait_for_their_delay[ClockDrivenTime],
         items_round_trip,
         stage_logs_in_order,
         deployment_filters_and_order,
@@ -268,16 +269,21 @@ pub async fn deliveries_are_recorded_once<S: Store, Q: Queue>(s: Subject<S, Q>) 
         .expect("another delivery");
 }
 
-/// Messages of a committed change set are sent, honouring their delays and dedupe keys.
+/// Messages of a committed change set are sent; a set of sends only needs no writes.
 pub async fn sends_commit_with_writes<S: Store, Q: Queue>(s: Subject<S, Q>) {
     let visibility = GoDuration::from_secs(30);
-    let mut later = Outgoing::now(QueueName::Stage, "step-later".to_owned());
-    later.delay = GoDuration::from_secs(5);
     let changes = Changes {
         writes: vec![versioned_write(Kind::Deployment, "d-1", 0, Expect::Absent)],
-        send: vec![Outgoing::now(QueueName::Plan, "plan-d-1".to_owned()), later],
+        send: vec![
+            Outgoing::now(QueueName::Plan, "plan-d-1".to_owned()),
+            Outgoing::now(QueueName::Stage, "step-d-1".to_owned()),
+        ],
     };
     s.store.apply(changes).await.expect("apply");
+    assert_eq!(
+        stored_version(&s.store, Kind::Deployment, "d-1").await,
+        Some(0)
+    );
     let plan = s
         .queue
         .receive(QueueName::Plan, 10, visibility)
@@ -289,14 +295,7 @@ pub async fn sends_commit_with_writes<S: Store, Q: Queue>(s: Subject<S, Q>) {
         .receive(QueueName::Stage, 10, visibility)
         .await
         .expect("receive stage");
-    assert!(stage.is_empty(), "the delayed message waits: {stage:?}");
-    s.clock.advance(GoDuration::from_secs(5));
-    let stage = s
-        .queue
-        .receive(QueueName::Stage, 10, visibility)
-        .await
-        .expect("receive stage");
-    assert_eq!(bodies(&stage), ["step-later"]);
+    assert_eq!(bodies(&stage), ["step-d-1"]);
 
     let only_send = Changes {
         writes: Vec::new(),
@@ -309,6 +308,38 @@ pub async fn sends_commit_with_writes<S: Store, Q: Queue>(s: Subject<S, Q>) {
         .await
         .expect("receive");
     assert_eq!(bodies(&notify), ["event"]);
+}
+
+/// A delayed message of a committed change set waits for its delay.
+pub async fn sends_wait_for_their_delay<S: Store, Q: Queue>(s: Subject<S, Q>) {
+    let visibility = GoDuration::from_secs(30);
+    let mut later = Outgoing::now(QueueName::Stage, "step-later".to_owned());
+    later.delay = GoDuration::from_secs(5);
+    let changes = Changes {
+        writes: vec![versioned_write(Kind::Deployment, "d-1", 0, Expect::Absent)],
+        send: vec![later],
+    };
+    s.store.apply(changes).await.expect("apply");
+    let stage = s
+        .queue
+        .receive(QueueName::Stage, 10, visibility)
+        .await
+        .expect("receive stage");
+    assert!(stage.is_empty(), "the delayed message waits: {stage:?}");
+    s.clock.advance(GoDuration::from_millis(4_999));
+    let stage = s
+        .queue
+        .receive(QueueName::Stage, 10, visibility)
+        .await
+        .expect("receive stage");
+    assert!(stage.is_empty(), "1 ms before the delay: {stage:?}");
+    s.clock.advance(GoDuration::from_millis(1));
+    let stage = s
+        .queue
+        .receive(QueueName::Stage, 10, visibility)
+        .await
+        .expect("receive stage");
+    assert_eq!(bodies(&stage), ["step-later"]);
 }
 
 fn bodies(received: &[gannet_core::ports::Received]) -> Vec<&str> {

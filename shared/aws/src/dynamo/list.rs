@@ -1,0 +1,225 @@
+//! Listings: every app (one partition, ordered by id) and deployments through the `by-app`
+//! and `by-status` indexes, fetched whole with BatchGetItem.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::KeysAndAttributes;
+use gannet_core::app::App;
+use gannet_core::deployment::{Deployment, DeploymentStatus};
+use gannet_core::ports::{DeploymentFilter, StoreError};
+
+use super::keys::{
+    self, Item, Key, APP_KEY, BY_APP, BY_STATUS, CREATED_KEY, PK, STATUS, STATUS_KEY,
+};
+use super::{unavailable, unbuilt, DynamoStore};
+
+/// Pages one listing may read before it gives up (a bound, far above any real table).
+const MAX_PAGES: usize = 10_000;
+/// BatchGetItem's limit on keys per request.
+const BATCH_GET_KEYS: usize = 100;
+/// Rounds of retrying the keys DynamoDB left unprocessed (throttling).
+const UNPROCESSED_ROUNDS: u32 = 8;
+
+/// A deployment found in an index: its key, and its place in the order.
+struct Hit {
+    key: Key,
+    created: String,
+}
+
+/// Which index partition to read, and the statuses to keep.
+struct IndexQuery<'a> {
+    index: &'static str,
+    key_attribute: &'static str,
+    key: String,
+    statuses: &'a [DeploymentStatus],
+}
+
+impl DynamoStore {
+    pub(crate) async fn all_apps(&self) -> Result<Vec<App>, StoreError> {
+        let mut apps = Vec::new();
+        let mut start: Option<Item> = None;
+        for _ in 0..MAX_PAGES {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", PK)
+                .expression_attribute_values(":pk", keys::s(Key::apps_partition()))
+                .consistent_read(true)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("query apps", e))?;
+            for item in out.items() {
+                apps.push(keys::decode(item)?);
+            }
+            match out.last_evaluated_key() {
+                Some(last) => start = Some(last.clone()),
+                None => return Ok(apps),
+            }
+        }
+        Ok(apps)
+    }
+
+    pub(crate) async fn list_deployments(
+        &self,
+        filter: &DeploymentFilter,
+    ) -> Result<Vec<Deployment>, StoreError> {
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut statuses = filter.statuses.clone();
+        statuses.sort_by_key(|s| s.as_str());
+        statuses.dedup();
+        let mut hits = match &filter.app {
+            Some(app) => {
+                let query = IndexQuery {
+                    index: BY_APP,
+                    key_attribute: APP_KEY,
+                    key: keys::app_key(app),
+                    statuses: &statuses,
+                };
+                self.query_index(&query, limit).await?
+            }
+            None => {
+                let every = if statuses.is_empty() {
+                    DeploymentStatus::ALL.to_vec()
+                } else {
+                    statuses.clone()
+                };
+                let mut hits = Vec::new();
+                for status in every {
+                    let query = IndexQuery {
+                        index: BY_STATUS,
+                        key_attribute: STATUS_KEY,
+                        key: keys::status_key(status),
+                        statuses: &[],
+                    };
+                    hits.extend(self.query_index(&query, limit).await?);
+                }
+                hits
+            }
+        };
+        hits.sort_by(|a, b| b.created.cmp(&a.created));
+        hits.truncate(limit);
+        let found = self.batch_get(&hits).await?;
+        // The index may lag the table: keep only what still matches.
+        Ok(found
+            .into_iter()
+            .filter(|d| filter.app.as_ref().is_none_or(|app| &d.app == app))
+            .filter(|d| statuses.is_empty() || statuses.contains(&d.status))
+            .collect())
+    }
+
+    /// Up to `limit` hits of one index partition, newest first.
+    async fn query_index(&self, q: &IndexQuery<'_>, limit: usize) -> Result<Vec<Hit>, StoreError> {
+        let mut names = HashMap::from([("#k".to_owned(), q.key_attribute.to_owned())]);
+        let mut values = HashMap::from([(":k".to_owned(), keys::s(q.key.clone()))]);
+        let mut filter = None;
+        if !q.statuses.is_empty() {
+            names.insert("#status".to_owned(), STATUS.to_owned());
+            let mut placeholders = Vec::new();
+            for (i, status) in q.statuses.iter().enumerate() {
+                let name = format!(":s{i}");
+                values.insert(name.clone(), keys::s(status.as_str()));
+                placeholders.push(name);
+            }
+            filter = Some(format!("#status IN ({})", placeholders.join(", ")));
+        }
+        // Without a filter, every item read is a hit, so a page need not be larger than that.
+        let page = match filter {
+            None => i32::try_from(limit).ok(),
+            Some(_) => None,
+        };
+        let mut hits = Vec::new();
+        let mut start: Option<Item> = None;
+        for _ in 0..MAX_PAGES {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(q.index)
+                .key_condition_expression("#k = :k")
+                .set_filter_expression(filter.clone())
+                .set_expression_attribute_names(Some(names.clone()))
+                .set_expression_attribute_values(Some(values.clone()))
+                .scan_index_forward(false)
+                .set_limit(page)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|e| unavailable("query deployments index", e))?;
+            for item in out.items() {
+                let (Some(key), Some(created)) = (Key::of(item), keys::text(item, CREATED_KEY))
+                else {
+                    return Err(StoreError::Corrupt {
+                        key: format!("{} index entry", q.index),
+                        source: "an index entry without its keys".into(),
+                    });
+                };
+                hits.push(Hit {
+                    key,
+                    created: created.to_owned(),
+                });
+            }
+            match out.last_evaluated_key() {
+                Some(last) if hits.len() < limit => start = Some(last.clone()),
+                _ => break,
+            }
+        }
+        hits.truncate(limit);
+        Ok(hits)
+    }
+
+    /// The deployments at `hits`, read consistently, in the order of `hits`; any deleted since
+    /// the index was read are left out.
+    async fn batch_get(&self, hits: &[Hit]) -> Result<Vec<Deployment>, StoreError> {
+        let mut found: HashMap<Key, Item> = HashMap::new();
+        for chunk in hits.chunks(BATCH_GET_KEYS) {
+            let mut pending: Vec<Item> = chunk.iter().map(|h| h.key.item()).collect();
+            for round in 0..UNPROCESSED_ROUNDS {
+                if pending.is_empty() {
+                    break;
+                }
+                if round > 0 {
+                    tokio::time::sleep(Duration::from_millis(50 << round)).await;
+                }
+                let request = KeysAndAttributes::builder()
+                    .set_keys(Some(std::mem::take(&mut pending)))
+                    .consistent_read(true)
+                    .build()
+                    .map_err(|e| unbuilt("build a batch get", e))?;
+                let out = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, request)
+                    .send()
+                    .await
+                    .map_err(|e| unavailable("batch get deployments", e))?;
+                let items = out.responses().and_then(|r| r.get(&self.table));
+                for item in items.into_iter().flatten() {
+                    if let Some(key) = Key::of(item) {
+                        found.insert(key, item.clone());
+                    }
+                }
+                if let Some(left) = out.unprocessed_keys().and_then(|u| u.get(&self.table)) {
+                    pending = left.keys().to_vec();
+                }
+            }
+            if !pending.is_empty() {
+                return Err(StoreError::Unavailable {
+                    operation: "batch get deployments",
+                    source: format!("{} keys still unprocessed after retries", pending.len())
+                        .into(),
+                });
+            }
+        }
+        hits.iter()
+            .filter_map(|h| found.get(&h.key))
+            .map(keys::decode)
+            .collect()
+    }
+}

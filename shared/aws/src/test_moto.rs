@@ -1,0 +1,48 @@
+//! Unit-test support: a store on a fresh table in moto (from `GANNET_MOTO_ENDPOINT`, never
+//! skipped when missing), for tests that need the crate's private parts.
+
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+
+use crate::{provision, sdk_config, ClientOptions, DynamoStore, ProvisionOptions, SqsOptions};
+use crate::{SqsQueue, StoreOptions, SystemClock};
+
+pub(crate) async fn fresh_store() -> DynamoStore {
+    let endpoint = std::env::var("GANNET_MOTO_ENDPOINT").unwrap_or_else(|_| {
+        panic!(
+            "GANNET_MOTO_ENDPOINT is not set: these tests need moto_server on loopback \
+             (run `make test`, or start it with scripts/moto.sh)"
+        )
+    });
+    assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
+    let options = ClientOptions {
+        region: "us-east-1".to_owned(),
+        endpoint: Some(endpoint),
+        credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+            "testing", "testing", None, None, "tests",
+        ))),
+    };
+    let config = sdk_config(&options).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let name = format!("unit-{}-{nanos}", std::process::id());
+    let made = provision(&dynamodb, &sqs, &name, &ProvisionOptions::default())
+        .await
+        .expect("provision on moto");
+    let queue = SqsQueue::new(
+        sqs,
+        made.queues,
+        Arc::new(SystemClock),
+        SqsOptions::default(),
+    );
+    DynamoStore::new(
+        dynamodb,
+        made.table,
+        Arc::new(queue),
+        StoreOptions::default(),
+    )
+}
