@@ -151,7 +151,8 @@ fn check_parsed(
     };
     if let Err(e) = platform.check_app(&ctx, read) {
         let e = PlanError::InvalidAppFile(e);
-        issues.error(&e.field(), e.message());
+        let issue = issues.issue(&e.field(), e.message(), e.is_unsupported());
+        issues.errors.push(issue);
     }
 }
 

@@ -142,10 +142,11 @@ impl PlanError {
 
     /// True when the config is valid PipeCD but uses what gannet does not support yet.
     pub fn is_unsupported(&self) -> bool {
-        matches!(
-            self,
-            Self::PlatformNotSupported { .. } | Self::StageNotSupported { .. }
-        )
+        match self {
+            Self::PlatformNotSupported { .. } | Self::StageNotSupported { .. } => true,
+            Self::InvalidAppFile(e) => e.unsupported,
+            _ => false,
+        }
     }
 
     /// The message without the field.

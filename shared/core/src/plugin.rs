@@ -46,6 +46,8 @@ pub struct AppFileError {
     /// or does not parse.
     pub field: String,
     pub message: String,
+    /// Valid PipeCD that gannet does not support (such as a Lambda function built from git).
+    pub unsupported: bool,
 }
 
 impl std::fmt::Display for AppFileError {

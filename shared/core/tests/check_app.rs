@@ -212,10 +212,12 @@ impl Plugin for Lambda {
             line: (!field.is_empty()).then_some(4),
             field: field.into(),
             message: message.into(),
+            unsupported: field == "spec.source",
         };
         match read("function.yaml") {
             None => Err(error("", "does not exist")),
             Some(text) if text.contains("memory: 0") => Err(error("spec.memory", "too small")),
+            Some(text) if text.contains("source:") => Err(error("spec.source", "not built")),
             Some(_) => Ok(()),
         }
     }
@@ -233,6 +235,7 @@ fn the_platform_plugin_checks_its_manifest_once_it_parses() {
     let application =
         format!("{HEAD}kind: Application\nspec:\n  name: x\n  plugins:\n    lambda: {{}}\n");
     let bad = format!("{FUNCTION}  memory: 0\n");
+    let git = format!("{FUNCTION}  source: {{git: x}}\n");
     // (case, config, function.yaml, errors as `line:field message`, warnings)
     type Row<'a> = (&'a str, &'a str, Option<&'a str>, Vec<String>, Vec<&'a str>);
     let cases: Vec<Row> = vec![
@@ -242,6 +245,13 @@ fn the_platform_plugin_checks_its_manifest_once_it_parses() {
             &lambda_app,
             Some(&bad),
             vec!["3:spec.input.functionManifestFile function.yaml:4: spec.memory: too small".into()],
+            vec![],
+        ),
+        (
+            "what gannet lacks is unsupported, not invalid",
+            &lambda_app,
+            Some(&git),
+            vec!["3:spec.input.functionManifestFile (unsupported) function.yaml:4: spec.source: not built".into()],
             vec![],
         ),
         (
@@ -273,7 +283,10 @@ fn the_platform_plugin_checks_its_manifest_once_it_parses() {
         let got: Vec<String> = result
             .errors
             .iter()
-            .map(|i| format!("{}:{} {}", i.line.unwrap_or(0), i.field, i.message))
+            .map(|i| {
+                let flag = if i.unsupported { " (unsupported)" } else { "" };
+                format!("{}:{}{flag} {}", i.line.unwrap_or(0), i.field, i.message)
+            })
             .collect();
         assert_eq!(got, errors, "{case}");
         assert_eq!(summary(&result.warnings), warnings, "{case}");

@@ -152,10 +152,12 @@ impl Plugin for Lambda {
             line: None,
             field: field.into(),
             message: message.into(),
+            unsupported: field == "spec.source",
         };
         match read("function.yaml") {
             None => Err(error("", "does not exist")),
             Some(text) if text.contains("memory: 0") => Err(error("spec.memory", "too small")),
+            Some(text) if text.contains("source:") => Err(error("spec.source", "not built")),
             Some(_) => Ok(()),
         }
     }
@@ -497,6 +499,7 @@ fn plan_errors() {
         ("duplicate ids", app("LambdaApp", "  pipeline:\n    stages:\n      - id: a\n        name: WAIT\n      - id: a\n        name: WAIT\n"), Case::default(), "spec.pipeline.stages[1].id: stage id \"a\" is used by more than one stage", false),
         ("manifest missing", app("LambdaApp", ""), Case { manifest: None, ..Case::default() }, "spec.input.functionManifestFile: function.yaml: does not exist", false),
         ("manifest field refused, pipeline or not", app("LambdaApp", PIPELINE), Case { manifest: Some("memory: 0"), ..Case::default() }, "spec.input.functionManifestFile: function.yaml: spec.memory: too small", false),
+        ("manifest uses what gannet lacks", app("LambdaApp", ""), Case { manifest: Some("source: git"), ..Case::default() }, "spec.input.functionManifestFile: function.yaml: spec.source: not built", true),
         ("an id that clashes with a default id", app("LambdaApp", "  pipeline:\n    stages:\n      - name: WAIT\n      - id: stage-0\n        name: WAIT\n"), Case::default(), "spec.pipeline.stages[1].id: stage id \"stage-0\"", false),
     ];
     for (name, app, case, want, unsupported) in cases {

@@ -32,6 +32,16 @@ pub struct ManifestError {
     pub message: String,
 }
 
+/// The field of PipeCD's remote git source, which gannet does not support.
+const SOURCE_FIELD: &str = "spec.source";
+
+impl ManifestError {
+    /// True for valid PipeCD that gannet does not support (a function built from git).
+    pub fn is_unsupported(&self) -> bool {
+        self.field == SOURCE_FIELD
+    }
+}
+
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.file)?;
@@ -393,7 +403,7 @@ impl RawSpec {
     fn code_source(&self) -> Result<CodeSource, (String, String)> {
         if self.source.is_some() {
             return Err((
-                "spec.source".into(),
+                SOURCE_FIELD.into(),
                 "remote git sources are not supported by gannet (it does not build code); \
                  use spec.zipFile, spec.s3Bucket with spec.s3Key, or spec.image"
                     .into(),

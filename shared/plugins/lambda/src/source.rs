@@ -115,11 +115,13 @@ pub(crate) fn check_app(
         line,
         field,
         message,
+        unsupported: false,
     };
     match check_function_manifest(app, read) {
         Ok(_) => Ok(()),
         Err(SourceError::Manifest(e)) => Err(AppFileError {
-            file: e.file,
+            file: e.file.clone(),
+            unsupported: e.is_unsupported(),
             ..error(e.line, e.field, e.message)
         }),
         Err(SourceError::ManifestMissing { .. }) => Err(error(

@@ -174,6 +174,59 @@ fn a_bad_manifest_fails_the_plan_with_file_and_field() {
 }
 
 #[test]
+fn a_git_source_is_unsupported_not_invalid() {
+    let app = parse_app_config("app/app.pipecd.yaml", &app_config("")).expect("config");
+    let trigger = Trigger {
+        kind: TriggerKind::OnCommit,
+        commander: String::new(),
+        strategy: SyncStrategy::Auto,
+    };
+    let ctx = gannet_core::plugin::PlanContext {
+        app: &app,
+        trigger: &trigger,
+        running_commit: None,
+    };
+    let good = function_yaml("web", ROLE, "");
+    let cases = [
+        (
+            good.replace(
+                "  zipFile: fn.zip\n",
+                "  source:\n    git: git@github.com:org/fn.git\n    ref: main\n    path: fn\n",
+            ),
+            "spec.source",
+            true,
+        ),
+        (
+            good.replace("memory: 128", "memory: 1"),
+            "spec.memory",
+            false,
+        ),
+    ];
+    for (text, field, unsupported) in cases {
+        let err = LambdaPlugin::new(Vec::new())
+            .check_app(&ctx, &|rel: &str| {
+                (rel == "function.yaml").then(|| text.clone())
+            })
+            .expect_err(field);
+        assert_eq!(
+            (
+                err.named_by.as_str(),
+                err.file.as_str(),
+                err.field.as_str(),
+                err.unsupported
+            ),
+            (
+                "spec.input.functionManifestFile",
+                "function.yaml",
+                field,
+                unsupported
+            ),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn an_app_uses_the_target_it_names_or_the_only_one() {
     let target = |name: &str| DeployTarget::new(name, "us-east-1");
     let lambda_app = parse_app_config("a/app.pipecd.yaml", &app_config("")).expect("config");
