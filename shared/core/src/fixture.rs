@@ -1,4 +1,5 @@
-//! Builder fixtures for tests: `Deployment::test().with_stages(...)`, `Stage::test(...)`.
+//! Builder fixtures for tests: `Deployment::test().with_stages(...)`, `Stage::test(...)`, and
+//! [`RecordingIo`], a `StepIo` that keeps what a plugin step logs and saves.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +8,8 @@ use crate::deployment::{
 };
 use crate::duration::{GoDuration, Millis};
 use crate::ids::{AppId, CommitSha, DeploymentId, StageId};
+use crate::plugin::{StepError, StepIo};
+use crate::ports::Metadata;
 
 impl Deployment {
     /// A PLANNED deployment of `demo:app/app.pipecd.yaml` with no stages, planned at t=1000.
@@ -91,5 +94,55 @@ impl Stage {
         self.started_at.get_or_insert(Millis(1000));
         self.completed_at = Some(Millis(1000));
         self
+    }
+}
+
+/// A [`StepIo`] for plugin tests: it keeps what a step logs and saves.
+#[derive(Default)]
+pub struct RecordingIo {
+    logs: std::sync::Mutex<Vec<String>>,
+    metadata: std::sync::Mutex<Metadata>,
+    fail_saves: bool,
+}
+
+impl RecordingIo {
+    /// One whose every metadata save fails with a transient error (the store is down).
+    pub fn failing_saves() -> Self {
+        Self {
+            fail_saves: true,
+            ..Self::default()
+        }
+    }
+
+    /// The lines logged so far.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// The metadata saved so far, merged.
+    pub fn saved(&self) -> Metadata {
+        self.metadata.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
+
+#[async_trait::async_trait]
+impl StepIo for RecordingIo {
+    async fn log(&self, line: &str) {
+        if let Ok(mut logs) = self.logs.lock() {
+            logs.push(line.to_owned());
+        }
+    }
+
+    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
+        if self.fail_saves {
+            return Err(StepError::Transient {
+                operation: "save stage metadata".into(),
+                source: "store unavailable".into(),
+            });
+        }
+        if let Ok(mut metadata) = self.metadata.lock() {
+            metadata.extend(entries);
+        }
+        Ok(())
     }
 }

@@ -5,61 +5,35 @@
 mod orphan;
 
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepIo, StepOutcome};
-use gannet_core::ports::Metadata;
+use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
 use super::{rollback_stages_for, ScriptRunPlugin};
 use crate::runner::{MAX_LINES, MAX_LINE_BYTES};
 
+pub(crate) use gannet_core::fixture::RecordingIo as Recorder;
+
 const NOW: u64 = 1_700_000_000_000;
 
-/// Records what a step logs and saves.
-#[derive(Default)]
-struct Recorder {
-    logs: Mutex<Vec<String>>,
-    metadata: Mutex<Metadata>,
-}
-
-#[async_trait]
-impl StepIo for Recorder {
-    async fn log(&self, line: &str) {
-        self.logs.lock().unwrap().push(line.to_owned());
-    }
-
-    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
-        self.metadata.lock().unwrap().extend(entries);
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
-
-    /// The script's own output: the log without the echoed commands and the closing line.
-    fn output(&self) -> Vec<String> {
-        let logs = self.logs();
-        let start = logs
-            .iter()
-            .position(|l| l == "Running commands...")
-            .expect("the script was started");
-        let mut out: Vec<String> = logs[start + 1..]
-            .iter()
-            .skip_while(|l| l.starts_with("   "))
-            .cloned()
-            .collect();
-        out.pop();
-        out
-    }
+/// The script's own output: the log without the echoed commands and the closing line.
+fn output(io: &Recorder) -> Vec<String> {
+    let logs = io.logs();
+    let start = logs
+        .iter()
+        .position(|l| l == "Running commands...")
+        .expect("the script was started");
+    let mut out: Vec<String> = logs[start + 1..]
+        .iter()
+        .skip_while(|l| l.starts_with("   "))
+        .cloned()
+        .collect();
+    out.pop();
+    out
 }
 
 /// A running SCRIPT_RUN stage (started at [`NOW`], 1h timeout) with `with` validated.
@@ -201,7 +175,7 @@ async fn output_is_logged_line_by_line_in_order() {
         run_script("echo one; sleep 0.2; echo two >&2; sleep 0.2; printf 'three\\r\\nfour'");
     let io = Recorder::default();
     assert_eq!(step(&stage, &io).await, SUCCESS);
-    assert_eq!(io.output(), ["one", "two", "three", "four"]);
+    assert_eq!(output(&io), ["one", "two", "three", "four"]);
     let logs = io.logs();
     assert_eq!(logs[0], "Running commands...");
     assert_eq!(
@@ -218,7 +192,7 @@ async fn non_zero_exit_fails_the_stage() {
         step(&stage, &io).await,
         failure("script exited with code 3")
     );
-    assert_eq!(io.output(), ["about to fail"]);
+    assert_eq!(output(&io), ["about to fail"]);
 }
 
 #[tokio::test]
@@ -243,7 +217,7 @@ async fn the_script_is_killed_at_the_timeout() {
         began.elapsed()
     );
     assert_eq!(outcome, failure("script timed out after 1s"));
-    assert_eq!(io.output(), ["started"]);
+    assert_eq!(output(&io), ["started"]);
 }
 
 #[cfg(target_os = "linux")]
@@ -256,7 +230,7 @@ async fn the_timeout_kills_processes_the_script_started() {
         step(&stage, &io).await,
         failure("script timed out after 1s")
     );
-    let pid = &io.output()[0];
+    let pid = &output(&io)[0];
     let stat = format!("/proc/{pid}/stat");
     let gone = (0..50).any(|_| {
         let alive = std::fs::read_to_string(&stat)
@@ -308,7 +282,7 @@ async fn background_processes_do_not_hold_the_stage() {
         began.elapsed()
     );
     assert_eq!(
-        io.output(),
+        output(&io),
         [
             "done",
             "[the script exited; processes it left running were killed]"
@@ -357,7 +331,7 @@ async fn the_script_sees_the_deployment_in_sr_variables() {
         format!("SR_TRIGGERED_COMMIT_HASH={sha}"),
         "MSG=hello".to_owned(),
     ];
-    assert_eq!(io.output(), expected);
+    assert_eq!(output(&io), expected);
 }
 
 #[tokio::test]
@@ -372,7 +346,7 @@ async fn the_script_runs_in_the_app_directory() {
     };
     step_in(&stage, &deployment, dirs, &io).await.unwrap();
     let app_dir = app.path().canonicalize().unwrap();
-    assert_eq!(io.output(), [app_dir.to_str().unwrap(), "false"]);
+    assert_eq!(output(&io), [app_dir.to_str().unwrap(), "false"]);
 }
 
 fn rollback_of(forward: &Stage) -> Stage {
@@ -400,7 +374,7 @@ async fn rollback_runs_on_rollback_in_the_running_commit_directory() {
     let outcome = step_in(&rollback, &deployment, dirs, &io).await.unwrap();
     assert_eq!(outcome, SUCCESS);
     let running_dir = running.path().canonicalize().unwrap();
-    assert_eq!(io.output(), [running_dir.to_str().unwrap(), "true undo"]);
+    assert_eq!(output(&io), [running_dir.to_str().unwrap(), "true undo"]);
 
     // A first deployment has no running commit: the rollback runs at the deployment's.
     let io = Recorder::default();
@@ -410,7 +384,7 @@ async fn rollback_runs_on_rollback_in_the_running_commit_directory() {
     };
     step_in(&rollback, &deployment, dirs, &io).await.unwrap();
     let app_dir = app.path().canonicalize().unwrap();
-    assert_eq!(io.output()[0], app_dir.to_str().unwrap());
+    assert_eq!(output(&io)[0], app_dir.to_str().unwrap());
 }
 
 #[tokio::test]
@@ -474,7 +448,7 @@ async fn a_long_line_is_cut() {
     let io = Recorder::default();
     assert_eq!(step(&stage, &io).await, SUCCESS);
     let expected = format!("{} [line cut at 4096 bytes]", "a".repeat(MAX_LINE_BYTES));
-    assert_eq!(io.output(), [expected.as_str(), "next"]);
+    assert_eq!(output(&io), [expected.as_str(), "next"]);
 }
 
 #[tokio::test]
@@ -482,7 +456,7 @@ async fn output_past_the_line_cap_is_counted_not_kept() {
     let stage = run_script("seq 1 10005");
     let io = Recorder::default();
     assert_eq!(step(&stage, &io).await, SUCCESS);
-    let out = io.output();
+    let out = output(&io);
     assert_eq!(out.len(), MAX_LINES + 1);
     assert_eq!(out[0], "1");
     assert_eq!(out[MAX_LINES - 1], "10000");
@@ -497,13 +471,13 @@ async fn a_repeated_step_says_it_runs_the_script_again() {
     let mut stage = run_script("echo hi");
     let io = Recorder::default();
     step(&stage, &io).await;
-    assert_eq!(io.metadata.lock().unwrap()["attempts"], "1");
+    assert_eq!(io.saved()["attempts"], "1");
     assert!(!io.logs().iter().any(|l| l.contains("interrupted")));
 
     stage.metadata.insert("attempts".into(), "1".into());
     let io = Recorder::default();
     step(&stage, &io).await;
-    assert_eq!(io.metadata.lock().unwrap()["attempts"], "2");
+    assert_eq!(io.saved()["attempts"], "2");
     assert_eq!(
         io.logs()[0],
         "An earlier run of this script was interrupted; running it again (attempt 2)"

@@ -1,48 +1,17 @@
 //! Tests for WAIT_APPROVAL: validation, who may approve, and when a step finishes.
 
 use std::path::Path;
-use std::sync::Mutex;
 
-use async_trait::async_trait;
+use gannet_core::fixture::RecordingIo as Recorder;
+
 use gannet_core::deployment::{Deployment, Stage};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{
-    ApproveError, Plugin, StageResult, StepContext, StepError, StepIo, StepOutcome,
-};
+use gannet_core::plugin::{ApproveError, Plugin, StageResult, StepContext, StepOutcome};
 use gannet_core::ports::Metadata;
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
 use super::WaitApprovalPlugin;
-
-/// Records what a step logs and saves.
-#[derive(Default)]
-struct Recorder {
-    logs: Mutex<Vec<String>>,
-    metadata: Mutex<Metadata>,
-}
-
-#[async_trait]
-impl StepIo for Recorder {
-    async fn log(&self, line: &str) {
-        self.logs.lock().unwrap().push(line.to_owned());
-    }
-
-    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
-        self.metadata.lock().unwrap().extend(entries);
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
-
-    fn saved(&self) -> Metadata {
-        self.metadata.lock().unwrap().clone()
-    }
-}
 
 fn approval_stage(with: Value) -> Stage {
     let mut stage = Stage::test("approve", "WAIT_APPROVAL");

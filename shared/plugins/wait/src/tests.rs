@@ -1,53 +1,16 @@
 //! Tests for the WAIT stage: validation and resuming a wait from saved metadata.
 
 use std::path::Path;
-use std::sync::Mutex;
 
-use async_trait::async_trait;
+use gannet_core::fixture::RecordingIo as Recorder;
+
 use gannet_core::deployment::{Deployment, Stage};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepIo, StepOutcome};
-use gannet_core::ports::Metadata;
+use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
 use super::WaitPlugin;
-
-/// Records what a step logs and saves; refuses to save when `fail_saves` is set.
-#[derive(Default)]
-struct Recorder {
-    logs: Mutex<Vec<String>>,
-    metadata: Mutex<Metadata>,
-    fail_saves: bool,
-}
-
-#[async_trait]
-impl StepIo for Recorder {
-    async fn log(&self, line: &str) {
-        self.logs.lock().unwrap().push(line.to_owned());
-    }
-
-    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
-        if self.fail_saves {
-            return Err(StepError::Transient {
-                operation: "save stage metadata".into(),
-                source: "store unavailable".into(),
-            });
-        }
-        self.metadata.lock().unwrap().extend(entries);
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
-    }
-
-    fn saved(&self) -> Metadata {
-        self.metadata.lock().unwrap().clone()
-    }
-}
 
 fn wait_stage(with: Value, metadata: &[(&str, &str)]) -> Stage {
     let mut stage = Stage::test("wait", "WAIT");
@@ -181,10 +144,7 @@ async fn unreadable_saved_start_restarts_the_wait() {
 #[tokio::test]
 async fn no_continue_without_a_saved_start() {
     let stage = wait_stage(json!({"duration": "10s"}), &[]);
-    let io = Recorder {
-        fail_saves: true,
-        ..Recorder::default()
-    };
+    let io = Recorder::failing_saves();
     let err = step(&stage, 7_000, &io).await.unwrap_err();
     assert!(matches!(err, StepError::Transient { .. }), "{err:?}");
 }

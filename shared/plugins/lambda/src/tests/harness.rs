@@ -4,21 +4,18 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use aws_sdk_lambda::config::{Credentials, SharedCredentialsProvider};
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{
     CancelMode, CancelRequest, Deployment, SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_core::duration::Millis;
+pub use gannet_core::fixture::RecordingIo as Recorder;
 use gannet_core::machine::{self, Action};
 use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{
-    Plugin, Plugins, StageResult, StepContext, StepError, StepIo, StepOutcome,
-};
-use gannet_core::ports::Metadata;
+use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepError, StepOutcome};
 use gannet_core::{AppId, CommitSha};
 
 use crate::routing::AliasRouting;
@@ -224,25 +221,6 @@ impl Commit {
     }
 }
 
-/// Records what steps log and save.
-#[derive(Default)]
-pub struct Recorder {
-    logs: Mutex<Vec<String>>,
-    metadata: Mutex<Metadata>,
-}
-
-#[async_trait]
-impl StepIo for Recorder {
-    async fn log(&self, line: &str) {
-        self.logs.lock().unwrap().push(line.to_owned());
-    }
-
-    async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
-        self.metadata.lock().unwrap().extend(entries);
-        Ok(())
-    }
-}
-
 /// How each step is delivered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delivery {
@@ -409,9 +387,9 @@ impl Run {
                 io: &io,
             })
             .await;
-        let saved = io.metadata.lock().unwrap().clone();
+        let saved = io.saved();
         self.deployment.stages[index].metadata.extend(saved);
-        let lines = io.logs.lock().unwrap().clone();
+        let lines = io.logs();
         let outcome = match result {
             Ok(outcome) => outcome,
             Err(StepError::Permanent(reason)) => StepOutcome::Done(StageResult::Failure { reason }),

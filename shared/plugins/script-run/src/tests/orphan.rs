@@ -12,7 +12,7 @@ use gannet_core::plugin::{Plugin, StepContext, StepError, StepIo};
 use gannet_core::ports::Metadata;
 use serde_json::json;
 
-use super::{run_script, script_stage, step, step_with, Dirs, Recorder, NOW, SUCCESS};
+use super::{output, run_script, script_stage, step, step_with, Dirs, Recorder, NOW, SUCCESS};
 use crate::runner::OnDrop;
 use crate::ScriptRunPlugin;
 
@@ -60,7 +60,7 @@ async fn check_orphan_is_killed(on_drop: OnDrop) {
         started = eventually(|| pidfile.exists()) => assert!(started, "the script never started"),
     }
     // The first attempt's step is dropped here, mid-script.
-    let saved = first.metadata.lock().unwrap().clone();
+    let saved = first.saved();
     assert_eq!(saved["attempts"], "1");
     let pgid: u32 = saved["pgid"].parse().unwrap();
     let background: u32 = std::fs::read_to_string(&pidfile)
@@ -107,8 +107,8 @@ async fn check_orphan_is_killed(on_drop: OnDrop) {
         ],
         "{on_drop:?}"
     );
-    assert_eq!(second.output(), ["second run"], "{on_drop:?}");
-    assert_ne!(second.metadata.lock().unwrap()["pgid"], pgid.to_string());
+    assert_eq!(output(&second), ["second run"], "{on_drop:?}");
+    assert_ne!(second.saved()["pgid"], pgid.to_string());
 }
 
 #[tokio::test]
@@ -138,7 +138,7 @@ async fn a_recorded_group_that_is_not_this_deployments_script_is_not_killed() {
         other.wait().unwrap();
         assert!(still_running, "env {env:?}: an unrelated group was killed");
         assert_eq!(outcome, SUCCESS, "env {env:?}");
-        assert_eq!(io.output(), ["ran"], "env {env:?}");
+        assert_eq!(output(&io), ["ran"], "env {env:?}");
         assert!(
             !io.logs().iter().any(|l| l.contains("killed")),
             "env {env:?}: {:?}",
@@ -152,7 +152,7 @@ async fn the_step_records_the_scripts_process_group_before_it_runs() {
     let stage = script_stage(json!({"run": "echo $$"}));
     let io = Recorder::default();
     assert_eq!(step(&stage, &io).await, SUCCESS);
-    assert_eq!(io.output(), [io.metadata.lock().unwrap()["pgid"].clone()]);
+    assert_eq!(output(&io), [io.saved()["pgid"].clone()]);
 }
 
 /// Saves everything but the process group, which fails as a lost database connection would.
