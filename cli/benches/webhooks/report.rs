@@ -21,7 +21,8 @@ pub(crate) struct PhaseResult {
     per_minute: f64,
     /// gannet's own CPU, its git subprocesses' CPU, and the driver's, per deployment.
     cpu_ms: [f64; 3],
-    /// The share of the machine's CPU that other processes used meanwhile (noise), in %.
+    /// The share of the machine's CPU used meanwhile by anything but gannet, its git runs and
+    /// this driver (other processes, the kernel's loopback networking): noise, in %.
     others_pct: f64,
     wall_s: f64,
 }
@@ -215,7 +216,7 @@ pub(crate) fn print_table(settings: &Settings, results: &[RunResult]) {
         t.value(|r| r.unpaced.cpu_ms[2], 1, " ms")
     );
     println!(
-        "| machine CPU used by other processes (noise), paced / unpaced | {} / {} | | |",
+        "| machine CPU used elsewhere (noise), paced / unpaced | {} / {} | | |",
         t.value(|r| r.paced.others_pct, 0, " %"),
         t.value(|r| r.unpaced.others_pct, 0, " %")
     );
@@ -224,4 +225,22 @@ pub(crate) fn print_table(settings: &Settings, results: &[RunResult]) {
         t.value(|r| r.paced.wall_s, 1, " s"),
         t.value(|r| r.unpaced.wall_s, 1, " s")
     );
+    if results.len() < 2 {
+        return;
+    }
+    // Each run on its own, so latency can be read against the noise of that run.
+    println!();
+    println!("| run | paced p50 / p99 | CPU used elsewhere, paced | unpaced per minute | CPU used elsewhere, unpaced |");
+    println!("|---|---|---|---|---|");
+    for (i, r) in results.iter().enumerate() {
+        println!(
+            "| {} | {:.0} / {:.0} ms | {:.0} % | {:.0} | {:.0} % |",
+            i + 1,
+            r.paced.latency[0],
+            r.paced.latency[1],
+            r.paced.others_pct,
+            r.unpaced.per_minute,
+            r.unpaced.others_pct
+        );
+    }
 }
