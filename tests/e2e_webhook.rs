@@ -601,3 +601,21 @@ fn the_webhook_secret_never_appears_in_logs_stage_logs_api_output_or_state() {
         );
     }
 }
+
+#[test]
+fn gannet_up_started_with_a_relative_config_deploys() {
+    // As a user runs it: `gannet up --config gannet.yaml` in the config's directory, where the
+    // state path is relative too. The stage needs a checkout of the commit.
+    let stages = "      - name: SCRIPT_RUN\n        with:\n          run: echo ran in $(pwd)\n";
+    let repo = Repo::new();
+    repo.commit(
+        &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
+        "add web",
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start_in_dir(&repo, state.path(), &UpOptions::default());
+    let head = repo.head();
+    let id = g.deployment_of(&head, Duration::from_secs(20));
+    let d = g.wait_terminal(&id, Duration::from_secs(30));
+    assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
+}

@@ -174,11 +174,17 @@ pub struct UpConfig {
 
 impl UpConfig {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        // Every path in the config resolves against the file's directory, made absolute here:
+        // git later runs in other directories, where a relative path would mean something else.
+        let path = &std::path::absolute(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
         })?;
-        let base = path.parent().unwrap_or(Path::new("."));
+        let base = path.parent().unwrap_or(Path::new("/"));
         Self::parse(&text, base, &|name| std::env::var(name).ok()).map_err(|message| {
             ConfigError::Invalid {
                 path: path.to_owned(),

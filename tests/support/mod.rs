@@ -122,6 +122,19 @@ pub fn free_port() -> u16 {
 impl Gannet {
     /// Writes a gannet.yaml for `repo` into `state_dir` and starts `gannet up`.
     pub fn start(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> Self {
+        let (config, port) = Self::write_config(repo, state_dir, opts);
+        Self::start_with_config(state_dir, &config, port, &opts.env)
+    }
+
+    /// Starts `gannet up` as a user would: in `state_dir`, with `--config gannet.yaml`, a
+    /// relative path (and the config's own paths relative too).
+    pub fn start_in_dir(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> Self {
+        let (_, port) = Self::write_config(repo, state_dir, opts);
+        Self::start_with_config(state_dir, Path::new("gannet.yaml"), port, &opts.env)
+    }
+
+    /// Writes `state_dir/gannet.yaml` for `repo` on a free port; returns its path and the port.
+    fn write_config(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> (PathBuf, u16) {
         let port = free_port();
         let config = state_dir.join("gannet.yaml");
         std::fs::write(
@@ -134,7 +147,7 @@ impl Gannet {
             ),
         )
         .expect("write config");
-        Self::start_with_config(state_dir, &config, port, &opts.env)
+        (config, port)
     }
 
     /// Starts `gannet up` again on the same config, state and extra environment (after a kill).
@@ -170,6 +183,7 @@ impl Gannet {
             .open(&log)
             .expect("log file");
         let child = Command::new(gannet_bin())
+            .current_dir(state_dir)
             .args(["up", "--config"])
             .arg(config)
             .env("GANNET_E2E_SECRET", SECRET)
