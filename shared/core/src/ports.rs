@@ -118,7 +118,7 @@ pub trait Store: Send + Sync {
     /// Deployments matching the filter, newest (by `created_at`, then id) first.
     async fn deployments(&self, filter: &DeploymentFilter) -> Result<Vec<Deployment>, StoreError>;
 
-    /// Appends lines to a stage's log and returns the stored lines with their positions.
+    /// Appends lines to a stage's log, numbering them after the lines already there.
     async fn append_log(
         &self,
         deployment: &DeploymentId,
