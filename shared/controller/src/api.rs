@@ -334,10 +334,7 @@ impl Controller {
             let mut next = d.clone();
             if d.status == DeploymentStatus::Pending {
                 next.status = DeploymentStatus::Cancelled;
-                next.status_reason = format!(
-                    "cancelled by {}",
-                    if by.is_empty() { "an unnamed user" } else { by }
-                );
+                next.status_reason = gannet_core::machine::cancel_reason(by);
                 next.completed_at = Some(now);
                 return Ok((next, Message::Plan { app: d.app.clone() }));
             }

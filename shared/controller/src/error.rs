@@ -76,20 +76,7 @@ impl HandlerError {
     }
 }
 
-/// The error and all its sources, `: `-joined.
-pub fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut out = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
+pub use gannet_core::report::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -14,6 +14,7 @@ pub mod machine;
 pub mod planner;
 pub mod plugin;
 pub mod ports;
+pub mod report;
 pub mod stage_options;
 pub mod trigger;
 

@@ -76,7 +76,7 @@ pub fn next_action(d: &Deployment, now: Millis) -> Action {
     }
     if let Some(cancel) = &d.cancel {
         let rolling_back = d.status == DeploymentStatus::RollingBack;
-        let reason = format!("cancelled by {}", display_user(&cancel.by));
+        let reason = cancel_reason(&cancel.by);
         return match (cancel.mode, rolling_back) {
             // Already undoing: a cancel with rollback lets the rollback finish.
             (CancelMode::WithRollback, true) => run_or_advance(d, now),
@@ -305,12 +305,10 @@ fn stop_current_and_roll_back(
     }
 }
 
-fn display_user(user: &str) -> &str {
-    if user.is_empty() {
-        "an unnamed user"
-    } else {
-        user
-    }
+/// Why a deployment was cancelled, naming who cancelled it.
+pub fn cancel_reason(by: &str) -> String {
+    let who = if by.is_empty() { "an unnamed user" } else { by };
+    format!("cancelled by {who}")
 }
 
 #[cfg(test)]

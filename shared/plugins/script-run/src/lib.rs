@@ -195,7 +195,7 @@ impl Plugin for ScriptRunPlugin {
         };
         let end = runner::run(script, ctx.io).await.map_err(|e| match e {
             RunError::RecordGroup { source } => source,
-            other => StepError::Permanent(error_chain(&other)),
+            other => StepError::Permanent(gannet_core::report::error_chain(&other)),
         })?;
         let result = match end {
             ScriptEnd::Exited(0) => StageResult::Success,
@@ -224,18 +224,6 @@ async fn timed_out(ctx: &StepContext<'_>, limit: GoDuration) -> StepOutcome {
     let reason = format!("script timed out after {limit}");
     ctx.io.log(&reason).await;
     StepOutcome::Done(StageResult::Failure { reason })
-}
-
-/// `err` and its sources, joined with ": ".
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]
