@@ -20,10 +20,10 @@ endif
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy moto-ensure demo bench
+.PHONY: test lint fmt-check clippy infra-lint moto-ensure demo bench
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint moto-ensure
+test: lint infra-lint moto-ensure
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
@@ -40,6 +40,10 @@ fmt-check:
 
 clippy:
 	cargo clippy --workspace --all-targets -- -D warnings
+
+## infra-lint: cfn-lint and `sam validate --lint` on infra/template.yaml, offline (pinned, in .venv-infra)
+infra-lint:
+	scripts/infra-lint.sh
 
 ## moto-ensure: the pinned moto[server] in .venv (installed only when missing or a different version)
 moto-ensure:

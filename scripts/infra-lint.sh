@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Lints the SAM template (infra/template.yaml) with cfn-lint and `sam validate --lint`, offline.
+#
+#   scripts/infra-lint.sh          install the pinned tools if needed, then lint
+#   scripts/infra-lint.sh ensure   create .venv-infra and install the pinned tools if needed
+#   scripts/infra-lint.sh lint     lint with the tools already in .venv-infra
+#
+# The tools live in their own venv, .venv-infra, so their dependency pins (boto3, jsonschema,
+# ...) never meet moto's in .venv. Both are pinned; aws-sam-cli 1.170.0 accepts
+# cfn-lint >=1.52,<1.59, so the two pins move together.
+set -euo pipefail
+
+CFN_LINT_VERSION=1.58.0
+SAM_CLI_VERSION=1.170.0
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${GANNET_INFRA_VENV:-$ROOT/.venv-infra}
+PYTHON=${PYTHON:-python3}
+TEMPLATE=${GANNET_TEMPLATE:-$ROOT/infra/template.yaml}
+
+log() { printf 'infra-lint.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+installed_version() {
+  "$VENV/bin/python" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$1" \
+    2>/dev/null || true
+}
+
+make_venv() {
+  rm -rf "$VENV"
+  if "$PYTHON" -m venv "$VENV" >&2; then
+    return 0
+  fi
+  # Debian's python3 leaves ensurepip out of the base package.
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    log "python3 -m venv failed; installing python3-venv"
+    rm -rf "$VENV"
+    apt-get install -y -q python3-venv >&2 || { apt-get update -q >&2 && apt-get install -y -q python3-venv >&2; }
+    "$PYTHON" -m venv "$VENV" >&2 && return 0
+  fi
+  die "could not create $VENV with '$PYTHON -m venv' (on Debian or Ubuntu: apt-get install python3-venv)"
+}
+
+tools_current() {
+  [ "$(installed_version cfn-lint)" = "$CFN_LINT_VERSION" ] &&
+    [ "$(installed_version aws-sam-cli)" = "$SAM_CLI_VERSION" ] &&
+    [ -x "$VENV/bin/cfn-lint" ] && [ -x "$VENV/bin/sam" ]
+}
+
+ensure() {
+  if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    log "creating $VENV"
+    make_venv
+  fi
+  # Keep the venv out of git without touching the repository's .gitignore.
+  [ -f "$VENV/.gitignore" ] || printf '*\n' >"$VENV/.gitignore"
+  if tools_current; then
+    return 0
+  fi
+  log "installing cfn-lint==$CFN_LINT_VERSION and aws-sam-cli==$SAM_CLI_VERSION into $VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "cfn-lint==$CFN_LINT_VERSION" "aws-sam-cli==$SAM_CLI_VERSION" >&2
+  tools_current || die "cfn-lint $CFN_LINT_VERSION and aws-sam-cli $SAM_CLI_VERSION did not install"
+}
+
+# Runs a tool with a throwaway AWS identity and every network path closed: fake credentials, no
+# instance metadata, no telemetry, and proxies pointing at a closed loopback port, so a tool
+# that tried to reach AWS (or anything else) would fail loudly instead of leaving the machine.
+# HOME is an empty directory (made by lint), so no ~/.aws or ~/.aws-sam is read or written.
+offline() {
+  env -i \
+    PATH="$VENV/bin:/usr/bin:/bin" \
+    HOME="$LINT_HOME" \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+    AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
+    AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+    AWS_EC2_METADATA_DISABLED=true \
+    AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+    SAM_CLI_TELEMETRY=0 \
+    HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 \
+    NO_PROXY= no_proxy= \
+    "$@"
+}
+
+lint() {
+  tools_current || die "cfn-lint $CFN_LINT_VERSION / aws-sam-cli $SAM_CLI_VERSION missing; run: scripts/infra-lint.sh ensure"
+  [ -f "$TEMPLATE" ] || die "no template at $TEMPLATE"
+  LINT_HOME=$(mktemp -d "${TMPDIR:-/tmp}/gannet-infra-lint.XXXXXX")
+  trap 'rm -rf "$LINT_HOME"' EXIT
+  log "cfn-lint $CFN_LINT_VERSION: $TEMPLATE"
+  # Informational checks too (I3011: every stateful resource states its DeletionPolicy).
+  offline "$VENV/bin/cfn-lint" --include-checks I --format parseable -- "$TEMPLATE"
+  log "sam validate --lint (aws-sam-cli $SAM_CLI_VERSION): $TEMPLATE"
+  (cd "$(dirname "$TEMPLATE")" && offline "$VENV/bin/sam" validate --lint --template "$TEMPLATE")
+  log "clean"
+}
+
+case "${1:-all}" in
+  all) ensure && lint ;;
+  ensure) ensure ;;
+  lint) lint ;;
+  *) die "usage: $0 [ensure | lint]" ;;
+esac
