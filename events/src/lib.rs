@@ -4,6 +4,7 @@
 //! Every message carries `"v": 1`. A message of another version, or one that does not decode,
 //! is a [`DecodeError`] and goes to the dead-letter queue with that reason.
 
+use gannet_core::app::App;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::{GoDuration, Millis};
 use gannet_core::ports::{Outgoing, QueueName};
@@ -34,6 +35,8 @@ pub enum Message {
     Step { deployment: DeploymentId, seq: u64 },
     /// Deliver an event to the notification receivers.
     Notify { event: Box<Event> },
+    /// Compare an app's live state with its desired state at the branch head.
+    DriftCheck { app: AppId },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -60,6 +63,7 @@ impl Message {
             Self::Plan { .. } => QueueName::Plan,
             Self::Step { .. } => QueueName::Stage,
             Self::Notify { .. } => QueueName::Notify,
+            Self::DriftCheck { .. } => QueueName::Drift,
         }
     }
 
@@ -92,6 +96,7 @@ impl Message {
             Self::Plan { app } => Some(format!("plan:{app}")),
             Self::Step { deployment, seq } => Some(format!("step:{deployment}:{seq}")),
             Self::Notify { .. } => None,
+            Self::DriftCheck { app } => Some(format!("drift:{app}")),
         }
     }
 
@@ -214,6 +219,29 @@ impl Event {
             },
         }
     }
+
+    /// An event about an app's sync status (`ApplicationSynced`, `ApplicationOutOfSync`). The
+    /// id is unique per app version, so a repeated drift check raises no second event.
+    pub fn application(kind: EventKind, app: &App, at: Millis) -> Self {
+        Self {
+            specversion: "1.0".into(),
+            id: format!("{}:{}:{}", app.id, app.version, kind.cloud_type()),
+            source: format!("gannet/apps/{}", app.id),
+            kind: kind.cloud_type(),
+            subject: app.id.to_string(),
+            time: rfc3339(at),
+            datacontenttype: "application/json".into(),
+            data: EventData {
+                app: app.id.clone(),
+                app_name: app.name.clone(),
+                deployment: None,
+                commit: app.running_commit.as_ref().map(ToString::to_string),
+                status: app.sync_status.as_str().into(),
+                stage: None,
+                reason: app.sync_reason.clone(),
+            },
+        }
+    }
 }
 
 /// Formats a timestamp as RFC 3339 UTC with milliseconds.
@@ -265,6 +293,9 @@ mod tests {
             Message::Step {
                 deployment: DeploymentId::parse("d-x").unwrap(),
                 seq: 3,
+            },
+            Message::DriftCheck {
+                app: AppId::parse("demo:app.pipecd.yaml").unwrap(),
             },
         ];
         for m in msgs {

@@ -25,6 +25,13 @@ pub enum HandlerError {
         #[source]
         source: gannet_core::plugin::StepError,
     },
+    /// Reading an app's live state failed in a way worth retrying.
+    #[error("live state of {app} could not be read, will retry")]
+    Live {
+        app: String,
+        #[source]
+        source: gannet_core::plugin::StepError,
+    },
     #[error("notification to {receiver} failed")]
     Notify {
         receiver: String,

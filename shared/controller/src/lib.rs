@@ -9,6 +9,7 @@ use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Clock, GitSource, Store};
 
 mod api;
+mod drift;
 mod error;
 pub mod http;
 mod notify;
@@ -106,6 +107,7 @@ impl Controller {
             Message::Plan { app } => self.plan(&app).await,
             Message::Step { deployment, seq } => self.step(&deployment, seq).await,
             Message::Notify { event } => self.notify(&event).await,
+            Message::DriftCheck { app } => self.drift_check(&app).await,
         }
     }
 }

@@ -155,7 +155,11 @@ impl Controller {
 
 /// The config at `path`, if it parses and every stage validates with these plugins; otherwise
 /// why not, as `file:line: field: message` lines.
-fn deployable_config(path: &str, text: &str, plugins: &Plugins) -> Result<AppConfig, String> {
+pub(crate) fn deployable_config(
+    path: &str,
+    text: &str,
+    plugins: &Plugins,
+) -> Result<AppConfig, String> {
     let cfg = config::parse_app_config(path, text).map_err(|e| e.to_string())?;
     let issues = check::validate(text, &cfg, plugins);
     if issues.is_empty() {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::drift::{DriftField, LiveResource};
 use crate::duration::Millis;
 use crate::ids::{AppId, CommitSha, DeploymentId, RepoId};
 
@@ -47,6 +48,16 @@ pub struct App {
     pub last_deployment_finished_at: Option<Millis>,
     /// The deployment holding the app's lock (PLANNED, RUNNING or ROLLING_BACK).
     pub active_deployment: Option<DeploymentId>,
+    /// What the last drift check found differing from Git (empty when in sync).
+    #[serde(default)]
+    pub drift: Vec<DriftField>,
+    /// The live resources the last drift check saw.
+    #[serde(default)]
+    pub live: Vec<LiveResource>,
+    /// When a drift check last changed the sync status, drift or live resources recorded
+    /// here (a check that finds nothing new writes nothing).
+    #[serde(default)]
+    pub drift_changed_at: Option<Millis>,
     pub updated_at: Millis,
     /// Optimistic-concurrency version, bumped by every write.
     pub version: u64,
@@ -66,6 +77,9 @@ impl App {
             running_commit: None,
             last_deployment_finished_at: None,
             active_deployment: None,
+            drift: Vec::new(),
+            live: Vec::new(),
+            drift_changed_at: None,
             updated_at: now,
             version: 0,
         }

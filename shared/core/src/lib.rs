@@ -5,6 +5,7 @@ pub mod app;
 pub mod check;
 pub mod config;
 pub mod deployment;
+pub mod drift;
 pub mod duration;
 #[cfg(any(test, feature = "test-util"))]
 pub mod fixture;

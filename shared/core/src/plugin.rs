@@ -11,6 +11,7 @@ use async_trait::async_trait;
 
 use crate::config::AppConfig;
 use crate::deployment::{Deployment, Stage, SyncStrategy, Trigger};
+use crate::drift::LiveState;
 use crate::duration::{GoDuration, Millis};
 use crate::ids::CommitSha;
 use crate::ports::{BoxError, Metadata};
@@ -124,6 +125,13 @@ pub struct StepContext<'a> {
     pub io: &'a dyn StepIo,
 }
 
+/// What a live-state check gets: the app's config and directory at the branch head.
+pub struct LiveContext<'a> {
+    pub app: &'a AppConfig,
+    /// The app's directory in a checkout of the branch head (the desired state).
+    pub app_dir: &'a Path,
+}
+
 /// An approval refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ApproveError {
@@ -191,6 +199,13 @@ pub trait Plugin: Send + Sync {
 
     /// Runs one step of `ctx.stage`.
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError>;
+
+    /// The live-state and drift faces: reads the app's live resources and compares them with
+    /// the desired state in `ctx.app_dir` (see [`crate::drift`]). `Ok(None)` when this plugin
+    /// cannot read live state. Must not change anything on the platform.
+    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
+        Ok(None)
+    }
 
     /// Records `user`'s approval of `stage`; returns the metadata to merge.
     fn approve(&self, stage: &Stage, _user: &str, _now: Millis) -> Result<Metadata, ApproveError> {

@@ -143,10 +143,18 @@ pub enum QueueName {
     Plan,
     Stage,
     Notify,
+    /// Drift checks, one message per app.
+    Drift,
 }
 
 impl QueueName {
-    pub const ALL: [QueueName; 4] = [Self::Trigger, Self::Plan, Self::Stage, Self::Notify];
+    pub const ALL: [QueueName; 5] = [
+        Self::Trigger,
+        Self::Plan,
+        Self::Stage,
+        Self::Notify,
+        Self::Drift,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -154,6 +162,7 @@ impl QueueName {
             Self::Plan => "plan",
             Self::Stage => "stage",
             Self::Notify => "notify",
+            Self::Drift => "drift",
         }
     }
 }

@@ -1,0 +1,331 @@
+//! Drift: the desired state read from Git against the live state read from the platform,
+//! as a list of the fields that differ, each with its Git value and its live value.
+//!
+//! The comparison walks the *desired* document. A field that Git does not set is never drift:
+//! the platform fills in defaults and computed fields (ARNs, revision ids, timestamps) that Git
+//! cannot know. Objects compare key by key, so key order never matters. Arrays compare by
+//! position, except under the paths a plugin marks unordered (subnets, security groups, tag
+//! lists), where AWS gives order no meaning: there they compare as multisets. Numbers compare by
+//! value (`512` equals `512.0`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One field whose live value differs from Git's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftField {
+    /// Where, such as `spec.vpcConfig.subnetIds` or `containerDefinitions[0].image`.
+    pub field: String,
+    /// The value in Git, as compact JSON.
+    pub git: String,
+    /// The live value, as compact JSON; `<unset>` when the live state lacks the field.
+    pub live: String,
+}
+
+/// The health of one live resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Health {
+    Healthy,
+    Unhealthy,
+    #[default]
+    Unknown,
+}
+
+/// One live resource of an app (a function alias, an ECS service, a task set).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LiveResource {
+    /// Such as `LambdaAlias`, `EcsService`, `EcsTaskSet`.
+    pub kind: String,
+    /// The resource's name or ARN.
+    pub id: String,
+    pub health: Health,
+    /// A short line a person can read, such as `version 7 at 100%`.
+    pub summary: String,
+}
+
+/// What a plugin's live-state face found for one app.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveState {
+    pub resources: Vec<LiveResource>,
+    /// Empty when the live state matches Git.
+    pub drift: Vec<DriftField>,
+}
+
+/// How one kind of resource compares. Paths are dot-separated keys from the document root;
+/// `*` stands for any one key or array index.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rules<'a> {
+    /// Arrays whose order means nothing.
+    pub unordered: &'a [&'a str],
+    /// Fields never compared, even when Git sets them.
+    pub ignored: &'a [&'a str],
+}
+
+/// The live value shown when the live state lacks a field that Git sets.
+pub const UNSET: &str = "<unset>";
+
+/// Values longer than this are cut in a [`DriftField`], so one huge field cannot swamp a diff.
+const MAX_VALUE_CHARS: usize = 200;
+
+/// The fields of `desired` whose value in `live` differs, in document order.
+pub fn diff(desired: &Value, live: &Value, rules: &Rules<'_>) -> Vec<DriftField> {
+    let mut out = Vec::new();
+    walk(&mut Vec::new(), desired, Some(live), rules, &mut out);
+    out
+}
+
+fn walk(
+    path: &mut Vec<String>,
+    desired: &Value,
+    live: Option<&Value>,
+    rules: &Rules<'_>,
+    out: &mut Vec<DriftField>,
+) {
+    if matches_any(path, rules.ignored) {
+        return;
+    }
+    let Some(live) = live.filter(|l| !l.is_null()) else {
+        if !is_empty(desired) {
+            out.push(field(path, desired, None));
+        }
+        return;
+    };
+    match (desired, live) {
+        (Value::Object(want), Value::Object(have)) => {
+            for (key, value) in want {
+                path.push(key.clone());
+                walk(path, value, have.get(key), rules, out);
+                path.pop();
+            }
+        }
+        (Value::Array(want), Value::Array(have)) if matches_any(path, rules.unordered) => {
+            if !same_multiset(want, have) {
+                out.push(field(path, desired, Some(live)));
+            }
+        }
+        (Value::Array(want), Value::Array(have)) if want.len() == have.len() => {
+            for (i, (w, h)) in want.iter().zip(have).enumerate() {
+                path.push(i.to_string());
+                walk(path, w, Some(h), rules, out);
+                path.pop();
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (a, b) if a == b => {}
+        _ => out.push(field(path, desired, Some(live))),
+    }
+}
+
+/// Null, `""`, `[]` and `{}` in Git say nothing, so an absent live field matches them.
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+fn same_multiset(a: &[Value], b: &[Value]) -> bool {
+    let key = |v: &Value| canonical(v);
+    let mut x: Vec<String> = a.iter().map(key).collect();
+    let mut y: Vec<String> = b.iter().map(key).collect();
+    x.sort();
+    y.sort();
+    x == y
+}
+
+/// JSON with object keys sorted (serde_json's map keeps them sorted) and numbers normalised.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.as_f64().map_or_else(|| n.to_string(), |f| format!("{f}")),
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(canonical).collect();
+            format!("[{}]", inner.join(","))
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, String)> =
+                map.iter().map(|(k, v)| (k, canonical(v))).collect();
+            entries.sort();
+            let inner: Vec<String> = entries
+                .iter()
+                .map(|(k, v)| format!("{}:{v}", Value::String((*k).clone())))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn matches_any(path: &[String], patterns: &[&str]) -> bool {
+    patterns.iter().any(|p| {
+        let parts: Vec<&str> = p.split('.').collect();
+        parts.len() == path.len() && parts.iter().zip(path).all(|(p, s)| *p == "*" || p == s)
+    })
+}
+
+fn field(path: &[String], desired: &Value, live: Option<&Value>) -> DriftField {
+    DriftField {
+        field: display_path(path),
+        git: shown(desired),
+        live: live.map_or_else(|| UNSET.to_owned(), shown),
+    }
+}
+
+/// `a.0.b` → `a[0].b`; the root is `.`.
+fn display_path(path: &[String]) -> String {
+    if path.is_empty() {
+        return ".".into();
+    }
+    let mut s = String::new();
+    for part in path {
+        if part.bytes().all(|b| b.is_ascii_digit()) {
+            s.push('[');
+            s.push_str(part);
+            s.push(']');
+        } else {
+            if !s.is_empty() {
+                s.push('.');
+            }
+            s.push_str(part);
+        }
+    }
+    s
+}
+
+fn shown(v: &Value) -> String {
+    let text = v.to_string();
+    if text.chars().count() <= MAX_VALUE_CHARS {
+        return text;
+    }
+    let cut: String = text.chars().take(MAX_VALUE_CHARS).collect();
+    format!("{cut}…")
+}
+
+/// One line for a person: `2 fields differ from Git: memorySize (git 512, live 1024); ...`.
+pub fn summary(fields: &[DriftField]) -> String {
+    if fields.is_empty() {
+        return "the live state matches Git".into();
+    }
+    let listed: Vec<String> = fields
+        .iter()
+        .take(3)
+        .map(|f| format!("{} (git {}, live {})", f.field, f.git, f.live))
+        .collect();
+    let more = fields.len().saturating_sub(3);
+    let tail = if more > 0 {
+        format!("; and {more} more")
+    } else {
+        String::new()
+    };
+    let noun = if fields.len() == 1 {
+        "field differs"
+    } else {
+        "fields differ"
+    };
+    format!(
+        "{} {noun} from Git: {}{tail}",
+        fields.len(),
+        listed.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const RULES: Rules<'static> = Rules {
+        unordered: &["vpcConfig.subnetIds", "tags", "containers.*.ports"],
+        ignored: &["revisionId"],
+    };
+
+    fn check(desired: Value, live: Value, expected: &[(&str, &str, &str)]) {
+        let got = diff(&desired, &live, &RULES);
+        let got: Vec<(&str, &str, &str)> = got
+            .iter()
+            .map(|f| (f.field.as_str(), f.git.as_str(), f.live.as_str()))
+            .collect();
+        assert_eq!(got, expected, "desired {desired} live {live}");
+    }
+
+    #[test]
+    fn compares_what_git_sets() {
+        // Same, with computed fields only on the live side.
+        check(
+            json!({"memorySize": 512, "environment": {"A": "1"}}),
+            json!({"memorySize": 512.0, "environment": {"A": "1"}, "functionArn": "arn:x", "revisionId": "r"}),
+            &[],
+        );
+        // A changed scalar and a missing field.
+        check(
+            json!({"memorySize": 512, "timeout": 30}),
+            json!({"memorySize": 1024}),
+            &[("memorySize", "512", "1024"), ("timeout", "30", UNSET)],
+        );
+        // Empty values in Git match an absent live field.
+        check(json!({"layers": [], "description": ""}), json!({}), &[]);
+        // Ignored even when Git sets it.
+        check(json!({"revisionId": "a"}), json!({"revisionId": "b"}), &[]);
+    }
+
+    #[test]
+    fn order_only_matters_where_it_means_something() {
+        // Reordered subnets are not drift (pipecd #6529).
+        check(
+            json!({"vpcConfig": {"subnetIds": ["a", "b"]}}),
+            json!({"vpcConfig": {"subnetIds": ["b", "a"]}}),
+            &[],
+        );
+        // A replaced subnet is.
+        check(
+            json!({"vpcConfig": {"subnetIds": ["a", "b"]}}),
+            json!({"vpcConfig": {"subnetIds": ["a", "c"]}}),
+            &[("vpcConfig.subnetIds", r#"["a","b"]"#, r#"["a","c"]"#)],
+        );
+        // Unordered under a wildcard, objects as elements, keys in any order.
+        check(
+            json!({"containers": [{"ports": [{"p": 80, "proto": "tcp"}, {"p": 443}]}]}),
+            json!({"containers": [{"ports": [{"p": 443.0}, {"proto": "tcp", "p": 80}]}]}),
+            &[],
+        );
+        // Ordered arrays compare by position and name the index.
+        check(
+            json!({"containers": [{"image": "a:1"}, {"image": "b:1"}]}),
+            json!({"containers": [{"image": "a:1"}, {"image": "b:2", "cpu": 0}]}),
+            &[("containers[1].image", r#""b:1""#, r#""b:2""#)],
+        );
+        // A different length is one difference at the array.
+        check(
+            json!({"layers": ["x"]}),
+            json!({"layers": ["x", "y"]}),
+            &[("layers", r#"["x"]"#, r#"["x","y"]"#)],
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_and_summaries_read() {
+        let long = "x".repeat(500);
+        let d = diff(&json!({"a": long}), &json!({"a": "y"}), &Rules::default());
+        assert_eq!(d[0].git.chars().count(), MAX_VALUE_CHARS + 1);
+        assert!(d[0].git.ends_with('…'));
+
+        assert_eq!(summary(&[]), "the live state matches Git");
+        let f = |n: &str| DriftField {
+            field: n.into(),
+            git: "1".into(),
+            live: "2".into(),
+        };
+        assert_eq!(
+            summary(&[f("a")]),
+            "1 field differs from Git: a (git 1, live 2)"
+        );
+        assert_eq!(
+            summary(&[f("a"), f("b"), f("c"), f("d")]),
+            "4 fields differ from Git: a (git 1, live 2); b (git 1, live 2); c (git 1, live 2); and 1 more"
+        );
+    }
+}
