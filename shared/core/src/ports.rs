@@ -298,6 +298,46 @@ pub trait GitSource: Send + Sync {
     async fn checkout(&self, repo: &RepoId, commit: &CommitSha) -> Result<PathBuf, GitError>;
 }
 
+/// The state of a commit status, as GitHub names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommitState {
+    Pending,
+    Success,
+    Failure,
+    Error,
+}
+
+impl CommitState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// One report of a deployment's state on the commit it deploys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitStatus {
+    pub commit: CommitSha,
+    /// Names the reporter, so each app keeps its own status on a commit: `gannet/<app name>`.
+    pub context: String,
+    pub state: CommitState,
+    /// A one-line summary of the stages; adapters cut it to what their host accepts.
+    pub description: String,
+    pub target_url: Option<String>,
+}
+
+/// Where a deployment's state is reported on its commit (GitHub commit status).
+#[async_trait]
+pub trait CommitStatuses: Send + Sync {
+    /// Sets the status of `status.context` on `status.commit`; a later report replaces it.
+    async fn report(&self, repo: &RepoId, status: &CommitStatus) -> Result<(), BoxError>;
+}
+
 pub trait Clock: Send + Sync {
     fn now(&self) -> Millis;
 }

@@ -1,5 +1,6 @@
-//! Git sources (local repository via the git CLI) and GitHub webhook signature checks and payloads.
+//! Git sources (local repository via the git CLI, GitHub API), GitHub commit statuses, and GitHub webhook signature checks and payloads.
 
+pub mod github;
 mod local;
 pub mod webhook;
 
