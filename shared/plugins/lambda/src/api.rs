@@ -36,7 +36,25 @@ impl LambdaApi {
     /// `$LATEST` of function `name`, with its code location and tags; `None` if it does not
     /// exist.
     pub(crate) async fn function(&self, name: &str) -> Result<Option<LiveFunction>, ApiError> {
-        let out = match self.client.get_function().function_name(name).send().await {
+        self.function_at(name, None).await
+    }
+
+    /// Function `name` at `qualifier` (a version or an alias: the version the alias points
+    /// at), or `$LATEST` without one, with its code location and the function's tags; `None`
+    /// if the function or the qualifier does not exist.
+    pub(crate) async fn function_at(
+        &self,
+        name: &str,
+        qualifier: Option<&str>,
+    ) -> Result<Option<LiveFunction>, ApiError> {
+        let out = match self
+            .client
+            .get_function()
+            .function_name(name)
+            .set_qualifier(qualifier.map(str::to_owned))
+            .send()
+            .await
+        {
             Ok(out) => out,
             Err(e) => {
                 return match classify("GetFunction", e) {
@@ -47,6 +65,10 @@ impl LambdaApi {
         };
         let mut live = out.configuration().map(live_function).unwrap_or_default();
         live.image_uri = out.code().and_then(|c| c.image_uri()).map(str::to_owned);
+        live.resolved_image_uri = out
+            .code()
+            .and_then(|c| c.resolved_image_uri())
+            .map(str::to_owned);
         live.tags = out
             .tags()
             .map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
@@ -343,8 +365,10 @@ fn live_function(c: &FunctionConfiguration) -> LiveFunction {
             _ => UpdateStatus::None,
         }),
         update_reason: text(c.last_update_status_reason()),
+        version: c.version().map(str::to_owned),
         code_sha256: text(c.code_sha256()),
         image_uri: None,
+        resolved_image_uri: None,
         revision_id: c.revision_id().map(str::to_owned),
         role: text(c.role()),
         handler: c.handler().map(str::to_owned),

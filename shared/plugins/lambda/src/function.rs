@@ -155,8 +155,12 @@ pub(crate) struct LiveFunction {
     pub state_reason: String,
     pub update: Option<UpdateStatus>,
     pub update_reason: String,
+    /// `Version`: `$LATEST` or a published version's number.
+    pub version: Option<String>,
     pub code_sha256: String,
     pub image_uri: Option<String>,
+    /// The image's digest form (`repo@sha256:...`) Lambda resolved `image_uri` to.
+    pub resolved_image_uri: Option<String>,
     pub revision_id: Option<String>,
     pub role: String,
     pub handler: Option<String>,

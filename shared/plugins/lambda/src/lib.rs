@@ -9,6 +9,9 @@
 //! - LAMBDA_ROLLBACK (hidden, added when any of the above is planned): the alias routing saved
 //!   before the deployment, and the running commit's configuration, back again.
 //!
+//! Live state and drift: what the alias serves (its routing, and the configuration and code of
+//! the version it points at) against the manifest at the branch head, in two Lambda calls.
+//!
 //! Every step is idempotent and never sleeps: a function that is still updating gives
 //! `Continue`. The alias (PipeCD's `Service` by default) is set per deploy target. Every function
 //! gets the `gannet.dev/managed-by`, `gannet.dev/app` and `gannet.dev/commit` tags.
@@ -19,6 +22,7 @@
 mod api;
 mod errors;
 mod function;
+mod live;
 mod manifest;
 mod meta;
 mod promote;
@@ -31,8 +35,10 @@ mod target;
 use async_trait::async_trait;
 use gannet_core::config::{AppConfig, Percentage};
 use gannet_core::deployment::Stage;
+use gannet_core::drift::LiveState;
 use gannet_core::plugin::{
-    AppFileError, PlanContext, Plugin, StageConfigError, StepContext, StepError, StepOutcome,
+    AppFileError, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
+    StepOutcome,
 };
 use gannet_core::StageId;
 use serde_json::{json, Value};
@@ -237,6 +243,15 @@ impl Plugin for LambdaPlugin {
                 "the lambda plugin does not run stage {other}"
             ))),
         }
+    }
+
+    /// What the alias serves against the manifest at the branch head (see `live`).
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
+        let target = self.target_for(ctx.app)?;
+        let api = target.api().await;
+        live::read(api, &target.config.alias, ctx.app, ctx.app_dir)
+            .await
+            .map(Some)
     }
 }
 

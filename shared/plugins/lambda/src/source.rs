@@ -188,7 +188,12 @@ pub fn managed_tags(app: &AppId, commit: &CommitSha) -> BTreeMap<String, String>
 
 /// Reads the zip at `rel` (relative to the app's directory `app_dir`, which is `app_rel` in
 /// the repository); it must stay inside the repository.
-fn read_zip(app_dir: &Path, app_rel: &str, rel: &str, file: &str) -> Result<Code, SourceError> {
+pub(crate) fn read_zip(
+    app_dir: &Path,
+    app_rel: &str,
+    rel: &str,
+    file: &str,
+) -> Result<Code, SourceError> {
     let err = |reason: String| SourceError::Zip {
         file: file.to_owned(),
         reason,
@@ -216,7 +221,7 @@ fn read_zip(app_dir: &Path, app_rel: &str, rel: &str, file: &str) -> Result<Code
 
 /// True when `rel`, taken from a directory `depth` levels below the repository root, never
 /// climbs above that root.
-fn stays_inside(depth: usize, rel: &Path) -> bool {
+pub(crate) fn stays_inside(depth: usize, rel: &Path) -> bool {
     let mut level = depth;
     for part in rel.components() {
         match part {

@@ -3,4 +3,5 @@
 
 mod deploy;
 mod harness;
+mod live;
 mod planning;
