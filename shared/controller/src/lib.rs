@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use gannet_core::plugin::Plugins;
-use gannet_core::ports::{Clock, GitSource, Store};
+use gannet_core::ports::{Clock, CommitStatuses, GitSource, Store};
 
 mod api;
 mod drift;
@@ -34,6 +34,7 @@ pub struct Controller {
     inner: Arc<Inner>,
 }
 
+#[derive(Clone)]
 struct Inner {
     store: Arc<dyn Store>,
     git: Arc<dyn GitSource>,
@@ -41,6 +42,8 @@ struct Inner {
     plugins: Plugins,
     settings: Settings,
     http: reqwest::Client,
+    /// Where deployments are reported on their commits (GitHub repositories only).
+    statuses: Option<Arc<dyn CommitStatuses>>,
 }
 
 impl Controller {
@@ -62,8 +65,16 @@ impl Controller {
                     .timeout(std::time::Duration::from_secs(10))
                     .build()
                     .unwrap_or_default(),
+                statuses: None,
             }),
         }
+    }
+
+    /// The same controller, also reporting each deployment's state as a commit status on the
+    /// commit it deploys (for repositories with a `github` name).
+    pub fn with_commit_statuses(mut self, statuses: Arc<dyn CommitStatuses>) -> Self {
+        Arc::make_mut(&mut self.inner).statuses = Some(statuses);
+        self
     }
 
     pub fn settings(&self) -> &Settings {
