@@ -1,6 +1,8 @@
-//! Human output: tables for lists, a stage table for one deployment, and progress lines.
+//! Human output: tables for lists, a stage table for one deployment, an app's drift (each
+//! field with its Git and live value) and live resources, and progress lines.
 
 use gannet_controller::{AppView, DeploymentView};
+use gannet_core::drift::Health;
 
 /// Prints rows as left-aligned columns under a header.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
@@ -49,6 +51,42 @@ pub fn app(a: &AppView) {
         "  active:   {}",
         a.active_deployment.as_ref().map_or("-", |d| d.as_str())
     );
+    if let Some(at) = &a.drift_changed_at {
+        println!("  drift:    last changed {at}");
+    }
+    if !a.drift.is_empty() {
+        println!();
+        let rows: Vec<Vec<String>> = a
+            .drift
+            .iter()
+            .map(|f| vec![f.field.clone(), f.git.clone(), f.live.clone()])
+            .collect();
+        table(&["DRIFTED FIELD", "GIT", "LIVE"], &rows);
+    }
+    if !a.live.is_empty() {
+        println!();
+        let rows: Vec<Vec<String>> = a
+            .live
+            .iter()
+            .map(|r| {
+                vec![
+                    r.kind.clone(),
+                    r.id.clone(),
+                    health(r.health).to_owned(),
+                    r.summary.clone(),
+                ]
+            })
+            .collect();
+        table(&["LIVE RESOURCE", "ID", "HEALTH", "SUMMARY"], &rows);
+    }
+}
+
+fn health(h: Health) -> &'static str {
+    match h {
+        Health::Healthy => "HEALTHY",
+        Health::Unhealthy => "UNHEALTHY",
+        Health::Unknown => "UNKNOWN",
+    }
 }
 
 pub fn deployments(list: &[DeploymentView]) {

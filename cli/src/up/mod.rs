@@ -1,6 +1,6 @@
 //! `gannet up`: the embedded runtime. One process serves the webhook and the JSON API, drains
-//! the SQLite queues with a worker pool, and runs the poll and resume timers. State lives in
-//! one SQLite file, so a restart resumes every in-flight deployment.
+//! the SQLite queues with a worker pool, and runs the poll, resume and drift timers. State
+//! lives in one SQLite file, so a restart resumes every in-flight deployment.
 
 mod worker;
 
@@ -126,6 +126,24 @@ pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
             move || {
                 let c = c.clone();
                 async move { c.poll().await }
+            }
+        },
+    )));
+
+    tasks.push(tokio::spawn(timer(
+        "drift",
+        // tokio's interval panics on zero: 100ms at least.
+        cfg.settings
+            .intervals
+            .drift
+            .get()
+            .max(Duration::from_millis(100)),
+        stop_rx.clone(),
+        {
+            let c = controller.clone();
+            move || {
+                let c = c.clone();
+                async move { c.drift_sweep().await.map(|_| ()) }
             }
         },
     )));

@@ -13,12 +13,14 @@ use tokio::task::JoinHandle;
 
 use crate::settings::Delivery;
 
-/// Queues in the order an idle worker looks at them: finishing work before starting more.
-const ORDER: [QueueName; 4] = [
+/// Queues in the order an idle worker looks at them: finishing work before starting more;
+/// drift checks last, as they only look.
+const ORDER: [QueueName; 5] = [
     QueueName::Stage,
     QueueName::Plan,
     QueueName::Trigger,
     QueueName::Notify,
+    QueueName::Drift,
 ];
 
 /// The longest an idle worker sleeps before it looks again (a send or a due message wakes it

@@ -9,6 +9,7 @@ use gannet_core::deployment::{
     CancelMode, CancelRequest, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy,
     Trigger, TriggerKind,
 };
+use gannet_core::drift::{DriftField, LiveResource};
 use gannet_core::ports::{Changes, DeploymentFilter, LogLine, StoreError};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, DeploymentId, StageId};
@@ -58,6 +59,15 @@ pub struct AppView {
     pub sync_reason: String,
     pub running_commit: Option<String>,
     pub active_deployment: Option<DeploymentId>,
+    /// The fields the last drift check found differing from Git, each with both values.
+    #[serde(default)]
+    pub drift: Vec<DriftField>,
+    /// The live resources the last drift check saw.
+    #[serde(default)]
+    pub live: Vec<LiveResource>,
+    /// When a drift check last found something new (RFC 3339).
+    #[serde(default)]
+    pub drift_changed_at: Option<String>,
 }
 
 impl From<App> for AppView {
@@ -73,6 +83,9 @@ impl From<App> for AppView {
             sync_reason: a.sync_reason,
             running_commit: a.running_commit.map(|c| c.to_string()),
             active_deployment: a.active_deployment,
+            drift: a.drift,
+            live: a.live,
+            drift_changed_at: a.drift_changed_at.map(rfc3339),
         }
     }
 }

@@ -5,17 +5,24 @@
 //!
 //! A check writes only when what it found differs from what is recorded, so a steady fleet
 //! costs reads only. The app write is conditional on the version read, so a check racing a
-//! deployment loses and looks again (then sees DEPLOYING).
+//! deployment loses and looks again (then sees DEPLOYING). An app with a deployment holding
+//! its lock is left alone: the deployment decides what is live.
+
+use std::path::Path;
 
 use gannet_core::app::{App, SyncStatus};
+use gannet_core::check;
+use gannet_core::config::AppConfig;
 use gannet_core::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKind};
 use gannet_core::drift::{self, LiveState};
-use gannet_core::plugin::{LiveContext, StepError};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, Write};
+use gannet_core::duration::Millis;
+use gannet_core::plugin::{LiveContext, Plugins, StepError};
+use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, Expect, Write};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::AppId;
 use gannet_events::{Event, EventKind, Message};
 
+use crate::plan::inside_repo;
 use crate::trigger::{deployable_config, notify, pending_deployment, put_if_changed};
 use crate::{Controller, HandlerError};
 
@@ -23,6 +30,7 @@ use crate::{Controller, HandlerError};
 struct Finding {
     status: SyncStatus,
     reason: String,
+    /// What the plugin read; `None` when nothing was (bad config, no plugin, refused).
     live: Option<LiveState>,
 }
 
@@ -36,9 +44,20 @@ impl Finding {
     }
 }
 
+enum Examined {
+    /// No live state was read (bad config, no plugin, repository gone).
+    Done(Finding),
+    Live {
+        finding: Finding,
+        cfg: Box<AppConfig>,
+        head: CommitInfo,
+    },
+}
+
 impl Controller {
     /// Queues a drift check for every app; returns how many. Each check runs as its own
-    /// message, so a fleet spreads across workers (or Lambda invocations).
+    /// message, so a fleet spreads across workers (or Lambda invocations). A check still
+    /// waiting from the last sweep is not queued twice (its dedupe key).
     pub async fn drift_sweep(&self) -> Result<usize, HandlerError> {
         let send: Vec<_> = self
             .inner
@@ -58,6 +77,7 @@ impl Controller {
                 })
                 .await?;
         }
+        tracing::info!(apps = queued, "drift sweep queued");
         Ok(queued)
     }
 
@@ -68,26 +88,22 @@ impl Controller {
             return Ok(());
         };
         if app.active_deployment.is_some() {
-            // The plan handler marked it DEPLOYING; the deployment decides what is live.
             return Ok(());
         }
-        let (finding, cfg, head) = match self.examine(&app).await? {
-            Examined::Done(finding) => (finding, None, None),
-            Examined::Live { finding, cfg, head } => (finding, Some(cfg), Some(head)),
+        let (finding, desired) = match self.examine(&app).await? {
+            Examined::Done(finding) => (finding, None),
+            Examined::Live { finding, cfg, head } => (finding, Some((cfg, head))),
         };
         let now = inner.clock.now();
         let mut next = app.clone();
         next.sync_status = finding.status;
         next.sync_reason = finding.reason;
-        if let Some(live) = finding.live {
-            next.drift = live.drift;
-            next.live = live.resources;
-        } else {
-            next.drift.clear();
-        }
+        let live = finding.live.unwrap_or_default();
+        next.drift = live.drift;
+        next.live = live.resources;
 
         let mut changes = Changes::default();
-        if let (Some(cfg), Some(head)) = (&cfg, &head) {
+        if let Some((cfg, head)) = &desired {
             if next.sync_status == SyncStatus::OutOfSync {
                 self.auto_sync(&mut next, cfg, head, now, &mut changes)
                     .await?;
@@ -97,23 +113,19 @@ impl Controller {
             return Ok(());
         }
         next.drift_changed_at = Some(now);
-        let status_changed = next.sync_status != app.sync_status;
+        let event = status_event(&app, &next);
         put_if_changed(&mut changes, Some(&app), next.clone(), now);
-        if status_changed {
-            let kind = match next.sync_status {
-                SyncStatus::Synced => Some(EventKind::ApplicationSynced),
-                SyncStatus::OutOfSync => Some(EventKind::ApplicationOutOfSync),
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                next.version += 1;
-                changes.send.push(
-                    Message::Notify {
-                        event: Box::new(Event::application(kind, &next, now)),
-                    }
-                    .outgoing(),
-                );
-            }
+        if let Some(kind) = event {
+            // The event shows the app as written (put_if_changed bumped the stored version),
+            // and goes before the deployment auto-sync may have triggered.
+            next.version += 1;
+            changes.send.insert(
+                0,
+                Message::Notify {
+                    event: Box::new(Event::application(kind, &next, now)),
+                }
+                .outgoing(),
+            );
             tracing::info!(app = %app.id, from = app.sync_status.as_str(), to = next.sync_status.as_str(), reason = %next.sync_reason, "sync status changed");
         }
         inner.store.apply(changes).await?;
@@ -140,10 +152,14 @@ impl Controller {
                 ),
             )));
         };
-        let cfg = match std::str::from_utf8(&bytes)
-            .map_err(|e| format!("{path}: not UTF-8: {e}"))
-            .and_then(|text| deployable_config(path, text, &inner.plugins))
-        {
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(Examined::Done(Finding::new(
+                SyncStatus::InvalidConfig,
+                format!("{path}: not UTF-8"),
+            )));
+        };
+        // The same words as the trigger handler's, so the two never flip the reason.
+        let cfg = match deployable_config(path, &text, &inner.plugins) {
             Ok(cfg) => cfg,
             Err(reason) => {
                 return Ok(Examined::Done(Finding::new(
@@ -159,6 +175,13 @@ impl Controller {
             )));
         };
         let root = inner.git.checkout(&app.repo, &head.sha).await?;
+        // The files the config names (a function manifest) must be valid too.
+        if let Some(reason) = manifest_issues(path, &text, app.id.dir(), &root, &inner.plugins) {
+            return Ok(Examined::Done(Finding::new(
+                SyncStatus::InvalidConfig,
+                reason,
+            )));
+        }
         let ctx = LiveContext {
             app: &cfg,
             app_dir: &root.join(app.id.dir()),
@@ -204,13 +227,14 @@ impl Controller {
     }
 
     /// Starts a deployment of an OUT_OF_SYNC app when `trigger.onOutOfSync` allows it and no
-    /// deployment of the app is already waiting.
+    /// deployment of the app is already waiting. Either way the reason names the deployment
+    /// that will run, in words a repeated check repeats exactly (so it writes nothing).
     async fn auto_sync(
         &self,
         app: &mut App,
-        cfg: &gannet_core::config::AppConfig,
-        head: &gannet_core::ports::CommitInfo,
-        now: gannet_core::duration::Millis,
+        cfg: &AppConfig,
+        head: &CommitInfo,
+        now: Millis,
         changes: &mut Changes,
     ) -> Result<(), HandlerError> {
         let decision = determiner::on_out_of_sync(cfg, false, app.last_deployment_finished_at, now);
@@ -229,6 +253,7 @@ impl Controller {
             .await?;
         if let Some(d) = waiting.first() {
             tracing::debug!(app = %app.id, pending = %d.id, "auto-sync not needed: a deployment is pending");
+            app.sync_reason = pending_note(&app.sync_reason, d.trigger.kind, d.id.as_str());
             return Ok(());
         }
         let Some(repo) = self.inner.settings.repo(&app.repo) else {
@@ -240,11 +265,11 @@ impl Controller {
             strategy: SyncStrategy::Auto,
         };
         // One deployment per drift observation: the app's version is part of the id, and the
-        // app write below is conditional on that version.
+        // app write is conditional on that version.
         let cause = format!("ON_OUT_OF_SYNC:{}", app.version);
         let d = pending_deployment(app, cfg, head, &repo.branch, trigger, &cause, now);
         tracing::info!(app = %app.id, deployment = %d.id, %reason, "auto-sync triggered");
-        app.sync_reason = format!("{}; auto-sync started deployment {}", app.sync_reason, d.id);
+        app.sync_reason = pending_note(&app.sync_reason, TriggerKind::OnOutOfSync, d.id.as_str());
         changes.send.push(
             Message::Plan {
                 app: app.id.clone(),
@@ -262,12 +287,57 @@ impl Controller {
     }
 }
 
-enum Examined {
-    /// No live state was read (bad config, no plugin, repository gone).
-    Done(Finding),
-    Live {
-        finding: Finding,
-        cfg: Box<gannet_core::config::AppConfig>,
-        head: gannet_core::ports::CommitInfo,
-    },
+/// The reason, with the deployment that will put the app back.
+fn pending_note(reason: &str, kind: TriggerKind, deployment: &str) -> String {
+    if kind == TriggerKind::OnOutOfSync {
+        format!("{reason}; auto-sync started deployment {deployment}")
+    } else {
+        format!("{reason}; deployment {deployment} is pending")
+    }
 }
+
+/// The event a check that moves the app from `before` to `after` raises, if any. A deployment
+/// that ends marks the app SYNCED without looking at the platform, leaving the drift it was
+/// started for on the record: until a check confirms the drift is gone, the app still counts
+/// as OUT_OF_SYNC here, so that check raises APPLICATION_SYNCED.
+fn status_event(before: &App, after: &App) -> Option<EventKind> {
+    let was = if before.sync_status == SyncStatus::Synced && !before.drift.is_empty() {
+        SyncStatus::OutOfSync
+    } else {
+        before.sync_status
+    };
+    match after.sync_status {
+        _ if after.sync_status == was => None,
+        SyncStatus::Synced => Some(EventKind::ApplicationSynced),
+        SyncStatus::OutOfSync => Some(EventKind::ApplicationOutOfSync),
+        _ => None,
+    }
+}
+
+/// What is wrong with the files the config at `path` names, as `file:line: field: message`,
+/// read from the checkout at `root`; `None` when they are fine.
+fn manifest_issues(
+    path: &str,
+    text: &str,
+    app_dir: &str,
+    root: &Path,
+    plugins: &Plugins,
+) -> Option<String> {
+    let read = |rel: &str| std::fs::read_to_string(root.join(inside_repo(app_dir, rel)?)).ok();
+    let checked = check::check_app(path, text, plugins, &read);
+    if checked.ok {
+        return None;
+    }
+    let lines: Vec<String> = checked
+        .errors
+        .iter()
+        .map(|i| {
+            let line = i.line.map(|l| format!("{l}:")).unwrap_or_default();
+            format!("{path}:{line} {}: {}", i.field, i.message)
+        })
+        .collect();
+    Some(lines.join("; "))
+}
+
+#[cfg(test)]
+mod tests;

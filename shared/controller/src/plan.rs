@@ -221,7 +221,7 @@ impl Controller {
 
 /// `rel`, taken from the app directory `app_dir`, as a path from the repository root; `None`
 /// when it is absolute or climbs out of the repository.
-fn inside_repo(app_dir: &str, rel: &str) -> Option<PathBuf> {
+pub(crate) fn inside_repo(app_dir: &str, rel: &str) -> Option<PathBuf> {
     let mut parts: Vec<&str> = app_dir.split('/').filter(|p| !p.is_empty()).collect();
     for part in Path::new(rel).components() {
         match part {
