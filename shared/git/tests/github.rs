@@ -449,12 +449,12 @@ async fn rate_limits_server_errors_and_timeouts_are_failures() {
     let cache = tempfile::tempdir().unwrap();
     let client = GithubClient::new(&token(), &fake.base)
         .unwrap()
-        .with_timeout(Duration::from_millis(300));
+        .with_timeout(Duration::from_secs(1));
     let slow = GithubSource::new(client, vec![(shop(), REPO.into())])
         .unwrap()
         .with_cache_dir(cache.path());
     let mut stall = fault(200, &[], "{}");
-    stall.delay = Duration::from_secs(3);
+    stall.delay = Duration::from_secs(5);
     fake.fault(stall);
     check_err(
         slow.head(&shop(), "main").await,
@@ -638,4 +638,51 @@ async fn commit_statuses_are_posted_per_state_with_short_descriptions() {
         "{}",
         error_chain(err.as_ref())
     );
+}
+
+#[test]
+fn set_up_errors_say_what_is_wrong() {
+    let outside = GithubClient::new(&token(), "https://api.github.com").err();
+    assert_eq!(
+        outside.map(|e| e.to_string()).as_deref(),
+        Some("the GitHub client must be built inside a Tokio runtime")
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let client = |auth: &GithubAuth, base: &str| {
+            GithubClient::new(auth, base).err().map(|e| e.to_string())
+        };
+        assert_eq!(
+            client(&token(), "api.github.com").as_deref(),
+            Some("GitHub base URI \"api.github.com\" is not an absolute http(s) URI")
+        );
+        let spaced = GithubAuth::Token(Secret::new("ghp_a b".into()));
+        assert_eq!(
+            client(&spaced, "https://api.github.com").as_deref(),
+            Some("GitHub token must be a non-empty string of visible ASCII characters")
+        );
+        let ok = || GithubClient::new(&token(), "https://api.github.com").unwrap();
+        let repos = |list: &[(&str, &str)]| {
+            list.iter()
+                .map(|(id, name)| (RepoId::parse(id).unwrap(), name.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let source = |list: &[(&str, &str)]| {
+            GithubSource::new(ok(), repos(list))
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            source(&[("shop", "acme")]).as_deref(),
+            Some("repository shop: \"acme\" is not OWNER/NAME")
+        );
+        assert_eq!(
+            source(&[("shop", "acme/shop"), ("shop", "acme/other")]).as_deref(),
+            Some("repository shop is listed twice")
+        );
+        assert!(GithubStatuses::new(ok(), repos(&[("shop", "acme/x/y")])).is_err());
+    });
 }

@@ -52,6 +52,7 @@ impl GithubClient {
     /// A client for the API at `base_uri` ([`DEFAULT_BASE_URI`], or GitHub Enterprise's
     /// `https://HOST/api/v3`). An App's key is tried once here, so a bad key fails now.
     pub fn new(auth: &GithubAuth, base_uri: &str) -> Result<Self, SetupError> {
+        tokio::runtime::Handle::try_current().map_err(|_| SetupError::NoRuntime)?;
         let base = parse_base(base_uri)?;
         let origin = origin_of(&base)?;
         let builder = Octocrab::builder()

@@ -4,9 +4,11 @@
 //! - `head`: `GET /repos/{o}/{r}/branches/{branch}` (the head commit with its message, author
 //!   and committer time); `commit`: `GET /repos/{o}/{r}/git/commits/{sha}`.
 //! - `changed_files`: the compare API, falling back to comparing the two trees when the compare
-//!   answer may be incomplete (300 files or more, or head not ahead of base); see [`changes`].
+//!   answer may be incomplete (300 files or more, or head not ahead of base); see the `changes`
+//!   module.
 //! - `list_files`, `read_file`, `checkout`: the tarball at the commit, unpacked once per sha
-//!   under the cache directory (default `/tmp/gannet-github/<repo>/<sha>`); see [`tarball`].
+//!   under the cache directory (default `/tmp/gannet-github/<repo>/<sha>`); see the `tarball`
+//!   module.
 //!
 //! A 404 on a branch is [`GitError::NoBranch`], on a commit [`GitError::NoCommit`] (after
 //! checking that the repository itself is visible, so a wrong name or missing access is not
@@ -50,6 +52,8 @@ pub enum SetupError {
     PrivateKey,
     #[error("cannot build the GitHub client")]
     Client(#[source] octocrab::Error),
+    #[error("the GitHub client must be built inside a Tokio runtime")]
+    NoRuntime,
     #[error("repository {repo}: {name:?} is not OWNER/NAME")]
     RepoName { repo: RepoId, name: String },
     #[error("repository {0} is listed twice")]
@@ -198,7 +202,7 @@ impl Repo<'_> {
             .await
     }
 
-    /// Changed paths from the two commits' trees (see [`changes`]).
+    /// Changed paths from the two commits' trees (see the `changes` module).
     async fn tree_diff(
         &self,
         from: &CommitSha,
