@@ -30,7 +30,7 @@ async fn fresh() -> (Aws, DynamoStore, String) {
 
 fn put_app(name: &str) -> Write {
     Write::PutApp {
-        app: app_fixture(name),
+        app: Box::new(app_fixture(name)),
         expect: Expect::Absent,
     }
 }
@@ -191,7 +191,7 @@ async fn apps_read_past_one_page_in_id_order() {
         let mut app = app_fixture(&format!("app{i:02}"));
         app.labels.insert("big".to_owned(), big.clone());
         writes.push(Write::PutApp {
-            app,
+            app: Box::new(app),
             expect: Expect::Absent,
         });
     }

@@ -213,7 +213,10 @@ pub(crate) fn put_if_changed(
     };
     app.version = before.map_or(1, |b| b.version + 1);
     app.updated_at = now;
-    changes.writes.push(Write::PutApp { app, expect });
+    changes.writes.push(Write::PutApp {
+        app: Box::new(app),
+        expect,
+    });
 }
 
 /// A new PENDING deployment of `app` at `head`, its id derived from app, commit and cause.

@@ -34,7 +34,7 @@ pub enum Expect {
 #[derive(Clone, Debug)]
 pub enum Write {
     PutApp {
-        app: App,
+        app: Box<App>,
         expect: Expect,
     },
     PutRepo {

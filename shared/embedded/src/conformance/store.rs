@@ -37,7 +37,10 @@ fn versioned_write(kind: Kind, name: &str, version: u64, expect: Expect) -> Writ
         Kind::App => {
             let mut app = app_fixture(name);
             app.version = version;
-            Write::PutApp { app, expect }
+            Write::PutApp {
+                app: Box::new(app),
+                expect,
+            }
         }
         Kind::Repo => {
             let mut repo = repo_fixture(name);
@@ -366,7 +369,7 @@ pub async fn items_round_trip<S: Store, Q: Queue>(s: Subject<S, Q>) {
     let mut writes: Vec<Write> = ["zeta", "alpha", "mid"]
         .into_iter()
         .map(|name| Write::PutApp {
-            app: app_fixture(name),
+            app: Box::new(app_fixture(name)),
             expect: Expect::Absent,
         })
         .collect();
