@@ -1,0 +1,281 @@
+//! The ECS platform plugin: deploys an `ECSApp` (PipeCD's config, task definition and service
+//! definition, unchanged) through task sets on a service with the EXTERNAL deployment
+//! controller, and routes traffic between the primary and canary target groups through ELBv2.
+//!
+//! - ECS_SYNC (the quick sync): the new task definition as the only task set, at 100%.
+//! - ECS_CANARY_ROLLOUT `{scale}`: a canary task set on the canary target group.
+//! - ECS_PRIMARY_ROLLOUT: a new primary task set; then the old primary goes. The canary stays.
+//! - ECS_TRAFFIC_ROUTING `{primary|canary}`: the weights of every listener rule forwarding to
+//!   the pair.
+//! - ECS_CANARY_CLEAN: the canary task set goes, once no traffic reaches it.
+//! - ECS_ROLLBACK (hidden, added when any of the above is planned): weights 100/0, the running
+//!   commit's service and task definition as the only task set.
+//!
+//! Every step is idempotent and never sleeps: a task set that is not steady yet gives
+//! `Continue`. A desired count of 0 or none in Git is never applied, leaving autoscaling alone.
+//! Every resource gets the `gannet.dev/managed-by`, `gannet.dev/app` and `gannet.dev/commit`
+//! tags; task sets also `gannet.dev/variant`.
+//!
+//! An app uses the deploy target its config names (`spec.deployTarget(s)` of an
+//! `Application`), or the only one there is.
+
+mod api;
+mod errors;
+mod live;
+pub mod manifest;
+mod meta;
+mod rollback;
+mod rollout;
+mod routing;
+mod source;
+mod step;
+mod sync;
+mod target;
+mod traffic;
+
+use async_trait::async_trait;
+use gannet_core::config::AppConfig;
+use gannet_core::deployment::Stage;
+use gannet_core::plugin::{
+    AppFileError, PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError,
+    StepOutcome,
+};
+use gannet_core::StageId;
+use serde_json::{json, Value};
+
+pub use errors::ApiError;
+pub use source::{
+    managed_tags, SourceError, TAG_APP, TAG_COMMIT, TAG_MANAGED_BY, TAG_REGISTERED_BY, TAG_VARIANT,
+};
+pub use target::DeployTarget;
+
+use crate::meta::Meta;
+use crate::step::Step;
+use crate::target::Target;
+
+pub const STAGE_SYNC: &str = "ECS_SYNC";
+pub const STAGE_CANARY_ROLLOUT: &str = "ECS_CANARY_ROLLOUT";
+pub const STAGE_PRIMARY_ROLLOUT: &str = "ECS_PRIMARY_ROLLOUT";
+pub const STAGE_TRAFFIC_ROUTING: &str = "ECS_TRAFFIC_ROUTING";
+pub const STAGE_CANARY_CLEAN: &str = "ECS_CANARY_CLEAN";
+pub const STAGE_ROLLBACK: &str = "ECS_ROLLBACK";
+
+/// The stages that change something; ECS_ROLLBACK undoes them.
+pub(crate) const FORWARD_STAGES: [&str; 5] = [
+    STAGE_SYNC,
+    STAGE_CANARY_ROLLOUT,
+    STAGE_PRIMARY_ROLLOUT,
+    STAGE_TRAFFIC_ROUTING,
+    STAGE_CANARY_CLEAN,
+];
+
+/// The quick sync stage's id.
+pub const QUICK_SYNC_STAGE_ID: &str = "ecs-sync";
+/// The hidden rollback stage's id.
+pub const ROLLBACK_STAGE_ID: &str = "ecs-rollback";
+
+/// Runs the ECS stages against the configured deploy targets.
+#[derive(Debug)]
+pub struct EcsPlugin {
+    targets: Vec<Target>,
+}
+
+impl EcsPlugin {
+    /// A plugin deploying to `targets`, each with credentials from the standard AWS chain.
+    pub fn new(targets: Vec<DeployTarget>) -> Self {
+        Self {
+            targets: targets.into_iter().map(|t| Target::new(t, None)).collect(),
+        }
+    }
+
+    /// The deploy target `app` uses.
+    fn target_for(&self, app: &AppConfig) -> Result<&Target, StepError> {
+        let names: Vec<&str> = self
+            .targets
+            .iter()
+            .map(|t| t.config.name.as_str())
+            .collect();
+        let fail = |m: String| Err(StepError::Permanent(m));
+        if let Some(wanted) = app.deploy_targets().first() {
+            return match self.targets.iter().find(|t| t.config.name == *wanted) {
+                Some(t) => Ok(t),
+                None => fail(format!(
+                    "spec.deployTargets: no ECS deploy target named {wanted:?} in the controller config (it has: {})",
+                    names.join(", ")
+                )),
+            };
+        }
+        match self.targets.as_slice() {
+            [one] => Ok(one),
+            [] => fail(
+                "no ECS deploy target is configured: add one under plugins.ecs.deployTargets in gannet.yaml".into(),
+            ),
+            _ => fail(format!(
+                "the controller config has {} ECS deploy targets ({}); an ECSApp cannot name one, so keep one, or use kind: Application with spec.deployTargets",
+                names.len(),
+                names.join(", ")
+            )),
+        }
+    }
+}
+
+/// A stage's `with` that takes no options.
+fn no_options(with: &Value) -> Result<Value, StageConfigError> {
+    match with {
+        Value::Null => Ok(json!({})),
+        Value::Object(fields) => match fields.keys().next() {
+            None => Ok(json!({})),
+            Some(key) => Err(StageConfigError::new(
+                key.as_str(),
+                "unknown option (this stage takes none)",
+            )),
+        },
+        _ => Err(StageConfigError::new("with", "expected a map of options")),
+    }
+}
+
+fn planned(id: &str, name: &str, desc: &str) -> Stage {
+    let mut stage = Stage::planned(
+        StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0)),
+        name,
+        0,
+        json!({}),
+    );
+    stage.desc = desc.to_owned();
+    stage
+}
+
+#[async_trait]
+impl Plugin for EcsPlugin {
+    fn name(&self) -> &'static str {
+        "ecs"
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        &[
+            STAGE_SYNC,
+            STAGE_CANARY_ROLLOUT,
+            STAGE_PRIMARY_ROLLOUT,
+            STAGE_TRAFFIC_ROUTING,
+            STAGE_CANARY_CLEAN,
+            STAGE_ROLLBACK,
+        ]
+    }
+
+    fn deploys(&self, app: &AppConfig) -> bool {
+        app.platform() == Some("ecs")
+    }
+
+    fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        match name {
+            STAGE_CANARY_ROLLOUT => {
+                rollout::canary_options(with).map(rollout::canary_options_value)
+            }
+            STAGE_TRAFFIC_ROUTING => routing::options(with).map(routing::options_value),
+            STAGE_ROLLBACK => Err(StageConfigError::new(
+                "",
+                "ECS_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
+            )),
+            _ => no_options(with),
+        }
+    }
+
+    /// The task and service definitions must exist and validate, and the target groups must
+    /// name a container port of the task definition: a bad one fails the plan, naming the file
+    /// and the field.
+    fn check_app(
+        &self,
+        ctx: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        source::check_app(ctx.app, read)
+    }
+
+    fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
+        vec![planned(
+            QUICK_SYNC_STAGE_ID,
+            STAGE_SYNC,
+            "Deploy the task definition as the service's only task set, with all traffic",
+        )]
+    }
+
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned_stages: &[Stage]) -> Vec<Stage> {
+        let Some(last) = planned_stages.iter().rfind(|s| rollback::is_forward(s)) else {
+            return Vec::new();
+        };
+        let mut stage = planned(
+            ROLLBACK_STAGE_ID,
+            STAGE_ROLLBACK,
+            "Restore the routing, the running commit's service and task definition, and remove the canary",
+        );
+        stage.index = last.index;
+        vec![stage]
+    }
+
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        let d = ctx.deployment;
+        let stage = ctx.stage;
+        let rolling_back = stage.name == STAGE_ROLLBACK;
+        if rolling_back && rollback::started(&d.stages).is_empty() {
+            ctx.io
+                .log("No ECS stage of this deployment started; nothing to roll back")
+                .await;
+            return Ok(StepOutcome::Done(StageResult::Success));
+        }
+        let (dir, commit) = if rolling_back {
+            match (ctx.running_app_dir, d.running_commit.as_ref()) {
+                (Some(dir), Some(commit)) => (dir, commit.clone()),
+                _ => {
+                    let reason = "cannot roll back: this is the app's first deployment, so there is no earlier commit to return to; the ECS service is left as this deployment made it".to_owned();
+                    ctx.io.log(&reason).await;
+                    return Ok(StepOutcome::Done(StageResult::Failure { reason }));
+                }
+            }
+        } else {
+            (ctx.app_dir, d.commit.sha.clone())
+        };
+        let at = |e: SourceError| {
+            let prefix = if rolling_back {
+                format!("at the running commit {}: ", commit.short())
+            } else {
+                String::new()
+            };
+            StepError::Permanent(format!("{prefix}{e}"))
+        };
+        let app = source::load_app_config(dir, &d.app).map_err(at)?;
+        let desired = source::load(dir, &app).map_err(at)?;
+        let target = self.target_for(&app)?;
+        let api = target.api().await;
+        let mut step = Step {
+            ctx: &ctx,
+            api,
+            meta: Meta::new(ctx.io, stage),
+            desired,
+            commit,
+        };
+        match stage.name.as_str() {
+            STAGE_SYNC => sync::run(&mut step).await,
+            STAGE_CANARY_ROLLOUT => {
+                let scale = rollout::canary_options(&stage.with).map_err(|e| {
+                    StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id))
+                })?;
+                rollout::canary(&mut step, scale).await
+            }
+            STAGE_PRIMARY_ROLLOUT => rollout::primary(&mut step).await,
+            STAGE_TRAFFIC_ROUTING => {
+                let weights = routing::options(&stage.with).map_err(|e| {
+                    StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id))
+                })?;
+                traffic::route(&mut step, weights).await
+            }
+            STAGE_CANARY_CLEAN => traffic::clean(&mut step).await,
+            STAGE_ROLLBACK => rollback::run(&mut step).await,
+            other => Err(StepError::Permanent(format!(
+                "the ecs plugin does not run stage {other}"
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
