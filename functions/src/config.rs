@@ -1,0 +1,560 @@
+//! The functions' configuration: every variable read once, at start, into a
+//! [`FunctionConfig`]. A bad or missing value fails start-up with an error naming the variable.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use gannet_aws::QueueUrls;
+use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Supersede};
+use gannet_core::ports::QueueName;
+use gannet_core::{GoDuration, RepoId};
+use gannet_plugin_lambda::{DeployTarget, DEFAULT_ALIAS};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+pub const TABLE: &str = "GANNET_TABLE";
+pub const QUEUES: &str = "GANNET_QUEUES";
+pub const REPOS: &str = "GANNET_REPOS";
+pub const WEBHOOK_SECRET_ARN: &str = "GANNET_WEBHOOK_SECRET_ARN";
+pub const WEBHOOK_SECRET: &str = "GANNET_WEBHOOK_SECRET";
+pub const GITHUB_SECRET_ARN: &str = "GANNET_GITHUB_SECRET_ARN";
+pub const GITHUB_API_URL: &str = "GANNET_GITHUB_API_URL";
+pub const DEPLOY_TARGETS: &str = "GANNET_DEPLOY_TARGETS";
+pub const POLL_INTERVAL: &str = "GANNET_POLL_INTERVAL";
+pub const RESUME_INTERVAL: &str = "GANNET_RESUME_INTERVAL";
+pub const DRIFT_INTERVAL: &str = "GANNET_DRIFT_INTERVAL";
+pub const RECEIVERS: &str = "GANNET_RECEIVERS";
+pub const REGION: &str = "AWS_REGION";
+pub const ENDPOINT: &str = "AWS_ENDPOINT_URL";
+
+/// Where local git keeps clones and checked-out trees (Lambda can write only under `/tmp`).
+pub const DEFAULT_GIT_CACHE: &str = "/tmp/gannet-git";
+
+/// A variable is missing or holds a value that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{name} is not set")]
+    Missing { name: &'static str },
+    #[error("{name}: {message}")]
+    Invalid { name: &'static str, message: String },
+}
+
+fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        name,
+        message: message.into(),
+    }
+}
+
+/// Where the webhook secret comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WebhookSecret {
+    /// A Secrets Manager secret holding the secret as a plain string.
+    Arn(String),
+    /// The value itself (local runs).
+    Value(Secret),
+}
+
+/// The GitHub API settings, for repositories given by `"github"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GithubConfig {
+    /// A Secrets Manager secret: `{"token":...}` or `{"appId":...,"installationId":...,"privateKey":...}`.
+    pub secret_arn: Option<String>,
+    /// The API's base URI (GitHub Enterprise); `None` for `https://api.github.com`.
+    pub api_url: Option<String>,
+}
+
+/// Everything a function needs to know, read from the environment once.
+#[derive(Clone, Debug)]
+pub struct FunctionConfig {
+    pub region: String,
+    /// Another endpoint for every AWS API (`AWS_ENDPOINT_URL`; moto in tests).
+    pub endpoint: Option<String>,
+    pub table: String,
+    pub queues: BTreeMap<QueueName, QueueUrls>,
+    /// Each entry has `github` (read through the GitHub API) or `url` (read with local git).
+    pub repos: Vec<RepoSettings>,
+    pub webhook_secret: Option<WebhookSecret>,
+    pub github: GithubConfig,
+    pub lambda_targets: Vec<DeployTarget>,
+    pub intervals: Intervals,
+    pub receivers: Vec<Receiver>,
+    /// Local git's cache directory.
+    pub git_cache: PathBuf,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawQueue {
+    queue: String,
+    dead_letter: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRepo {
+    id: String,
+    github: Option<String>,
+    url: Option<String>,
+    #[serde(default = "default_branch")]
+    branch: String,
+    #[serde(default)]
+    supersede: RawSupersede,
+}
+
+fn default_branch() -> String {
+    "main".to_owned()
+}
+
+#[derive(Deserialize, Default)]
+enum RawSupersede {
+    #[default]
+    #[serde(rename = "never")]
+    Never,
+    #[serde(rename = "olderPending")]
+    OlderPending,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTargets {
+    #[serde(default)]
+    lambda: Vec<RawLambdaTarget>,
+    #[serde(default)]
+    ecs: Vec<serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawLambdaTarget {
+    name: String,
+    region: String,
+    role_arn: Option<String>,
+    endpoint: Option<String>,
+    alias: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReceiver {
+    name: String,
+    url: String,
+}
+
+/// Parses `text` as JSON into `T`; errors give the path inside the value.
+fn json<T: DeserializeOwned>(name: &'static str, text: &str) -> Result<T, ConfigError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        if path == "." || path == "?" {
+            invalid(name, inner.to_string())
+        } else {
+            invalid(name, format!("{path}: {inner}"))
+        }
+    })
+}
+
+impl FunctionConfig {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok())
+    }
+
+    /// Reads the variables through `env` (tests give a map).
+    pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |name: &'static str| env(name).filter(|v| !v.trim().is_empty());
+        let required = |name: &'static str| get(name).ok_or(ConfigError::Missing { name });
+
+        let region = get(REGION)
+            .or_else(|| get("AWS_DEFAULT_REGION"))
+            .ok_or(ConfigError::Missing { name: REGION })?;
+        let table = required(TABLE)?;
+        let queues = queues(&required(QUEUES)?)?;
+        let repos = repos(&required(REPOS)?)?;
+        let webhook_secret = match (get(WEBHOOK_SECRET_ARN), env(WEBHOOK_SECRET)) {
+            (Some(arn), _) => Some(WebhookSecret::Arn(arn)),
+            (None, Some(value)) if !value.is_empty() => {
+                Some(WebhookSecret::Value(Secret::new(value)))
+            }
+            _ => None,
+        };
+        let github = GithubConfig {
+            secret_arn: get(GITHUB_SECRET_ARN),
+            api_url: get(GITHUB_API_URL),
+        };
+        if let Some(url) = &github.api_url {
+            if !(url.starts_with("https://") || url.starts_with("http://")) {
+                return Err(invalid(
+                    GITHUB_API_URL,
+                    format!(
+                        "{url:?} is not an http(s) URL such as https://github.example.com/api/v3"
+                    ),
+                ));
+            }
+        }
+        let lambda_targets = match get(DEPLOY_TARGETS) {
+            Some(text) => deploy_targets(&text)?,
+            None => Vec::new(),
+        };
+        let defaults = Intervals::default();
+        let intervals = Intervals {
+            poll: interval(&get, POLL_INTERVAL, defaults.poll)?,
+            resume: interval(&get, RESUME_INTERVAL, defaults.resume)?,
+            drift: interval(&get, DRIFT_INTERVAL, defaults.drift)?,
+        };
+        let receivers = match get(RECEIVERS) {
+            Some(text) => json::<Vec<RawReceiver>>(RECEIVERS, &text)?
+                .into_iter()
+                .map(|r| Receiver {
+                    name: r.name,
+                    url: r.url,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(Self {
+            region,
+            endpoint: get(ENDPOINT),
+            table,
+            queues,
+            repos,
+            webhook_secret,
+            github,
+            lambda_targets,
+            intervals,
+            receivers,
+            git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
+        })
+    }
+}
+
+fn queues(text: &str) -> Result<BTreeMap<QueueName, QueueUrls>, ConfigError> {
+    let raw: BTreeMap<String, RawQueue> = json(QUEUES, text)?;
+    let mut queues = BTreeMap::new();
+    for (name, urls) in raw {
+        match QueueName::ALL.into_iter().find(|q| q.as_str() == name) {
+            Some(queue) => {
+                queues.insert(
+                    queue,
+                    QueueUrls {
+                        queue: urls.queue,
+                        dead_letter: urls.dead_letter,
+                    },
+                );
+            }
+            None => {
+                let known: Vec<&str> = QueueName::ALL.iter().map(|q| q.as_str()).collect();
+                return Err(invalid(
+                    QUEUES,
+                    format!("unknown queue {name:?} (known: {})", known.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(queues)
+}
+
+fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
+    let raw: Vec<RawRepo> = json(REPOS, text)?;
+    let mut repos: Vec<RepoSettings> = Vec::with_capacity(raw.len());
+    for (i, r) in raw.into_iter().enumerate() {
+        let at = |field: &str, message: String| invalid(REPOS, format!("[{i}].{field}: {message}"));
+        let id = RepoId::parse(&r.id).map_err(|e| at("id", e.to_string()))?;
+        if repos.iter().any(|s| s.id == id) {
+            return Err(at("id", format!("{id} is listed twice")));
+        }
+        match (&r.github, &r.url) {
+            (Some(name), None) => {
+                let ok = name
+                    .split_once('/')
+                    .is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'));
+                if !ok {
+                    return Err(at("github", format!("{name:?} is not owner/name")));
+                }
+            }
+            (None, Some(url)) if url.trim().is_empty() => {
+                return Err(at("url", "must not be empty".into()));
+            }
+            (None, Some(_)) => {}
+            _ => {
+                return Err(invalid(
+                    REPOS,
+                    format!("[{i}]: give exactly one of github or url"),
+                ))
+            }
+        }
+        repos.push(RepoSettings {
+            id,
+            branch: r.branch,
+            github: r.github,
+            url: r.url,
+            supersede: match r.supersede {
+                RawSupersede::Never => Supersede::Never,
+                RawSupersede::OlderPending => Supersede::OlderPending,
+            },
+        });
+    }
+    Ok(repos)
+}
+
+fn deploy_targets(text: &str) -> Result<Vec<DeployTarget>, ConfigError> {
+    let raw: RawTargets = json(DEPLOY_TARGETS, text)?;
+    if !raw.ecs.is_empty() {
+        return Err(invalid(
+            DEPLOY_TARGETS,
+            "ecs: this build has no ECS plugin; remove the ecs targets",
+        ));
+    }
+    let mut targets: Vec<DeployTarget> = Vec::with_capacity(raw.lambda.len());
+    for (i, t) in raw.lambda.into_iter().enumerate() {
+        let at = |field: &str, message: String| {
+            invalid(DEPLOY_TARGETS, format!("lambda[{i}].{field}: {message}"))
+        };
+        if t.name.trim().is_empty() {
+            return Err(at("name", "must not be empty".into()));
+        }
+        if targets.iter().any(|d| d.name == t.name) {
+            return Err(at("name", format!("{} is listed twice", t.name)));
+        }
+        let region_ok = t.region.contains('-')
+            && t.region.ends_with(|c: char| c.is_ascii_digit())
+            && t.region
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        if !region_ok {
+            return Err(at(
+                "region",
+                format!("{:?} is not an AWS region such as us-east-1", t.region),
+            ));
+        }
+        if let Some(role) = t.role_arn.as_deref() {
+            if !(role.starts_with("arn:") && role.contains(":role/")) {
+                return Err(at("roleArn", format!("{role:?} is not a role ARN")));
+            }
+        }
+        if let Some(endpoint) = t.endpoint.as_deref() {
+            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+                return Err(at(
+                    "endpoint",
+                    format!("{endpoint:?} is not an http(s) URL"),
+                ));
+            }
+        }
+        let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
+        let alias_ok = (1..=128).contains(&alias.len())
+            && alias
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && !alias.chars().all(|c| c.is_ascii_digit());
+        if !alias_ok {
+            return Err(at("alias", format!("{alias:?} is not a Lambda alias name")));
+        }
+        targets.push(DeployTarget {
+            name: t.name,
+            region: t.region,
+            role_arn: t.role_arn,
+            endpoint: t.endpoint,
+            alias,
+        });
+    }
+    Ok(targets)
+}
+
+fn interval(
+    get: &dyn Fn(&'static str) -> Option<String>,
+    name: &'static str,
+    default: GoDuration,
+) -> Result<GoDuration, ConfigError> {
+    let Some(text) = get(name) else {
+        return Ok(default);
+    };
+    let value = GoDuration::parse(text.trim()).map_err(|e| invalid(name, e.to_string()))?;
+    if value.as_millis() < 100 {
+        return Err(invalid(
+            name,
+            format!("{value} is too short (at least 100ms)"),
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUEUES_JSON: &str = r#"{"trigger":{"queue":"https://q/t","dead_letter":"https://q/t-dlq"},"stage":{"queue":"https://q/s","dead_letter":"https://q/s-dlq"},"drift":{"queue":"https://q/d","dead_letter":"https://q/d-dlq"}}"#;
+
+    /// The config from the base variables with `changes` applied (`None` unsets).
+    fn check(changes: &[(&str, Option<&str>)]) -> Result<FunctionConfig, String> {
+        let mut env: BTreeMap<String, String> = [
+            (REGION, "us-east-1"),
+            (TABLE, "gannet"),
+            (QUEUES, QUEUES_JSON),
+            (REPOS, r#"[{"id":"shop","github":"acme/shop"}]"#),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        for (name, value) in changes {
+            match value {
+                Some(v) => env.insert((*name).to_owned(), (*v).to_owned()),
+                None => env.remove(*name),
+            };
+        }
+        FunctionConfig::from_lookup(&|name| env.get(name).cloned()).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn the_contract_example_reads() {
+        let c = check(&[
+            (REPOS, Some(r#"[{"id":"shop","github":"acme/shop","branch":"main","supersede":"olderPending"},{"id":"local","url":"/srv/repo"}]"#)),
+            (WEBHOOK_SECRET_ARN, Some("arn:aws:secretsmanager:us-east-1:1:secret:hook")),
+            (DEPLOY_TARGETS, Some(r#"{"lambda":[{"name":"prod","region":"us-east-1","roleArn":"arn:aws:iam::1:role/deployer","alias":"Live"}],"ecs":[]}"#)),
+            (RESUME_INTERVAL, Some("10s")),
+            (RECEIVERS, Some(r#"[{"name":"ops","url":"https://hooks.example.com/x"}]"#)),
+            (ENDPOINT, Some("http://127.0.0.1:5000")),
+        ])
+        .unwrap();
+        assert_eq!(c.table, "gannet");
+        assert_eq!(
+            c.queues.keys().copied().collect::<Vec<_>>(),
+            [QueueName::Trigger, QueueName::Stage, QueueName::Drift]
+        );
+        assert_eq!(c.queues[&QueueName::Stage].dead_letter, "https://q/s-dlq");
+        assert_eq!(c.repos[0].supersede, Supersede::OlderPending);
+        assert_eq!(c.repos[1].url.as_deref(), Some("/srv/repo"));
+        assert_eq!(c.repos[1].branch, "main");
+        assert_eq!(
+            c.webhook_secret,
+            Some(WebhookSecret::Arn(
+                "arn:aws:secretsmanager:us-east-1:1:secret:hook".into()
+            ))
+        );
+        assert_eq!(c.lambda_targets[0].alias, "Live");
+        assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
+        assert_eq!(c.intervals.poll, GoDuration::from_secs(60));
+        assert_eq!(c.receivers[0].name, "ops");
+        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
+    }
+
+    #[test]
+    fn a_plain_webhook_secret_is_taken_and_never_printed() {
+        let c = check(&[(WEBHOOK_SECRET, Some("s3cret"))]).unwrap();
+        assert!(
+            matches!(&c.webhook_secret, Some(WebhookSecret::Value(s)) if s.expose() == "s3cret")
+        );
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let cases: &[(&str, Option<&str>, &str)] = &[
+            (TABLE, None, "GANNET_TABLE is not set"),
+            (REGION, None, "AWS_REGION is not set"),
+            (QUEUES, Some("{"), "GANNET_QUEUES: EOF while parsing"),
+            (
+                QUEUES,
+                Some(r#"{"trigerr":{"queue":"a","dead_letter":"b"}}"#),
+                "GANNET_QUEUES: unknown queue \"trigerr\"",
+            ),
+            (
+                QUEUES,
+                Some(r#"{"trigger":{"queue":"a"}}"#),
+                "GANNET_QUEUES: trigger: missing field `dead_letter`",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a"}]"#),
+                "GANNET_REPOS: [0]: give exactly one of github or url",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a","github":"x","url":"/r"}]"#),
+                "GANNET_REPOS: [0]: give exactly one",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a","github":"acme"}]"#),
+                "GANNET_REPOS: [0].github: \"acme\" is not owner/name",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a:b","url":"/r"}]"#),
+                "GANNET_REPOS: [0].id: invalid repository id",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a","url":"/r"},{"id":"a","url":"/s"}]"#),
+                "GANNET_REPOS: [1].id: a is listed twice",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a","url":"/r","supersede":"always"}]"#),
+                "GANNET_REPOS: [0].supersede: unknown variant `always`",
+            ),
+            (
+                REPOS,
+                Some(r#"[{"id":"a","url":"/r","branhc":"x"}]"#),
+                "GANNET_REPOS: [0].branhc: unknown field `branhc`",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(r#"{"lambda":[{"name":"a"}]}"#),
+                "GANNET_DEPLOY_TARGETS: lambda[0]: missing field `region`",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(r#"{"lambda":[{"name":"a","region":"Mars"}]}"#),
+                "GANNET_DEPLOY_TARGETS: lambda[0].region: \"Mars\" is not an AWS region",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(r#"{"lambda":[{"name":"a","region":"us-east-1","roleArn":"deployer"}]}"#),
+                "GANNET_DEPLOY_TARGETS: lambda[0].roleArn",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(r#"{"lambda":[{"name":"a","region":"us-east-1","alias":"123"}]}"#),
+                "GANNET_DEPLOY_TARGETS: lambda[0].alias",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(
+                    r#"{"lambda":[{"name":"a","region":"us-east-1"},{"name":"a","region":"us-east-2"}]}"#,
+                ),
+                "GANNET_DEPLOY_TARGETS: lambda[1].name: a is listed twice",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(r#"{"ecs":[{"name":"a"}]}"#),
+                "GANNET_DEPLOY_TARGETS: ecs: this build has no ECS plugin",
+            ),
+            (
+                DEPLOY_TARGETS,
+                Some(r#"{"k8s":[]}"#),
+                "GANNET_DEPLOY_TARGETS: k8s: unknown field `k8s`",
+            ),
+            (RESUME_INTERVAL, Some("30"), "GANNET_RESUME_INTERVAL: "),
+            (
+                POLL_INTERVAL,
+                Some("10ms"),
+                "GANNET_POLL_INTERVAL: 10ms is too short",
+            ),
+            (
+                GITHUB_API_URL,
+                Some("github.example.com"),
+                "GANNET_GITHUB_API_URL: \"github.example.com\" is not an http(s) URL",
+            ),
+            (
+                RECEIVERS,
+                Some(r#"[{"name":"ops"}]"#),
+                "GANNET_RECEIVERS: [0]: missing field `url`",
+            ),
+        ];
+        for (name, value, want) in cases {
+            let err = check(&[(name, *value)]).err().unwrap_or_default();
+            assert!(err.starts_with(want), "{name}={value:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! gannet on AWS Lambda: one thin binary per handler (`src/bin/<name>.rs`), all calling
+//! [`start`] with their [`Function`].
+//!
+//! | function | invoked by | calls |
+//! |---|---|---|
+//! | `webhook` | Function URL (lambda_http) | [`http::webhook`] → `Controller::webhook` |
+//! | `trigger`, `plan`, `stage`, `notify` | SQS event source mapping with `ReportBatchItemFailures` | [`sqs::handle_batch`] → `Controller::handle` per record |
+//! | `poll`, `resume` | EventBridge Scheduler (Input JSON as-is) | [`schedule::poll`], [`schedule::resume`] |
+//! | `api` | HTTP API with IAM auth (lambda_http) | [`http::api`]: the axum router of `gannet up` |
+//!
+//! Each function, on a cold start:
+//! - reads its configuration from the environment once ([`FunctionConfig::from_env`]; the
+//!   variables are listed in [`config`]); a bad value stops it, naming the variable;
+//! - builds its clients, store, queues, git sources and plugins once ([`Runtime::start`]),
+//!   reading a secret from Secrets Manager only if it needs it: the webhook secret in
+//!   `webhook`; the GitHub credentials in the functions that read repositories or report
+//!   commit statuses (`trigger`, `plan`, `stage`, `notify`, `api`), when a repository is on
+//!   GitHub;
+//! - logs JSON through tracing (filter `RUST_LOG`, default `info`) to stdout, which Lambda
+//!   sends to CloudWatch Logs;
+//! - registers for Lambda's shutdown signal (an internal no-op extension, so SIGTERM arrives),
+//!   and on SIGTERM logs that it stops and flushes its output.
+//!
+//! Every handler is callable in-process with real-shaped events (`SqsEvent`,
+//! `lambda_http::Request`, the Scheduler's `serde_json::Value`), which is how the end-to-end
+//! tests drive them against moto.
+//!
+//! # The webhook's body limit
+//!
+//! A Lambda Function URL accepts request bodies up to 6 MB; GitHub sends push payloads up to
+//! 25 MB. A larger push never reaches the `webhook` function (the Function URL refuses it and
+//! GitHub records a failed delivery, which it never retries). The `poll` function's backstop
+//! queues a trigger for every repository each poll interval, and the trigger handler reads the
+//! branch head itself, so such a push is deployed within one poll interval all the same.
+//!
+//! # Repositories
+//!
+//! A repository given by `"github"` is read through GitHub's API (`gannet_git::github`, trees
+//! unpacked under `/tmp/gannet-github`), and `notify` reports each deployment on its commit as
+//! a commit status. One given by `"url"` is read with the git CLI, caching under
+//! `/tmp/gannet-git` (Lambda can write only under `/tmp`); the Lambda images have no git, so
+//! `"url"` is for tests and local runs.
+
+pub mod config;
+pub mod http;
+mod runtime;
+pub mod schedule;
+mod sources;
+pub mod sqs;
+mod start;
+
+use gannet_core::ports::QueueName;
+
+pub use config::{ConfigError, FunctionConfig};
+pub use runtime::{Clients, Runtime, StartError};
+pub use start::{init_tracing, start};
+
+/// The Lambda functions, one binary each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Function {
+    Webhook,
+    Trigger,
+    Plan,
+    Stage,
+    Notify,
+    Poll,
+    Resume,
+    Api,
+}
+
+impl Function {
+    pub const ALL: [Function; 8] = [
+        Self::Webhook,
+        Self::Trigger,
+        Self::Plan,
+        Self::Stage,
+        Self::Notify,
+        Self::Poll,
+        Self::Resume,
+        Self::Api,
+    ];
+
+    /// The binary's name (= the SAM template's `BuildProperties.Binary`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Webhook => "webhook",
+            Self::Trigger => "trigger",
+            Self::Plan => "plan",
+            Self::Stage => "stage",
+            Self::Notify => "notify",
+            Self::Poll => "poll",
+            Self::Resume => "resume",
+            Self::Api => "api",
+        }
+    }
+
+    /// Whether it reads repositories or reports commit statuses, and so needs GitHub's API
+    /// (and its secret) for GitHub repositories.
+    pub(crate) fn reads_github(self) -> bool {
+        matches!(
+            self,
+            Self::Trigger | Self::Plan | Self::Stage | Self::Notify | Self::Api
+        )
+    }
+
+    /// What invokes the function.
+    pub(crate) fn invoked_by(self) -> InvokedBy {
+        match self {
+            Self::Webhook => InvokedBy::FunctionUrl,
+            Self::Api => InvokedBy::HttpApi,
+            Self::Trigger => InvokedBy::Queue(QueueName::Trigger),
+            Self::Plan => InvokedBy::Queue(QueueName::Plan),
+            Self::Stage => InvokedBy::Queue(QueueName::Stage),
+            Self::Notify => InvokedBy::Queue(QueueName::Notify),
+            Self::Poll => InvokedBy::Schedule(Job::Poll),
+            Self::Resume => InvokedBy::Schedule(Job::Resume),
+        }
+    }
+
+    /// The queue an SQS consumer reads; `None` for the others.
+    pub fn queue(self) -> Option<QueueName> {
+        match self.invoked_by() {
+            InvokedBy::Queue(queue) => Some(queue),
+            _ => None,
+        }
+    }
+}
+
+/// What invokes a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum InvokedBy {
+    FunctionUrl,
+    HttpApi,
+    Queue(QueueName),
+    Schedule(Job),
+}
+
+/// The timer jobs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Job {
+    Poll,
+    Resume,
+}
+
+impl std::fmt::Display for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

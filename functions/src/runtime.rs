@@ -1,0 +1,238 @@
+//! What a function builds once per cold start: the AWS clients, the DynamoDB store, the SQS
+//! queues, each repository's git source, the plugins and the [`Controller`] over them.
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use gannet_aws::{
+    sdk_config, ClientOptions, DynamoStore, SqsOptions, SqsQueue, StoreOptions, SystemClock,
+};
+use gannet_controller::{Controller, Secret, Settings};
+use gannet_core::plugin::Plugins;
+use gannet_core::ports::{BoxError, Clock};
+use gannet_core::RepoId;
+use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
+
+use crate::config::{FunctionConfig, WebhookSecret, WEBHOOK_SECRET};
+use crate::sources::RepoSources;
+use crate::Function;
+
+/// The function could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("the {function} function consumes the {queue} queue, but GANNET_QUEUES has no {queue} entry")]
+    NoQueue {
+        function: &'static str,
+        queue: &'static str,
+    },
+    #[error("the webhook function needs the webhook secret: set GANNET_WEBHOOK_SECRET_ARN (or GANNET_WEBHOOK_SECRET for local runs)")]
+    NoWebhookSecret,
+    #[error("reading secret {arn} from Secrets Manager")]
+    ReadSecret {
+        arn: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("secret {arn} holds no string value")]
+    EmptySecret { arn: String },
+    #[error("GANNET_REPOS lists GitHub repositories, so the {function} function needs GANNET_GITHUB_SECRET_ARN")]
+    NoGithubSecret { function: &'static str },
+    #[error("GANNET_GITHUB_SECRET_ARN: secret {arn} is not GitHub credentials")]
+    GithubSecret {
+        arn: String,
+        #[source]
+        source: gannet_git::github::AuthError,
+    },
+    #[error("setting up GitHub")]
+    Github(#[source] gannet_git::github::SetupError),
+    #[error("repository {repo} has neither github nor url")]
+    NoRepoSource { repo: RepoId },
+    #[error("GANNET_REPOS")]
+    Repos(#[from] gannet_git::SetupError),
+}
+
+/// The AWS clients a function uses (tests point them at moto, or at a proxy in front of it).
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub secrets: aws_sdk_secretsmanager::Client,
+}
+
+impl Clients {
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Self {
+            dynamodb: aws_sdk_dynamodb::Client::new(sdk),
+            sqs: aws_sdk_sqs::Client::new(sdk),
+            secrets: aws_sdk_secretsmanager::Client::new(sdk),
+        }
+    }
+}
+
+/// One function's runtime: its controller and the queue adapter it settles messages with.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    function: Function,
+    controller: Controller,
+    queue: SqsQueue,
+}
+
+impl Runtime {
+    /// Builds everything from `config`, with clients on the standard AWS chain.
+    pub async fn start(function: Function, config: &FunctionConfig) -> Result<Self, StartError> {
+        let sdk = sdk_config(&ClientOptions {
+            region: config.region.clone(),
+            endpoint: config.endpoint.clone(),
+            credentials: None,
+        })
+        .await;
+        Self::with_clients(function, config, &Clients::new(&sdk)).await
+    }
+
+    /// Builds everything from `config` on the given clients.
+    pub async fn with_clients(
+        function: Function,
+        config: &FunctionConfig,
+        clients: &Clients,
+    ) -> Result<Self, StartError> {
+        if let Some(queue) = function.queue() {
+            if !config.queues.contains_key(&queue) {
+                return Err(StartError::NoQueue {
+                    function: function.name(),
+                    queue: queue.as_str(),
+                });
+            }
+        }
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let queue = SqsQueue::new(
+            clients.sqs.clone(),
+            config.queues.clone(),
+            clock.clone(),
+            SqsOptions::default(),
+        );
+        let store = DynamoStore::new(
+            clients.dynamodb.clone(),
+            config.table.clone(),
+            Arc::new(queue.clone()),
+            StoreOptions::default(),
+        );
+        let github = if function.reads_github() {
+            github_client(function, config, &clients.secrets).await?
+        } else {
+            None
+        };
+        let git = RepoSources::new(&config.repos, &config.git_cache, github.clone())?;
+        let webhook_secret = match (function, &config.webhook_secret) {
+            (Function::Webhook, Some(WebhookSecret::Value(secret))) => Some(secret.clone()),
+            (Function::Webhook, Some(WebhookSecret::Arn(arn))) => {
+                Some(Secret::new(secret_string(&clients.secrets, arn).await?))
+            }
+            (Function::Webhook, None) => return Err(StartError::NoWebhookSecret),
+            _ => None,
+        };
+        let plugins = Plugins::new(vec![
+            Arc::new(gannet_plugin_wait::WaitPlugin),
+            Arc::new(gannet_plugin_wait_approval::WaitApprovalPlugin),
+            Arc::new(gannet_plugin_script_run::ScriptRunPlugin::hiding_env(vec![
+                WEBHOOK_SECRET.to_owned(),
+            ])),
+            Arc::new(gannet_plugin_lambda::LambdaPlugin::new(
+                config.lambda_targets.clone(),
+            )),
+        ]);
+        let settings = Settings {
+            repos: config.repos.clone(),
+            webhook_secret,
+            intervals: config.intervals.clone(),
+            receivers: config.receivers.clone(),
+        };
+        let mut controller =
+            Controller::new(Arc::new(store), Arc::new(git), clock, plugins, settings);
+        if let (Function::Notify, Some(client)) = (function, github) {
+            let statuses =
+                GithubStatuses::new(client, github_repos(config)).map_err(StartError::Github)?;
+            controller = controller.with_commit_statuses(Arc::new(statuses));
+        }
+        Ok(Self {
+            function,
+            controller,
+            queue,
+        })
+    }
+
+    pub fn function(&self) -> Function {
+        self.function
+    }
+
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// The queue adapter, for settling received messages.
+    pub fn queue(&self) -> &SqsQueue {
+        &self.queue
+    }
+}
+
+/// `(id, owner/name)` of the GitHub repositories.
+fn github_repos(config: &FunctionConfig) -> Vec<(RepoId, String)> {
+    config
+        .repos
+        .iter()
+        .filter(|r| r.url.is_none())
+        .filter_map(|r| Some((r.id.clone(), r.github.clone()?)))
+        .collect()
+}
+
+/// The GitHub API client, with the credentials from Secrets Manager; `None` when no repository
+/// is on GitHub.
+async fn github_client(
+    function: Function,
+    config: &FunctionConfig,
+    secrets: &aws_sdk_secretsmanager::Client,
+) -> Result<Option<GithubClient>, StartError> {
+    if github_repos(config).is_empty() {
+        return Ok(None);
+    }
+    let arn = config
+        .github
+        .secret_arn
+        .as_deref()
+        .ok_or(StartError::NoGithubSecret {
+            function: function.name(),
+        })?;
+    let auth =
+        GithubAuth::from_secret_json(&secret_string(secrets, arn).await?).map_err(|source| {
+            StartError::GithubSecret {
+                arn: arn.to_owned(),
+                source,
+            }
+        })?;
+    let base = config.github.api_url.as_deref().unwrap_or(DEFAULT_BASE_URI);
+    GithubClient::new(&auth, base)
+        .map(Some)
+        .map_err(StartError::Github)
+}
+
+/// A Secrets Manager secret's string value.
+async fn secret_string(
+    client: &aws_sdk_secretsmanager::Client,
+    arn: &str,
+) -> Result<String, StartError> {
+    let out = client
+        .get_secret_value()
+        .secret_id(arn)
+        .send()
+        .await
+        .map_err(|e| StartError::ReadSecret {
+            arn: arn.to_owned(),
+            source: Box::new(e),
+        })?;
+    out.secret_string()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| StartError::EmptySecret {
+            arn: arn.to_owned(),
+        })
+}

@@ -1,0 +1,810 @@
+//! End to end on moto: the functions' real handlers, driven by a harness that plays the
+//! Lambda service (see `support`), deploy a `LambdaApp` to moto's Lambda API. A canary runs
+//! to SUCCESS (its AWS requests counted per service and operation); a failing SCRIPT_RUN rolls
+//! the canary back; a plan that dies before its message is sent is re-driven by `resume`
+//! within one interval; a step record delivered again after its visibility timeout changes
+//! nothing; bad records go to the dead-letter queue without failing their batch-mates.
+//!
+//! These tests need moto: `make test` starts it and sets GANNET_MOTO_ENDPOINT; without it they
+//! fail saying how to start it.
+
+// The helpers allow their own dead code (each test file uses a part of them).
+#[path = "../../tests/lambda_moto/mod.rs"]
+mod lambda_moto;
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use gannet_core::deployment::{DeploymentStatus, StageStatus};
+use gannet_core::ports::QueueName;
+use gannet_core::DeploymentId;
+use gannet_functions::{Function, Runtime};
+use lambda_moto as moto;
+use lambda_moto::Routing;
+use serde_json::{json, Value};
+use support::{owned, stages, Lab, LabOptions};
+
+const APP_DIR: &str = "apps/fn";
+const ALIAS: &str = "Service";
+
+fn lambda_app(stages: &str) -> String {
+    format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n  pipeline:\n    stages:\n{stages}"
+    )
+}
+
+fn function_yaml(function: &str, bucket: &str, key: &str) -> String {
+    format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  s3Bucket: {bucket}\n  s3Key: {key}\n",
+        moto::ROLE
+    )
+}
+
+/// The five-stage canary of the issue, with short waits.
+const CANARY: &str = "      - name: LAMBDA_CANARY_ROLLOUT
+      - name: WAIT
+        with: {duration: 0s}
+      - name: LAMBDA_PROMOTE
+        with: {percent: 50}
+      - name: WAIT
+        with: {duration: 2s}
+      - name: LAMBDA_PROMOTE
+        with: {percent: 100}
+";
+
+const CANARY_STAGES: [(&str, StageStatus); 6] = [
+    ("LAMBDA_CANARY_ROLLOUT", StageStatus::Success),
+    ("WAIT", StageStatus::Success),
+    ("LAMBDA_PROMOTE", StageStatus::Success),
+    ("WAIT", StageStatus::Success),
+    ("LAMBDA_PROMOTE", StageStatus::Success),
+    ("LAMBDA_ROLLBACK", StageStatus::NotStartedYet),
+];
+
+/// A lab with one Lambda function already deployed at version 1 (the first deployment, a
+/// quick sync).
+struct Canary {
+    lab: Lab,
+    function: String,
+    bucket: String,
+}
+
+impl Canary {
+    fn new(prefix: &str, options: LabOptions) -> Self {
+        moto::ensure_role();
+        let mut c = Self {
+            lab: Lab::new(options),
+            function: moto::unique(prefix),
+            bucket: moto::unique("code").to_lowercase(),
+        };
+        moto::create_bucket(&c.bucket);
+        let v1 = c.commit("v1", CANARY);
+        let id = c.push(&v1);
+        let d = c.lab.drive_to_end(&id);
+        assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+        assert_eq!(
+            stages(&d),
+            owned(&[
+                ("LAMBDA_SYNC", StageStatus::Success),
+                ("LAMBDA_ROLLBACK", StageStatus::NotStartedYet)
+            ]),
+            "the first deployment is a quick sync"
+        );
+        assert_eq!(c.alias(), Some(Routing::all_to("1")));
+        c
+    }
+
+    /// Uploads code `version` and commits a manifest deploying it with `stages`.
+    fn commit(&self, version: &str, stages: &str) -> String {
+        let key = format!("{version}.zip");
+        moto::put_object(&self.bucket, &key, moto::zip_bytes(version));
+        self.lab.repo.commit(
+            &[
+                (&format!("{APP_DIR}/app.pipecd.yaml"), &lambda_app(stages)),
+                (
+                    &format!("{APP_DIR}/function.yaml"),
+                    &function_yaml(&self.function, &self.bucket, &key),
+                ),
+            ],
+            &format!("deploy {version}"),
+        )
+    }
+
+    /// A signed push of `commit` through the webhook function; returns its deployment.
+    fn push(&mut self, commit: &str) -> DeploymentId {
+        let (status, body) = self.lab.push(commit);
+        assert_eq!(status, 202, "{body}");
+        assert_eq!(body["status"], "queued", "{body}");
+        self.lab.deployment_of(commit)
+    }
+
+    fn alias(&self) -> Option<Routing> {
+        moto::alias(&self.function, ALIAS)
+    }
+
+    fn versions(&self) -> Vec<String> {
+        moto::versions(&self.function)
+    }
+}
+
+#[test]
+fn a_five_stage_canary_runs_to_success_and_its_aws_requests_are_counted() {
+    let mut c = Canary::new("canary", LabOptions::default());
+    let v2 = c.commit("v2", CANARY);
+    // Count from the push of the new commit on.
+    c.lab.proxy.take();
+    c.lab.invocations.clear();
+    c.lab.esm.clear();
+
+    let id = c.push(&v2);
+    let mut during_wait = None;
+    c.lab
+        .drive_until("the canary to finish", support::LIMIT, |lab| {
+            let d = lab.deployment(&id);
+            if d.stages[3].status == StageStatus::Running && during_wait.is_none() {
+                during_wait = Some(moto::alias(&c.function, ALIAS));
+            }
+            d.status.is_terminal()
+        });
+    let requests = c.lab.proxy.take();
+    let invocations = c.lab.invocations.clone();
+    let esm = c.lab.esm.clone();
+
+    let d = c.lab.deployment(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    assert_eq!(stages(&d), owned(&CANARY_STAGES));
+    assert_eq!(
+        during_wait,
+        Some(Some(Routing::split("2", "1", 0.5))),
+        "during the second WAIT, version 2 has 50% and version 1 the rest"
+    );
+    assert_eq!(
+        c.alias(),
+        Some(Routing::all_to("2")),
+        "100%: no routing config"
+    );
+    assert_eq!(c.versions(), ["1", "2"]);
+
+    // The api function answers through lambda_http with the same JSON as `gannet up`.
+    let (status, body) = c.lab.api("GET", &format!("/api/v1/deployments/{id}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deployment"]["status"], "SUCCESS", "{body}");
+
+    report(&requests, &invocations, &esm);
+    let count = |service: &str, op: &str| {
+        requests
+            .get(&(service.to_owned(), op.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    };
+    let total: u64 = requests.values().sum();
+    assert!(
+        (20..600).contains(&total),
+        "{total} AWS requests for one deployment"
+    );
+    assert!(
+        requests
+            .keys()
+            .all(|(service, _)| ["dynamodb", "sqs", "lambda"].contains(&service.as_str())),
+        "only DynamoDB, SQS and Lambda are called: {requests:?}"
+    );
+    // Every stage's outcome is a conditional write; publishing happens exactly once.
+    assert!(count("dynamodb", "TransactWriteItems") + count("dynamodb", "PutItem") >= 6);
+    assert_eq!(count("lambda", "PublishVersion"), 1, "{requests:?}");
+    assert_eq!(
+        count("lambda", "UpdateAlias"),
+        2,
+        "50% then 100%: {requests:?}"
+    );
+    assert_eq!(invocations.get(&Function::Webhook), Some(&1));
+    for f in [Function::Trigger, Function::Plan, Function::Notify] {
+        assert!(
+            invocations.get(&f).is_some_and(|n| (1..50).contains(n)),
+            "{f}: {invocations:?}"
+        );
+    }
+    assert!(
+        invocations
+            .get(&Function::Stage)
+            .is_some_and(|n| (5..50).contains(n)),
+        "at least one stage invocation per stage: {invocations:?}"
+    );
+}
+
+/// Prints the request table and writes it as JSON for BENCHMARKS.md.
+fn report(
+    requests: &support::counting::Counts,
+    invocations: &BTreeMap<Function, u64>,
+    esm: &BTreeMap<&'static str, u64>,
+) {
+    let mut by_service: BTreeMap<&str, u64> = BTreeMap::new();
+    println!("AWS requests of one five-stage LambdaApp canary (push to SUCCESS):");
+    println!("| service | operation | requests |\n|---|---|---|");
+    for ((service, operation), n) in requests {
+        println!("| {service} | {operation} | {n} |");
+        *by_service.entry(service).or_default() += n;
+    }
+    for (service, n) in &by_service {
+        println!("| {service} | (all) | {n} |");
+    }
+    println!("\n| function | invocations |\n|---|---|");
+    for (f, n) in invocations {
+        println!("| {f} | {n} |");
+    }
+    println!("\n| event source mapping (harness) | calls |\n|---|---|");
+    for (call, n) in esm {
+        println!("| {call} | {n} |");
+    }
+    let json = json!({
+        "deployment": "LambdaApp canary: LAMBDA_CANARY_ROLLOUT, WAIT 0s, LAMBDA_PROMOTE 50, WAIT 2s, LAMBDA_PROMOTE 100; from the signed push to SUCCESS",
+        "aws_requests": requests
+            .iter()
+            .map(|((service, operation), n)| json!({"service": service, "operation": operation, "requests": n}))
+            .collect::<Vec<_>>(),
+        "aws_requests_by_service": by_service,
+        "aws_requests_total": requests.values().sum::<u64>(),
+        "function_invocations": invocations.iter().map(|(f, n)| (f.name(), *n)).collect::<BTreeMap<_, _>>(),
+        "event_source_mapping_calls": esm,
+        "note": "Requests from the functions' clients (DynamoDB, SQS, Lambda deploy target), counted by a proxy in front of moto. The event source mapping's calls are the harness's: one non-empty ReceiveMessage per batch and one DeleteMessageBatch per batch with successes; Lambda's real pollers also long-poll while idle.",
+    });
+    let path = std::env::var_os("GANNET_REQUESTS_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("gannet-aws-requests.json"));
+    std::fs::write(
+        &path,
+        serde_json::to_string_pretty(&json).unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    println!("\nwritten to {}", path.display());
+}
+
+/// `$CARGO_TARGET_DIR`, or the target directory this test binary was built in.
+fn target_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return dir.into();
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<binary>
+    exe.ancestors()
+        .nth(3)
+        .map(std::path::Path::to_path_buf)
+        .expect("the target directory")
+}
+
+#[test]
+fn a_failing_script_after_the_promote_rolls_the_canary_back_to_the_old_version() {
+    let failing = "      - name: LAMBDA_CANARY_ROLLOUT
+      - name: LAMBDA_PROMOTE
+        with: {percent: 50}
+      - name: SCRIPT_RUN
+        with: {run: 'echo checking; exit 1'}
+";
+    let mut c = Canary::new("rollback", LabOptions::default());
+    let v2 = c.commit("v2", failing);
+    let id = c.push(&v2);
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Failure, "{d:?}");
+    assert_eq!(
+        stages(&d),
+        owned(&[
+            ("LAMBDA_CANARY_ROLLOUT", StageStatus::Success),
+            ("LAMBDA_PROMOTE", StageStatus::Success),
+            ("SCRIPT_RUN", StageStatus::Failure),
+            ("LAMBDA_ROLLBACK", StageStatus::Success),
+        ]),
+        "{d:?}"
+    );
+    assert!(
+        d.status_reason.contains("stage-2 failed"),
+        "{}",
+        d.status_reason
+    );
+    assert_eq!(
+        c.alias(),
+        Some(Routing::all_to("1")),
+        "the alias routes everything to the old version again"
+    );
+    assert_eq!(c.versions(), ["1", "2"]);
+}
+
+/// Milliseconds since the epoch, as the store's clock reads them.
+fn now_ms() -> u64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock");
+    u64::try_from(since.as_millis()).expect("millis")
+}
+
+#[test]
+fn a_plan_that_dies_before_sending_its_message_is_redriven_by_resume_within_one_interval() {
+    let mut c = Canary::new(
+        "crash",
+        LabOptions {
+            resume_interval: Some("3s"),
+            ..LabOptions::default()
+        },
+    );
+    let v2 = c.commit("v2", CANARY);
+    let (status, body) = c.lab.push(&v2);
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(c.lab.deliver(QueueName::Trigger), 1, "the push's trigger");
+    let id = c
+        .lab
+        .find_deployment(&v2)
+        .expect("the trigger made the deployment");
+
+    // The plan function whose SQS sends fail at once (a closed port, no retries): it writes
+    // the plan to DynamoDB, then cannot send the step message, as if it died between the two.
+    let broken = {
+        let mut clients = c.lab.rt.block_on(support::clients_on(&c.lab.proxy.url));
+        let closed = c.lab.rt.block_on(support::sdk_on(&format!(
+            "http://127.0.0.1:{}",
+            support::closed_port()
+        )));
+        let sqs = aws_sdk_sqs::config::Builder::from(&closed)
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .build();
+        clients.sqs = aws_sdk_sqs::Client::from_conf(sqs);
+        c.lab
+            .rt
+            .block_on(Runtime::with_clients(
+                Function::Plan,
+                &c.lab.config,
+                &clients,
+            ))
+            .expect("the broken plan function starts")
+    };
+    let plan = c.lab.receive(QueueName::Plan, support::VISIBILITY_SECONDS);
+    assert_eq!(plan.len(), 1, "one plan message");
+    let response = c.lab.invoke_with(&broken, QueueName::Plan, &plan);
+    assert_eq!(
+        response.batch_item_failures.len(),
+        1,
+        "the dying plan reports its record failed"
+    );
+    // A crashed invocation's record would come back and be dropped as stale; drop it now.
+    c.lab.drop_message(QueueName::Plan, &plan[0]);
+
+    let d = c.lab.deployment(&id);
+    assert_eq!(
+        d.status,
+        DeploymentStatus::Planned,
+        "the plan was written: {d:?}"
+    );
+    let interval = c.lab.config.intervals.resume.as_millis();
+    let lease_end = d.due_at.0 + interval;
+    assert!(
+        now_ms() < lease_end,
+        "the crash took longer than a resume interval"
+    );
+    c.lab.round();
+    assert_eq!(
+        c.lab.deployment(&id),
+        d,
+        "the queues hold nothing that carries the deployment on"
+    );
+    assert_eq!(
+        c.lab.resume(),
+        json!({"job": "resume", "steps": 0, "plans": 0}),
+        "within its lease the deployment is left alone"
+    );
+
+    std::thread::sleep(Duration::from_millis(
+        lease_end.saturating_sub(now_ms()) + 100,
+    ));
+    assert_eq!(
+        c.lab.resume(),
+        json!({"job": "resume", "steps": 1, "plans": 0}),
+        "one resume interval after the crash, the sweep sends the step again"
+    );
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    assert_eq!(stages(&d), owned(&CANARY_STAGES));
+    assert_eq!(c.alias(), Some(Routing::all_to("2")));
+    assert_eq!(c.versions(), ["1", "2"]);
+}
+
+#[test]
+fn a_step_record_delivered_again_after_its_visibility_timeout_changes_nothing() {
+    let mut c = Canary::new("again", LabOptions::default());
+    let v2 = c.commit("v2", CANARY);
+    let (status, body) = c.lab.push(&v2);
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(c.lab.deliver(QueueName::Trigger), 1);
+    assert_eq!(c.lab.deliver(QueueName::Plan), 1);
+    let id = c
+        .lab
+        .find_deployment(&v2)
+        .expect("the trigger made the deployment");
+
+    // The first step (LAMBDA_CANARY_ROLLOUT publishes version 2): handled, never deleted.
+    let first = c.lab.receive(QueueName::Stage, 2);
+    assert_eq!(first.len(), 1, "one step message");
+    let response = c.lab.invoke(QueueName::Stage, &first);
+    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let after_once = c.lab.deployment(&id);
+    assert_eq!(
+        after_once.stages[0].status,
+        StageStatus::Success,
+        "{after_once:?}"
+    );
+    assert_eq!(c.versions(), ["1", "2"]);
+
+    // SQS delivers it again once its visibility timeout has passed.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let again = loop {
+        let got = c.lab.receive(QueueName::Stage, 2);
+        if let Some(m) = got.iter().find(|m| m.message_id() == first[0].message_id()) {
+            break m.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the record was not delivered again within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let receives = again
+        .attributes()
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+        })
+        .cloned();
+    assert_eq!(
+        receives.as_deref(),
+        Some("2"),
+        "the same record, second delivery"
+    );
+    let response = c.lab.invoke(QueueName::Stage, std::slice::from_ref(&again));
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "a stale step is done with: {response:?}"
+    );
+    c.lab
+        .delete_done(QueueName::Stage, std::slice::from_ref(&again), &response);
+    let after_twice = c.lab.deployment(&id);
+    assert_eq!(after_twice.seq, after_once.seq, "no step was taken twice");
+    assert_eq!(stages(&after_twice), stages(&after_once));
+    assert_eq!(c.versions(), ["1", "2"], "no version was published again");
+
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    assert_eq!(c.versions(), ["1", "2"]);
+    assert_eq!(c.alias(), Some(Routing::all_to("2")));
+}
+
+/// Sends `body` to `queue` straight to moto (with a `due_at` attribute when given).
+fn send_raw(lab: &Lab, queue: QueueName, body: &str, due_at: Option<u64>) {
+    let mut send = lab
+        .direct
+        .sqs
+        .send_message()
+        .queue_url(&lab.made.queues[&queue].queue)
+        .message_body(body);
+    if let Some(due) = due_at {
+        send = send.message_attributes(
+            gannet_aws::DUE_AT,
+            aws_sdk_sqs::types::MessageAttributeValue::builder()
+                .data_type("Number")
+                .string_value(due.to_string())
+                .build()
+                .expect("attribute"),
+        );
+    }
+    lab.rt.block_on(send.send()).expect("SendMessage");
+}
+
+#[test]
+fn bad_records_are_dead_lettered_with_their_reason_without_failing_their_batch_mates() {
+    let broken = support::unique("broken");
+    let mut lab = Lab::new(LabOptions {
+        extra_repos: vec![json!({"id": broken, "url": "/nonexistent/gannet-e2e-repo"})],
+        ..LabOptions::default()
+    });
+    lab.repo.commit(
+        &[(
+            "apps/web/app.pipecd.yaml",
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline:\n    stages:\n      - name: WAIT\n        with: {duration: 0s}\n",
+        )],
+        "web",
+    );
+    let trigger = |repo: &str| {
+        json!({"v": 1, "type": "trigger", "repo": repo, "cause": {"kind": "poll"}}).to_string()
+    };
+    let far = u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_millis(),
+    )
+    .expect("millis")
+        + 3_600_000;
+    let sent = [
+        ("good", trigger(&lab.repo_id), None),
+        ("not json", "this is not JSON".to_owned(), None),
+        (
+            "wrong version",
+            json!({"v": 2, "type": "trigger", "repo": lab.repo_id}).to_string(),
+            None,
+        ),
+        ("git fails", trigger(&broken), None),
+        ("early hop", trigger(&lab.repo_id), Some(far)),
+    ];
+    for (_, body, due) in &sent {
+        send_raw(&lab, QueueName::Trigger, body, *due);
+    }
+    let mut batch = Vec::new();
+    for _ in 0..20 {
+        batch.extend(lab.receive(QueueName::Trigger, support::VISIBILITY_SECONDS));
+        if batch.len() == sent.len() {
+            break;
+        }
+    }
+    assert_eq!(batch.len(), sent.len(), "one batch of every record");
+    let id_of = |what: &str| {
+        let (_, body, due) = sent.iter().find(|(w, _, _)| *w == what).expect("sent");
+        batch
+            .iter()
+            .find(|m| {
+                m.body() == Some(body.as_str())
+                    && m.message_attributes()
+                        .is_some_and(|a| a.contains_key(gannet_aws::DUE_AT))
+                        == due.is_some()
+            })
+            .and_then(|m| m.message_id())
+            .expect("received")
+            .to_owned()
+    };
+
+    let response = lab.invoke(QueueName::Trigger, &batch);
+    let failed: Vec<&str> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(
+        failed,
+        [id_of("git fails").as_str()],
+        "only the record that can succeed later fails"
+    );
+    lab.delete_done(QueueName::Trigger, &batch, &response);
+
+    // The good record ran: the app has a deployment, and its plan message is queued.
+    let deployments = lab.deployments();
+    assert_eq!(deployments.len(), 1, "{deployments:?}");
+    assert_eq!(
+        lab.receive(QueueName::Plan, 1).len(),
+        1,
+        "the good trigger queued a plan"
+    );
+
+    // The undecodable ones wait in the DLQ with their reasons.
+    let letters = lab
+        .rt
+        .block_on(gannet_core::ports::Queue::dead_letters(
+            lab.runtime(Function::Trigger).queue(),
+            QueueName::Trigger,
+        ))
+        .expect("dead letters");
+    let mut reasons: Vec<(String, String)> = letters
+        .iter()
+        .map(|l| (l.body.clone(), l.reason.clone()))
+        .collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert_eq!(reasons[0].0, "this is not JSON");
+    assert!(
+        reasons[0]
+            .1
+            .starts_with("cannot decode message: message is not JSON with a version"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].1.contains("message version 2 is not supported"),
+        "{reasons:?}"
+    );
+
+    // The early hop was sent on toward its due time, not handled; the failed record comes
+    // back after its retry delay, counted as its second receive.
+    let attributes = lab
+        .rt
+        .block_on(
+            lab.direct
+                .sqs
+                .get_queue_attributes()
+                .queue_url(&lab.made.queues[&QueueName::Trigger].queue)
+                .attribute_names(
+                    aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed,
+                )
+                .send(),
+        )
+        .expect("GetQueueAttributes");
+    let delayed = attributes
+        .attributes()
+        .and_then(|a| {
+            a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesDelayed)
+        })
+        .cloned();
+    assert_eq!(
+        delayed.as_deref(),
+        Some("1"),
+        "the forwarded hop waits, delayed"
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let again = loop {
+        let got = lab.receive(QueueName::Trigger, support::VISIBILITY_SECONDS);
+        if let Some(m) = got.into_iter().next() {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the failed record did not come back within 15 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(again.body(), Some(trigger(&broken).as_str()));
+}
+
+#[test]
+fn the_webhook_function_answers_each_request_as_github_needs() {
+    let mut lab = Lab::new(LabOptions::default());
+    let head = lab.repo.commit(&[("README", "hi")], "first");
+    let body = support::push_payload(&lab.repo, &head);
+    let good = gannet_git::webhook::sign(support::SECRET.as_bytes(), body.as_bytes());
+    let bad = gannet_git::webhook::sign(b"not the secret", body.as_bytes());
+    let ping = json!({"zen": "Keep it logically awesome.", "hook_id": 1}).to_string();
+    let ping_sig = gannet_git::webhook::sign(support::SECRET.as_bytes(), ping.as_bytes());
+    // (what, event header, delivery, signature, method, body) → (status, outcome)
+    let cases = [
+        (
+            (
+                "bad signature",
+                "push",
+                "d1",
+                Some(bad.as_str()),
+                "POST",
+                body.as_str(),
+            ),
+            (401, "rejected"),
+        ),
+        (
+            ("no signature", "push", "d2", None, "POST", body.as_str()),
+            (401, "rejected"),
+        ),
+        (
+            ("not POST", "push", "d3", Some(good.as_str()), "GET", ""),
+            (405, "rejected"),
+        ),
+        (
+            (
+                "ping",
+                "ping",
+                "d4",
+                Some(ping_sig.as_str()),
+                "POST",
+                ping.as_str(),
+            ),
+            (200, "pong"),
+        ),
+        (
+            (
+                "push",
+                "push",
+                "d5",
+                Some(good.as_str()),
+                "POST",
+                body.as_str(),
+            ),
+            (202, "queued"),
+        ),
+        (
+            (
+                "same delivery again",
+                "push",
+                "d5",
+                Some(good.as_str()),
+                "POST",
+                body.as_str(),
+            ),
+            (200, "duplicate"),
+        ),
+    ];
+    for ((what, event, delivery, signature, method, body), (status, outcome)) in cases {
+        let mut headers = vec![("x-github-event", event), ("x-github-delivery", delivery)];
+        headers.extend(signature.map(|s| ("x-hub-signature-256", s)));
+        let (got, answer) = lab.webhook(&headers, method, body);
+        assert_eq!(
+            (got, answer["status"].as_str()),
+            (status, Some(outcome)),
+            "{what}: {answer}"
+        );
+    }
+    let queued = lab.receive(QueueName::Trigger, support::VISIBILITY_SECONDS);
+    assert_eq!(queued.len(), 1, "one trigger, for the one accepted push");
+
+    // The Scheduler's poll queues a trigger for every repository.
+    assert_eq!(lab.poll(), json!({"job": "poll", "triggers": 1}));
+    let polled = lab.receive(QueueName::Trigger, support::VISIBILITY_SECONDS);
+    let bodies: Vec<Value> = polled
+        .iter()
+        .filter_map(|m| serde_json::from_str(m.body().unwrap_or_default()).ok())
+        .collect();
+    assert_eq!(
+        bodies,
+        [json!({"v": 1, "type": "trigger", "repo": lab.repo_id, "cause": {"kind": "poll"}})]
+    );
+}
+
+/// Creates a Secrets Manager secret on moto holding `value`; returns its ARN.
+fn secret(lab: &Lab, value: &str) -> String {
+    lab.rt
+        .block_on(
+            lab.direct
+                .secrets
+                .create_secret()
+                .name(support::unique("secret"))
+                .secret_string(value)
+                .send(),
+        )
+        .expect("CreateSecret")
+        .arn()
+        .expect("ARN")
+        .to_owned()
+}
+
+#[test]
+fn each_function_starts_with_the_secrets_it_needs_or_says_what_is_missing() {
+    use gannet_functions::config::{GithubConfig, WebhookSecret};
+    let lab = Lab::new(LabOptions::default());
+    let token = secret(&lab, r#"{"token":"ghp_e2etoken"}"#);
+    let not_json = secret(&lab, "ghp_plain");
+    let missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-here".to_owned();
+    let on_github = |mut c: gannet_functions::FunctionConfig, arn: Option<&str>| {
+        c.repos[0].url = None;
+        c.repos[0].github = Some("acme/shop".into());
+        c.github = GithubConfig {
+            secret_arn: arn.map(str::to_owned),
+            api_url: None,
+        };
+        c
+    };
+    let base = lab.config.clone();
+    let no_webhook_secret = gannet_functions::FunctionConfig {
+        webhook_secret: None,
+        ..base.clone()
+    };
+    let lost_webhook_secret = gannet_functions::FunctionConfig {
+        webhook_secret: Some(WebhookSecret::Arn(missing.clone())),
+        ..base.clone()
+    };
+    let mut no_trigger_queue = base.clone();
+    no_trigger_queue.queues.remove(&QueueName::Trigger);
+    let cases = [
+        (Function::Trigger, on_github(base.clone(), None), "GANNET_REPOS lists GitHub repositories, so the trigger function needs GANNET_GITHUB_SECRET_ARN"),
+        (Function::Trigger, on_github(base.clone(), Some(&token)), ""),
+        (Function::Notify, on_github(base.clone(), Some(&token)), ""),
+        (Function::Plan, on_github(base.clone(), Some(&not_json)), "is not GitHub credentials: GitHub secret is not valid JSON"),
+        (Function::Stage, on_github(base.clone(), Some(&missing)), "reading secret arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-here from Secrets Manager"),
+        (Function::Webhook, on_github(base.clone(), None), ""),
+        (Function::Resume, on_github(base.clone(), None), ""),
+        (Function::Webhook, no_webhook_secret, "the webhook function needs the webhook secret"),
+        (Function::Webhook, lost_webhook_secret, "reading secret"),
+        (Function::Trigger, no_trigger_queue, "the trigger function consumes the trigger queue, but GANNET_QUEUES has no trigger entry"),
+    ];
+    for (function, config, want) in cases {
+        let started = lab
+            .rt
+            .block_on(Runtime::with_clients(function, &config, &lab.direct));
+        match started {
+            Ok(_) => assert_eq!(want, "", "{function} started"),
+            Err(err) => {
+                let chain = gannet_controller::error_chain(&err);
+                assert!(
+                    !want.is_empty() && chain.contains(want),
+                    "{function}: {chain}"
+                );
+                assert!(!chain.contains("ghp_"), "no secret in errors: {chain}");
+            }
+        }
+    }
+}

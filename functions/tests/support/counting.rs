@@ -1,0 +1,148 @@
+//! A counting HTTP proxy between the functions' AWS clients and moto: every request passes
+//! through unchanged and is counted by service (from the SigV4 credential scope) and
+//! operation (`X-Amz-Target`, a query-protocol `Action`, or the Lambda REST path).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+
+/// Requests counted per (service, operation).
+pub type Counts = BTreeMap<(String, String), u64>;
+
+pub struct CountingProxy {
+    pub url: String,
+    counts: Arc<Mutex<Counts>>,
+}
+
+#[derive(Clone)]
+struct Shared {
+    upstream: String,
+    http: reqwest::Client,
+    counts: Arc<Mutex<Counts>>,
+}
+
+impl CountingProxy {
+    /// Starts the proxy to `upstream` on a free loopback port (on the current tokio runtime).
+    pub async fn start(upstream: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the counting proxy");
+        let url = format!("http://{}", listener.local_addr().expect("proxy address"));
+        let counts = Arc::new(Mutex::new(Counts::new()));
+        let shared = Shared {
+            upstream: upstream.to_owned(),
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .build()
+                .expect("proxy client"),
+            counts: counts.clone(),
+        };
+        let app = Router::new().fallback(forward).with_state(shared);
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url, counts }
+    }
+
+    /// The counts so far, which start again from zero.
+    pub fn take(&self) -> Counts {
+        std::mem::take(&mut *self.counts.lock().expect("counts"))
+    }
+}
+
+async fn forward(State(s): State<Shared>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = to_bytes(body, 64 * 1024 * 1024).await else {
+        return (StatusCode::BAD_REQUEST, "unreadable body").into_response();
+    };
+    let key = (
+        service(&parts.headers),
+        operation(
+            &parts.method,
+            &parts.headers,
+            parts.uri.path(),
+            parts.uri.query(),
+            &body,
+        ),
+    );
+    *s.counts.lock().expect("counts").entry(key).or_default() += 1;
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut upstream = s
+        .http
+        .request(parts.method.clone(), format!("{}{path}", s.upstream));
+    for (name, value) in &parts.headers {
+        if name != "host" && name != "content-length" {
+            upstream = upstream.header(name, value);
+        }
+    }
+    let answer = match upstream.body(body).send().await {
+        Ok(answer) => answer,
+        Err(err) => return (StatusCode::BAD_GATEWAY, err.to_string()).into_response(),
+    };
+    let status = answer.status();
+    let mut headers = HeaderMap::new();
+    for (name, value) in answer.headers() {
+        if !["content-length", "transfer-encoding", "connection"].contains(&name.as_str()) {
+            headers.insert(name.clone(), value.clone());
+        }
+    }
+    let bytes = answer.bytes().await.unwrap_or_default();
+    (status, headers, Body::from(bytes)).into_response()
+}
+
+/// The service named in the SigV4 credential scope (`Credential=AK/date/region/SERVICE/...`).
+fn service(headers: &HeaderMap) -> String {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|auth| auth.split("Credential=").nth(1))
+        .and_then(|scope| scope.split('/').nth(3))
+        .unwrap_or("unknown")
+        .to_owned()
+}
+
+fn operation(
+    method: &Method,
+    headers: &HeaderMap,
+    path: &str,
+    query: Option<&str>,
+    body: &[u8],
+) -> String {
+    if let Some(target) = headers.get("x-amz-target").and_then(|v| v.to_str().ok()) {
+        return target.rsplit('.').next().unwrap_or(target).to_owned();
+    }
+    let form = std::str::from_utf8(body).unwrap_or_default();
+    for pairs in [query.unwrap_or_default(), form] {
+        if let Some(action) = pairs.split('&').find_map(|p| p.strip_prefix("Action=")) {
+            return action.to_owned();
+        }
+    }
+    lambda_operation(method, path)
+}
+
+/// The Lambda REST API's operation for a method and path.
+fn lambda_operation(method: &Method, path: &str) -> String {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let name = match (method.as_str(), segments.as_slice()) {
+        ("POST", [_, "functions"]) => "CreateFunction",
+        ("GET", [_, "functions", _]) => "GetFunction",
+        ("PUT", [_, "functions", _, "code"]) => "UpdateFunctionCode",
+        ("GET", [_, "functions", _, "configuration"]) => "GetFunctionConfiguration",
+        ("PUT", [_, "functions", _, "configuration"]) => "UpdateFunctionConfiguration",
+        ("POST", [_, "functions", _, "versions"]) => "PublishVersion",
+        ("GET", [_, "functions", _, "versions"]) => "ListVersionsByFunction",
+        ("POST", [_, "functions", _, "aliases"]) => "CreateAlias",
+        ("GET", [_, "functions", _, "aliases", _]) => "GetAlias",
+        ("PUT", [_, "functions", _, "aliases", _]) => "UpdateAlias",
+        ("DELETE", [_, "functions", _, "aliases", _]) => "DeleteAlias",
+        ("POST", [_, "tags", ..]) => "TagResource",
+        ("GET", [_, "tags", ..]) => "ListTags",
+        _ => return format!("{method} {path}"),
+    };
+    name.to_owned()
+}

@@ -1,0 +1,740 @@
+//! The harness that plays the Lambda service for the functions, against moto on loopback.
+//!
+//! It provisions a table and queues (unique names per lab), a webhook secret in Secrets
+//! Manager and a git repository in a tempdir, builds each function's [`Runtime`] from the
+//! same environment the SAM template gives them, and invokes the real handlers with
+//! real-shaped events: a Function URL request carrying a signed push, SQS events built from
+//! the messages it receives from moto's SQS (deleting afterwards every record the handler did
+//! not report as failed, as the event source mapping does), and the Scheduler's input.
+//! Every loop is bounded and panics saying what it waited for.
+
+#![allow(dead_code)] // Each test uses its own part of the harness.
+
+pub mod counting;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent};
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use aws_sdk_sqs::types::{
+    DeleteMessageBatchRequestEntry, Message as SqsMessage, MessageSystemAttributeName,
+};
+use gannet_aws::{
+    provision, sdk_config, ClientOptions, DynamoStore, ProvisionOptions, Provisioned, SqsOptions,
+    SqsQueue, StoreOptions, SystemClock,
+};
+use gannet_core::deployment::{Deployment, StageStatus};
+use gannet_core::ports::{DeploymentFilter, QueueName, Store};
+use gannet_core::DeploymentId;
+use gannet_functions::{Clients, Function, FunctionConfig, Runtime};
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{json, Value};
+
+use counting::CountingProxy;
+
+pub const REGION: &str = "us-east-1";
+pub const SECRET: &str = "functions-e2e-webhook-secret";
+/// How long a record received by the harness stays hidden (the template's is 6× the timeout).
+pub const VISIBILITY_SECONDS: i32 = 20;
+/// The bound on driving one deployment.
+pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// moto's endpoint; a loud failure (never a skip) when the tests run without it.
+pub fn moto_endpoint() -> String {
+    let Ok(endpoint) = std::env::var("GANNET_MOTO_ENDPOINT") else {
+        panic!(
+            "GANNET_MOTO_ENDPOINT is not set: the functions tests need moto_server on loopback. \
+             Run `make test`, or: scripts/moto.sh ensure && \
+             eval \"$(scripts/moto.sh start /tmp/moto-functions)\" \
+             (and scripts/moto.sh stop /tmp/moto-functions afterwards)"
+        );
+    };
+    assert!(
+        endpoint.starts_with("http://127.0.0.1:"),
+        "GANNET_MOTO_ENDPOINT must be a loopback address, got {endpoint}"
+    );
+    endpoint
+}
+
+/// The Lambda plugin reads credentials from the standard chain: give it moto's test ones
+/// (as `make test` does) before any test reads the environment.
+fn test_credentials() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        for (name, value) in [
+            ("AWS_ACCESS_KEY_ID", "testing"),
+            ("AWS_SECRET_ACCESS_KEY", "testing"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ] {
+            if std::env::var_os(name).is_none() {
+                std::env::set_var(name, value);
+            }
+        }
+    });
+}
+
+/// A name no other test (or earlier run against the same moto) uses.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!(
+        "{prefix}-{}-{}-{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A port nothing listens on: clients pointed there fail to connect.
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "e2e")
+        .env("GIT_AUTHOR_EMAIL", "e2e@gannet.invalid")
+        .env("GIT_COMMITTER_NAME", "e2e")
+        .env("GIT_COMMITTER_EMAIL", "e2e@gannet.invalid")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A git repository in a tempdir, on branch `main`.
+pub struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        git(dir.path(), &["init", "-q", "-b", "main"]);
+        Self { dir }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes files (path, content) and commits them; returns the new head.
+    pub fn commit(&self, files: &[(&str, &str)], message: &str) -> String {
+        for (path, content) in files {
+            let full = self.path().join(path);
+            std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&full, content).expect("write");
+        }
+        git(self.path(), &["add", "-A"]);
+        git(
+            self.path(),
+            &["commit", "-q", "--allow-empty", "-m", message],
+        );
+        git(self.path(), &["rev-parse", "HEAD"])
+    }
+}
+
+/// A push payload as GitHub sends it, for `repo` (whose clone URL is its path) at `after`.
+pub fn push_payload(repo: &Repo, after: &str) -> String {
+    let path = repo.path().display().to_string();
+    json!({
+        "ref": "refs/heads/main",
+        "before": "0000000000000000000000000000000000000000",
+        "after": after,
+        "created": false,
+        "deleted": false,
+        "forced": false,
+        "head_commit": {"id": after, "message": "change"},
+        "repository": {"name": "shop", "full_name": "acme/shop", "html_url": "https://github.com/acme/shop", "clone_url": path},
+        "pusher": {"name": "e2e"},
+    })
+    .to_string()
+}
+
+/// A Lambda Function URL event (payload format 2.0) for a webhook delivery.
+pub fn function_url_event(headers: &[(&str, &str)], method: &str, body: &str) -> String {
+    let headers: serde_json::Map<String, Value> = [
+        ("content-type", "application/json"),
+        ("user-agent", "GitHub-Hookshot/e2e"),
+        ("host", "e2e.lambda-url.us-east-1.on.aws"),
+    ]
+    .iter()
+    .chain(headers)
+    .map(|(k, v)| ((*k).to_owned(), json!(v)))
+    .collect();
+    json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/",
+        "rawQueryString": "",
+        "headers": headers,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "e2e",
+            "domainName": "e2e.lambda-url.us-east-1.on.aws",
+            "domainPrefix": "e2e",
+            "http": {"method": method, "path": "/", "protocol": "HTTP/1.1", "sourceIp": "140.82.115.1", "userAgent": "GitHub-Hookshot/e2e"},
+            "requestId": unique("req"),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "01/Jan/2025:00:00:00 +0000",
+            "timeEpoch": 1735689600000u64
+        },
+        "body": body,
+        "isBase64Encoded": false
+    })
+    .to_string()
+}
+
+/// What the lab is made of beyond the defaults.
+#[derive(Default)]
+pub struct LabOptions {
+    /// More `GANNET_REPOS` entries.
+    pub extra_repos: Vec<Value>,
+    /// `GANNET_RESUME_INTERVAL`; 1s when `None`.
+    pub resume_interval: Option<&'static str>,
+}
+
+/// Moto, the provisioned resources, the repository and one runtime per function.
+pub struct Lab {
+    pub rt: tokio::runtime::Runtime,
+    pub proxy: CountingProxy,
+    /// Clients straight to moto: the harness's own (the event source mapping, state reads).
+    pub direct: Clients,
+    pub made: Provisioned,
+    pub config: FunctionConfig,
+    pub repo: Repo,
+    pub repo_id: String,
+    pub functions: BTreeMap<Function, Runtime>,
+    /// Invocations of each function's handler.
+    pub invocations: BTreeMap<Function, u64>,
+    /// The event source mapping's work: non-empty receives and delete calls.
+    pub esm: BTreeMap<&'static str, u64>,
+    /// Reads state without going through any function.
+    pub store: DynamoStore,
+    _git_cache: tempfile::TempDir,
+}
+
+fn runtime_tokio() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Clients on `endpoint` with moto's test credentials.
+pub async fn clients_on(endpoint: &str) -> Clients {
+    Clients::new(&sdk_on(endpoint).await)
+}
+
+/// The SDK configuration on `endpoint` with moto's test credentials.
+pub async fn sdk_on(endpoint: &str) -> aws_config::SdkConfig {
+    sdk_config(&ClientOptions {
+        region: REGION.to_owned(),
+        endpoint: Some(endpoint.to_owned()),
+        credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+            "testing", "testing", None, None, "e2e",
+        ))),
+    })
+    .await
+}
+
+impl Lab {
+    pub fn new(options: LabOptions) -> Self {
+        test_credentials();
+        let moto = moto_endpoint();
+        let rt = runtime_tokio();
+        let proxy = rt.block_on(CountingProxy::start(&moto));
+        let direct = rt.block_on(clients_on(&moto));
+        let name = unique("fn");
+        let made = rt
+            .block_on(provision(
+                &direct.dynamodb,
+                &direct.sqs,
+                &name,
+                &ProvisionOptions {
+                    visibility_timeout_seconds: u32::try_from(VISIBILITY_SECONDS).unwrap_or(30),
+                    ..ProvisionOptions::default()
+                },
+            ))
+            .expect("provision on moto");
+        let secret_arn = rt
+            .block_on(
+                direct
+                    .secrets
+                    .create_secret()
+                    .name(&name)
+                    .secret_string(SECRET)
+                    .send(),
+            )
+            .expect("create the webhook secret")
+            .arn()
+            .expect("secret ARN")
+            .to_owned();
+        let repo = Repo::new();
+        let repo_id = unique("shop");
+        let git_cache = tempfile::tempdir().expect("tempdir");
+        let queues: serde_json::Map<String, Value> = made
+            .queues
+            .iter()
+            .map(|(q, urls)| {
+                (
+                    q.as_str().to_owned(),
+                    json!({"queue": urls.queue, "dead_letter": urls.dead_letter}),
+                )
+            })
+            .collect();
+        let mut repos = vec![json!({"id": repo_id, "url": repo.path().display().to_string()})];
+        repos.extend(options.extra_repos);
+        let env: BTreeMap<&str, String> = [
+            ("AWS_REGION", REGION.to_owned()),
+            ("AWS_ENDPOINT_URL", proxy.url.clone()),
+            ("GANNET_TABLE", made.table.clone()),
+            ("GANNET_QUEUES", Value::Object(queues).to_string()),
+            ("GANNET_REPOS", Value::Array(repos).to_string()),
+            ("GANNET_WEBHOOK_SECRET_ARN", secret_arn),
+            (
+                "GANNET_DEPLOY_TARGETS",
+                json!({"lambda": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]})
+                    .to_string(),
+            ),
+            (
+                "GANNET_RESUME_INTERVAL",
+                options.resume_interval.unwrap_or("1s").to_owned(),
+            ),
+            ("GANNET_POLL_INTERVAL", "1m".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        let mut config = FunctionConfig::from_lookup(&|name| env.get(name).cloned())
+            .expect("the lab's environment is a valid config");
+        config.git_cache = git_cache.path().to_owned();
+        let via_proxy = rt.block_on(clients_on(&proxy.url));
+        let functions = Function::ALL
+            .into_iter()
+            .map(|f| {
+                let runtime = rt
+                    .block_on(Runtime::with_clients(f, &config, &via_proxy))
+                    .unwrap_or_else(|e| panic!("the {f} function starts: {e:?}"));
+                (f, runtime)
+            })
+            .collect();
+        let store = DynamoStore::new(
+            direct.dynamodb.clone(),
+            made.table.clone(),
+            std::sync::Arc::new(SqsQueue::new(
+                direct.sqs.clone(),
+                made.queues.clone(),
+                std::sync::Arc::new(SystemClock),
+                SqsOptions::default(),
+            )),
+            StoreOptions::default(),
+        );
+        Self {
+            rt,
+            proxy,
+            direct,
+            made,
+            config,
+            repo,
+            repo_id,
+            functions,
+            invocations: BTreeMap::new(),
+            esm: BTreeMap::new(),
+            store,
+            _git_cache: git_cache,
+        }
+    }
+
+    pub fn runtime(&self, f: Function) -> &Runtime {
+        &self.functions[&f]
+    }
+
+    fn count(&mut self, f: Function) {
+        *self.invocations.entry(f).or_default() += 1;
+    }
+
+    /// Invokes `webhook` with a Function URL request; returns (status, JSON body).
+    pub fn webhook(&mut self, headers: &[(&str, &str)], method: &str, body: &str) -> (u16, Value) {
+        let event = function_url_event(headers, method, body);
+        let request = lambda_http::request::from_str(&event).expect("a Function URL event");
+        self.count(Function::Webhook);
+        let response = self.rt.block_on(gannet_functions::http::webhook(
+            self.runtime(Function::Webhook),
+            request,
+        ));
+        let body: Value = serde_json::from_slice(response.body()).unwrap_or(Value::Null);
+        (response.status().as_u16(), body)
+    }
+
+    /// A signed push of `after`, as GitHub delivers it.
+    pub fn push(&mut self, after: &str) -> (u16, Value) {
+        let body = push_payload(&self.repo, after);
+        let signature = gannet_git::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        let delivery = unique("delivery");
+        self.webhook(
+            &[
+                ("x-github-event", "push"),
+                ("x-github-delivery", &delivery),
+                ("x-hub-signature-256", &signature),
+            ],
+            "POST",
+            &body,
+        )
+    }
+
+    /// Invokes `api` with an HTTP API request (payload format 2.0, IAM-authorised); returns
+    /// (status, JSON body).
+    pub fn api(&mut self, method: &str, path: &str) -> (u16, Value) {
+        let event = json!({
+            "version": "2.0",
+            "routeKey": "$default",
+            "rawPath": path,
+            "rawQueryString": "",
+            "headers": {"host": "e2e.execute-api.us-east-1.amazonaws.com"},
+            "requestContext": {
+                "accountId": "123456789012",
+                "apiId": "e2e",
+                "authorizer": {"iam": {"accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA", "principalOrgId": null, "userArn": "arn:aws:iam::123456789012:user/ops", "userId": "AIDA"}},
+                "domainName": "e2e.execute-api.us-east-1.amazonaws.com",
+                "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "10.0.0.1", "userAgent": "e2e"},
+                "requestId": unique("req"),
+                "routeKey": "$default",
+                "stage": "$default",
+                "time": "01/Jan/2025:00:00:00 +0000",
+                "timeEpoch": 1735689600000u64
+            },
+            "isBase64Encoded": false
+        });
+        let request =
+            lambda_http::request::from_str(&event.to_string()).expect("an HTTP API event");
+        self.count(Function::Api);
+        let router = gannet_functions::http::api(self.runtime(Function::Api));
+        self.rt.block_on(async move {
+            use tower::ServiceExt;
+            let response = router.oneshot(request).await.expect("the router answers");
+            let status = response.status().as_u16();
+            let bytes = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
+                .await
+                .expect("the body");
+            (
+                status,
+                serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            )
+        })
+    }
+
+    /// ReceiveMessage on `queue`, as the event source mapping does.
+    pub fn receive(&mut self, queue: QueueName, visibility: i32) -> Vec<SqsMessage> {
+        let url = &self.made.queues[&queue].queue;
+        let out = self
+            .rt
+            .block_on(
+                self.direct
+                    .sqs
+                    .receive_message()
+                    .queue_url(url)
+                    .max_number_of_messages(10)
+                    .visibility_timeout(visibility)
+                    .wait_time_seconds(0)
+                    .message_system_attribute_names(MessageSystemAttributeName::All)
+                    .message_attribute_names("All")
+                    .send(),
+            )
+            .expect("ReceiveMessage");
+        let messages = out.messages().to_vec();
+        if !messages.is_empty() {
+            *self.esm.entry("ReceiveMessage").or_default() += 1;
+        }
+        messages
+    }
+
+    /// The Lambda SQS event for `messages` from `queue`.
+    pub fn event(&self, queue: QueueName, messages: &[SqsMessage]) -> SqsEvent {
+        let arn = format!(
+            "arn:aws:sqs:{REGION}:123456789012:{}",
+            self.made.queues[&queue]
+                .queue
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+        );
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
+                    .collect();
+                let message_attributes: serde_json::Map<String, Value> = m
+                    .message_attributes()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            json!({
+                                "stringValue": v.string_value(),
+                                "stringListValues": [],
+                                "binaryListValues": [],
+                                "dataType": v.data_type(),
+                            }),
+                        )
+                    })
+                    .collect();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "attributes": attributes,
+                    "messageAttributes": message_attributes,
+                    "md5OfBody": m.md5_of_body(),
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": arn,
+                    "awsRegion": REGION,
+                })
+            })
+            .collect();
+        serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
+    }
+
+    /// Invokes the consumer of `queue` (through `runtime`) with `messages`.
+    pub fn invoke_with(
+        &mut self,
+        runtime: &Runtime,
+        queue: QueueName,
+        messages: &[SqsMessage],
+    ) -> SqsBatchResponse {
+        let event = LambdaEvent::new(self.event(queue, messages), Context::default());
+        self.count(runtime.function());
+        self.rt
+            .block_on(gannet_functions::sqs::handle_batch(runtime, queue, event))
+    }
+
+    /// Invokes the consumer of `queue` with `messages`.
+    pub fn invoke(&mut self, queue: QueueName, messages: &[SqsMessage]) -> SqsBatchResponse {
+        let runtime = self.runtime(consumer(queue)).clone();
+        self.invoke_with(&runtime, queue, messages)
+    }
+
+    /// Deletes `messages` except those the response reports as failed (DeleteMessageBatch;
+    /// a delete that fails is left alone, as the event source mapping does).
+    pub fn delete_done(
+        &mut self,
+        queue: QueueName,
+        messages: &[SqsMessage],
+        response: &SqsBatchResponse,
+    ) {
+        let failed: Vec<&str> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        let entries: Vec<DeleteMessageBatchRequestEntry> = messages
+            .iter()
+            .filter(|m| !failed.contains(&m.message_id().unwrap_or_default()))
+            .enumerate()
+            .map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .build()
+                    .expect("a delete entry")
+            })
+            .collect();
+        if entries.is_empty() {
+            return;
+        }
+        *self.esm.entry("DeleteMessageBatch").or_default() += 1;
+        let url = self.made.queues[&queue].queue.clone();
+        self.rt
+            .block_on(
+                self.direct
+                    .sqs
+                    .delete_message_batch()
+                    .queue_url(url)
+                    .set_entries(Some(entries))
+                    .send(),
+            )
+            .expect("DeleteMessageBatch");
+    }
+
+    /// Deletes one message (a crashed invocation's record the harness gives up on).
+    pub fn drop_message(&self, queue: QueueName, message: &SqsMessage) {
+        self.rt
+            .block_on(
+                self.direct
+                    .sqs
+                    .delete_message()
+                    .queue_url(&self.made.queues[&queue].queue)
+                    .receipt_handle(message.receipt_handle().unwrap_or_default())
+                    .send(),
+            )
+            .expect("DeleteMessage");
+    }
+
+    /// One poll of `queue` by the event source mapping: receive, invoke, delete the
+    /// successes. Returns how many records it delivered.
+    pub fn deliver(&mut self, queue: QueueName) -> usize {
+        let messages = self.receive(queue, VISIBILITY_SECONDS);
+        if messages.is_empty() {
+            return 0;
+        }
+        let response = self.invoke(queue, &messages);
+        self.delete_done(queue, &messages, &response);
+        messages.len()
+    }
+
+    /// One poll of every queue a function consumes.
+    pub fn round(&mut self) -> usize {
+        Function::ALL
+            .into_iter()
+            .filter_map(Function::queue)
+            .map(|q| self.deliver(q))
+            .sum()
+    }
+
+    /// Delivers messages until a round finds none and `done` holds; panics after `limit`.
+    pub fn drive_until(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        mut done: impl FnMut(&mut Self) -> bool,
+    ) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let delivered = self.round();
+            if delivered == 0 && done(self) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: not done within {limit:?}; deployments: {:#?}",
+                self.summaries()
+            );
+            if delivered == 0 {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Drives `id` to a terminal status (and the queues to quiet); returns it.
+    pub fn drive_to_end(&mut self, id: &DeploymentId) -> Deployment {
+        self.drive_until(&format!("deployment {id} to end"), LIMIT, |lab| {
+            lab.deployment(id).status.is_terminal()
+        });
+        self.deployment(id)
+    }
+
+    /// Invokes the `resume` function with the Scheduler's input.
+    pub fn resume(&mut self) -> Value {
+        self.count(Function::Resume);
+        let event = LambdaEvent::new(json!({"job": "resume"}), Context::default());
+        self.rt
+            .block_on(gannet_functions::schedule::resume(
+                self.runtime(Function::Resume),
+                event,
+            ))
+            .expect("the resume sweep")
+    }
+
+    /// Invokes the `poll` function with the Scheduler's input.
+    pub fn poll(&mut self) -> Value {
+        self.count(Function::Poll);
+        let event = LambdaEvent::new(json!({"job": "poll"}), Context::default());
+        self.rt
+            .block_on(gannet_functions::schedule::poll(
+                self.runtime(Function::Poll),
+                event,
+            ))
+            .expect("the poll sweep")
+    }
+
+    pub fn deployment(&self, id: &DeploymentId) -> Deployment {
+        self.rt
+            .block_on(self.store.deployment(id))
+            .expect("read the deployment")
+            .unwrap_or_else(|| panic!("deployment {id} exists"))
+    }
+
+    pub fn deployments(&self) -> Vec<Deployment> {
+        self.rt
+            .block_on(self.store.deployments(&DeploymentFilter::default()))
+            .expect("list deployments")
+    }
+
+    /// The deployment of `commit`, if the trigger has made it (delivering nothing).
+    pub fn find_deployment(&self, commit: &str) -> Option<DeploymentId> {
+        self.deployments()
+            .into_iter()
+            .find(|d| d.commit.sha.as_str() == commit)
+            .map(|d| d.id)
+    }
+
+    /// The deployment of `commit`, delivering messages until the trigger has made it.
+    pub fn deployment_of(&mut self, commit: &str) -> DeploymentId {
+        let mut found = None;
+        self.drive_until(&format!("a deployment of {commit}"), LIMIT, |lab| {
+            found = lab.find_deployment(commit);
+            found.is_some()
+        });
+        found.unwrap_or_else(|| panic!("a deployment of {commit}"))
+    }
+
+    /// `(id, status, stages)` of every deployment, for panic messages.
+    fn summaries(&self) -> Vec<String> {
+        self.deployments()
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} {} {} {:?}",
+                    d.id,
+                    d.status.as_str(),
+                    d.status_reason,
+                    stages(d)
+                )
+            })
+            .collect()
+    }
+}
+
+/// The function that consumes `queue`.
+pub fn consumer(queue: QueueName) -> Function {
+    Function::ALL
+        .into_iter()
+        .find(|f| f.queue() == Some(queue))
+        .unwrap_or_else(|| panic!("a consumer of {}", queue.as_str()))
+}
+
+/// `(name, status)` of every stage, hidden ones included.
+pub fn stages(d: &Deployment) -> Vec<(String, &'static str)> {
+    d.stages
+        .iter()
+        .map(|s| (s.name.clone(), s.status.as_str()))
+        .collect()
+}
+
+pub fn owned(pairs: &[(&str, StageStatus)]) -> Vec<(String, &'static str)> {
+    pairs
+        .iter()
+        .map(|(n, s)| ((*n).to_owned(), s.as_str()))
+        .collect()
+}
