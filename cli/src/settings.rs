@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
 use gannet_core::{GoDuration, RepoId};
 use gannet_git::{Location, RepoSpec};
+use gannet_plugin_ecs::DeployTarget as EcsTarget;
 use gannet_plugin_lambda::{DeployTarget, DEFAULT_ALIAS};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -59,10 +61,10 @@ fn default_workers() -> usize {
     8
 }
 
-/// `plugins.lambda`.
+/// `plugins.lambda` or `plugins.ecs`.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawLambdaPlugin {
+struct RawPlugin {
     #[serde(default)]
     deploy_targets: Vec<serde_yaml::Value>,
 }
@@ -76,6 +78,16 @@ struct RawLambdaTarget {
     role_arn: Option<String>,
     endpoint: Option<String>,
     alias: Option<String>,
+}
+
+/// One of `plugins.ecs.deployTargets`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawEcsTarget {
+    name: String,
+    region: String,
+    role_arn: Option<String>,
+    endpoint: Option<String>,
 }
 
 /// The platform plugins whose deploy targets `plugins:` may list.
@@ -164,6 +176,8 @@ pub struct UpConfig {
     pub repos: Vec<RepoSpec>,
     /// `plugins.lambda.deployTargets`.
     pub lambda_targets: Vec<DeployTarget>,
+    /// `plugins.ecs.deployTargets`.
+    pub ecs_targets: Vec<EcsTarget>,
     /// Environment variables holding secrets (the webhook secret's): scripts never see them.
     pub secret_env: Vec<String>,
     pub workers: usize,
@@ -270,6 +284,7 @@ impl UpConfig {
             }
         }
         let lambda_targets = lambda_targets(raw.plugins.get("lambda"))?;
+        let ecs_targets = ecs_targets(raw.plugins.get("ecs"))?;
         let receivers = raw
             .notifications
             .receivers
@@ -296,6 +311,7 @@ impl UpConfig {
             },
             repos,
             lambda_targets,
+            ecs_targets,
             secret_env: raw.webhook.iter().map(|w| w.secret_env.clone()).collect(),
             workers: raw.workers,
             visibility: raw.queue.visibility.unwrap_or(GoDuration::from_secs(30)),
@@ -309,51 +325,84 @@ impl UpConfig {
     }
 }
 
-/// `plugins.lambda.deployTargets`, checked; every error names its field.
-fn lambda_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<DeployTarget>, String> {
+/// `plugins.<plugin>.deployTargets` as `R`s, each with the field path errors name.
+fn raw_targets<R: DeserializeOwned>(
+    raw: Option<&serde_yaml::Value>,
+    plugin: &str,
+) -> Result<Vec<(String, R)>, String> {
     let Some(raw) = raw.filter(|v| !v.is_null()) else {
         return Ok(Vec::new());
     };
-    let plugin: RawLambdaPlugin =
-        serde_yaml::from_value(raw.clone()).map_err(|e| format!("plugins.lambda: {e}"))?;
-    let mut targets: Vec<DeployTarget> = Vec::new();
-    for (i, value) in plugin.deploy_targets.into_iter().enumerate() {
-        let at = format!("plugins.lambda.deployTargets[{i}]");
-        let t: RawLambdaTarget = serde_yaml::from_value(value).map_err(|e| format!("{at}: {e}"))?;
-        if t.name.trim().is_empty() {
-            return Err(format!("{at}.name: must not be empty"));
-        }
-        if targets.iter().any(|d| d.name == t.name) {
-            return Err(format!("{at}.name: {} is listed twice", t.name));
-        }
-        let region_ok = t.region.contains('-')
-            && t.region.ends_with(|c: char| c.is_ascii_digit())
-            && t.region
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !region_ok {
+    let parsed: RawPlugin =
+        serde_yaml::from_value(raw.clone()).map_err(|e| format!("plugins.{plugin}: {e}"))?;
+    let mut out = Vec::new();
+    for (i, value) in parsed.deploy_targets.into_iter().enumerate() {
+        let at = format!("plugins.{plugin}.deployTargets[{i}]");
+        let t: R = serde_yaml::from_value(value).map_err(|e| format!("{at}: {e}"))?;
+        out.push((at, t));
+    }
+    Ok(out)
+}
+
+/// The checks every AWS deploy target passes: a name listed once, a region, a role ARN and an
+/// endpoint that look like ones.
+fn check_aws_target(
+    at: &str,
+    name: &str,
+    seen: &[&str],
+    region: &str,
+    role_arn: Option<&str>,
+    endpoint: Option<&str>,
+) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err(format!("{at}.name: must not be empty"));
+    }
+    if seen.contains(&name) {
+        return Err(format!("{at}.name: {name} is listed twice"));
+    }
+    let region_ok = region.contains('-')
+        && region.ends_with(|c: char| c.is_ascii_digit())
+        && region
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !region_ok {
+        return Err(format!(
+            "{at}.region: {region:?} is not an AWS region such as us-east-1"
+        ));
+    }
+    if let Some(role) = role_arn {
+        if !(role.starts_with("arn:") && role.contains(":role/")) {
             return Err(format!(
-                "{at}.region: {:?} is not an AWS region such as us-east-1",
-                t.region
+                "{at}.roleArn: {role:?} is not a role ARN such as arn:aws:iam::123456789012:role/deployer"
             ));
         }
-        if let Some(role) = t.role_arn.as_deref() {
-            if !(role.starts_with("arn:") && role.contains(":role/")) {
-                return Err(format!(
-                    "{at}.roleArn: {role:?} is not a role ARN such as arn:aws:iam::123456789012:role/deployer"
-                ));
-            }
+    }
+    if let Some(endpoint) = endpoint {
+        let host = endpoint
+            .strip_prefix("http://")
+            .or_else(|| endpoint.strip_prefix("https://"));
+        if host.is_none_or(str::is_empty) {
+            return Err(format!(
+                "{at}.endpoint: {endpoint:?} is not an http(s) URL such as http://127.0.0.1:5000"
+            ));
         }
-        if let Some(endpoint) = t.endpoint.as_deref() {
-            let host = endpoint
-                .strip_prefix("http://")
-                .or_else(|| endpoint.strip_prefix("https://"));
-            if host.is_none_or(str::is_empty) {
-                return Err(format!(
-                    "{at}.endpoint: {endpoint:?} is not an http(s) URL such as http://127.0.0.1:5000"
-                ));
-            }
-        }
+    }
+    Ok(())
+}
+
+/// `plugins.lambda.deployTargets`, checked; every error names its field.
+fn lambda_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<DeployTarget>, String> {
+    let mut targets: Vec<DeployTarget> = Vec::new();
+    for (at, t) in raw_targets::<RawLambdaTarget>(raw, "lambda")? {
+        let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
+        check_aws_target(
+            &at,
+            &t.name,
+            &seen,
+            &t.region,
+            t.role_arn.as_deref(),
+            t.endpoint.as_deref(),
+        )?;
         let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
         let alias_ok = (1..=128).contains(&alias.len())
             && alias
@@ -371,6 +420,29 @@ fn lambda_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<DeployTarget>, 
             role_arn: t.role_arn,
             endpoint: t.endpoint,
             alias,
+        });
+    }
+    Ok(targets)
+}
+
+/// `plugins.ecs.deployTargets`, checked like Lambda's; every error names its field.
+fn ecs_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<EcsTarget>, String> {
+    let mut targets: Vec<EcsTarget> = Vec::new();
+    for (at, t) in raw_targets::<RawEcsTarget>(raw, "ecs")? {
+        let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
+        check_aws_target(
+            &at,
+            &t.name,
+            &seen,
+            &t.region,
+            t.role_arn.as_deref(),
+            t.endpoint.as_deref(),
+        )?;
+        targets.push(EcsTarget {
+            name: t.name,
+            region: t.region,
+            role_arn: t.role_arn,
+            endpoint: t.endpoint,
         });
     }
     Ok(targets)
@@ -404,6 +476,9 @@ plugins:
   lambda:
     deployTargets:
       - {name: local, region: us-east-1, endpoint: "http://127.0.0.1:5055"}
+  ecs:
+    deployTargets:
+      - {name: prod, region: eu-west-1, roleArn: "arn:aws:iam::123456789012:role/deployer"}
 "#,
         )
         .unwrap();
@@ -423,6 +498,13 @@ plugins:
             [DeployTarget {
                 endpoint: Some("http://127.0.0.1:5055".into()),
                 ..DeployTarget::new("local", "us-east-1")
+            }]
+        );
+        assert_eq!(
+            c.ecs_targets,
+            [EcsTarget {
+                role_arn: Some("arn:aws:iam::123456789012:role/deployer".into()),
+                ..EcsTarget::new("prod", "eu-west-1")
             }]
         );
         assert!(
@@ -477,6 +559,38 @@ plugins:
             (
                 "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1}, {name: a, region: eu-west-1}]}}",
                 "plugins.lambda.deployTargets[1].name: a is listed twice",
+            ),
+            (
+                "plugins: {ecs: {targets: []}}",
+                "plugins.ecs: unknown field `targets`",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: a}]}}",
+                "plugins.ecs.deployTargets[0]: missing field `region`",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: a, region: us-east-1, alias: Service}]}}",
+                "plugins.ecs.deployTargets[0]: unknown field `alias`",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: '', region: us-east-1}]}}",
+                "plugins.ecs.deployTargets[0].name: must not be empty",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: a, region: Mars}]}}",
+                "plugins.ecs.deployTargets[0].region: \"Mars\" is not an AWS region",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: a, region: us-east-1, roleArn: deployer}]}}",
+                "plugins.ecs.deployTargets[0].roleArn:",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: a, region: us-east-1, endpoint: 'localhost:5000'}]}}",
+                "plugins.ecs.deployTargets[0].endpoint:",
+            ),
+            (
+                "plugins: {ecs: {deployTargets: [{name: a, region: us-east-1}, {name: a, region: eu-west-1}]}}",
+                "plugins.ecs.deployTargets[1].name: a is listed twice",
             ),
         ];
         for (text, expected) in cases {

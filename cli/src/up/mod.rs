@@ -20,13 +20,15 @@ use crate::settings::UpConfig;
 
 /// The compiled-in plugins, with no deploy targets (enough to validate configs).
 pub fn plugins() -> Plugins {
-    plugins_with(Vec::new(), Vec::new())
+    plugins_with(Vec::new(), Vec::new(), Vec::new())
 }
 
-/// The compiled-in plugins: the Lambda plugin deploys to `lambda_targets` (from gannet.yaml);
-/// scripts never see the environment variables named in `secret_env`.
+/// The compiled-in plugins: the Lambda and ECS plugins deploy to `lambda_targets` and
+/// `ecs_targets` (from gannet.yaml); scripts never see the environment variables named in
+/// `secret_env`.
 pub fn plugins_with(
     lambda_targets: Vec<gannet_plugin_lambda::DeployTarget>,
+    ecs_targets: Vec<gannet_plugin_ecs::DeployTarget>,
     secret_env: Vec<String>,
 ) -> Plugins {
     Plugins::new(vec![
@@ -36,6 +38,7 @@ pub fn plugins_with(
             secret_env,
         )),
         Arc::new(gannet_plugin_lambda::LambdaPlugin::new(lambda_targets)),
+        Arc::new(gannet_plugin_ecs::EcsPlugin::new(ecs_targets)),
     ])
 }
 
@@ -82,7 +85,11 @@ pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
         Arc::new(runtime.clone()),
         Arc::new(git),
         clock,
-        plugins_with(cfg.lambda_targets.clone(), cfg.secret_env.clone()),
+        plugins_with(
+            cfg.lambda_targets.clone(),
+            cfg.ecs_targets.clone(),
+            cfg.secret_env.clone(),
+        ),
         cfg.settings.clone(),
     );
 
