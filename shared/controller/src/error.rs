@@ -32,6 +32,12 @@ pub enum HandlerError {
         #[source]
         source: gannet_core::plugin::StepError,
     },
+    #[error("commit status on {repo} could not be reported")]
+    CommitStatus {
+        repo: gannet_core::RepoId,
+        #[source]
+        source: gannet_core::ports::BoxError,
+    },
     #[error("notification to {receiver} failed")]
     Notify {
         receiver: String,

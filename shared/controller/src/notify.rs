@@ -9,7 +9,7 @@
 use gannet_core::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
 use gannet_core::duration::GoDuration;
 use gannet_core::ids::DeploymentId;
-use gannet_core::ports::{CommitState, CommitStatus, CommitStatuses, GitError};
+use gannet_core::ports::{CommitState, CommitStatus, CommitStatuses};
 use gannet_core::AppId;
 use gannet_events::Event;
 
@@ -67,13 +67,13 @@ impl Controller {
             return Ok(());
         };
         let status = commit_status(&deployment);
-        statuses.report(&repo, &status).await.map_err(|source| {
-            HandlerError::Git(GitError::Failed {
+        statuses
+            .report(&repo, &status)
+            .await
+            .map_err(|source| HandlerError::CommitStatus {
                 repo: repo.clone(),
-                operation: "report commit status",
                 source,
-            })
-        })?;
+            })?;
         tracing::debug!(deployment = %id, state = status.state.as_str(), "commit status reported");
         Ok(())
     }
@@ -210,8 +210,8 @@ mod tests {
     use gannet_core::ids::{CommitSha, RepoId, StageId};
     use gannet_core::plugin::Plugins;
     use gannet_core::ports::{
-        BoxError, Changes, Clock, CommitInfo, DeploymentFilter, GitSource, LogLine, QueueName,
-        Receipt, Received, Store, StoreError,
+        BoxError, Changes, Clock, CommitInfo, DeploymentFilter, GitError, GitSource, LogLine,
+        QueueName, Receipt, Received, Store, StoreError,
     };
     use gannet_events::{EventKind, Message};
 
@@ -574,7 +574,7 @@ mod tests {
         *h.statuses.failing.lock().unwrap() = true;
         match h.deliver(EventKind::DeploymentPlanned, &d).await {
             Disposition::Retry { reason, .. } => assert!(
-                reason.contains("report commit status") && reason.ends_with("GitHub answered 502"),
+                reason.contains("commit status on") && reason.ends_with("GitHub answered 502"),
                 "{reason}"
             ),
             other => panic!("expected a retry, got {other:?}"),
