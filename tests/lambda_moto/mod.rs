@@ -3,8 +3,11 @@
 //! through the Lambda API's own HTTP calls. moto does not check signatures, so requests carry a
 //! placeholder SigV4 header naming the service (moto routes on it).
 //!
-//! Also a loopback proxy in front of moto that can hold the next alias update, so a test can
-//! kill `gannet up` while a LAMBDA_PROMOTE step is inside its AWS call.
+//! Also a loopback proxy in front of moto that counts the requests it passes and can hold the
+//! next alias update, so a test can kill `gannet up` while a LAMBDA_PROMOTE step is inside its
+//! AWS call.
+
+#![allow(dead_code)] // each test file uses a different part of these helpers
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -231,10 +234,58 @@ pub fn code_sha256(function: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Changes made by hand, as an operator would with the AWS CLI.
+fn lambda_send(method: reqwest::Method, path: &str, body: &Value) -> Value {
+    let (status, text) = call(
+        "lambda",
+        method.clone(),
+        path,
+        Some(("application/json", body.to_string().into_bytes())),
+    );
+    assert!(
+        (200..300).contains(&status),
+        "{method} {path}: {status} {text}"
+    );
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// UpdateAlias: `alias` of `function` to `routing`.
+pub fn update_alias(function: &str, alias: &str, routing: &Routing) {
+    lambda_send(
+        reqwest::Method::PUT,
+        &format!("/2015-03-31/functions/{function}/aliases/{alias}"),
+        &serde_json::json!({
+            "FunctionVersion": routing.version,
+            "RoutingConfig": {"AdditionalVersionWeights": routing.weights},
+        }),
+    );
+}
+
+/// UpdateFunctionConfiguration of `$LATEST`: its VPC subnets and security groups.
+pub fn update_vpc(function: &str, subnets: &[&str], security_groups: &[&str]) {
+    lambda_send(
+        reqwest::Method::PUT,
+        &format!("/2015-03-31/functions/{function}/configuration"),
+        &serde_json::json!({
+            "VpcConfig": {"SubnetIds": subnets, "SecurityGroupIds": security_groups},
+        }),
+    );
+}
+
+/// PublishVersion of `$LATEST`; returns the version.
+pub fn publish_version(function: &str) -> String {
+    let out = lambda_send(
+        reqwest::Method::POST,
+        &format!("/2015-03-31/functions/{function}/versions"),
+        &serde_json::json!({}),
+    );
+    out["Version"].as_str().expect("a version").to_owned()
+}
+
 // ------------------------------------------------------------------ a proxy that can hold
 
-/// A loopback HTTP proxy to moto. Every request passes through, except that after
-/// [`Proxy::hold_next_alias_update`] the next UpdateAlias call is held until
+/// A loopback HTTP proxy to moto. Every request passes through (and is counted), except that
+/// after [`Proxy::hold_next_alias_update`] the next UpdateAlias call is held until
 /// [`Proxy::release`], then sent on (its answer goes to whoever still listens).
 pub struct Proxy {
     pub url: String,
@@ -246,6 +297,8 @@ pub struct Proxy {
 struct Shared {
     stop: AtomicBool,
     hold: AtomicBool,
+    /// Requests received so far.
+    requests: AtomicU64,
     upstream: String,
     held: Mutex<Sender<String>>,
     release: Mutex<Receiver<()>>,
@@ -261,6 +314,7 @@ impl Proxy {
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
             hold: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
             upstream: endpoint(),
             held: Mutex::new(held_tx),
             release: Mutex::new(release_rx),
@@ -273,6 +327,11 @@ impl Proxy {
             held,
             release,
         }
+    }
+
+    /// How many requests have reached the proxy so far.
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::SeqCst)
     }
 
     /// The next UpdateAlias call will be held.
@@ -334,6 +393,7 @@ fn serve(conn: TcpStream, shared: &Shared) -> std::io::Result<()> {
             return Ok(());
         };
         let (method, path) = (method.to_owned(), path.to_owned());
+        shared.requests.fetch_add(1, Ordering::SeqCst);
         let mut headers = Vec::new();
         let mut length = 0usize;
         let mut close = false;

@@ -6,7 +6,8 @@
 //! A check writes only when what it found differs from what is recorded, so a steady fleet
 //! costs reads only. The app write is conditional on the version read, so a check racing a
 //! deployment loses and looks again (then sees DEPLOYING). An app with a deployment holding
-//! its lock is left alone: the deployment decides what is live.
+//! its lock is left alone: the deployment decides what is live. So is an app no plugin reads
+//! the live state of (scripts only): its status stays what its last deployment left.
 
 use std::path::Path;
 
@@ -45,7 +46,10 @@ impl Finding {
 }
 
 enum Examined {
-    /// No live state was read (bad config, no plugin, repository gone).
+    /// Nothing to compare: no plugin reads this app's live state. The status stays what the
+    /// last deployment left (an app of scripts only is as synced as its last run).
+    NotWatched { why: String },
+    /// No live state was read (bad config, repository gone, the platform refused).
     Done(Finding),
     Live {
         finding: Finding,
@@ -91,6 +95,10 @@ impl Controller {
             return Ok(());
         }
         let (finding, desired) = match self.examine(&app).await? {
+            Examined::NotWatched { why } => {
+                tracing::debug!(app = %app.id, %why, "no drift check");
+                return Ok(());
+            }
             Examined::Done(finding) => (finding, None),
             Examined::Live { finding, cfg, head } => (finding, Some((cfg, head))),
         };
@@ -169,10 +177,9 @@ impl Controller {
             }
         };
         let Some(plugin) = inner.plugins.platform_for(&cfg) else {
-            return Ok(Examined::Done(Finding::new(
-                SyncStatus::Unknown,
-                format!("no compiled-in plugin deploys {} apps", cfg.kind.as_str()),
-            )));
+            return Ok(Examined::NotWatched {
+                why: format!("no compiled-in plugin deploys {} apps", cfg.kind.as_str()),
+            });
         };
         let root = inner.git.checkout(&app.repo, &head.sha).await?;
         // The files the config names (a function manifest) must be valid too.
@@ -187,14 +194,11 @@ impl Controller {
             app_dir: &root.join(app.id.dir()),
         };
         let finding = match plugin.live_state(ctx).await {
-            Ok(None) => Finding::new(
-                SyncStatus::Unknown,
-                format!(
-                    "the {} plugin does not detect drift for {} apps",
-                    plugin.name(),
-                    cfg.kind.as_str()
-                ),
-            ),
+            Ok(None) => {
+                return Ok(Examined::NotWatched {
+                    why: format!("the {} plugin does not read live state", plugin.name()),
+                })
+            }
             Ok(Some(live)) => {
                 let status = if live.drift.is_empty() {
                     SyncStatus::Synced

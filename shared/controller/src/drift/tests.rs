@@ -223,7 +223,7 @@ impl Lab {
         lab.store
             .apply(Changes {
                 writes: vec![Write::PutApp {
-                    app,
+                    app: Box::new(app),
                     expect: Expect::Absent,
                 }],
                 send: Vec::new(),
@@ -270,7 +270,7 @@ impl Lab {
         self.store
             .apply(Changes {
                 writes: vec![Write::PutApp {
-                    app,
+                    app: Box::new(app),
                     expect: Expect::Version(before.version),
                 }],
                 send: Vec::new(),
@@ -365,7 +365,9 @@ async fn status_changes_raise_one_event_and_a_steady_app_is_not_written() {
             true,
         ),
         (Live::InSync, SyncStatus::Synced, vec![SYNCED], true),
-        (Live::NotSupported, SyncStatus::Unknown, vec![], true),
+        // A plugin without a live-state face leaves the status alone.
+        (Live::NotSupported, SyncStatus::Synced, vec![], false),
+        (Live::Refused, SyncStatus::Unknown, vec![], true),
         (Live::InSync, SyncStatus::Synced, vec![SYNCED], true),
         (Live::Refused, SyncStatus::Unknown, vec![], true),
         (Live::Refused, SyncStatus::Unknown, vec![], false),

@@ -66,9 +66,9 @@ pub(crate) enum Live {
     },
 }
 
-/// Reads what `alias` of the app's function serves (two Lambda calls; a third only when the
-/// alias is missing, to tell a missing alias from a missing function) and compares it with the
-/// manifest in `app_dir`.
+/// Reads what `alias` of the app's function serves and compares it with the manifest in
+/// `app_dir`. Two Lambda calls: GetAlias, then GetFunction at the alias (or, when the alias is
+/// missing, without one, to tell a missing alias from a missing function).
 pub(crate) async fn read(
     api: &LambdaApi,
     alias: &str,

@@ -1,0 +1,305 @@
+//! End to end on drift: a real `gannet up` deploys a `LambdaApp` (zip code) to moto on loopback
+//! and checks its drift every two seconds. An operator re-points the alias at the older version
+//! by hand: the app is OUT_OF_SYNC within one drift interval, with the field named in
+//! `gannet apps show` and in the API. With the default `trigger.onOutOfSync` only the status
+//! changes; with `{disabled: false, minWindow: 0s}` a deployment puts the alias back and the
+//! app is SYNCED again. A version with its subnets and security groups reordered by hand is
+//! not drift; one with a subnet replaced is.
+//!
+//! These tests need moto: `make test` starts it and sets GANNET_MOTO_ENDPOINT; without it they
+//! fail saying how to start it.
+
+mod lambda_moto;
+mod support;
+
+use std::time::{Duration, Instant};
+
+use lambda_moto as moto;
+use lambda_moto::Routing;
+use serde_json::Value;
+use support::{Gannet, Repo, UpOptions};
+
+/// The bound on every wait for the server to get somewhere.
+const LIMIT: Duration = Duration::from_secs(30);
+/// The drift interval these tests configure.
+const DRIFT: Duration = Duration::from_secs(2);
+const APP_DIR: &str = "apps/fn";
+const ALIAS: &str = "Service";
+const AUTO_SYNC: &str =
+    "  trigger:\n    onOutOfSync:\n      disabled: false\n      minWindow: 0s\n";
+const VPC: &str =
+    "  vpcConfig:\n    subnetIds: [subnet-a, subnet-b]\n    securityGroupIds: [sg-a, sg-b]\n";
+
+/// What the app's commits hold: its function, config and extra manifest lines.
+struct Spec {
+    function: String,
+    /// A plain `LambdaApp` with the `trigger` lines given.
+    config: String,
+    /// Extra `function.yaml` spec lines.
+    manifest: String,
+}
+
+impl Spec {
+    /// Commits code `version` (a zip in the app's directory).
+    fn commit(&self, repo: &Repo, version: &str) -> String {
+        let zip = String::from_utf8(moto::zip_bytes(version)).expect("zip bytes are text");
+        let manifest = format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  zipFile: fn.zip\n{}",
+            self.function,
+            moto::ROLE,
+            self.manifest
+        );
+        repo.commit(
+            &[
+                (&format!("{APP_DIR}/app.pipecd.yaml"), &self.config),
+                (&format!("{APP_DIR}/function.yaml"), &manifest),
+                (&format!("{APP_DIR}/fn.zip"), &zip),
+            ],
+            &format!("deploy {version}"),
+        )
+    }
+}
+
+/// One Lambda app in a repository, deployed by a `gannet up` that checks drift every [`DRIFT`].
+struct Lab {
+    repo: Repo,
+    g: Gannet,
+    spec: Spec,
+    function: String,
+    _state: tempfile::TempDir,
+}
+
+impl Lab {
+    /// Commits code `v1` and starts `gannet up`, which deploys it at once; waits for that.
+    fn start(prefix: &str, trigger: &str, manifest: &str) -> Self {
+        moto::ensure_role();
+        let spec = Spec {
+            function: moto::unique(prefix),
+            config: format!(
+                "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n{trigger}"
+            ),
+            manifest: manifest.to_owned(),
+        };
+        let repo = Repo::new();
+        let v1 = spec.commit(&repo, "v1");
+        let state = tempfile::tempdir().expect("tempdir");
+        let opts = UpOptions {
+            extra_config: format!(
+                "intervals: {{poll: 1m, resume: 1s, drift: {}s}}\nqueue: {{visibility: 3s}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+                DRIFT.as_secs(),
+                moto::REGION,
+                moto::endpoint()
+            ),
+            env: moto::gannet_env(),
+            ..UpOptions::default()
+        };
+        let g = Gannet::start(&repo, state.path(), &opts);
+        let lab = Self {
+            repo,
+            g,
+            function: spec.function.clone(),
+            spec,
+            _state: state,
+        };
+        lab.deployed(&v1);
+        lab
+    }
+
+    fn commit(&self, version: &str) -> String {
+        self.spec.commit(&self.repo, version)
+    }
+
+    /// Waits for the deployment of `commit` to succeed.
+    fn deployed(&self, commit: &str) {
+        let id = self.g.deployment_of(commit, LIMIT);
+        let d = self.g.wait_terminal(&id, LIMIT);
+        assert_eq!(d["status"], "SUCCESS", "{d}\n{}", self.g.log());
+    }
+
+    /// Pushes code `version` and waits for its deployment.
+    fn deploy(&self, version: &str) {
+        let commit = self.commit(version);
+        let (status, body) = self.g.push(&commit, &format!("drift-{version}"));
+        assert_eq!(status, 202, "{body}");
+        self.deployed(&commit);
+    }
+
+    fn app(&self) -> Value {
+        self.g.app_view("fn")
+    }
+
+    /// Waits until the app (as the API shows it) satisfies `ok`; returns it.
+    fn wait_app(&self, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        self.g.wait_until(LIMIT, what, || {
+            let app = self.app();
+            ok(&app).then_some(app)
+        })
+    }
+
+    /// Waits until a drift check has seen the alias serving `version` alone, in sync.
+    fn wait_synced_on(&self, version: &str) -> Value {
+        let summary = format!("version {version} 100%");
+        self.wait_app(&format!("a drift check sees {summary}, in sync"), |a| {
+            a["sync_status"] == "SYNCED" && alias_summary(a) == Some(summary.as_str())
+        })
+    }
+
+    fn alias(&self) -> Option<Routing> {
+        moto::alias(&self.function, ALIAS)
+    }
+
+    fn deployment_count(&self) -> usize {
+        self.g.deployments().len()
+    }
+}
+
+/// The alias's summary among the app's live resources.
+fn alias_summary(app: &Value) -> Option<&str> {
+    app["live"]
+        .as_array()?
+        .iter()
+        .find(|r| r["kind"] == "LambdaAlias")?["summary"]
+        .as_str()
+}
+
+/// The names of the drifted fields the API shows.
+fn drifted(app: &Value) -> Vec<String> {
+    app["drift"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|f| f["field"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Deploys v1 then v2, waits for a check to see v2 in sync, then re-points the alias at
+/// version 1 by hand; returns when that was done.
+fn repoint_to_v1(lab: &Lab) -> Instant {
+    lab.deploy("v2");
+    assert_eq!(lab.alias(), Some(Routing::all_to("2")));
+    lab.wait_synced_on("2");
+    moto::update_alias(&lab.function, ALIAS, &Routing::all_to("1"));
+    Instant::now()
+}
+
+/// Asserts `what` was seen at most one drift interval (plus the check itself) after `changed`.
+fn within_one_interval(changed: Instant, what: &str) {
+    let took = changed.elapsed();
+    assert!(
+        took < DRIFT + Duration::from_millis(1500),
+        "{what} {took:?} after the change; the drift interval is {DRIFT:?}"
+    );
+}
+
+#[test]
+fn a_hand_repointed_alias_is_out_of_sync_within_one_interval_and_by_default_only_the_status_changes(
+) {
+    let lab = Lab::start("drift", "", "");
+    let changed = repoint_to_v1(&lab);
+    let app = lab.wait_app("the app is OUT_OF_SYNC", |a| {
+        a["sync_status"] == "OUT_OF_SYNC"
+    });
+    within_one_interval(changed, "OUT_OF_SYNC");
+    assert_eq!(drifted(&app), ["spec.zipFile"], "{app}");
+    let field = &app["drift"][0];
+    assert_ne!(field["git"], field["live"], "{app}");
+    assert!(
+        app["sync_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("spec.zipFile")),
+        "{app}"
+    );
+    assert_eq!(alias_summary(&app), Some("version 1 100%"), "{app}");
+    assert!(app["drift_changed_at"].is_string(), "{app}");
+
+    let (code, out) = lab.g.cli(&["apps", "show", "fn"]);
+    assert_eq!(code, 0, "{out}");
+    for words in [
+        "OUT_OF_SYNC",
+        "DRIFTED FIELD",
+        "spec.zipFile",
+        "LambdaAlias",
+        "version 1 100%",
+    ] {
+        assert!(out.contains(words), "`apps show` lacks {words:?}:\n{out}");
+    }
+    let (code, out) = lab.g.cli(&["apps", "list"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("fn ") && l.contains("OUT_OF_SYNC")),
+        "{out}"
+    );
+
+    // Three more intervals: nothing is deployed, the alias stays where the operator put it.
+    let deployments = lab.deployment_count();
+    std::thread::sleep(DRIFT * 3);
+    assert_eq!(lab.deployment_count(), deployments);
+    assert_eq!(lab.alias(), Some(Routing::all_to("1")));
+    assert_eq!(lab.app()["sync_status"], "OUT_OF_SYNC");
+}
+
+#[test]
+fn with_on_out_of_sync_a_deployment_puts_the_alias_back() {
+    let lab = Lab::start("autosync", AUTO_SYNC, "");
+    let changed = repoint_to_v1(&lab);
+    // With minWindow 0s the check that finds the drift starts the deployment.
+    let d = lab
+        .g
+        .wait_until(LIMIT, "an ON_OUT_OF_SYNC deployment exists", || {
+            lab.g
+                .deployments()
+                .into_iter()
+                .find(|d| d["trigger"] == "ON_OUT_OF_SYNC")
+        });
+    within_one_interval(changed, "the ON_OUT_OF_SYNC deployment");
+    let id = d["id"].as_str().expect("id");
+    let d = lab.g.wait_terminal(id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}\n{}", lab.g.log());
+    assert_eq!(lab.alias(), Some(Routing::all_to("2")));
+    assert_eq!(
+        moto::versions(&lab.function),
+        ["1", "2"],
+        "the same code is not published again"
+    );
+    let app = lab.wait_synced_on("2");
+    assert_eq!(drifted(&app), Vec::<String>::new(), "{app}");
+    let auto: Vec<Value> = lab
+        .g
+        .deployments()
+        .into_iter()
+        .filter(|d| d["trigger"] == "ON_OUT_OF_SYNC")
+        .collect();
+    assert_eq!(auto.len(), 1, "one deployment for one drift: {auto:?}");
+}
+
+#[test]
+fn reordered_subnets_and_security_groups_are_not_drift_but_a_replaced_subnet_is() {
+    let lab = Lab::start("vpc", "", VPC);
+    lab.wait_synced_on("1");
+
+    // Version 2 by hand: the same code and settings, subnets and security groups reordered.
+    moto::update_vpc(&lab.function, &["subnet-b", "subnet-a"], &["sg-b", "sg-a"]);
+    let v2 = moto::publish_version(&lab.function);
+    moto::update_alias(&lab.function, ALIAS, &Routing::all_to(&v2));
+    let app = lab.wait_synced_on(&v2);
+    assert_eq!(drifted(&app), Vec::<String>::new(), "{app}");
+
+    // Version 3: one subnet replaced.
+    moto::update_vpc(&lab.function, &["subnet-a", "subnet-c"], &["sg-b", "sg-a"]);
+    let v3 = moto::publish_version(&lab.function);
+    moto::update_alias(&lab.function, ALIAS, &Routing::all_to(&v3));
+    let app = lab.wait_app("the replaced subnet is drift", |a| {
+        a["sync_status"] == "OUT_OF_SYNC"
+    });
+    assert_eq!(drifted(&app), ["spec.vpcConfig.subnetIds"], "{app}");
+    assert_eq!(
+        app["drift"][0]["git"], r#"["subnet-a","subnet-b"]"#,
+        "{app}"
+    );
+    assert_eq!(
+        app["drift"][0]["live"], r#"["subnet-a","subnet-c"]"#,
+        "{app}"
+    );
+}
