@@ -716,6 +716,34 @@ impl Lab {
     }
 }
 
+impl Drop for Lab {
+    /// Deletes the lab's table, queues and webhook secret from moto (best effort).
+    fn drop(&mut self) {
+        let direct = self.direct.clone();
+        let made = self.made.clone();
+        self.rt.block_on(async move {
+            let _ = direct
+                .dynamodb
+                .delete_table()
+                .table_name(&made.table)
+                .send()
+                .await;
+            for urls in made.queues.values() {
+                for url in [&urls.queue, &urls.dead_letter] {
+                    let _ = direct.sqs.delete_queue().queue_url(url).send().await;
+                }
+            }
+            let _ = direct
+                .secrets
+                .delete_secret()
+                .secret_id(&made.table)
+                .force_delete_without_recovery(true)
+                .send()
+                .await;
+        });
+    }
+}
+
 /// The function that consumes `queue`.
 pub fn consumer(queue: QueueName) -> Function {
     Function::ALL
