@@ -8,7 +8,7 @@ use gannet_core::app::App;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::{GoDuration, Millis};
 use gannet_core::ports::{Outgoing, QueueName};
-use gannet_core::{AppId, DeploymentId, RepoId};
+use gannet_core::{AppId, CommitSha, DeploymentId, RepoId};
 use serde::{Deserialize, Serialize};
 
 pub const VERSION: u32 = 1;
@@ -35,8 +35,14 @@ pub enum Message {
     Step { deployment: DeploymentId, seq: u64 },
     /// Deliver an event to the notification receivers.
     Notify { event: Box<Event> },
-    /// Compare an app's live state with its desired state at the branch head.
-    DriftCheck { app: AppId },
+    /// Compare an app's live state with its desired state at the branch head. The sweep
+    /// reads each repository's head once and names it here, so a check does not ask the git
+    /// host again (GitHub's rate limit); without it the check reads the head itself.
+    DriftCheck {
+        app: AppId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        head: Option<CommitSha>,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -96,7 +102,7 @@ impl Message {
             Self::Plan { app } => Some(format!("plan:{app}")),
             Self::Step { deployment, seq } => Some(format!("step:{deployment}:{seq}")),
             Self::Notify { .. } => None,
-            Self::DriftCheck { app } => Some(format!("drift:{app}")),
+            Self::DriftCheck { app, .. } => Some(format!("drift:{app}")),
         }
     }
 
@@ -296,6 +302,11 @@ mod tests {
             },
             Message::DriftCheck {
                 app: AppId::parse("demo:app.pipecd.yaml").unwrap(),
+                head: None,
+            },
+            Message::DriftCheck {
+                app: AppId::parse("demo:app.pipecd.yaml").unwrap(),
+                head: Some(CommitSha::parse(&"b".repeat(40)).unwrap()),
             },
         ];
         for m in msgs {

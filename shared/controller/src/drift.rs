@@ -9,6 +9,7 @@
 //! its lock is left alone: the deployment decides what is live. So is an app no plugin reads
 //! the live state of (scripts only): its status stays what its last deployment left.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use gannet_core::app::{App, SyncStatus};
@@ -18,9 +19,9 @@ use gannet_core::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKi
 use gannet_core::drift::{self, LiveState};
 use gannet_core::duration::Millis;
 use gannet_core::plugin::{LiveContext, Plugins, StepError};
-use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, Expect, Write};
+use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
 use gannet_core::trigger::{self as determiner, Decision};
-use gannet_core::AppId;
+use gannet_core::{AppId, CommitSha, RepoId};
 use gannet_events::{Event, EventKind, Message};
 
 use crate::plan::inside_repo;
@@ -54,26 +55,47 @@ enum Examined {
     Live {
         finding: Finding,
         cfg: Box<AppConfig>,
-        head: CommitInfo,
+        /// The commit compared with.
+        head: CommitSha,
     },
 }
 
 impl Controller {
     /// Queues a drift check for every app; returns how many. Each check runs as its own
-    /// message, so a fleet spreads across workers (or Lambda invocations). A check still
-    /// waiting from the last sweep is not queued twice (its dedupe key).
+    /// message, so a fleet spreads across workers (or Lambda invocations). Each repository's
+    /// branch head is read once here and named in its apps' checks. A check still waiting
+    /// from the last sweep is not queued twice (its dedupe key).
     pub async fn drift_sweep(&self) -> Result<usize, HandlerError> {
-        let send: Vec<_> = self
-            .inner
-            .store
-            .apps()
-            .await?
+        let inner = &self.inner;
+        let apps = inner.store.apps().await?;
+        let mut heads: HashMap<RepoId, Option<CommitSha>> = HashMap::new();
+        for app in &apps {
+            if heads.contains_key(&app.repo) {
+                continue;
+            }
+            let head = match inner.settings.repo(&app.repo) {
+                Some(repo) => match inner.git.head(&app.repo, &repo.branch).await {
+                    Ok(info) => Some(info.sha),
+                    Err(err) => {
+                        // Its checks read the head themselves, and retry on their own.
+                        tracing::warn!(repo = %app.repo, error = %crate::error_chain(&err), "drift sweep cannot read the branch head");
+                        None
+                    }
+                },
+                None => None,
+            };
+            heads.insert(app.repo.clone(), head);
+        }
+        let send: Vec<_> = apps
             .into_iter()
-            .map(|a| Message::DriftCheck { app: a.id }.outgoing())
+            .map(|a| {
+                let head = heads.get(&a.repo).cloned().flatten();
+                Message::DriftCheck { app: a.id, head }.outgoing()
+            })
             .collect();
         let queued = send.len();
         if queued > 0 {
-            self.inner
+            inner
                 .store
                 .apply(Changes {
                     writes: Vec::new(),
@@ -81,11 +103,17 @@ impl Controller {
                 })
                 .await?;
         }
-        tracing::info!(apps = queued, "drift sweep queued");
+        tracing::info!(apps = queued, repos = heads.len(), "drift sweep queued");
         Ok(queued)
     }
 
-    pub(crate) async fn drift_check(&self, id: &AppId) -> Result<(), HandlerError> {
+    /// Checks app `id` against `head` (the branch head the sweep read), or against the head
+    /// read now.
+    pub(crate) async fn drift_check(
+        &self,
+        id: &AppId,
+        head: Option<&CommitSha>,
+    ) -> Result<(), HandlerError> {
         let inner = &self.inner;
         let Some(app) = inner.store.app(id).await? else {
             tracing::debug!(app = %id, "drift check for an app that no longer exists");
@@ -94,7 +122,7 @@ impl Controller {
         if app.active_deployment.is_some() {
             return Ok(());
         }
-        let (finding, desired) = match self.examine(&app).await? {
+        let (finding, desired) = match self.examine(&app, head).await? {
             Examined::NotWatched { why } => {
                 tracing::debug!(app = %app.id, %why, "no drift check");
                 return Ok(());
@@ -140,8 +168,10 @@ impl Controller {
         Ok(())
     }
 
-    /// Reads the desired state at the branch head and the live state, without writing.
-    async fn examine(&self, app: &App) -> Result<Examined, HandlerError> {
+    /// Reads the desired state at `head` (or the branch head) and the live state, without
+    /// writing. Files are read from the checked-out tree, which is cached per commit, so a
+    /// steady sweep asks git (or GitHub) nothing.
+    async fn examine(&self, app: &App, head: Option<&CommitSha>) -> Result<Examined, HandlerError> {
         let inner = &self.inner;
         let Some(repo) = inner.settings.repo(&app.repo) else {
             return Ok(Examined::Done(Finding::new(
@@ -149,16 +179,28 @@ impl Controller {
                 format!("repository {} is no longer configured", app.repo),
             )));
         };
-        let head = inner.git.head(&app.repo, &repo.branch).await?;
+        let head = match head {
+            Some(sha) => sha.clone(),
+            None => inner.git.head(&app.repo, &repo.branch).await?.sha,
+        };
+        let root = inner.git.checkout(&app.repo, &head).await?;
         let path = app.id.config_path();
-        let Some(bytes) = inner.git.read_file(&app.repo, &head.sha, path).await? else {
-            return Ok(Examined::Done(Finding::new(
-                SyncStatus::InvalidConfig,
-                format!(
-                    "config file {path} no longer exists at {}",
-                    head.sha.short()
-                ),
-            )));
+        let bytes = match tokio::fs::read(root.join(path)).await {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Examined::Done(Finding::new(
+                    SyncStatus::InvalidConfig,
+                    format!("config file {path} no longer exists at {}", head.short()),
+                )))
+            }
+            Err(e) => {
+                return Err(GitError::Failed {
+                    repo: app.repo.clone(),
+                    operation: "read file",
+                    source: Box::new(e),
+                }
+                .into())
+            }
         };
         let Ok(text) = String::from_utf8(bytes) else {
             return Ok(Examined::Done(Finding::new(
@@ -181,7 +223,6 @@ impl Controller {
                 why: format!("no compiled-in plugin deploys {} apps", cfg.kind.as_str()),
             });
         };
-        let root = inner.git.checkout(&app.repo, &head.sha).await?;
         // The files the config names (a function manifest) must be valid too.
         if let Some(reason) = manifest_issues(path, &text, app.id.dir(), &root, &inner.plugins) {
             return Ok(Examined::Done(Finding::new(
@@ -207,7 +248,7 @@ impl Controller {
                 };
                 Finding {
                     status,
-                    reason: format!("at {}: {}", head.sha.short(), drift::summary(&live.drift)),
+                    reason: format!("at {}: {}", head.short(), drift::summary(&live.drift)),
                     live: Some(live),
                 }
             }
@@ -237,7 +278,7 @@ impl Controller {
         &self,
         app: &mut App,
         cfg: &AppConfig,
-        head: &CommitInfo,
+        compared: &CommitSha,
         now: Millis,
         changes: &mut Changes,
     ) -> Result<(), HandlerError> {
@@ -263,6 +304,13 @@ impl Controller {
         let Some(repo) = self.inner.settings.repo(&app.repo) else {
             return Ok(());
         };
+        // Never deploy an older commit than the branch has now: if it moved on since the
+        // sweep, the next check compares with the new head.
+        let head = self.inner.git.head(&app.repo, &repo.branch).await?;
+        if &head.sha != compared {
+            tracing::debug!(app = %app.id, compared = %compared, head = %head.sha, "auto-sync waits: the branch moved on");
+            return Ok(());
+        }
         let trigger = Trigger {
             kind: TriggerKind::OnOutOfSync,
             commander: String::new(),
@@ -271,7 +319,7 @@ impl Controller {
         // One deployment per drift observation: the app's version is part of the id, and the
         // app write is conditional on that version.
         let cause = format!("ON_OUT_OF_SYNC:{}", app.version);
-        let d = pending_deployment(app, cfg, head, &repo.branch, trigger, &cause, now);
+        let d = pending_deployment(app, cfg, &head, &repo.branch, trigger, &cause, now);
         tracing::info!(app = %app.id, deployment = %d.id, %reason, "auto-sync triggered");
         app.sync_reason = pending_note(&app.sync_reason, TriggerKind::OnOutOfSync, d.id.as_str());
         changes.send.push(

@@ -118,7 +118,7 @@ impl Controller {
             Message::Plan { app } => self.plan(&app).await,
             Message::Step { deployment, seq } => self.step(&deployment, seq).await,
             Message::Notify { event } => self.notify(&event).await,
-            Message::DriftCheck { app } => self.drift_check(&app).await,
+            Message::DriftCheck { app, head } => self.drift_check(&app, head.as_ref()).await,
         }
     }
 }

@@ -279,10 +279,17 @@ impl Lab {
             .expect("update the app");
     }
 
-    /// One drift check, delivered as the queue would; what became of the message.
+    /// One drift check that reads the head itself, delivered as the queue would; what became
+    /// of the message.
     async fn check(&self) -> Disposition {
+        self.check_at(None).await
+    }
+
+    /// One drift check against `head`, as the sweep names it.
+    async fn check_at(&self, head: Option<CommitSha>) -> Disposition {
         let body = Message::DriftCheck {
             app: self.id.clone(),
+            head,
         }
         .encode();
         self.controller
@@ -605,9 +612,22 @@ async fn transient_errors_retry_and_change_nothing() {
     assert!(lab.events().await.is_empty());
 }
 
+impl Lab {
+    async fn head(&self) -> CommitSha {
+        self.controller
+            .inner
+            .git
+            .head(&self.id.repo(), "main")
+            .await
+            .expect("head")
+            .sha
+    }
+}
+
 #[tokio::test]
-async fn the_sweep_queues_one_check_per_app_once() {
+async fn the_sweep_queues_one_check_per_app_once_naming_the_head() {
     let lab = Lab::new(LAMBDA_APP).await;
+    let head = lab.head().await;
     assert_eq!(lab.controller.drift_sweep().await.expect("sweep"), 1);
     // A second sweep while the first check still waits adds nothing (dedupe key).
     assert_eq!(lab.controller.drift_sweep().await.expect("sweep"), 1);
@@ -615,7 +635,30 @@ async fn the_sweep_queues_one_check_per_app_once() {
     assert_eq!(
         checks,
         [Message::DriftCheck {
-            app: lab.id.clone()
+            app: lab.id.clone(),
+            head: Some(head),
         }]
     );
+}
+
+#[tokio::test]
+async fn a_check_compares_with_the_head_the_sweep_read_and_never_auto_syncs_an_older_one() {
+    let lab = Lab::new(&format!("{LAMBDA_APP}{AUTO_SYNC}")).await;
+    let swept = lab.head().await;
+    // The branch moves on (its config breaks) after the sweep read the head.
+    lab.commit("kind: LambdaApp\nspec: [", "memory: 128");
+    lab.script(Live::Drifted("spec.memory"));
+    lab.check_at(Some(swept.clone())).await;
+    let app = lab.app().await;
+    assert_eq!(app.sync_status, SyncStatus::OutOfSync, "{app:#?}");
+    assert!(app
+        .sync_reason
+        .starts_with(&format!("at {}:", swept.short())));
+    assert!(
+        lab.deployments().await.is_empty(),
+        "no deployment of a commit the branch has left"
+    );
+    // The next check, at the new head, sees the broken config.
+    lab.check_at(Some(lab.head().await)).await;
+    assert_eq!(lab.app().await.sync_status, SyncStatus::InvalidConfig);
 }
