@@ -225,7 +225,18 @@ pub(crate) fn check_app(
             } else {
                 format!("{field}.taskDefinitionFile")
             };
-            Err(error(named_by, e.file, e.line, e.field, e.message))
+            // With attachments or sealed secrets the manifests are templates that PipeCD fills
+            // in before reading them; gannet supports neither, so it cannot judge the file.
+            let templated = app.spec().attachment.is_some() || app.spec().encryption.is_some();
+            let message = if templated {
+                format!("{} (the manifest is filled in from spec.attachment or spec.encryption, which gannet does not support yet)", e.message)
+            } else {
+                e.message
+            };
+            Err(AppFileError {
+                unsupported: templated,
+                ..error(named_by, e.file, e.line, e.field, message)
+            })
         }
         Err(SourceError::Missing { field, file }) => Err(error(
             field,
