@@ -9,8 +9,7 @@ use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Settings, Sup
 use gannet_core::{GoDuration, RepoId};
 use gannet_git::{Location, RepoSpec};
 use gannet_plugin_ecs::DeployTarget as EcsTarget;
-use gannet_plugin_lambda::{DeployTarget, DEFAULT_ALIAS};
-use serde::de::DeserializeOwned;
+use gannet_plugin_lambda::DeployTarget;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -67,27 +66,6 @@ fn default_workers() -> usize {
 struct RawPlugin {
     #[serde(default)]
     deploy_targets: Vec<serde_yaml::Value>,
-}
-
-/// One of `plugins.lambda.deployTargets`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawLambdaTarget {
-    name: String,
-    region: String,
-    role_arn: Option<String>,
-    endpoint: Option<String>,
-    alias: Option<String>,
-}
-
-/// One of `plugins.ecs.deployTargets`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawEcsTarget {
-    name: String,
-    region: String,
-    role_arn: Option<String>,
-    endpoint: Option<String>,
 }
 
 /// The platform plugins whose deploy targets `plugins:` may list.
@@ -325,127 +303,34 @@ impl UpConfig {
     }
 }
 
-/// `plugins.<plugin>.deployTargets` as `R`s, each with the field path errors name.
-fn raw_targets<R: DeserializeOwned>(
+/// `plugins.<plugin>.deployTargets` as JSON values, for the plugin to parse and check.
+fn raw_targets(
     raw: Option<&serde_yaml::Value>,
     plugin: &str,
-) -> Result<Vec<(String, R)>, String> {
+) -> Result<Vec<serde_json::Value>, String> {
     let Some(raw) = raw.filter(|v| !v.is_null()) else {
         return Ok(Vec::new());
     };
     let parsed: RawPlugin =
         serde_yaml::from_value(raw.clone()).map_err(|e| format!("plugins.{plugin}: {e}"))?;
-    let mut out = Vec::new();
-    for (i, value) in parsed.deploy_targets.into_iter().enumerate() {
-        let at = format!("plugins.{plugin}.deployTargets[{i}]");
-        let t: R = serde_yaml::from_value(value).map_err(|e| format!("{at}: {e}"))?;
-        out.push((at, t));
-    }
-    Ok(out)
-}
-
-/// The checks every AWS deploy target passes: a name listed once, a region, a role ARN and an
-/// endpoint that look like ones.
-fn check_aws_target(
-    at: &str,
-    name: &str,
-    seen: &[&str],
-    region: &str,
-    role_arn: Option<&str>,
-    endpoint: Option<&str>,
-) -> Result<(), String> {
-    if name.trim().is_empty() {
-        return Err(format!("{at}.name: must not be empty"));
-    }
-    if seen.contains(&name) {
-        return Err(format!("{at}.name: {name} is listed twice"));
-    }
-    let region_ok = region.contains('-')
-        && region.ends_with(|c: char| c.is_ascii_digit())
-        && region
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !region_ok {
-        return Err(format!(
-            "{at}.region: {region:?} is not an AWS region such as us-east-1"
-        ));
-    }
-    if let Some(role) = role_arn {
-        if !(role.starts_with("arn:") && role.contains(":role/")) {
-            return Err(format!(
-                "{at}.roleArn: {role:?} is not a role ARN such as arn:aws:iam::123456789012:role/deployer"
-            ));
-        }
-    }
-    if let Some(endpoint) = endpoint {
-        let host = endpoint
-            .strip_prefix("http://")
-            .or_else(|| endpoint.strip_prefix("https://"));
-        if host.is_none_or(str::is_empty) {
-            return Err(format!(
-                "{at}.endpoint: {endpoint:?} is not an http(s) URL such as http://127.0.0.1:5000"
-            ));
-        }
-    }
-    Ok(())
+    parsed
+        .deploy_targets
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            serde_json::to_value(v).map_err(|e| format!("plugins.{plugin}.deployTargets[{i}]: {e}"))
+        })
+        .collect()
 }
 
 /// `plugins.lambda.deployTargets`, checked; every error names its field.
 fn lambda_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<DeployTarget>, String> {
-    let mut targets: Vec<DeployTarget> = Vec::new();
-    for (at, t) in raw_targets::<RawLambdaTarget>(raw, "lambda")? {
-        let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
-        check_aws_target(
-            &at,
-            &t.name,
-            &seen,
-            &t.region,
-            t.role_arn.as_deref(),
-            t.endpoint.as_deref(),
-        )?;
-        let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
-        let alias_ok = (1..=128).contains(&alias.len())
-            && alias
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            && !alias.chars().all(|c| c.is_ascii_digit());
-        if !alias_ok {
-            return Err(format!(
-                "{at}.alias: {alias:?} is not a Lambda alias name (letters, digits, - and _, not only digits)"
-            ));
-        }
-        targets.push(DeployTarget {
-            name: t.name,
-            region: t.region,
-            role_arn: t.role_arn,
-            endpoint: t.endpoint,
-            alias,
-        });
-    }
-    Ok(targets)
+    DeployTarget::parse_list(&raw_targets(raw, "lambda")?, "plugins.lambda.deployTargets")
 }
 
 /// `plugins.ecs.deployTargets`, checked like Lambda's; every error names its field.
 fn ecs_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<EcsTarget>, String> {
-    let mut targets: Vec<EcsTarget> = Vec::new();
-    for (at, t) in raw_targets::<RawEcsTarget>(raw, "ecs")? {
-        let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
-        check_aws_target(
-            &at,
-            &t.name,
-            &seen,
-            &t.region,
-            t.role_arn.as_deref(),
-            t.endpoint.as_deref(),
-        )?;
-        targets.push(EcsTarget {
-            name: t.name,
-            region: t.region,
-            role_arn: t.role_arn,
-            endpoint: t.endpoint,
-        });
-    }
-    Ok(targets)
+    EcsTarget::parse_list(&raw_targets(raw, "ecs")?, "plugins.ecs.deployTargets")
 }
 
 #[cfg(test)]

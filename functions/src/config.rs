@@ -8,7 +8,8 @@ use gannet_aws::QueueUrls;
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Supersede};
 use gannet_core::ports::QueueName;
 use gannet_core::{GoDuration, RepoId};
-use gannet_plugin_lambda::{DeployTarget, DEFAULT_ALIAS};
+use gannet_plugin_ecs::DeployTarget as EcsTarget;
+use gannet_plugin_lambda::DeployTarget;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -77,6 +78,7 @@ pub struct FunctionConfig {
     pub webhook_secret: Option<WebhookSecret>,
     pub github: GithubConfig,
     pub lambda_targets: Vec<DeployTarget>,
+    pub ecs_targets: Vec<EcsTarget>,
     pub intervals: Intervals,
     pub receivers: Vec<Receiver>,
     /// Local git's cache directory.
@@ -119,19 +121,9 @@ enum RawSupersede {
 #[serde(deny_unknown_fields)]
 struct RawTargets {
     #[serde(default)]
-    lambda: Vec<RawLambdaTarget>,
+    lambda: Vec<serde_json::Value>,
     #[serde(default)]
     ecs: Vec<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawLambdaTarget {
-    name: String,
-    region: String,
-    role_arn: Option<String>,
-    endpoint: Option<String>,
-    alias: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -193,9 +185,9 @@ impl FunctionConfig {
                 ));
             }
         }
-        let lambda_targets = match get(DEPLOY_TARGETS) {
+        let (lambda_targets, ecs_targets) = match get(DEPLOY_TARGETS) {
             Some(text) => deploy_targets(&text)?,
-            None => Vec::new(),
+            None => (Vec::new(), Vec::new()),
         };
         let defaults = Intervals::default();
         let intervals = Intervals {
@@ -222,6 +214,7 @@ impl FunctionConfig {
             webhook_secret,
             github,
             lambda_targets,
+            ecs_targets,
             intervals,
             receivers,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
@@ -298,67 +291,12 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
     Ok(repos)
 }
 
-fn deploy_targets(text: &str) -> Result<Vec<DeployTarget>, ConfigError> {
+fn deploy_targets(text: &str) -> Result<(Vec<DeployTarget>, Vec<EcsTarget>), ConfigError> {
     let raw: RawTargets = json(DEPLOY_TARGETS, text)?;
-    if !raw.ecs.is_empty() {
-        return Err(invalid(
-            DEPLOY_TARGETS,
-            "ecs: this build has no ECS plugin; remove the ecs targets",
-        ));
-    }
-    let mut targets: Vec<DeployTarget> = Vec::with_capacity(raw.lambda.len());
-    for (i, t) in raw.lambda.into_iter().enumerate() {
-        let at = |field: &str, message: String| {
-            invalid(DEPLOY_TARGETS, format!("lambda[{i}].{field}: {message}"))
-        };
-        if t.name.trim().is_empty() {
-            return Err(at("name", "must not be empty".into()));
-        }
-        if targets.iter().any(|d| d.name == t.name) {
-            return Err(at("name", format!("{} is listed twice", t.name)));
-        }
-        let region_ok = t.region.contains('-')
-            && t.region.ends_with(|c: char| c.is_ascii_digit())
-            && t.region
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-        if !region_ok {
-            return Err(at(
-                "region",
-                format!("{:?} is not an AWS region such as us-east-1", t.region),
-            ));
-        }
-        if let Some(role) = t.role_arn.as_deref() {
-            if !(role.starts_with("arn:") && role.contains(":role/")) {
-                return Err(at("roleArn", format!("{role:?} is not a role ARN")));
-            }
-        }
-        if let Some(endpoint) = t.endpoint.as_deref() {
-            if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-                return Err(at(
-                    "endpoint",
-                    format!("{endpoint:?} is not an http(s) URL"),
-                ));
-            }
-        }
-        let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
-        let alias_ok = (1..=128).contains(&alias.len())
-            && alias
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-            && !alias.chars().all(|c| c.is_ascii_digit());
-        if !alias_ok {
-            return Err(at("alias", format!("{alias:?} is not a Lambda alias name")));
-        }
-        targets.push(DeployTarget {
-            name: t.name,
-            region: t.region,
-            role_arn: t.role_arn,
-            endpoint: t.endpoint,
-            alias,
-        });
-    }
-    Ok(targets)
+    let lambda =
+        DeployTarget::parse_list(&raw.lambda, "lambda").map_err(|e| invalid(DEPLOY_TARGETS, e))?;
+    let ecs = EcsTarget::parse_list(&raw.ecs, "ecs").map_err(|e| invalid(DEPLOY_TARGETS, e))?;
+    Ok((lambda, ecs))
 }
 
 fn interval(
@@ -528,7 +466,7 @@ mod tests {
             (
                 DEPLOY_TARGETS,
                 Some(r#"{"ecs":[{"name":"a"}]}"#),
-                "GANNET_DEPLOY_TARGETS: ecs: this build has no ECS plugin",
+                "GANNET_DEPLOY_TARGETS: ecs[0]: missing field `region`",
             ),
             (
                 DEPLOY_TARGETS,

@@ -7,6 +7,7 @@
 //! | `trigger`, `plan`, `stage`, `notify` | SQS event source mapping with `ReportBatchItemFailures` | [`sqs::handle_batch`] → `Controller::handle` per record |
 //! | `poll`, `resume` | EventBridge Scheduler (Input JSON as-is) | [`schedule::poll`], [`schedule::resume`] |
 //! | `api` | HTTP API with IAM auth (lambda_http) | [`http::api`]: the axum router of `gannet up` |
+//! | `drift` | EventBridge Scheduler (the sweep) and the SQS `drift` queue (one check per app) | [`schedule::drift`] → `Controller::drift_sweep`; [`sqs::handle_batch`] → the check |
 //!
 //! Each function, on a cold start:
 //! - reads its configuration from the environment once ([`FunctionConfig::from_env`]; the
@@ -66,10 +67,11 @@ pub enum Function {
     Poll,
     Resume,
     Api,
+    Drift,
 }
 
 impl Function {
-    pub const ALL: [Function; 8] = [
+    pub const ALL: [Function; 9] = [
         Self::Webhook,
         Self::Trigger,
         Self::Plan,
@@ -78,6 +80,7 @@ impl Function {
         Self::Poll,
         Self::Resume,
         Self::Api,
+        Self::Drift,
     ];
 
     /// The binary's name (= the SAM template's `BuildProperties.Binary`).
@@ -91,6 +94,7 @@ impl Function {
             Self::Poll => "poll",
             Self::Resume => "resume",
             Self::Api => "api",
+            Self::Drift => "drift",
         }
     }
 
@@ -99,7 +103,7 @@ impl Function {
     pub(crate) fn reads_github(self) -> bool {
         matches!(
             self,
-            Self::Trigger | Self::Plan | Self::Stage | Self::Notify | Self::Api
+            Self::Trigger | Self::Plan | Self::Stage | Self::Notify | Self::Api | Self::Drift
         )
     }
 
@@ -114,13 +118,14 @@ impl Function {
             Self::Notify => InvokedBy::Queue(QueueName::Notify),
             Self::Poll => InvokedBy::Schedule(Job::Poll),
             Self::Resume => InvokedBy::Schedule(Job::Resume),
+            Self::Drift => InvokedBy::ScheduleOrQueue(Job::Drift, QueueName::Drift),
         }
     }
 
     /// The queue an SQS consumer reads; `None` for the others.
     pub fn queue(self) -> Option<QueueName> {
         match self.invoked_by() {
-            InvokedBy::Queue(queue) => Some(queue),
+            InvokedBy::Queue(queue) | InvokedBy::ScheduleOrQueue(_, queue) => Some(queue),
             _ => None,
         }
     }
@@ -133,6 +138,8 @@ pub(crate) enum InvokedBy {
     HttpApi,
     Queue(QueueName),
     Schedule(Job),
+    /// The timer's input, or an SQS event (told apart by its `Records`).
+    ScheduleOrQueue(Job, QueueName),
 }
 
 /// The timer jobs.
@@ -140,6 +147,7 @@ pub(crate) enum InvokedBy {
 pub(crate) enum Job {
     Poll,
     Resume,
+    Drift,
 }
 
 impl std::fmt::Display for Function {

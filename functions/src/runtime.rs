@@ -140,6 +140,9 @@ impl Runtime {
             Arc::new(gannet_plugin_lambda::LambdaPlugin::new(
                 config.lambda_targets.clone(),
             )),
+            Arc::new(gannet_plugin_ecs::EcsPlugin::new(
+                config.ecs_targets.clone(),
+            )),
         ]);
         let settings = Settings {
             repos: config.repos.clone(),

@@ -1,4 +1,4 @@
-//! The timers (`poll`, `resume`): EventBridge Scheduler invokes them with its schedule's
+//! The timers (`poll`, `resume`, `drift`): EventBridge Scheduler invokes them with its schedule's
 //! Input JSON as-is. The input only names the run in the log; each sweep does all its work.
 
 use gannet_controller::{error_chain, HandlerError};
@@ -37,6 +37,16 @@ pub async fn resume(runtime: &Runtime, event: LambdaEvent<Value>) -> Result<Valu
         "resume",
         &event.payload,
         result.map(|r| json!({"job": "resume", "steps": r.steps, "plans": r.plans})),
+    )
+}
+
+/// The drift sweep: queues one drift check per app on the `drift` queue.
+pub async fn drift(runtime: &Runtime, event: LambdaEvent<Value>) -> Result<Value, ScheduleError> {
+    let result = runtime.controller().drift_sweep().await;
+    finish(
+        "drift",
+        &event.payload,
+        result.map(|checks| json!({"job": "drift", "checks": checks})),
     )
 }
 

@@ -89,17 +89,42 @@ async fn serve(runtime: Runtime) -> Result<(), lambda_runtime::Error> {
         InvokedBy::Schedule(job) => {
             let handler = service_fn(move |event: LambdaEvent<Value>| {
                 let runtime = runtime.clone();
+                async move { timer(&runtime, job, event).await }
+            });
+            lambda_runtime::run(handler).await
+        }
+        InvokedBy::ScheduleOrQueue(job, queue) => {
+            let handler = service_fn(move |event: LambdaEvent<Value>| {
+                let runtime = runtime.clone();
                 async move {
-                    let result = match job {
-                        Job::Poll => schedule::poll(&runtime, event).await,
-                        Job::Resume => schedule::resume(&runtime, event).await,
-                    };
-                    result.map_err(lambda_runtime::Error::from)
+                    if event.payload.get("Records").is_none() {
+                        return timer(&runtime, job, event).await;
+                    }
+                    let (payload, context) = event.into_parts();
+                    let records: SqsEvent = serde_json::from_value(payload)?;
+                    let response =
+                        sqs::handle_batch(&runtime, queue, LambdaEvent::new(records, context))
+                            .await;
+                    Ok(serde_json::to_value(response)?)
                 }
             });
             lambda_runtime::run(handler).await
         }
     }
+}
+
+/// Runs a timer's sweep.
+async fn timer(
+    runtime: &Runtime,
+    job: Job,
+    event: LambdaEvent<Value>,
+) -> Result<Value, lambda_runtime::Error> {
+    let result = match job {
+        Job::Poll => schedule::poll(runtime, event).await,
+        Job::Resume => schedule::resume(runtime, event).await,
+        Job::Drift => schedule::drift(runtime, event).await,
+    };
+    result.map_err(lambda_runtime::Error::from)
 }
 
 /// Registers for Lambda's SIGTERM (through an internal no-op extension): the function logs

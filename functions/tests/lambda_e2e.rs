@@ -16,6 +16,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use gannet_core::app::SyncStatus;
 use gannet_core::deployment::{DeploymentStatus, StageStatus};
 use gannet_core::ports::QueueName;
 use gannet_core::DeploymentId;
@@ -306,6 +307,42 @@ fn a_failing_script_after_the_promote_rolls_the_canary_back_to_the_old_version()
         "the alias routes everything to the old version again"
     );
     assert_eq!(c.versions(), ["1", "2"]);
+}
+
+#[test]
+fn the_drift_function_finds_an_alias_repointed_by_hand() {
+    let mut c = Canary::new("drift", LabOptions::default());
+    let sweep = |c: &mut Canary| {
+        let done = c.lab.drift();
+        assert_eq!(done["job"], "drift", "{done}");
+        assert_eq!(done["checks"], 1, "one check per app: {done}");
+        c.lab
+            .drive_until("the drift checks", support::LIMIT, |_| true);
+        let apps = c.lab.apps();
+        assert_eq!(apps.len(), 1, "{apps:?}");
+        apps.into_iter().next().expect("the app")
+    };
+    let app = sweep(&mut c);
+    assert_eq!(app.sync_status, SyncStatus::Synced, "{app:?}");
+    assert!(app.drift.is_empty(), "{app:?}");
+
+    // Someone gives the function more memory by hand and points the alias at that version.
+    moto::update_memory(&c.function, 256);
+    let by_hand = moto::publish_version(&c.function);
+    moto::update_alias(&c.function, ALIAS, &Routing::all_to(&by_hand));
+
+    let app = sweep(&mut c);
+    assert_eq!(app.sync_status, SyncStatus::OutOfSync, "{app:?}");
+    assert!(
+        app.drift
+            .iter()
+            .any(|f| f.field.contains("memory") && f.git == "128" && f.live == "256"),
+        "the drifted field is named with both values: {app:?}"
+    );
+    assert!(
+        c.lab.deployments().iter().all(|d| d.status.is_terminal()),
+        "onOutOfSync is off by default: no deployment starts"
+    );
 }
 
 /// Milliseconds since the epoch, as the store's clock reads them.

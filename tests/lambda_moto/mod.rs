@@ -272,6 +272,15 @@ pub fn update_vpc(function: &str, subnets: &[&str], security_groups: &[&str]) {
     );
 }
 
+/// UpdateFunctionConfiguration of `$LATEST`: its memory size.
+pub fn update_memory(function: &str, megabytes: u32) {
+    lambda_send(
+        reqwest::Method::PUT,
+        &format!("/2015-03-31/functions/{function}/configuration"),
+        &serde_json::json!({"MemorySize": megabytes}),
+    );
+}
+
 /// PublishVersion of `$LATEST`; returns the version.
 pub fn publish_version(function: &str) -> String {
     let out = lambda_send(

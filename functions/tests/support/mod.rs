@@ -668,6 +668,23 @@ impl Lab {
             .expect("the poll sweep")
     }
 
+    /// Invokes the `drift` function with the Scheduler's input (the sweep).
+    pub fn drift(&mut self) -> Value {
+        self.count(Function::Drift);
+        let event = LambdaEvent::new(json!({"job": "drift"}), Context::default());
+        self.rt
+            .block_on(gannet_functions::schedule::drift(
+                self.runtime(Function::Drift),
+                event,
+            ))
+            .expect("the drift sweep")
+    }
+
+    /// Every app the store knows.
+    pub fn apps(&self) -> Vec<gannet_core::app::App> {
+        self.rt.block_on(self.store.apps()).expect("list apps")
+    }
+
     pub fn deployment(&self, id: &DeploymentId) -> Deployment {
         self.rt
             .block_on(self.store.deployment(id))

@@ -17,6 +17,7 @@ pub mod plugin;
 pub mod ports;
 pub mod report;
 pub mod stage_options;
+pub mod targets;
 pub mod trigger;
 
 pub use duration::GoDuration;

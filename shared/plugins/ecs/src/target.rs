@@ -13,6 +13,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_ecs::config::SharedCredentialsProvider;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use gannet_core::targets;
 use tokio::sync::OnceCell;
 
 use crate::api::EcsApi;
@@ -29,7 +30,40 @@ pub struct DeployTarget {
     pub endpoint: Option<String>,
 }
 
+/// One target as the controller config writes it.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawTarget {
+    name: String,
+    region: String,
+    role_arn: Option<String>,
+    endpoint: Option<String>,
+}
+
 impl DeployTarget {
+    /// The targets the controller config lists at `at` (such as `plugins.ecs.deployTargets`),
+    /// checked; every error names its field.
+    pub fn parse_list(values: &[serde_json::Value], at: &str) -> Result<Vec<Self>, String> {
+        let mut targets: Vec<Self> = Vec::new();
+        for (at, t) in targets::parse_list::<RawTarget>(values, at)? {
+            let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
+            let fields = targets::AwsFields {
+                name: &t.name,
+                region: &t.region,
+                role_arn: t.role_arn.as_deref(),
+                endpoint: t.endpoint.as_deref(),
+            };
+            targets::check_aws(&at, fields, &seen)?;
+            targets.push(Self {
+                name: t.name,
+                region: t.region,
+                role_arn: t.role_arn,
+                endpoint: t.endpoint,
+            });
+        }
+        Ok(targets)
+    }
+
     /// A target in `region` with nothing else set.
     pub fn new(name: impl Into<String>, region: impl Into<String>) -> Self {
         Self {

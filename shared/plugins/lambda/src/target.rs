@@ -13,6 +13,7 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_lambda::config::SharedCredentialsProvider;
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use gannet_core::targets;
 use tokio::sync::OnceCell;
 
 use crate::api::LambdaApi;
@@ -34,7 +35,53 @@ pub struct DeployTarget {
     pub alias: String,
 }
 
+/// One target as the controller config writes it.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawTarget {
+    name: String,
+    region: String,
+    role_arn: Option<String>,
+    endpoint: Option<String>,
+    alias: Option<String>,
+}
+
 impl DeployTarget {
+    /// The targets the controller config lists at `at` (such as
+    /// `plugins.lambda.deployTargets`), checked; every error names its field.
+    pub fn parse_list(values: &[serde_json::Value], at: &str) -> Result<Vec<Self>, String> {
+        let mut targets: Vec<Self> = Vec::new();
+        for (at, t) in targets::parse_list::<RawTarget>(values, at)? {
+            let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
+            let fields = targets::AwsFields {
+                name: &t.name,
+                region: &t.region,
+                role_arn: t.role_arn.as_deref(),
+                endpoint: t.endpoint.as_deref(),
+            };
+            targets::check_aws(&at, fields, &seen)?;
+            let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
+            let alias_ok = (1..=128).contains(&alias.len())
+                && alias
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !alias.chars().all(|c| c.is_ascii_digit());
+            if !alias_ok {
+                return Err(format!(
+                    "{at}.alias: {alias:?} is not a Lambda alias name (letters, digits, - and _, not only digits)"
+                ));
+            }
+            targets.push(Self {
+                name: t.name,
+                region: t.region,
+                role_arn: t.role_arn,
+                endpoint: t.endpoint,
+                alias,
+            });
+        }
+        Ok(targets)
+    }
+
     /// A target in `region` with the default alias and nothing else set.
     pub fn new(name: impl Into<String>, region: impl Into<String>) -> Self {
         Self {
