@@ -135,7 +135,9 @@ fn a_five_stage_canary_runs_to_success_and_its_aws_requests_are_counted() {
     let v2 = c.commit("v2", CANARY);
     // Count from the push of the new commit on.
     c.lab.proxy.take();
+    c.lab.proxy.take_units();
     c.lab.invocations.clear();
+    c.lab.busy.clear();
     c.lab.esm.clear();
 
     let id = c.push(&v2);
@@ -149,6 +151,8 @@ fn a_five_stage_canary_runs_to_success_and_its_aws_requests_are_counted() {
             d.status.is_terminal()
         });
     let requests = c.lab.proxy.take();
+    let units = c.lab.proxy.take_units();
+    let busy = c.lab.busy.clone();
     let invocations = c.lab.invocations.clone();
     let esm = c.lab.esm.clone();
 
@@ -172,7 +176,8 @@ fn a_five_stage_canary_runs_to_success_and_its_aws_requests_are_counted() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["deployment"]["status"], "SUCCESS", "{body}");
 
-    report(&requests, &invocations, &esm);
+    let cost = report(&requests, &units, &invocations, &busy, &esm);
+    assert!(cost > 0.0 && cost < 0.01, "${cost} per deployment");
     let count = |service: &str, op: &str| {
         requests
             .get(&(service.to_owned(), op.to_owned()))
@@ -214,11 +219,36 @@ fn a_five_stage_canary_runs_to_success_and_its_aws_requests_are_counted() {
 }
 
 /// Prints the request table and writes it as JSON for BENCHMARKS.md.
+/// us-east-1 list prices (USD), on-demand, as of 2026-11.
+mod price {
+    /// DynamoDB on-demand, per read / write request unit.
+    pub const RRU: f64 = 0.125e-6;
+    pub const WRU: f64 = 0.625e-6;
+    /// SQS standard, per request (64 KB chunk).
+    pub const SQS_REQUEST: f64 = 0.40e-6;
+    /// Lambda, per invocation and per GB-second on arm64.
+    pub const LAMBDA_REQUEST: f64 = 0.20e-6;
+    pub const LAMBDA_GB_SECOND_ARM: f64 = 0.000_013_333_4;
+}
+
+/// The memory infra/template.yaml gives each function, in MB.
+fn memory_mb(f: Function) -> f64 {
+    if f == Function::Stage {
+        512.0
+    } else {
+        256.0
+    }
+}
+
+/// Prints the request table and the cost it comes to, writes both as JSON for BENCHMARKS.md,
+/// and returns the cost of the deployment in dollars.
 fn report(
     requests: &support::counting::Counts,
+    units: &support::counting::Units,
     invocations: &BTreeMap<Function, u64>,
+    busy: &BTreeMap<Function, Duration>,
     esm: &BTreeMap<&'static str, u64>,
-) {
+) -> f64 {
     let mut by_service: BTreeMap<&str, u64> = BTreeMap::new();
     println!("AWS requests of one five-stage LambdaApp canary (push to SUCCESS):");
     println!("| service | operation | requests |\n|---|---|---|");
@@ -237,6 +267,45 @@ fn report(
     for (call, n) in esm {
         println!("| {call} | {n} |");
     }
+    let (rru, wru) = units
+        .values()
+        .fold((0, 0), |(r, w), (ur, uw)| (r + ur, w + uw));
+    let sqs = by_service.get("sqs").copied().unwrap_or(0) + esm.values().sum::<u64>();
+    let calls: u64 = invocations.values().sum();
+    let gb_seconds: f64 = busy
+        .iter()
+        .map(|(f, t)| t.as_secs_f64() * memory_mb(*f) / 1024.0)
+        .sum();
+    let lines = [
+        ("DynamoDB reads", rru as f64, price::RRU, "RRU"),
+        ("DynamoDB writes", wru as f64, price::WRU, "WRU"),
+        (
+            "SQS requests (functions + event source mapping)",
+            sqs as f64,
+            price::SQS_REQUEST,
+            "requests",
+        ),
+        (
+            "Lambda invocations",
+            calls as f64,
+            price::LAMBDA_REQUEST,
+            "invocations",
+        ),
+        (
+            "Lambda duration (arm64)",
+            gb_seconds,
+            price::LAMBDA_GB_SECOND_ARM,
+            "GB-s",
+        ),
+    ];
+    println!("\n| cost item | quantity | unit price | dollars |\n|---|---|---|---|");
+    let mut total = 0.0;
+    for (item, quantity, unit_price, unit) in lines {
+        let dollars = quantity * unit_price;
+        total += dollars;
+        println!("| {item} | {quantity:.2} {unit} | ${unit_price:.10} | ${dollars:.7} |");
+    }
+    println!("| **per deployment** | | | **${total:.6}** |");
     let json = json!({
         "deployment": "LambdaApp canary: LAMBDA_CANARY_ROLLOUT, WAIT 0s, LAMBDA_PROMOTE 50, WAIT 2s, LAMBDA_PROMOTE 100; from the signed push to SUCCESS",
         "aws_requests": requests
@@ -247,6 +316,10 @@ fn report(
         "aws_requests_total": requests.values().sum::<u64>(),
         "function_invocations": invocations.iter().map(|(f, n)| (f.name(), *n)).collect::<BTreeMap<_, _>>(),
         "event_source_mapping_calls": esm,
+        "dynamodb_capacity_units": units.iter().map(|(op, (r, w))| (op.clone(), json!({"read": r, "write": w}))).collect::<BTreeMap<_, _>>(),
+        "lambda_busy_ms": busy.iter().map(|(f, t)| (f.name(), t.as_millis() as u64)).collect::<BTreeMap<_, _>>(),
+        "lambda_gb_seconds": gb_seconds,
+        "dollars_per_deployment": total,
         "note": "Requests from the functions' clients (DynamoDB, SQS, Lambda deploy target), counted by a proxy in front of moto. The event source mapping's calls are the harness's: one non-empty ReceiveMessage per batch and one DeleteMessageBatch per batch with successes; Lambda's real pollers also long-poll while idle.",
     });
     let path = std::env::var_os("GANNET_REQUESTS_OUT")
@@ -258,6 +331,7 @@ fn report(
     )
     .unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     println!("\nwritten to {}", path.display());
+    total
 }
 
 /// `$CARGO_TARGET_DIR`, or the target directory this test binary was built in.

@@ -1,6 +1,11 @@
 //! A counting HTTP proxy between the functions' AWS clients and moto: every request passes
 //! through unchanged and is counted by service (from the SigV4 credential scope) and
 //! operation (`X-Amz-Target`, a query-protocol `Action`, or the Lambda REST path).
+//!
+//! For DynamoDB it also estimates the capacity units each request consumes on an on-demand
+//! table, from the items' sizes as they cross the wire (attribute names plus values, as
+//! DynamoDB sizes items): a write takes one WRU per KB of item (two in a transaction), a
+//! strongly consistent read one RRU per 4 KB read (at least one per request).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -14,9 +19,13 @@ use axum::Router;
 /// Requests counted per (service, operation).
 pub type Counts = BTreeMap<(String, String), u64>;
 
+/// DynamoDB capacity units per operation, estimated: (read units, write units).
+pub type Units = BTreeMap<String, (u64, u64)>;
+
 pub struct CountingProxy {
     pub url: String,
     counts: Arc<Mutex<Counts>>,
+    units: Arc<Mutex<Units>>,
 }
 
 #[derive(Clone)]
@@ -24,6 +33,7 @@ struct Shared {
     upstream: String,
     http: reqwest::Client,
     counts: Arc<Mutex<Counts>>,
+    units: Arc<Mutex<Units>>,
 }
 
 impl CountingProxy {
@@ -34,6 +44,7 @@ impl CountingProxy {
             .expect("bind the counting proxy");
         let url = format!("http://{}", listener.local_addr().expect("proxy address"));
         let counts = Arc::new(Mutex::new(Counts::new()));
+        let units = Arc::new(Mutex::new(Units::new()));
         let shared = Shared {
             upstream: upstream.to_owned(),
             http: reqwest::Client::builder()
@@ -41,12 +52,18 @@ impl CountingProxy {
                 .build()
                 .expect("proxy client"),
             counts: counts.clone(),
+            units: units.clone(),
         };
         let app = Router::new().fallback(forward).with_state(shared);
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { url, counts }
+        Self { url, counts, units }
+    }
+
+    /// The DynamoDB capacity estimates so far, which start again from zero.
+    pub fn take_units(&self) -> Units {
+        std::mem::take(&mut *self.units.lock().expect("units"))
     }
 
     /// The counts so far, which start again from zero.
@@ -70,7 +87,11 @@ async fn forward(State(s): State<Shared>, request: Request) -> Response {
             &body,
         ),
     );
-    *s.counts.lock().expect("counts").entry(key).or_default() += 1;
+    *s.counts
+        .lock()
+        .expect("counts")
+        .entry(key.clone())
+        .or_default() += 1;
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut upstream = s
         .http
@@ -80,7 +101,7 @@ async fn forward(State(s): State<Shared>, request: Request) -> Response {
             upstream = upstream.header(name, value);
         }
     }
-    let answer = match upstream.body(body).send().await {
+    let answer = match upstream.body(body.clone()).send().await {
         Ok(answer) => answer,
         Err(err) => return (StatusCode::BAD_GATEWAY, err.to_string()).into_response(),
     };
@@ -92,6 +113,13 @@ async fn forward(State(s): State<Shared>, request: Request) -> Response {
         }
     }
     let bytes = answer.bytes().await.unwrap_or_default();
+    if key.0 == "dynamodb" && status.is_success() {
+        let (read, write) = capacity(&key.1, &body, &bytes);
+        let mut units = s.units.lock().expect("units");
+        let entry = units.entry(key.1.clone()).or_default();
+        entry.0 += read;
+        entry.1 += write;
+    }
     (status, headers, Body::from(bytes)).into_response()
 }
 
@@ -145,4 +173,76 @@ fn lambda_operation(method: &Method, path: &str) -> String {
         _ => return format!("{method} {path}"),
     };
     name.to_owned()
+}
+
+/// (read units, write units) one DynamoDB request consumed, from its request and response.
+fn capacity(operation: &str, request: &[u8], response: &[u8]) -> (u64, u64) {
+    let json = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).unwrap_or_default();
+    let kb = |size: usize, unit: usize| size.div_ceil(unit).max(1) as u64;
+    match operation {
+        "PutItem" => (0, kb(item_size(&json(request)["Item"]), 1024)),
+        "TransactWriteItems" => {
+            let writes = json(request)["TransactItems"]
+                .as_array()
+                .map(|items| {
+                    items
+                        .iter()
+                        .map(|i| 2 * kb(item_size(&i["Put"]["Item"]), 1024))
+                        .sum()
+                })
+                .unwrap_or(0);
+            (0, writes)
+        }
+        "GetItem" => (kb(item_size(&json(response)["Item"]), 4096), 0),
+        "Query" => {
+            let size = json(response)["Items"]
+                .as_array()
+                .map(|items| items.iter().map(item_size).sum())
+                .unwrap_or(0);
+            (kb(size, 4096), 0)
+        }
+        "BatchGetItem" => {
+            let reads = json(response)["Responses"]
+                .as_object()
+                .map(|tables| {
+                    tables
+                        .values()
+                        .filter_map(|t| t.as_array())
+                        .flatten()
+                        .map(|item| kb(item_size(item), 4096))
+                        .sum()
+                })
+                .unwrap_or(0);
+            (reads, 0)
+        }
+        _ => (0, 0),
+    }
+}
+
+/// An item's size as DynamoDB counts it: each attribute's name plus its value.
+fn item_size(item: &serde_json::Value) -> usize {
+    item.as_object().map_or(0, |attrs| {
+        attrs
+            .iter()
+            .map(|(name, value)| name.len() + value_size(value))
+            .sum()
+    })
+}
+
+fn value_size(value: &serde_json::Value) -> usize {
+    let Some((kind, v)) = value.as_object().and_then(|o| o.iter().next()) else {
+        return 0;
+    };
+    match (kind.as_str(), v) {
+        ("S", serde_json::Value::String(s)) => s.len(),
+        ("N", serde_json::Value::String(n)) => n.len().div_ceil(2) + 1,
+        ("B", serde_json::Value::String(b)) => b.len() * 3 / 4,
+        ("BOOL" | "NULL", _) => 1,
+        ("M", m) => 3 + item_size(m),
+        ("L", serde_json::Value::Array(l)) => {
+            3 + l.iter().map(|v| 1 + value_size(v)).sum::<usize>()
+        }
+        (_, serde_json::Value::Array(set)) => set.iter().map(|v| v.to_string().len()).sum(),
+        _ => 0,
+    }
 }

@@ -223,6 +223,8 @@ pub struct Lab {
     pub functions: BTreeMap<Function, Runtime>,
     /// Invocations of each function's handler.
     pub invocations: BTreeMap<Function, u64>,
+    /// Time spent inside each function's handler (what Lambda bills).
+    pub busy: BTreeMap<Function, Duration>,
     /// The event source mapping's work: non-empty receives and delete calls.
     pub esm: BTreeMap<&'static str, u64>,
     /// Reads state without going through any function.
@@ -356,6 +358,7 @@ impl Lab {
             repo_id,
             functions,
             invocations: BTreeMap::new(),
+            busy: BTreeMap::new(),
             esm: BTreeMap::new(),
             store,
             _git_cache: git_cache,
@@ -375,10 +378,12 @@ impl Lab {
         let event = function_url_event(headers, method, body);
         let request = lambda_http::request::from_str(&event).expect("a Function URL event");
         self.count(Function::Webhook);
+        let started = Instant::now();
         let response = self.rt.block_on(gannet_functions::http::webhook(
             self.runtime(Function::Webhook),
             request,
         ));
+        *self.busy.entry(Function::Webhook).or_default() += started.elapsed();
         let body: Value = serde_json::from_slice(response.body()).unwrap_or(Value::Null);
         (response.status().as_u16(), body)
     }
@@ -525,8 +530,12 @@ impl Lab {
     ) -> SqsBatchResponse {
         let event = LambdaEvent::new(self.event(queue, messages), Context::default());
         self.count(runtime.function());
-        self.rt
-            .block_on(gannet_functions::sqs::handle_batch(runtime, queue, event))
+        let started = Instant::now();
+        let response = self
+            .rt
+            .block_on(gannet_functions::sqs::handle_batch(runtime, queue, event));
+        *self.busy.entry(runtime.function()).or_default() += started.elapsed();
+        response
     }
 
     /// Invokes the consumer of `queue` with `messages`.
