@@ -20,16 +20,17 @@ endif
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint moto-ensure demo bench
+.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure demo bench bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint infra-lint moto-ensure
+test: lint infra-lint moto-ensure lambda-ensure
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
 	eval "$$moto_env"; \
 	env $(TEST_AWS_ENV) GANNET_MOTO_ENDPOINT="$$GANNET_MOTO_ENDPOINT" \
 		AWS_ENDPOINT_URL="$$AWS_ENDPOINT_URL" \
+		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		bash -c '$(RUN_TESTS)'
 
 ## lint: rustfmt check and clippy with warnings denied
@@ -49,6 +50,10 @@ infra-lint:
 moto-ensure:
 	scripts/moto.sh ensure
 
+## lambda-ensure: the pinned cargo-lambda (and Zig) in .venv-lambda (installed only when missing or a different version)
+lambda-ensure:
+	scripts/cargo-lambda.sh ensure >/dev/null
+
 ## demo: build the release CLI and run the scripted demo
 demo:
 	cargo build --release -p gannet-cli
@@ -57,3 +62,7 @@ demo:
 ## bench: the webhook benchmark on a release `gannet up`; prints a markdown table (BENCHMARKS.md)
 bench:
 	cargo bench -p gannet-cli --bench webhooks
+
+## bench-functions: each function's arm64 zip size and its init time under `cargo lambda watch` (BENCHMARKS.md)
+bench-functions: lambda-ensure
+	scripts/bench-functions.sh

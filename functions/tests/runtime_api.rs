@@ -1,0 +1,657 @@
+//! One path through the real Lambda Runtime API. `cargo lambda watch --only-lambda-apis` (the
+//! pinned cargo-lambda from PyPI, found through `GANNET_CARGO_LAMBDA`) emulates Lambda on
+//! loopback, and the `webhook`, `trigger`, `plan` and `stage` binaries built for this test run
+//! under it as Lambda runs them: each polls the Runtime API for its next invocation.
+//!
+//! The test plays GitHub and the SQS event source mappings, over HTTP only:
+//! - a signed push goes to the `webhook` function's Function URL route (`/lambda-url/webhook/`);
+//! - messages received from moto's SQS become real-shaped SQS events, invoked through the
+//!   Invoke API route (`/2015-03-31/functions/<name>/invocations`); the records the partial
+//!   batch response does not name are deleted, as the event source mapping does;
+//! - until the app's deployment (two `WAIT 0s` stages) is SUCCESS in the DynamoDB store.
+//!
+//! One batch carries a bad record and a record the function cannot settle; the response that
+//! comes back over the Runtime API names only the latter.
+//!
+//! Needs moto (`GANNET_MOTO_ENDPOINT`) and cargo-lambda (`GANNET_CARGO_LAMBDA`); `make test`
+//! sets both, and without them the test fails saying how to get them.
+
+// Shared with lambda_e2e.rs: moto's endpoint, unique names, the git repository, the push.
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, Message, MessageSystemAttributeName};
+use gannet_aws::{
+    provision, DynamoStore, ProvisionOptions, Provisioned, SqsOptions, SqsQueue, StoreOptions,
+    SystemClock,
+};
+use gannet_core::deployment::{Deployment, DeploymentStatus, StageStatus};
+use gannet_core::ports::{DeploymentFilter, QueueName, Store};
+use serde_json::{json, Value};
+use support::{moto_endpoint, push_payload, sdk_on, unique, Repo, REGION, SECRET};
+
+const APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline:\n    stages:\n      - name: WAIT\n        with: {duration: 0s}\n      - name: WAIT\n        with: {duration: 0s}\n";
+/// A record no handler can decode: it goes to the dead-letter queue with its reason.
+const BAD_RECORD: &str = "this is not a gannet message";
+/// The id of a record without a receipt handle, which the function cannot settle.
+const UNSETTLED_ID: &str = "no-receipt-handle";
+/// The functions under the emulator, with their binaries.
+const FUNCTIONS: [(&str, &str); 4] = [
+    ("webhook", env!("CARGO_BIN_EXE_webhook")),
+    ("trigger", env!("CARGO_BIN_EXE_trigger")),
+    ("plan", env!("CARGO_BIN_EXE_plan")),
+    ("stage", env!("CARGO_BIN_EXE_stage")),
+];
+/// The SQS consumers, in the order a deployment moves through them.
+const CONSUMERS: [(QueueName, &str); 3] = [
+    (QueueName::Trigger, "trigger"),
+    (QueueName::Plan, "plan"),
+    (QueueName::Stage, "stage"),
+];
+
+/// Processes started by the test: killed by PID and reaped when this drops, on a panic too
+/// (then their logs are printed).
+struct Processes {
+    logs: tempfile::TempDir,
+    running: Vec<(String, Child)>,
+}
+
+impl Processes {
+    fn new() -> Self {
+        Self {
+            logs: tempfile::tempdir().expect("tempdir for logs"),
+            running: Vec::new(),
+        }
+    }
+
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.logs.path().join(format!("{name}.log"))
+    }
+
+    /// Starts `command` with stdout and stderr in `<name>.log`.
+    fn spawn(&mut self, name: &str, mut command: Command) {
+        let log = std::fs::File::create(self.log_path(name)).expect("log file");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log file"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        self.running.push((name.to_owned(), child));
+    }
+
+    /// Panics (with the logs) if a process has exited.
+    fn assert_alive(&mut self) {
+        for (name, child) in &mut self.running {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("{name} exited ({status})");
+            }
+        }
+    }
+
+    /// Sends SIGTERM to `name` (by its PID) and waits for it to exit; `None` if it did not
+    /// within `limit`.
+    async fn terminate(&mut self, name: &str, limit: Duration) -> Option<ExitStatus> {
+        let (_, child) = self
+            .running
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no process {name}"));
+        let sent = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -TERM {name}");
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        None
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
+    }
+}
+
+impl Drop for Processes {
+    fn drop(&mut self) {
+        // The functions before the emulator they poll.
+        for (_, child) in self.running.iter_mut().rev() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            let mut err = std::io::stderr().lock();
+            for (name, _) in &self.running {
+                let log = self.log(name);
+                let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                let _ = writeln!(err, "---- {name} (last 40 lines) ----");
+                for line in tail.into_iter().rev() {
+                    let _ = writeln!(err, "{line}");
+                }
+            }
+        }
+    }
+}
+
+/// The pinned cargo-lambda; a loud failure (never a skip) without it.
+fn cargo_lambda() -> PathBuf {
+    let path = std::env::var_os("GANNET_CARGO_LAMBDA").unwrap_or_else(|| {
+        panic!(
+            "GANNET_CARGO_LAMBDA is not set: this test runs the functions under `cargo lambda watch`. \
+             Run `make test`, or `make lambda-ensure` and set GANNET_CARGO_LAMBDA to the path \
+             `scripts/cargo-lambda.sh path` prints"
+        )
+    });
+    let path = PathBuf::from(path);
+    assert!(
+        path.is_file(),
+        "GANNET_CARGO_LAMBDA={} does not exist; run `make lambda-ensure`",
+        path.display()
+    );
+    path
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local addr").port()
+}
+
+/// The test's side of AWS and of the emulator.
+struct Harness {
+    sqs: aws_sdk_sqs::Client,
+    provisioned: Provisioned,
+    store: DynamoStore,
+    http: reqwest::Client,
+    emulator: String,
+}
+
+impl Harness {
+    fn urls(&self, queue: QueueName) -> &gannet_aws::QueueUrls {
+        &self.provisioned.queues[&queue]
+    }
+
+    /// Invokes `function` with `event` through the Invoke API; returns its response.
+    async fn invoke(&self, function: &str, event: &Value) -> Value {
+        let url = format!(
+            "{}/2015-03-31/functions/{function}/invocations",
+            self.emulator
+        );
+        let res = self
+            .http
+            .post(&url)
+            .json(event)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("invoking {function}: {e}"));
+        let status = res.status().as_u16();
+        let text = res.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "invoking {function}: {text}");
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{function} answered {text:?}: {e}"))
+    }
+
+    /// Receives up to ten messages from `url` with every attribute an SQS event carries.
+    async fn receive(&self, url: &str, wait_seconds: i32) -> Vec<Message> {
+        self.sqs
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .wait_time_seconds(wait_seconds)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .expect("receive from moto")
+            .messages
+            .unwrap_or_default()
+    }
+
+    /// Deletes the records a batch response did not name, as the event source mapping does.
+    async fn delete_done(&self, queue: QueueName, records: &[Value], response: &Value) {
+        let failed = failures(response);
+        let entries: Vec<DeleteMessageBatchRequestEntry> = records
+            .iter()
+            .filter(|r| !failed.iter().any(|id| r["messageId"] == id.as_str()))
+            .filter_map(|r| r["receiptHandle"].as_str())
+            .enumerate()
+            .map(|(i, handle)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .receipt_handle(handle)
+                    .build()
+                    .expect("delete entry")
+            })
+            .collect();
+        if entries.is_empty() {
+            return;
+        }
+        // An entry the function already deleted (dead-lettered, forwarded) may fail; as for
+        // the event source mapping, that does not matter.
+        self.sqs
+            .delete_message_batch()
+            .queue_url(&self.urls(queue).queue)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .expect("delete batch");
+    }
+
+    /// One round of the event source mappings: each consumer gets what its queue holds.
+    /// Returns how many records were delivered.
+    async fn pump(&self) -> usize {
+        let mut delivered = 0;
+        for (queue, function) in CONSUMERS {
+            let messages = self.receive(&self.urls(queue).queue, 0).await;
+            if messages.is_empty() {
+                continue;
+            }
+            let records: Vec<Value> = messages
+                .iter()
+                .map(|m| record(&self.urls(queue).queue, m))
+                .collect();
+            let response = self.invoke(function, &json!({ "Records": records })).await;
+            assert_eq!(
+                failures(&response),
+                Vec::<String>::new(),
+                "{function} failed records: {response}"
+            );
+            self.delete_done(queue, &records, &response).await;
+            delivered += records.len();
+        }
+        delivered
+    }
+}
+
+/// The message ids a partial batch response names.
+fn failures(response: &Value) -> Vec<String> {
+    response["batchItemFailures"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a partial batch response: {response}"))
+        .iter()
+        .map(|f| f["itemIdentifier"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// An SQS event record, as Lambda's event source mapping builds it from a received message.
+fn record(queue_url: &str, m: &Message) -> Value {
+    let (account, name) = queue_url
+        .trim_end_matches('/')
+        .rsplit_once('/')
+        .map(|(rest, name)| (rest.rsplit('/').next().unwrap_or("123456789012"), name))
+        .expect("queue URL has a path");
+    let attributes: BTreeMap<&str, &str> = m
+        .attributes()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let message_attributes: BTreeMap<&str, Value> = m
+        .message_attributes()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let value = json!({
+                "stringValue": v.string_value(),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": v.data_type(),
+            });
+            (k.as_str(), value)
+        })
+        .collect();
+    json!({
+        "messageId": m.message_id(),
+        "receiptHandle": m.receipt_handle(),
+        "body": m.body(),
+        "attributes": attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": m.md5_of_body(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": format!("arn:aws:sqs:{REGION}:{account}:{name}"),
+        "awsRegion": REGION,
+    })
+}
+
+/// Starts the emulator on a free port (a few tries, as another process may take the port).
+async fn start_emulator(procs: &mut Processes, cargo_lambda: &Path) -> u16 {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root");
+    for attempt in 1..=3 {
+        let port = free_port();
+        let mut command = Command::new(cargo_lambda);
+        command
+            .args([
+                "lambda",
+                "watch",
+                "--only-lambda-apis",
+                "--invoke-address",
+                "127.0.0.1",
+            ])
+            .args(["--invoke-port", &port.to_string()])
+            .current_dir(root);
+        let name = format!("emulator-{attempt}");
+        procs.spawn(&name, command);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return port;
+            }
+            let exited = procs
+                .running
+                .last_mut()
+                .and_then(|(_, c)| c.try_wait().ok().flatten());
+            if exited.is_some() {
+                eprintln!("emulator exited on port {port}: {}", procs.log(&name));
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cargo lambda watch did not listen on {addr} within 60 s: {}",
+                procs.log(&name)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    panic!("cargo lambda watch did not start");
+}
+
+/// Starts `function` polling the emulator's Runtime API, with gannet's environment.
+fn start_function(
+    procs: &mut Processes,
+    (name, binary): (&str, &str),
+    port: u16,
+    gannet_env: &[(&str, String)],
+) {
+    let mut command = Command::new(binary);
+    command.env_clear();
+    for keep in ["PATH", "HOME"] {
+        if let Some(value) = std::env::var_os(keep) {
+            command.env(keep, value);
+        }
+    }
+    command
+        // What `cargo lambda watch` gives the functions it starts itself.
+        .env("AWS_LAMBDA_FUNCTION_NAME", name)
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "4096")
+        .env(
+            "AWS_LAMBDA_RUNTIME_API",
+            format!("http://127.0.0.1:{port}/.rt/{name}"),
+        )
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("RUST_LOG", "info");
+    for (key, value) in gannet_env {
+        command.env(key, value);
+    }
+    if name == "webhook" {
+        command.env("GANNET_WEBHOOK_SECRET", SECRET);
+    }
+    procs.spawn(name, command);
+}
+
+/// Provisions a table and queues on moto, commits the app, starts the emulator and the
+/// functions under it.
+async fn start() -> (Harness, Processes, Repo, String) {
+    let cargo_lambda = cargo_lambda();
+    let endpoint = moto_endpoint();
+    let sdk = sdk_on(&endpoint).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&sdk);
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let provisioned = provision(&dynamodb, &sqs, &unique("rt"), &ProvisionOptions::default())
+        .await
+        .expect("provision table and queues on moto");
+    let repo = Repo::new();
+    let head = repo.commit(&[("apps/web/app.pipecd.yaml", APP)], "add web");
+
+    let queues: BTreeMap<&str, Value> = provisioned
+        .queues
+        .iter()
+        .map(|(q, urls)| {
+            let urls = json!({"queue": urls.queue, "dead_letter": urls.dead_letter});
+            (q.as_str(), urls)
+        })
+        .collect();
+    let repos = json!([{"id": "shop", "url": repo.path().display().to_string()}]);
+    let gannet_env = [
+        ("AWS_REGION", REGION.to_owned()),
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("GANNET_TABLE", provisioned.table.clone()),
+        ("GANNET_QUEUES", json!(queues).to_string()),
+        ("GANNET_REPOS", repos.to_string()),
+    ];
+    let mut procs = Processes::new();
+    let port = start_emulator(&mut procs, &cargo_lambda).await;
+    for function in FUNCTIONS {
+        start_function(&mut procs, function, port, &gannet_env);
+    }
+
+    let queue = SqsQueue::new(
+        sqs.clone(),
+        provisioned.queues.clone(),
+        Arc::new(SystemClock),
+        SqsOptions::default(),
+    );
+    let store = DynamoStore::new(
+        dynamodb,
+        provisioned.table.clone(),
+        Arc::new(queue),
+        StoreOptions::default(),
+    );
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("http client");
+    let h = Harness {
+        sqs,
+        provisioned,
+        store,
+        http,
+        emulator: format!("http://127.0.0.1:{port}"),
+    };
+    (h, procs, repo, head)
+}
+
+impl Harness {
+    /// POSTs `body` to the webhook's Function URL route; returns (status, content type, JSON).
+    async fn hook(&self, body: &str, signature: &str, delivery: &str) -> (u16, String, Value) {
+        let res = self
+            .http
+            .post(format!("{}/lambda-url/webhook/", self.emulator))
+            .header("content-type", "application/json")
+            .header("x-github-event", "push")
+            .header("x-github-delivery", delivery)
+            .header("x-hub-signature-256", signature)
+            .body(body.to_owned())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("webhook delivery {delivery}: {e}"));
+        let status = res.status().as_u16();
+        let content_type = res
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        (
+            status,
+            content_type,
+            res.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    /// Sends a bad record to the trigger queue, then invokes `trigger` with it, the queued
+    /// push's record and a record without a receipt handle; returns the records and the
+    /// partial batch response.
+    async fn invoke_mixed_batch(&self) -> (Vec<Value>, Value) {
+        let urls = self.urls(QueueName::Trigger).clone();
+        self.sqs
+            .send_message()
+            .queue_url(&urls.queue)
+            .message_body(BAD_RECORD)
+            .send()
+            .await
+            .expect("send the bad record");
+        let mut messages = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while messages.len() < 2 {
+            assert!(
+                Instant::now() < deadline,
+                "the trigger queue did not give both messages: {messages:?}"
+            );
+            messages.extend(self.receive(&urls.queue, 1).await);
+        }
+        let mut records: Vec<Value> = messages.iter().map(|m| record(&urls.queue, m)).collect();
+        let mut unsettled = records[0].clone();
+        unsettled["messageId"] = json!(UNSETTLED_ID);
+        unsettled["body"] = json!("never handled");
+        if let Some(fields) = unsettled.as_object_mut() {
+            fields.remove("receiptHandle");
+        }
+        records.push(unsettled);
+        let response = self.invoke("trigger", &json!({ "Records": records })).await;
+        self.delete_done(QueueName::Trigger, &records, &response)
+            .await;
+        (records, response)
+    }
+
+    /// (body, reason) of what the trigger queue's DLQ holds.
+    async fn dead_letters(&self) -> Vec<(String, String)> {
+        let url = self.urls(QueueName::Trigger).dead_letter.clone();
+        self.receive(&url, 1)
+            .await
+            .iter()
+            .map(|m| {
+                let reason = m
+                    .message_attributes()
+                    .and_then(|a| a.get("reason"))
+                    .and_then(|r| r.string_value());
+                let body = m.body().unwrap_or_default().to_owned();
+                (body, reason.unwrap_or_default().to_owned())
+            })
+            .collect()
+    }
+
+    /// Plays the event source mappings until a deployment ends; returns it.
+    async fn drive_to_end(&self, procs: &mut Processes) -> Deployment {
+        let limit = Duration::from_secs(90);
+        let deadline = Instant::now() + limit;
+        loop {
+            procs.assert_alive();
+            let delivered = self.pump().await;
+            let all = self
+                .store
+                .deployments(&DeploymentFilter::default())
+                .await
+                .expect("deployments from the store");
+            if let Some(d) = all.iter().find(|d| d.status.is_terminal()) {
+                assert_eq!(all.len(), 1, "one push, one deployment: {all:?}");
+                return d.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no deployment ended within {limit:?}: {all:?}"
+            );
+            if delivered == 0 {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_push_reaches_success_through_the_runtime_api() {
+    let (h, mut procs, repo, head) = start().await;
+
+    // GitHub's side: the webhook over the Function URL route, through lambda_http.
+    let body = push_payload(&repo, &head);
+    let signed = gannet_git::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+    let forged = gannet_git::webhook::sign(b"another secret", body.as_bytes());
+    let cases = [
+        ("bad signature", &forged, "d-bad", 401, "rejected"),
+        ("signed push", &signed, "d-1", 202, "queued"),
+        ("same delivery again", &signed, "d-1", 200, "duplicate"),
+    ];
+    for (case, signature, delivery, status, outcome) in cases {
+        let (got, content_type, answer) = h.hook(&body, signature, delivery).await;
+        assert_eq!(
+            (got, answer["status"].as_str(), content_type.as_str()),
+            (status, Some(outcome), "application/json"),
+            "{case}: {answer}"
+        );
+    }
+
+    // One batch: the queued push, a bad record, a record the function cannot settle.
+    let (records, response) = h.invoke_mixed_batch().await;
+    assert_eq!(records.len(), 3);
+    assert_eq!(
+        response,
+        json!({"batchItemFailures": [{"itemIdentifier": UNSETTLED_ID}]}),
+        "only the record without a receipt handle is reported failed"
+    );
+    let dead = h.dead_letters().await;
+    assert!(
+        matches!(dead.as_slice(), [(body, reason)] if body == BAD_RECORD && !reason.is_empty()),
+        "the bad record is dead-lettered with its reason: {dead:?}"
+    );
+
+    // The event source mappings, until the deployment ends.
+    let deployment = h.drive_to_end(&mut procs).await;
+    assert_eq!(
+        deployment.status,
+        DeploymentStatus::Success,
+        "{deployment:?}"
+    );
+    assert_eq!(deployment.commit.sha.to_string(), head);
+    let stages: Vec<(&str, StageStatus)> = deployment
+        .stages
+        .iter()
+        .filter(|s| !s.rollback)
+        .map(|s| (s.name.as_str(), s.status))
+        .collect();
+    let wait_done = ("WAIT", StageStatus::Success);
+    assert_eq!(stages, [wait_done, wait_done], "{deployment:?}");
+    // Each function did its part (a message sent to the wrong consumer would be handled too).
+    let work = [
+        ("webhook", "push queued"),
+        ("trigger", "push triggered"),
+        ("plan", "deployment planned"),
+        ("stage", "deployment finished"),
+    ];
+    for (name, line) in work {
+        let log = procs.log(name);
+        assert!(log.contains(line), "{name} logged {line:?}: {log}");
+    }
+
+    // Lambda's shutdown: the function registered its no-op extension with the emulator's
+    // Extensions API (which makes Lambda send SIGTERM), and stops cleanly on SIGTERM.
+    let log = procs.log("stage");
+    assert!(
+        !log.contains("no graceful shutdown"),
+        "stage registered its extension: {log}"
+    );
+    let status = procs.terminate("stage", Duration::from_secs(10)).await;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "stage exits cleanly on SIGTERM: {status:?}"
+    );
+    let log = procs.log("stage");
+    assert!(
+        log.contains("\"shutting down\""),
+        "stage logs its shutdown: {log}"
+    );
+}
