@@ -1,20 +1,12 @@
 //! ECS deploy targets (from the controller config's `plugins.ecs.deployTargets`): where services
 //! are deployed, and the ECS and ELBv2 clients for each, built on first use.
 //!
-//! The clients speak HTTPS through rustls with the ring provider. Credentials come from the
-//! standard AWS chain; with `roleArn` they are used to assume that role through STS, refreshed
-//! as they expire. `endpoint` sends every call (STS included) to another server, such as moto on
-//! loopback.
+//! The clients are configured as every AWS plugin's are ([`gannet_plugin_aws_common::sdk_config`]:
+//! rustls, timeouts, the standard credential chain, `roleArn` through STS, `endpoint`).
 
-use std::time::Duration;
-
-use aws_config::sts::AssumeRoleProvider;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_ecs::config::SharedCredentialsProvider;
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use gannet_core::targets;
-use tokio::sync::OnceCell;
+use gannet_plugin_aws_common::LazyClients;
 
 use crate::api::EcsApi;
 
@@ -79,66 +71,36 @@ impl DeployTarget {
 #[derive(Debug)]
 pub(crate) struct Target {
     pub config: DeployTarget,
-    /// Fixed credentials instead of the standard chain (tests).
-    credentials: Option<SharedCredentialsProvider>,
-    api: OnceCell<EcsApi>,
+    api: LazyClients<EcsApi>,
 }
 
 impl Target {
+    /// `credentials` are fixed ones instead of the standard chain (tests).
     pub(crate) fn new(
         config: DeployTarget,
         credentials: Option<SharedCredentialsProvider>,
     ) -> Self {
         Self {
             config,
-            credentials,
-            api: OnceCell::new(),
+            api: LazyClients::new(credentials),
         }
     }
 
     pub(crate) async fn api(&self) -> &EcsApi {
+        let c = &self.config;
+        let fields = targets::AwsFields {
+            name: &c.name,
+            region: &c.region,
+            role_arn: c.role_arn.as_deref(),
+            endpoint: c.endpoint.as_deref(),
+        };
         self.api
-            .get_or_init(|| build_api(&self.config, self.credentials.clone()))
+            .get(fields, |sdk| {
+                EcsApi::new(
+                    aws_sdk_ecs::Client::new(sdk),
+                    aws_sdk_elasticloadbalancingv2::Client::new(sdk),
+                )
+            })
             .await
     }
-}
-
-async fn build_api(
-    target: &DeployTarget,
-    credentials: Option<SharedCredentialsProvider>,
-) -> EcsApi {
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-        .build_https();
-    let timeouts = TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .operation_attempt_timeout(Duration::from_secs(30))
-        .operation_timeout(Duration::from_secs(90))
-        .build();
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new(target.region.clone()))
-        .http_client(http)
-        .timeout_config(timeouts);
-    if let Some(endpoint) = &target.endpoint {
-        loader = loader.endpoint_url(endpoint);
-    }
-    if let Some(credentials) = credentials {
-        loader = loader.credentials_provider(credentials);
-    }
-    let mut base: SdkConfig = loader.load().await;
-    if let Some(role) = &target.role_arn {
-        let assumed = AssumeRoleProvider::builder(role)
-            .session_name("gannet")
-            .configure(&base)
-            .build()
-            .await;
-        base = base
-            .into_builder()
-            .credentials_provider(SharedCredentialsProvider::new(assumed))
-            .build();
-    }
-    EcsApi::new(
-        aws_sdk_ecs::Client::new(&base),
-        aws_sdk_elasticloadbalancingv2::Client::new(&base),
-    )
 }

@@ -10,7 +10,7 @@ use aws_sdk_lambda::types::{
 };
 use aws_sdk_lambda::Client;
 
-use crate::errors::{classify, ApiError};
+use crate::errors::{build_error, classify, ApiError};
 use crate::function::{Code, Desired, FunctionState, LiveFunction, UpdateStatus};
 use crate::routing::AliasRouting;
 
@@ -57,7 +57,7 @@ impl LambdaApi {
         {
             Ok(out) => out,
             Err(e) => {
-                return match classify("GetFunction", e) {
+                return match classify("Lambda GetFunction", e) {
                     ApiError::NotFound { .. } => Ok(None),
                     other => Err(other),
                 }
@@ -112,7 +112,7 @@ impl LambdaApi {
         let out = req
             .send()
             .await
-            .map_err(|e| classify("CreateFunction", e))?;
+            .map_err(|e| classify("Lambda CreateFunction", e))?;
         Ok(out.code_sha256().unwrap_or_default().to_owned())
     }
 
@@ -141,7 +141,7 @@ impl LambdaApi {
         let out = req
             .send()
             .await
-            .map_err(|e| classify("UpdateFunctionCode", e))?;
+            .map_err(|e| classify("Lambda UpdateFunctionCode", e))?;
         Ok(out.code_sha256().unwrap_or_default().to_owned())
     }
 
@@ -175,7 +175,7 @@ impl LambdaApi {
         }
         req.send()
             .await
-            .map_err(|e| classify("UpdateFunctionConfiguration", e))?;
+            .map_err(|e| classify("Lambda UpdateFunctionConfiguration", e))?;
         Ok(())
     }
 
@@ -190,7 +190,7 @@ impl LambdaApi {
             .set_tags(Some(hash_map(tags)))
             .send()
             .await
-            .map_err(|e| classify("TagResource", e))?;
+            .map_err(|e| classify("Lambda TagResource", e))?;
         Ok(())
     }
 
@@ -211,13 +211,10 @@ impl LambdaApi {
             .description(description)
             .send()
             .await
-            .map_err(|e| classify("PublishVersion", e))?;
+            .map_err(|e| classify("Lambda PublishVersion", e))?;
         out.version()
             .map(str::to_owned)
-            .ok_or_else(|| ApiError::Retryable {
-                operation: "PublishVersion",
-                message: "the answer had no version number".into(),
-            })
+            .ok_or_else(|| ApiError::incomplete("Lambda PublishVersion", "version number"))
     }
 
     /// The published version whose description is `description`, if there is one.
@@ -235,7 +232,7 @@ impl LambdaApi {
                 .set_marker(marker.take())
                 .send()
                 .await
-                .map_err(|e| classify("ListVersionsByFunction", e))?;
+                .map_err(|e| classify("Lambda ListVersionsByFunction", e))?;
             let found = out
                 .versions()
                 .iter()
@@ -269,7 +266,7 @@ impl LambdaApi {
         {
             Ok(out) => out,
             Err(e) => {
-                return match classify("GetAlias", e) {
+                return match classify("Lambda GetAlias", e) {
                     ApiError::NotFound { .. } => Ok(None),
                     other => Err(other),
                 }
@@ -313,7 +310,7 @@ impl LambdaApi {
                 .routing_config(config)
                 .send()
                 .await
-                .map_err(|e| classify("UpdateAlias", e))?;
+                .map_err(|e| classify("Lambda UpdateAlias", e))?;
         } else {
             self.client
                 .create_alias()
@@ -323,7 +320,7 @@ impl LambdaApi {
                 .routing_config(config)
                 .send()
                 .await
-                .map_err(|e| classify("CreateAlias", e))?;
+                .map_err(|e| classify("Lambda CreateAlias", e))?;
         }
         Ok(())
     }
@@ -338,7 +335,7 @@ impl LambdaApi {
             .await
         {
             Ok(_) => Ok(()),
-            Err(e) => match classify("DeleteAlias", e) {
+            Err(e) => match classify("Lambda DeleteAlias", e) {
                 ApiError::NotFound { .. } => Ok(()),
                 other => Err(other),
             },
@@ -430,11 +427,7 @@ fn ephemeral(size: i32) -> Result<EphemeralStorage, ApiError> {
     EphemeralStorage::builder()
         .size(size)
         .build()
-        .map_err(|e| ApiError::Rejected {
-            operation: "EphemeralStorage",
-            code: "InvalidRequest".into(),
-            message: e.to_string(),
-        })
+        .map_err(|e| build_error("Lambda EphemeralStorage", e))
 }
 
 fn vpc_config(vpc: &crate::manifest::VpcConfig) -> VpcConfig {

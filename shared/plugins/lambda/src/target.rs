@@ -1,20 +1,12 @@
 //! Lambda deploy targets (from the controller config's `plugins.lambda.deployTargets`): where
 //! functions are deployed, and the Lambda client for each, built on first use.
 //!
-//! The client speaks HTTPS through rustls with the ring provider (no C toolchain beyond a C
-//! compiler is needed). Credentials come from the standard AWS chain; with `roleArn` they are
-//! used to assume that role through STS, refreshed as they expire. `endpoint` sends every call
-//! (STS included) to another server, such as moto on loopback.
+//! The client is configured as every AWS plugin's is ([`gannet_plugin_aws_common::sdk_config`]:
+//! rustls, timeouts, the standard credential chain, `roleArn` through STS, `endpoint`).
 
-use std::time::Duration;
-
-use aws_config::sts::AssumeRoleProvider;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region};
 use aws_sdk_lambda::config::SharedCredentialsProvider;
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use gannet_core::targets;
-use tokio::sync::OnceCell;
+use gannet_plugin_aws_common::LazyClients;
 
 use crate::api::LambdaApi;
 
@@ -98,61 +90,33 @@ impl DeployTarget {
 #[derive(Debug)]
 pub(crate) struct Target {
     pub config: DeployTarget,
-    /// Fixed credentials instead of the standard chain (tests).
-    credentials: Option<SharedCredentialsProvider>,
-    api: OnceCell<LambdaApi>,
+    api: LazyClients<LambdaApi>,
 }
 
 impl Target {
+    /// `credentials` are fixed ones instead of the standard chain (tests).
     pub(crate) fn new(
         config: DeployTarget,
         credentials: Option<SharedCredentialsProvider>,
     ) -> Self {
         Self {
             config,
-            credentials,
-            api: OnceCell::new(),
+            api: LazyClients::new(credentials),
         }
     }
 
     pub(crate) async fn api(&self) -> &LambdaApi {
+        let c = &self.config;
+        let fields = targets::AwsFields {
+            name: &c.name,
+            region: &c.region,
+            role_arn: c.role_arn.as_deref(),
+            endpoint: c.endpoint.as_deref(),
+        };
         self.api
-            .get_or_init(|| build_api(&self.config, self.credentials.clone()))
+            .get(fields, |sdk| {
+                LambdaApi::new(aws_sdk_lambda::Client::new(sdk))
+            })
             .await
     }
-}
-
-async fn build_api(
-    target: &DeployTarget,
-    credentials: Option<SharedCredentialsProvider>,
-) -> LambdaApi {
-    let http = aws_smithy_http_client::Builder::new()
-        .tls_provider(tls::Provider::Rustls(CryptoMode::Ring))
-        .build_https();
-    let timeouts = TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .operation_attempt_timeout(Duration::from_secs(30))
-        .operation_timeout(Duration::from_secs(90))
-        .build();
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .region(Region::new(target.region.clone()))
-        .http_client(http)
-        .timeout_config(timeouts);
-    if let Some(endpoint) = &target.endpoint {
-        loader = loader.endpoint_url(endpoint);
-    }
-    if let Some(credentials) = credentials {
-        loader = loader.credentials_provider(credentials);
-    }
-    let base = loader.load().await;
-    let mut config = aws_sdk_lambda::config::Builder::from(&base);
-    if let Some(role) = &target.role_arn {
-        let assumed = AssumeRoleProvider::builder(role)
-            .session_name("gannet")
-            .configure(&base)
-            .build()
-            .await;
-        config = config.credentials_provider(assumed);
-    }
-    LambdaApi::new(aws_sdk_lambda::Client::from_conf(config.build()))
 }
