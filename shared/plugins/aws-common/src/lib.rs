@@ -7,3 +7,5 @@ mod errors;
 
 pub use config::{sdk_config, LazyClients};
 pub use errors::{build_error, ApiError, ErrorCodes, ErrorKind};
+#[cfg(feature = "test-util")]
+pub mod test_util;

@@ -45,7 +45,7 @@ fn row(
 }
 
 fn commit(world: &World, digit: char, pipeline: &str, image: &str) -> Commit {
-    Commit::new(
+    app_commit(
         digit,
         &app_config(world, pipeline, ""),
         &servicedef(world, "desiredCount: 2"),
@@ -369,7 +369,7 @@ async fn a_desired_count_of_zero_or_none_in_git_is_never_applied() {
         ('d', "desiredCount: 3", 3),
     ];
     for (digit, line, expected) in cases {
-        let next = Commit::new(
+        let next = app_commit(
             digit,
             &app_config(&world, "", ""),
             &servicedef(&world, line),
@@ -407,7 +407,7 @@ async fn a_standalone_task_runs_once() {
         world.cluster
     );
     let family = unique("job");
-    let a = Commit::new('a', &app, "", &taskdef(&family, "busybox:1"));
+    let a = app_commit('a', &app, "", &taskdef(&family, "busybox:1"));
     let mut run = Run::plan(&world, &a, None);
     run.run_all(
         &Commits {

@@ -4,64 +4,28 @@
 //! step at a time, optionally running every step twice in a row.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use aws_sdk_ecs::config::{Credentials, SharedCredentialsProvider};
 use aws_sdk_elasticloadbalancingv2::types::{
     Action as ElbAction, ActionTypeEnum, ForwardActionConfig, RuleCondition, TargetGroupTuple,
     TargetTypeEnum,
 };
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{
-    CancelMode, CancelRequest, Deployment, SyncStrategy, Trigger, TriggerKind,
-};
-use gannet_core::duration::Millis;
-pub use gannet_core::fixture::RecordingIo as Recorder;
-use gannet_core::machine::{self, Action};
-use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepError, StepOutcome};
-use gannet_core::{AppId, CommitSha};
+use gannet_core::deployment::Deployment;
+use gannet_core::plugin::Plugin;
+use gannet_core::{CommitSha, DeploymentId};
+use gannet_plugin_aws_common::test_util::{self, credentials, moto_endpoint, Platform};
+pub use gannet_plugin_aws_common::test_util::{Commit, Commits, Delivery, APP, REGION};
 
 use crate::routing::{weights_in, Pair, Weights};
 use crate::target::{DeployTarget, Target};
 use crate::EcsPlugin;
 
-pub const REGION: &str = "us-east-1";
-pub const APP: &str = "demo:app/app.pipecd.yaml";
-
-/// moto's endpoint; a clear failure (never a skip) when the tests are run without it.
-pub fn moto_endpoint() -> String {
-    let Ok(endpoint) = std::env::var("GANNET_MOTO_ENDPOINT") else {
-        panic!(
-            "GANNET_MOTO_ENDPOINT is not set: these tests need moto_server on loopback. Run `make test`, \
-             or: scripts/moto.sh ensure && eval \"$(scripts/moto.sh start /tmp/motostate)\" \
-             (and scripts/moto.sh stop /tmp/motostate afterwards)"
-        );
-    };
-    assert!(
-        endpoint.starts_with("http://127.0.0.1:"),
-        "GANNET_MOTO_ENDPOINT must be a loopback address, got {endpoint}"
-    );
-    endpoint
-}
+/// A deployment driven through this plugin and WAIT's on a [`World`].
+pub type Run<'w> = test_util::Run<&'w World>;
 
 /// A name no other test (or earlier run against the same moto) uses; at most 32 characters.
 pub fn unique(prefix: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let name = format!(
-        "{prefix}-{}-{}-{nanos}",
-        std::process::id() % 100_000,
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    );
-    name.chars().take(32).collect()
-}
-
-fn credentials() -> SharedCredentialsProvider {
-    SharedCredentialsProvider::new(Credentials::new("testing", "testing", None, None, "tests"))
+    test_util::unique(prefix).chars().take(32).collect()
 }
 
 pub fn moto_target() -> DeployTarget {
@@ -244,7 +208,7 @@ impl World {
 
     /// The pair's weights in the listener's default actions (describe_listeners) and in the
     /// listener rule (describe_rules).
-    pub async fn weights(&self) -> (Option<Weights>, Option<Weights>) {
+    pub(crate) async fn weights(&self) -> (Option<Weights>, Option<Weights>) {
         let (_, elb) = clients().await;
         let listener = elb
             .describe_listeners()
@@ -417,225 +381,39 @@ pub fn taskdef(family: &str, image: &str) -> String {
 
 /// One commit of the app's repository: `app/app.pipecd.yaml`, `app/servicedef.yaml` and
 /// `app/taskdef.yaml` in a directory of their own.
-pub struct Commit {
-    pub sha: CommitSha,
-    dir: tempfile::TempDir,
+pub fn app_commit(sha_digit: char, app_yaml: &str, servicedef: &str, taskdef: &str) -> Commit {
+    Commit::with_files(
+        sha_digit,
+        app_yaml,
+        &[
+            ("servicedef.yaml", servicedef.as_bytes()),
+            ("taskdef.yaml", taskdef.as_bytes()),
+        ],
+    )
 }
 
-impl Commit {
-    pub fn new(sha_digit: char, app_yaml: &str, servicedef: &str, taskdef: &str) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let app = dir.path().join("app");
-        std::fs::create_dir_all(&app).expect("app dir");
-        std::fs::write(app.join("app.pipecd.yaml"), app_yaml).expect("write app config");
-        std::fs::write(app.join("servicedef.yaml"), servicedef).expect("write servicedef");
-        std::fs::write(app.join("taskdef.yaml"), taskdef).expect("write taskdef");
-        Self {
-            sha: CommitSha::parse(&sha_digit.to_string().repeat(40)).expect("sha"),
-            dir,
-        }
-    }
+impl Platform for &World {
+    const KIND: &'static str = "ECSApp";
+    type State = AwsState;
 
-    pub fn app_dir(&self) -> std::path::PathBuf {
-        self.dir.path().join("app")
-    }
-}
-
-/// How each step is delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Delivery {
-    Once,
-    /// Every step runs again at once (a duplicate message), and must leave the same state.
-    Twice,
-}
-
-/// The directories of the deployment's commit and of the running commit.
-pub struct Commits<'a> {
-    pub target: &'a Commit,
-    pub running: Option<&'a Commit>,
-}
-
-/// A deployment being driven, with the stage logs so far.
-pub struct Run<'w> {
-    pub deployment: Deployment,
-    pub logs: BTreeMap<String, Vec<String>>,
-    plugins: Plugins,
-    world: &'w World,
-    now: u64,
-}
-
-impl<'w> Run<'w> {
-    /// Plans `commit` (with `running` live) through the core planner, this plugin and WAIT's.
-    pub fn plan(world: &'w World, commit: &Commit, running: Option<&Commit>) -> Self {
-        Self::try_plan(world, commit, running).expect("the deployment plans")
-    }
-
-    /// [`Run::plan`], or why the planner refused it.
-    pub fn try_plan(
-        world: &'w World,
-        commit: &Commit,
-        running: Option<&Commit>,
-    ) -> Result<Self, planner::PlanError> {
-        let text =
-            std::fs::read_to_string(commit.app_dir().join("app.pipecd.yaml")).expect("read config");
-        let app = parse_app_config("app/app.pipecd.yaml", &text).expect("valid app config");
-        let trigger = Trigger {
-            kind: TriggerKind::OnCommit,
-            commander: String::new(),
-            strategy: SyncStrategy::Auto,
-        };
-        let plugins = Plugins::new(vec![
+    fn plugins(_: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
+        vec![
             Arc::new(plugin()) as Arc<dyn Plugin>,
             Arc::new(gannet_plugin_wait::WaitPlugin) as Arc<dyn Plugin>,
-        ]);
-        let running_sha = running.map(|c| c.sha.clone());
-        let app_dir = commit.app_dir();
-        let read = |rel: &str| std::fs::read_to_string(app_dir.join(rel)).ok();
-        let plan = planner::plan(&PlanInput {
-            app: &app,
-            trigger: &trigger,
-            commit_message: "change",
-            changed_files: &[],
-            running_commit: running_sha.as_ref(),
-            plugins: &plugins,
-            read: &read,
-        })?;
-        let mut deployment = Deployment::test().with_stages(plan.stages);
-        deployment.app = AppId::parse(APP).expect("app id");
-        deployment.kind = "ECSApp".into();
-        deployment.commit.sha = commit.sha.clone();
-        deployment.id =
-            gannet_core::DeploymentId::derive(&deployment.app, &commit.sha, &unique("t"));
-        deployment.running_commit = running_sha;
-        deployment.strategy = Some(plan.strategy);
-        Ok(Self {
-            deployment,
-            logs: BTreeMap::new(),
-            plugins,
-            world,
-            now: 10_000,
-        })
+        ]
     }
 
-    pub fn stage_names(&self) -> Vec<&str> {
-        self.deployment
-            .stages
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect()
+    /// Task sets take the deployment's id as their external id: one of its own each run.
+    fn deployment_id(&self, commit: &CommitSha) -> Option<DeploymentId> {
+        let app = gannet_core::AppId::parse(APP).expect("app id");
+        Some(DeploymentId::derive(&app, commit, &unique("t")))
     }
 
-    /// Runs until the stage now running (or next to run) has finished, or the deployment has;
-    /// returns that stage's index. With [`Delivery::Twice`] every step runs again at once and
-    /// must leave the AWS state as the first run left it.
-    pub async fn run_stage(&mut self, commits: &Commits<'_>, delivery: Delivery) -> Option<usize> {
-        let mut current = None;
-        for _ in 0..50 {
-            self.now += 1000;
-            match machine::next_action(&self.deployment, Millis(self.now)) {
-                Action::Nothing => return current,
-                Action::Transition(t) => {
-                    self.deployment = t.deployment;
-                    if current.is_some_and(|i| self.deployment.stages[i].status.is_finished()) {
-                        return current;
-                    }
-                }
-                Action::Run { index } => {
-                    if current.is_some_and(|i| i != index) {
-                        return current;
-                    }
-                    current = Some(index);
-                    self.deployment =
-                        machine::start_stage(&self.deployment, index, Millis(self.now));
-                    let outcome = self.step(index, commits).await;
-                    if delivery == Delivery::Twice {
-                        let before = self.world.state().await;
-                        let again = self.step(index, commits).await;
-                        let after = self.world.state().await;
-                        let id = &self.deployment.stages[index].id;
-                        assert_eq!(
-                            before, after,
-                            "a repeated step of stage {id} changed AWS state"
-                        );
-                        assert_eq!(
-                            again, outcome,
-                            "a repeated step of stage {id} answered differently"
-                        );
-                    }
-                    let t =
-                        machine::apply_outcome(&self.deployment, index, &outcome, Millis(self.now));
-                    self.deployment = t.deployment;
-                    if self.deployment.stages[index].status.is_finished() {
-                        return current;
-                    }
-                }
-            }
-        }
-        panic!(
-            "stage did not finish within 50 steps: {:#?}",
-            self.deployment.stages
-        );
-    }
-
-    /// Runs every remaining stage.
-    pub async fn run_all(&mut self, commits: &Commits<'_>, delivery: Delivery) {
-        for _ in 0..20 {
-            if self.deployment.status.is_terminal() {
-                return;
-            }
-            self.run_stage(commits, delivery).await;
-        }
-        panic!("deployment did not finish: {:#?}", self.deployment);
-    }
-
-    /// Asks for a cancel, as the API would.
-    pub fn cancel(&mut self, mode: CancelMode) {
-        self.deployment.cancel = Some(CancelRequest {
-            mode,
-            by: "tester".into(),
-            at: Millis(self.now),
-        });
-    }
-
-    /// One step of stage `index`; its saved metadata is merged into the deployment.
-    async fn step(&mut self, index: usize, commits: &Commits<'_>) -> StepOutcome {
-        let io = Recorder::default();
-        let stage = self.deployment.stages[index].clone();
-        let app_dir = commits.target.app_dir();
-        let running_dir = commits.running.map(Commit::app_dir);
-        let Some(plugin) = self.plugins.for_stage(&stage.name) else {
-            panic!("no plugin runs {}", stage.name);
-        };
-        let result = plugin
-            .execute_step(StepContext {
-                deployment: &self.deployment,
-                stage: &stage,
-                app_dir: &app_dir,
-                running_app_dir: running_dir.as_deref(),
-                now: Millis(self.now),
-                io: &io,
-            })
-            .await;
-        self.deployment.stages[index].metadata.extend(io.saved());
-        let lines = io.logs();
-        let outcome = match result {
-            Ok(outcome) => outcome,
-            Err(StepError::Permanent(reason)) => StepOutcome::Done(StageResult::Failure { reason }),
-            Err(err @ StepError::Transient { .. }) => {
-                panic!(
-                    "stage {} hit a transient error: {err:?} (logs: {lines:?})",
-                    stage.id
-                )
-            }
-        };
-        self.logs
-            .entry(stage.id.to_string())
-            .or_default()
-            .extend(lines);
-        outcome
-    }
-
-    pub fn stage_log(&self, id: &str) -> String {
-        self.logs.get(id).map(|l| l.join("\n")).unwrap_or_default()
+    async fn state(&self, _: &Deployment) -> Self::State {
+        AwsState(World::state(self).await)
     }
 }
+
+/// The task sets and the routing: what a repeated step must leave as it was.
+#[derive(Debug, PartialEq)]
+pub struct AwsState((Vec<TaskSetRow>, (Option<Weights>, Option<Weights>)));

@@ -11,7 +11,7 @@ use crate::{TAG_APP, TAG_COMMIT, TAG_MANAGED_BY};
 /// pipeline configured for later commits.
 async fn deployed(name: &str, zip: &[u8]) -> Commit {
     ensure_role().await;
-    let a = Commit::new(
+    let a = app_commit(
         'a',
         &app_config(CANARY),
         &function_yaml(name, ROLE, ""),
@@ -51,7 +51,7 @@ async fn first_deployment_is_a_quick_sync_to_all_traffic() {
     ensure_role().await;
     let name = unique("first");
     let zip = zip_bytes("v1");
-    let a = Commit::new(
+    let a = app_commit(
         'a',
         &app_config(CANARY),
         &function_yaml(&name, ROLE, "tags: {team: web}"),
@@ -99,7 +99,7 @@ async fn first_deployment_is_a_quick_sync_to_all_traffic() {
 async fn the_alias_name_comes_from_the_deploy_target() {
     ensure_role().await;
     let name = unique("alias");
-    let a = Commit::new(
+    let a = app_commit(
         'a',
         &app_config(""),
         &function_yaml(&name, ROLE, ""),
@@ -130,7 +130,7 @@ async fn canary(delivery: Delivery) {
     let name = unique("canary");
     let a = deployed(&name, &zip_bytes("v1")).await;
     let b_zip = zip_bytes("v2");
-    let b = Commit::new(
+    let b = app_commit(
         'b',
         &app_config(CANARY),
         &function_yaml(&name, ROLE, ""),
@@ -200,7 +200,7 @@ async fn every_step_run_twice_leaves_the_same_state() {
 /// run there.
 async fn canary_at_10_percent(name: &str, delivery: Delivery) -> (Commit, Commit, Run) {
     let a = deployed(name, &zip_bytes("v1")).await;
-    let b = Commit::new(
+    let b = app_commit(
         'b',
         &app_config(CANARY),
         &function_yaml(name, ROLE, "environments: {MODE: canary}")
@@ -298,7 +298,7 @@ async fn a_role_lambda_refuses_fails_the_stage_with_awss_message_and_rolls_back(
     // The new commit moves the app to a new function whose role does not exist in IAM.
     let new = unique("role-new");
     let missing = "arn:aws:iam::123456789012:role/no-such-role";
-    let b = Commit::new(
+    let b = app_commit(
         'b',
         &app_config(CANARY),
         &function_yaml(&new, missing, ""),
@@ -333,7 +333,7 @@ async fn a_role_lambda_refuses_fails_the_stage_with_awss_message_and_rolls_back(
 async fn a_first_deployment_that_fails_cannot_roll_back_and_says_why() {
     ensure_role().await;
     let name = unique("badrole");
-    let a = Commit::new(
+    let a = app_commit(
         'a',
         &app_config(""),
         &function_yaml(&name, "not-a-role", ""),
@@ -370,7 +370,7 @@ async fn a_first_deployment_that_fails_cannot_roll_back_and_says_why() {
 async fn a_bad_manifest_fails_the_plan_and_the_step_naming_the_field_and_changes_nothing() {
     let name = unique("badmanifest");
     let a = deployed(&name, &zip_bytes("v1")).await;
-    let b = Commit::new(
+    let b = app_commit(
         'b',
         &app_config(CANARY),
         &function_yaml(&name, ROLE, "").replace("memory: 128", "memory: 64"),
@@ -388,7 +388,7 @@ async fn a_bad_manifest_fails_the_plan_and_the_step_naming_the_field_and_changes
     );
     // A step still refuses it (a deployment planned before the check existed): plan the same
     // commit with a valid manifest, then run its steps on the bad one.
-    let planned_from = Commit::new(
+    let planned_from = app_commit(
         'b',
         &app_config(CANARY),
         &function_yaml(&name, ROLE, ""),
@@ -424,7 +424,7 @@ async fn s3_code_is_deployed_once() {
     let object = zip_bytes("from s3");
     put_object(&bucket, "web.zip", object.clone()).await;
     let manifest = function_yaml(&name, ROLE, &format!("s3Bucket: {bucket}\ns3Key: web.zip"));
-    let a = Commit::new('a', &app_config(""), &manifest, &zip_bytes("unused"));
+    let a = app_commit('a', &app_config(""), &manifest, &zip_bytes("unused"));
     let mut run = Run::plan(plugin(moto_target("Service")), &a, None);
     run.run_all(
         &Commits {
@@ -452,7 +452,7 @@ async fn s3_code_is_deployed_once() {
 async fn a_target_with_a_role_assumes_it_through_sts() {
     ensure_role().await;
     let name = unique("assume");
-    let a = Commit::new(
+    let a = app_commit(
         'a',
         &app_config(""),
         &function_yaml(&name, ROLE, ""),

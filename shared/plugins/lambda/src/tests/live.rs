@@ -79,7 +79,7 @@ async fn hand_made_changes_are_drift_or_not_as_the_rules_say() {
     ensure_role().await;
     let name = unique("live");
     let p = plugin(moto_target("Service"));
-    let a = Commit::new(
+    let a = app_commit(
         'a',
         &app_config(""),
         &function_yaml(&name, ROLE, VPC),
@@ -128,7 +128,7 @@ async fn hand_made_changes_are_drift_or_not_as_the_rules_say() {
     assert_eq!(alias_summary(&state), format!("version {v2} 100%"));
 
     // New code deployed from commit b, then the alias re-pointed at version 1 by hand.
-    let b = Commit::new(
+    let b = app_commit(
         'b',
         &app_config(""),
         &function_yaml(&name, ROLE, VPC),
@@ -170,7 +170,7 @@ async fn hand_made_changes_are_drift_or_not_as_the_rules_say() {
         .map(|f| f.0)
         .collect();
     assert_eq!(names, ["alias"]);
-    let gone = Commit::new(
+    let gone = app_commit(
         'c',
         &app_config(""),
         &function_yaml(&unique("never-deployed"), ROLE, ""),
