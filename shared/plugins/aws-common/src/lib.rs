@@ -1,11 +1,13 @@
 //! What the AWS platform plugins (Lambda, ECS) share: SDK errors classified once
 //! ([`ErrorCodes::classify`]), the SDK configuration of a deploy target ([`sdk_config`],
-//! [`LazyClients`]), and, with the `test-util` feature, the moto test harness.
+//! [`LazyClients`]), stage metadata ([`StageMeta`]), and, with the `test-util` feature, the moto test harness.
 
 mod config;
 mod errors;
+mod meta;
 
 pub use config::{sdk_config, LazyClients};
 pub use errors::{build_error, ApiError, ErrorCodes, ErrorKind};
+pub use meta::StageMeta;
 #[cfg(feature = "test-util")]
 pub mod test_util;

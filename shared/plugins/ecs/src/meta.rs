@@ -3,8 +3,6 @@
 //! the deployment changed.
 
 use gannet_core::deployment::{Deployment, Stage};
-use gannet_core::plugin::{StepError, StepIo};
-use gannet_core::ports::Metadata;
 
 /// The task definition ARN the stage deploys.
 pub const TASK_DEFINITION: &str = "taskDefinition";
@@ -37,34 +35,7 @@ pub const STARTED_BY: &str = "startedBy";
 pub const TASK: &str = "task";
 
 /// A stage's metadata as this step sees it, saved through the step's IO.
-pub(crate) struct Meta<'a> {
-    io: &'a dyn StepIo,
-    values: Metadata,
-}
-
-impl<'a> Meta<'a> {
-    pub(crate) fn new(io: &'a dyn StepIo, stage: &Stage) -> Self {
-        Self {
-            io,
-            values: stage.metadata.clone(),
-        }
-    }
-
-    pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
-    }
-
-    /// Persists `entries` now, then remembers them for the rest of the step.
-    pub(crate) async fn save(&mut self, entries: &[(&str, String)]) -> Result<(), StepError> {
-        let entries: Metadata = entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect();
-        self.io.save_metadata(entries.clone()).await?;
-        self.values.extend(entries);
-        Ok(())
-    }
-}
+pub(crate) use gannet_plugin_aws_common::StageMeta as Meta;
 
 /// The `<deployment>/<stage>` key of a stage: the external id of the task set it creates.
 pub(crate) fn stage_key(d: &Deployment, stage: &Stage) -> String {

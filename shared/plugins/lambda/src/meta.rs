@@ -2,8 +2,7 @@
 //! duplicate message, a restart) picks up where the last one stopped.
 
 use gannet_core::deployment::Stage;
-use gannet_core::plugin::{StepError, StepIo};
-use gannet_core::ports::Metadata;
+use gannet_core::plugin::StepError;
 
 use crate::function::Applied;
 use crate::routing::AliasRouting;
@@ -24,46 +23,16 @@ pub const PUBLISHING: &str = "publishing";
 pub const VERSION: &str = "version";
 
 /// A stage's metadata as this step sees it, saved through the step's IO.
-pub(crate) struct Meta<'a> {
-    io: &'a dyn StepIo,
-    values: Metadata,
-}
+pub(crate) use gannet_plugin_aws_common::StageMeta as Meta;
 
-impl<'a> Meta<'a> {
-    pub(crate) fn new(io: &'a dyn StepIo, stage: &Stage) -> Self {
-        Self {
-            io,
-            values: stage.metadata.clone(),
-        }
-    }
-
-    pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
-    }
-
-    /// Persists `entries` now, then remembers them for the rest of the step.
-    pub(crate) async fn save(&mut self, entries: &[(&str, String)]) -> Result<(), StepError> {
-        let entries: Metadata = entries
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect();
-        self.io.save_metadata(entries.clone()).await?;
-        self.values.extend(entries);
-        Ok(())
-    }
-
-    pub(crate) fn applied(&self) -> Applied {
-        Applied {
-            code: self
-                .get(APPLIED_CODE)
-                .and_then(|s| s.rsplit_once(' '))
-                .map(|(identity, sha)| (identity.to_owned(), sha.to_owned())),
-            config: self.get(APPLIED_CONFIG).map(str::to_owned),
-        }
-    }
-
-    pub(crate) fn log(&self) -> &'a dyn StepIo {
-        self.io
+/// The code and configuration this stage last sent, as `meta` recorded them.
+pub(crate) fn applied(meta: &Meta<'_>) -> Applied {
+    Applied {
+        code: meta
+            .get(APPLIED_CODE)
+            .and_then(|s| s.rsplit_once(' '))
+            .map(|(identity, sha)| (identity.to_owned(), sha.to_owned())),
+        config: meta.get(APPLIED_CONFIG).map(str::to_owned),
     }
 }
 

@@ -135,10 +135,10 @@ pub(crate) async fn converge(
     meta: &mut Meta<'_>,
 ) -> Result<Converged, StepError> {
     let name = want.name();
-    let log = meta.log();
+    let log = meta.io();
     for _ in 0..MAX_ACTIONS {
         let live = api.function(name).await?;
-        match next_action(live.as_ref(), want, &meta.applied()) {
+        match next_action(live.as_ref(), want, &meta::applied(meta)) {
             Next::Create => {
                 log.log(&format!("Creating function {name}")).await;
                 let sha = api.create(want).await?;
