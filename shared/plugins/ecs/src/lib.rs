@@ -16,10 +16,14 @@
 //! Every resource gets the `gannet.dev/managed-by`, `gannet.dev/app` and `gannet.dev/commit`
 //! tags; task sets also `gannet.dev/variant`.
 //!
+//! Live state and drift: the service, its task sets and the serving task definition against the
+//! manifests at the branch head, in two ECS calls (see `drift`).
+//!
 //! An app uses the deploy target its config names (`spec.deployTarget(s)` of an
 //! `Application`), or the only one there is.
 
 mod api;
+mod drift;
 mod errors;
 mod live;
 pub mod manifest;
@@ -36,9 +40,10 @@ mod traffic;
 use async_trait::async_trait;
 use gannet_core::config::AppConfig;
 use gannet_core::deployment::Stage;
+use gannet_core::drift::LiveState;
 use gannet_core::plugin::{
-    AppFileError, PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError,
-    StepOutcome,
+    AppFileError, LiveContext, PlanContext, Plugin, StageConfigError, StageResult, StepContext,
+    StepError, StepOutcome,
 };
 use gannet_core::StageId;
 use serde_json::{json, Value};
@@ -274,6 +279,12 @@ impl Plugin for EcsPlugin {
                 "the ecs plugin does not run stage {other}"
             ))),
         }
+    }
+
+    /// What the service serves against the manifests at the branch head (see `drift`).
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
+        let target = self.target_for(ctx.app)?;
+        drift::read(target.api().await, ctx.app, ctx.app_dir).await
     }
 }
 

@@ -5,8 +5,12 @@
 mod convert;
 mod ecs;
 mod elb;
+mod served;
 
 pub(crate) use ecs::{NewService, NewTaskSet, StandaloneTask};
+pub(crate) use served::Served;
+#[cfg(test)]
+pub(crate) use served::ServedTaskSet;
 
 /// The ECS and ELBv2 clients of one deploy target.
 #[derive(Clone, Debug)]

@@ -7,6 +7,7 @@
 //! `steady` instead.
 
 mod deploy;
+mod drift;
 mod harness;
 mod planning;
 mod steady;
