@@ -2,6 +2,7 @@
 //! [`FunctionConfig`]. A bad or missing value fails start-up with an error naming the variable.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::PathBuf;
 
 use gannet_aws::QueueUrls;
@@ -47,11 +48,66 @@ fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Where a secret is kept, told apart by its ARN's service. Either store holds the value as
+/// a plain string (the webhook secret) or as JSON (the GitHub credentials).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SecretArn {
+    /// A Secrets Manager secret: `arn:<partition>:secretsmanager:<region>:<account>:secret:<name>`,
+    /// read with `GetSecretValue`.
+    SecretsManager(String),
+    /// An SSM parameter (a `SecureString`, or a `String`):
+    /// `arn:<partition>:ssm:<region>:<account>:parameter/<name>`, read with `GetParameter`
+    /// and decryption.
+    SsmParameter(String),
+}
+
+impl SecretArn {
+    /// Reads `arn`; the error says what was expected.
+    pub fn parse(arn: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = arn.trim().splitn(6, ':').collect();
+        let stored = match parts[..] {
+            ["arn", partition, service, region, account, resource]
+                if partition.starts_with("aws") && !region.is_empty() && !account.is_empty() =>
+            {
+                let named = |prefix: &str| {
+                    resource
+                        .strip_prefix(prefix)
+                        .is_some_and(|name| !name.is_empty())
+                };
+                match service {
+                    "secretsmanager" if named("secret:") => {
+                        Some(Self::SecretsManager(arn.trim().to_owned()))
+                    }
+                    "ssm" if named("parameter/") => Some(Self::SsmParameter(arn.trim().to_owned())),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        stored.ok_or_else(|| {
+            format!(
+                "{arn:?} is neither a Secrets Manager secret ARN \
+                 (arn:aws:secretsmanager:<region>:<account>:secret:<name>) nor an SSM parameter ARN \
+                 (arn:aws:ssm:<region>:<account>:parameter/<name>)"
+            )
+        })
+    }
+}
+
+impl fmt::Display for SecretArn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::SecretsManager(arn) => write!(f, "Secrets Manager secret {arn}"),
+            Self::SsmParameter(arn) => write!(f, "SSM parameter {arn}"),
+        }
+    }
+}
+
 /// Where the webhook secret comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WebhookSecret {
-    /// A Secrets Manager secret holding the secret as a plain string.
-    Arn(String),
+    /// A Secrets Manager secret or SSM parameter holding the secret as a plain string.
+    Arn(SecretArn),
     /// The value itself (local runs).
     Value(Secret),
 }
@@ -59,8 +115,9 @@ pub enum WebhookSecret {
 /// The GitHub API settings, for repositories given by `"github"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GithubConfig {
-    /// A Secrets Manager secret: `{"token":...}` or `{"appId":...,"installationId":...,"privateKey":...}`.
-    pub secret_arn: Option<String>,
+    /// A Secrets Manager secret or SSM parameter holding `{"token":...}` or
+    /// `{"appId":...,"installationId":...,"privateKey":...}`.
+    pub secret_arn: Option<SecretArn>,
     /// The API's base URI (GitHub Enterprise); `None` for `https://api.github.com`.
     pub api_url: Option<String>,
 }
@@ -164,7 +221,12 @@ impl FunctionConfig {
         let table = required(TABLE)?;
         let queues = queues(&required(QUEUES)?)?;
         let repos = repos(&required(REPOS)?)?;
-        let webhook_secret = match (get(WEBHOOK_SECRET_ARN), env(WEBHOOK_SECRET)) {
+        let secret_arn = |name: &'static str| {
+            get(name)
+                .map(|arn| SecretArn::parse(&arn).map_err(|message| invalid(name, message)))
+                .transpose()
+        };
+        let webhook_secret = match (secret_arn(WEBHOOK_SECRET_ARN)?, env(WEBHOOK_SECRET)) {
             (Some(arn), _) => Some(WebhookSecret::Arn(arn)),
             (None, Some(value)) if !value.is_empty() => {
                 Some(WebhookSecret::Value(Secret::new(value)))
@@ -172,7 +234,7 @@ impl FunctionConfig {
             _ => None,
         };
         let github = GithubConfig {
-            secret_arn: get(GITHUB_SECRET_ARN),
+            secret_arn: secret_arn(GITHUB_SECRET_ARN)?,
             api_url: get(GITHUB_API_URL),
         };
         if let Some(url) = &github.api_url {
@@ -365,9 +427,9 @@ mod tests {
         assert_eq!(c.repos[1].branch, "main");
         assert_eq!(
             c.webhook_secret,
-            Some(WebhookSecret::Arn(
+            Some(WebhookSecret::Arn(SecretArn::SecretsManager(
                 "arn:aws:secretsmanager:us-east-1:1:secret:hook".into()
-            ))
+            )))
         );
         assert_eq!(c.lambda_targets[0].alias, "Live");
         assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
@@ -383,6 +445,53 @@ mod tests {
             matches!(&c.webhook_secret, Some(WebhookSecret::Value(s)) if s.expose() == "s3cret")
         );
         assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_secret_is_read_from_secrets_manager_or_ssm_as_its_arn_says() {
+        use SecretArn::{SecretsManager, SsmParameter};
+        let sm = "arn:aws:secretsmanager:us-east-1:123456789012:secret:gannet/github-AbCdEf";
+        let ssm = "arn:aws:ssm:us-east-1:123456789012:parameter/gannet/github";
+        let ssm_flat = "arn:aws-cn:ssm:cn-north-1:123456789012:parameter/hook";
+        let cases: &[(&str, Option<SecretArn>)] = &[
+            (sm, Some(SecretsManager(sm.into()))),
+            (ssm, Some(SsmParameter(ssm.into()))),
+            (ssm_flat, Some(SsmParameter(ssm_flat.into()))),
+            ("arn:aws:ssm:us-east-1:123456789012:parameter/", None),
+            ("arn:aws:ssm:us-east-1:123456789012:document/gannet", None),
+            (
+                "arn:aws:secretsmanager:us-east-1:123456789012:parameter/x",
+                None,
+            ),
+            ("arn:aws:kms:us-east-1:123456789012:key/1234", None),
+            ("arn:aws:ssm:::parameter/gannet", None),
+            ("gannet/github", None),
+        ];
+        for (variable, read) in [
+            (
+                GITHUB_SECRET_ARN,
+                (|c: FunctionConfig| c.github.secret_arn) as fn(_) -> _,
+            ),
+            (WEBHOOK_SECRET_ARN, |c: FunctionConfig| {
+                match c.webhook_secret {
+                    Some(WebhookSecret::Arn(arn)) => Some(arn),
+                    _ => None,
+                }
+            }),
+        ] {
+            for (arn, want) in cases {
+                match (check(&[(variable, Some(arn))]), want) {
+                    (Ok(c), Some(want)) => assert_eq!(read(c).as_ref(), Some(want), "{arn}"),
+                    (Err(err), None) => assert!(
+                        err.starts_with(&format!(
+                            "{variable}: {arn:?} is neither a Secrets Manager secret ARN"
+                        )),
+                        "{arn}: {err}"
+                    ),
+                    (got, _) => panic!("{variable}={arn}: {:?}", got.map(read)),
+                }
+            }
+        }
     }
 
     #[test]

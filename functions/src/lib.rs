@@ -13,10 +13,10 @@
 //! - reads its configuration from the environment once ([`FunctionConfig::from_env`]; the
 //!   variables are listed in [`config`]); a bad value stops it, naming the variable;
 //! - builds its clients, store, queues, git sources and plugins once ([`Runtime::start`]),
-//!   reading a secret from Secrets Manager only if it needs it: the webhook secret in
-//!   `webhook`; the GitHub credentials in the functions that read repositories or report
-//!   commit statuses (`trigger`, `plan`, `stage`, `notify`, `api`), when a repository is on
-//!   GitHub;
+//!   reading a secret (from Secrets Manager or SSM Parameter Store, as its ARN says) only if
+//!   it needs it: the webhook secret in `webhook`; the GitHub credentials in the functions
+//!   that read repositories or report commit statuses (`trigger`, `plan`, `stage`, `notify`,
+//!   `api`), when a repository is on GitHub;
 //! - logs JSON through tracing (filter `RUST_LOG`, default `info`) to stdout, which Lambda
 //!   sends to CloudWatch Logs;
 //! - registers for Lambda's shutdown signal (an internal no-op extension, so SIGTERM arrives),

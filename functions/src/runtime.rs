@@ -13,7 +13,9 @@ use gannet_core::ports::{BoxError, Clock};
 use gannet_core::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
 
-use crate::config::{FunctionConfig, WebhookSecret, WEBHOOK_SECRET};
+use crate::config::{
+    FunctionConfig, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, WEBHOOK_SECRET, WEBHOOK_SECRET_ARN,
+};
 use crate::sources::RepoSources;
 use crate::Function;
 
@@ -27,19 +29,23 @@ pub enum StartError {
     },
     #[error("the webhook function needs the webhook secret: set GANNET_WEBHOOK_SECRET_ARN (or GANNET_WEBHOOK_SECRET for local runs)")]
     NoWebhookSecret,
-    #[error("reading secret {arn} from Secrets Manager")]
+    #[error("{variable}: reading {secret}")]
     ReadSecret {
-        arn: String,
+        variable: &'static str,
+        secret: SecretArn,
         #[source]
         source: BoxError,
     },
-    #[error("secret {arn} holds no string value")]
-    EmptySecret { arn: String },
+    #[error("{variable}: {secret} holds no value")]
+    EmptySecret {
+        variable: &'static str,
+        secret: SecretArn,
+    },
     #[error("GANNET_REPOS lists GitHub repositories, so the {function} function needs GANNET_GITHUB_SECRET_ARN")]
     NoGithubSecret { function: &'static str },
-    #[error("GANNET_GITHUB_SECRET_ARN: secret {arn} is not GitHub credentials")]
+    #[error("GANNET_GITHUB_SECRET_ARN: {secret} is not GitHub credentials")]
     GithubSecret {
-        arn: String,
+        secret: SecretArn,
         #[source]
         source: gannet_git::github::AuthError,
     },
@@ -57,6 +63,7 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub secrets: aws_sdk_secretsmanager::Client,
+    pub ssm: aws_sdk_ssm::Client,
 }
 
 impl Clients {
@@ -65,6 +72,7 @@ impl Clients {
             dynamodb: aws_sdk_dynamodb::Client::new(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
             secrets: aws_sdk_secretsmanager::Client::new(sdk),
+            ssm: aws_sdk_ssm::Client::new(sdk),
         }
     }
 }
@@ -118,16 +126,16 @@ impl Runtime {
             StoreOptions::default(),
         );
         let github = if function.reads_github() {
-            github_client(function, config, &clients.secrets).await?
+            github_client(function, config, clients).await?
         } else {
             None
         };
         let git = RepoSources::new(&config.repos, &config.git_cache, github.clone())?;
         let webhook_secret = match (function, &config.webhook_secret) {
             (Function::Webhook, Some(WebhookSecret::Value(secret))) => Some(secret.clone()),
-            (Function::Webhook, Some(WebhookSecret::Arn(arn))) => {
-                Some(Secret::new(secret_string(&clients.secrets, arn).await?))
-            }
+            (Function::Webhook, Some(WebhookSecret::Arn(secret))) => Some(Secret::new(
+                secret_string(clients, WEBHOOK_SECRET_ARN, secret).await?,
+            )),
             (Function::Webhook, None) => return Err(StartError::NoWebhookSecret),
             _ => None,
         };
@@ -188,54 +196,71 @@ fn github_repos(config: &FunctionConfig) -> Vec<(RepoId, String)> {
         .collect()
 }
 
-/// The GitHub API client, with the credentials from Secrets Manager; `None` when no repository
-/// is on GitHub.
+/// The GitHub API client, with the credentials from Secrets Manager or SSM; `None` when no
+/// repository is on GitHub.
 async fn github_client(
     function: Function,
     config: &FunctionConfig,
-    secrets: &aws_sdk_secretsmanager::Client,
+    clients: &Clients,
 ) -> Result<Option<GithubClient>, StartError> {
     if github_repos(config).is_empty() {
         return Ok(None);
     }
-    let arn = config
+    let secret = config
         .github
         .secret_arn
-        .as_deref()
+        .as_ref()
         .ok_or(StartError::NoGithubSecret {
             function: function.name(),
         })?;
-    let auth =
-        GithubAuth::from_secret_json(&secret_string(secrets, arn).await?).map_err(|source| {
-            StartError::GithubSecret {
-                arn: arn.to_owned(),
-                source,
-            }
-        })?;
+    let json = secret_string(clients, GITHUB_SECRET_ARN, secret).await?;
+    let auth = GithubAuth::from_secret_json(&json).map_err(|source| StartError::GithubSecret {
+        secret: secret.clone(),
+        source,
+    })?;
     let base = config.github.api_url.as_deref().unwrap_or(DEFAULT_BASE_URI);
     GithubClient::new(&auth, base)
         .map(Some)
         .map_err(StartError::Github)
 }
 
-/// A Secrets Manager secret's string value.
+/// The value of `secret`, named by the variable `variable`: a Secrets Manager secret's string,
+/// or an SSM parameter's value, decrypted.
 async fn secret_string(
-    client: &aws_sdk_secretsmanager::Client,
-    arn: &str,
+    clients: &Clients,
+    variable: &'static str,
+    secret: &SecretArn,
 ) -> Result<String, StartError> {
-    let out = client
-        .get_secret_value()
-        .secret_id(arn)
-        .send()
-        .await
-        .map_err(|e| StartError::ReadSecret {
-            arn: arn.to_owned(),
-            source: Box::new(e),
-        })?;
-    out.secret_string()
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .ok_or_else(|| StartError::EmptySecret {
-            arn: arn.to_owned(),
-        })
+    let read_error = |source: BoxError| StartError::ReadSecret {
+        variable,
+        secret: secret.clone(),
+        source,
+    };
+    let value = match secret {
+        SecretArn::SecretsManager(arn) => clients
+            .secrets
+            .get_secret_value()
+            .secret_id(arn)
+            .send()
+            .await
+            .map_err(|e| read_error(Box::new(e)))?
+            .secret_string
+            .filter(|s| !s.is_empty()),
+        // GetParameter takes the parameter's ARN as its name.
+        SecretArn::SsmParameter(arn) => clients
+            .ssm
+            .get_parameter()
+            .name(arn)
+            .with_decryption(true)
+            .send()
+            .await
+            .map_err(|e| read_error(Box::new(e)))?
+            .parameter
+            .and_then(|p| p.value)
+            .filter(|s| !s.is_empty()),
+    };
+    value.ok_or_else(|| StartError::EmptySecret {
+        variable,
+        secret: secret.clone(),
+    })
 }

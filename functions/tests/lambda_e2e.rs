@@ -863,6 +863,36 @@ fn secret(lab: &Lab, value: &str) -> String {
         .to_owned()
 }
 
+/// Creates an SSM `SecureString` parameter on moto holding `value`; returns its ARN.
+fn parameter(lab: &Lab, value: &str) -> String {
+    let name = format!("/gannet/{}", support::unique("parameter"));
+    lab.rt.block_on(async {
+        lab.direct
+            .ssm
+            .put_parameter()
+            .name(&name)
+            .value(value)
+            .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+            .send()
+            .await
+            .expect("PutParameter");
+        lab.direct
+            .ssm
+            .get_parameter()
+            .name(&name)
+            .send()
+            .await
+            .expect("GetParameter")
+            .parameter
+            .and_then(|p| p.arn)
+            .expect("ARN")
+    })
+}
+
+fn stored(arn: &str) -> gannet_functions::config::SecretArn {
+    gannet_functions::config::SecretArn::parse(arn).expect("a secret or parameter ARN")
+}
+
 #[test]
 fn each_function_starts_with_the_secrets_it_needs_or_says_what_is_missing() {
     use gannet_functions::config::{GithubConfig, WebhookSecret};
@@ -870,37 +900,45 @@ fn each_function_starts_with_the_secrets_it_needs_or_says_what_is_missing() {
     let token = secret(&lab, r#"{"token":"ghp_e2etoken"}"#);
     let not_json = secret(&lab, "ghp_plain");
     let missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-here".to_owned();
+    let token_in_ssm = parameter(&lab, r#"{"token":"ghp_e2etoken"}"#);
+    let not_json_in_ssm = parameter(&lab, "ghp_plain");
+    let hook_in_ssm = parameter(&lab, "ghp_hook");
+    let missing_in_ssm = "arn:aws:ssm:us-east-1:123456789012:parameter/gannet/nothing-here";
     let on_github = |mut c: gannet_functions::FunctionConfig, arn: Option<&str>| {
         c.repos[0].url = None;
         c.repos[0].github = Some("acme/shop".into());
         c.github = GithubConfig {
-            secret_arn: arn.map(str::to_owned),
+            secret_arn: arn.map(stored),
             api_url: None,
         };
         c
     };
     let base = lab.config.clone();
-    let no_webhook_secret = gannet_functions::FunctionConfig {
-        webhook_secret: None,
-        ..base.clone()
-    };
-    let lost_webhook_secret = gannet_functions::FunctionConfig {
-        webhook_secret: Some(WebhookSecret::Arn(missing.clone())),
+    let with_webhook_secret = |arn: Option<&str>| gannet_functions::FunctionConfig {
+        webhook_secret: arn.map(|a| WebhookSecret::Arn(stored(a))),
         ..base.clone()
     };
     let mut no_trigger_queue = base.clone();
     no_trigger_queue.queues.remove(&QueueName::Trigger);
+    let not_json_in_ssm_error = format!("GANNET_GITHUB_SECRET_ARN: SSM parameter {not_json_in_ssm} is not GitHub credentials: GitHub secret is not valid JSON");
     let cases = [
         (Function::Trigger, on_github(base.clone(), None), "GANNET_REPOS lists GitHub repositories, so the trigger function needs GANNET_GITHUB_SECRET_ARN"),
         (Function::Trigger, on_github(base.clone(), Some(&token)), ""),
         (Function::Notify, on_github(base.clone(), Some(&token)), ""),
         (Function::Plan, on_github(base.clone(), Some(&not_json)), "is not GitHub credentials: GitHub secret is not valid JSON"),
-        (Function::Stage, on_github(base.clone(), Some(&missing)), "reading secret arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-here from Secrets Manager"),
+        (Function::Stage, on_github(base.clone(), Some(&missing)), "GANNET_GITHUB_SECRET_ARN: reading Secrets Manager secret arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-here"),
         (Function::Webhook, on_github(base.clone(), None), ""),
         (Function::Resume, on_github(base.clone(), None), ""),
-        (Function::Webhook, no_webhook_secret, "the webhook function needs the webhook secret"),
-        (Function::Webhook, lost_webhook_secret, "reading secret"),
+        (Function::Webhook, with_webhook_secret(None), "the webhook function needs the webhook secret"),
+        (Function::Webhook, with_webhook_secret(Some(&missing)), "GANNET_WEBHOOK_SECRET_ARN: reading Secrets Manager secret arn:aws:secretsmanager:us-east-1:123456789012:secret:nothing-here"),
         (Function::Trigger, no_trigger_queue, "the trigger function consumes the trigger queue, but GANNET_QUEUES has no trigger entry"),
+        // The same secrets as SSM parameters.
+        (Function::Trigger, on_github(base.clone(), Some(&token_in_ssm)), ""),
+        (Function::Notify, on_github(base.clone(), Some(&token_in_ssm)), ""),
+        (Function::Plan, on_github(base.clone(), Some(&not_json_in_ssm)), not_json_in_ssm_error.as_str()),
+        (Function::Stage, on_github(base.clone(), Some(missing_in_ssm)), "GANNET_GITHUB_SECRET_ARN: reading SSM parameter arn:aws:ssm:us-east-1:123456789012:parameter/gannet/nothing-here"),
+        (Function::Webhook, with_webhook_secret(Some(&hook_in_ssm)), ""),
+        (Function::Webhook, with_webhook_secret(Some(missing_in_ssm)), "GANNET_WEBHOOK_SECRET_ARN: reading SSM parameter arn:aws:ssm:us-east-1:123456789012:parameter/gannet/nothing-here"),
     ];
     for (function, config, want) in cases {
         let started = lab
@@ -916,6 +954,46 @@ fn each_function_starts_with_the_secrets_it_needs_or_says_what_is_missing() {
                 );
                 assert!(!chain.contains("ghp_"), "no secret in errors: {chain}");
             }
+        }
+    }
+}
+
+#[test]
+fn the_webhook_checks_signatures_with_the_secret_from_secrets_manager_or_ssm() {
+    use gannet_functions::config::WebhookSecret;
+    let lab = Lab::new(LabOptions::default());
+    let value = "webhook-secret-in-a-store";
+    let ping = json!({"zen": "Design for failure.", "hook_id": 2}).to_string();
+    let signed_with = |key: &[u8]| gannet_git::webhook::sign(key, ping.as_bytes());
+    for arn in [secret(&lab, value), parameter(&lab, value)] {
+        let config = gannet_functions::FunctionConfig {
+            webhook_secret: Some(WebhookSecret::Arn(stored(&arn))),
+            ..lab.config.clone()
+        };
+        let runtime = lab
+            .rt
+            .block_on(Runtime::with_clients(
+                Function::Webhook,
+                &config,
+                &lab.direct,
+            ))
+            .unwrap_or_else(|e| panic!("{arn}: {}", gannet_controller::error_chain(&e)));
+        for (key, want) in [(value.as_bytes(), 200), (b"another secret".as_slice(), 401)] {
+            let signature = signed_with(key);
+            let event = support::function_url_event(
+                &[
+                    ("x-github-event", "ping"),
+                    ("x-github-delivery", &support::unique("delivery")),
+                    ("x-hub-signature-256", &signature),
+                ],
+                "POST",
+                &ping,
+            );
+            let request = lambda_http::request::from_str(&event).expect("a Function URL event");
+            let response = lab
+                .rt
+                .block_on(gannet_functions::http::webhook(&runtime, request));
+            assert_eq!(response.status().as_u16(), want, "{arn}");
         }
     }
 }
