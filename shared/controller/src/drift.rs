@@ -231,6 +231,7 @@ impl Controller {
             )));
         }
         let ctx = LiveContext {
+            app_id: &app.id,
             app: &cfg,
             app_dir: &root.join(app.id.dir()),
         };

@@ -13,7 +13,7 @@ use crate::config::AppConfig;
 use crate::deployment::{Deployment, Stage, SyncStrategy, Trigger};
 use crate::drift::LiveState;
 use crate::duration::{GoDuration, Millis};
-use crate::ids::CommitSha;
+use crate::ids::{AppId, CommitSha};
 use crate::ports::{BoxError, Metadata};
 
 /// A stage's `with` did not validate.
@@ -127,6 +127,8 @@ pub struct StepContext<'a> {
 
 /// What a live-state check gets: the app's config and directory at the branch head.
 pub struct LiveContext<'a> {
+    /// The app; its directory is `app_id.dir()` in the repository.
+    pub app_id: &'a AppId,
     pub app: &'a AppConfig,
     /// The app's directory in a checkout of the branch head (the desired state).
     pub app_dir: &'a Path,

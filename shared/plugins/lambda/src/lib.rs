@@ -249,9 +249,15 @@ impl Plugin for LambdaPlugin {
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
         let target = self.target_for(ctx.app)?;
         let api = target.api().await;
-        live::read(api, &target.config.alias, ctx.app, ctx.app_dir)
-            .await
-            .map(Some)
+        live::read(
+            api,
+            &target.config.alias,
+            ctx.app,
+            ctx.app_id.dir(),
+            ctx.app_dir,
+        )
+        .await
+        .map(Some)
     }
 }
 

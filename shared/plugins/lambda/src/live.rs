@@ -73,11 +73,12 @@ pub(crate) async fn read(
     api: &LambdaApi,
     alias: &str,
     app: &AppConfig,
+    app_rel: &str,
     app_dir: &Path,
 ) -> Result<LiveState, StepError> {
     let permanent = |e: source::SourceError| StepError::Permanent(e.to_string());
     let manifest = source::load_manifest(app_dir, app).map_err(permanent)?;
-    let code = git_code(&manifest, app, app_dir).map_err(permanent)?;
+    let code = git_code(&manifest, app, app_rel, app_dir).map_err(permanent)?;
     let name = manifest.name.as_str();
     let live = match api.alias(name, alias).await? {
         Some(routing) => match api.function_at(name, Some(alias)).await? {
@@ -297,6 +298,7 @@ fn function_resource(name: &str, f: &LiveFunction, code: &GitCode) -> LiveResour
 fn git_code(
     m: &FunctionManifest,
     app: &AppConfig,
+    app_rel: &str,
     app_dir: &Path,
 ) -> Result<GitCode, source::SourceError> {
     match &m.code {
@@ -305,16 +307,9 @@ fn git_code(
             why: "code from S3 is not compared: Lambda does not report which object it came from"
                 .into(),
         }),
-        // The live check is not told where the app's directory sits in the repository, so it
-        // reads no zip above that directory (the deployment itself may).
-        CodeSource::ZipFile { path } if !source::stays_inside(0, Path::new(path)) => {
-            Ok(GitCode::NotCompared {
-                why: format!("spec.zipFile {path} is outside the app directory: not compared"),
-            })
-        }
         CodeSource::ZipFile { path } => {
             let (file, _) = source::manifest_file(app);
-            zip_digest(app_dir, path, &file).map(|sha256| GitCode::Zip { sha256 })
+            zip_digest(app_dir, app_rel, path, &file).map(|sha256| GitCode::Zip { sha256 })
         }
     }
 }
@@ -326,7 +321,12 @@ type DigestCache = Mutex<HashMap<(PathBuf, u64, Option<SystemTime>), String>>;
 /// At most this many digests are kept; the cache starts over when full.
 const MAX_DIGESTS: usize = 4096;
 
-fn zip_digest(app_dir: &Path, rel: &str, file: &str) -> Result<String, source::SourceError> {
+fn zip_digest(
+    app_dir: &Path,
+    app_rel: &str,
+    rel: &str,
+    file: &str,
+) -> Result<String, source::SourceError> {
     static CACHE: OnceLock<DigestCache> = OnceLock::new();
     let path = app_dir.join(rel);
     let key = std::fs::metadata(&path)
@@ -338,7 +338,7 @@ fn zip_digest(app_dir: &Path, rel: &str, file: &str) -> Result<String, source::S
             return Ok(hit);
         }
     }
-    let sha256 = match source::read_zip(app_dir, "", rel, file)? {
+    let sha256 = match source::read_zip(app_dir, app_rel, rel, file)? {
         Code::Zip { sha256, .. } => sha256,
         // read_zip makes only zip code; anything else would show as drift, never pass.
         other => other.identity(),

@@ -10,6 +10,7 @@ use gannet_core::config::parse_app_config;
 use gannet_core::deployment::DeploymentStatus;
 use gannet_core::drift::LiveState;
 use gannet_core::plugin::{LiveContext, Plugin};
+use gannet_core::{AppId, RepoId};
 
 use super::harness::*;
 
@@ -19,6 +20,10 @@ async fn live(commit: &Commit) -> LiveState {
     let app = parse_app_config("app/app.pipecd.yaml", &text).expect("app config");
     plugin()
         .live_state(LiveContext {
+            app_id: &AppId::new(
+                &RepoId::parse("repo").expect("repo id"),
+                "app/app.pipecd.yaml",
+            ),
             app: &app,
             app_dir: &dir,
         })

@@ -365,25 +365,30 @@ fn live_resources_say_what_serves_and_how_it_is() {
 
 #[test]
 fn the_git_code_is_read_from_the_app_directory() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("fn.zip"), b"PK\x03\x04code").expect("write zip");
+    let root = tempfile::tempdir().expect("tempdir");
+    let app_dir = root.path().join("app");
+    std::fs::create_dir(&app_dir).expect("mkdir");
+    std::fs::write(app_dir.join("fn.zip"), b"PK\x03\x04code").expect("write zip");
+    std::fs::write(root.path().join("shared.zip"), b"PK\x03\x04shared").expect("write zip");
     let app = gannet_core::config::parse_app_config(
         "app/app.pipecd.yaml",
         "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n",
     )
     .expect("app config");
-    let code = |text: &str| git_code(&manifest(text), &app, dir.path());
-    let Code::Zip { sha256, .. } = Code::zip(b"PK\x03\x04code".to_vec()) else {
-        panic!("zip code")
+    let code = |text: &str| git_code(&manifest(text), &app, "app", &app_dir);
+    let sha = |bytes: &[u8]| match Code::zip(bytes.to_vec()) {
+        Code::Zip { sha256, .. } => GitCode::Zip { sha256 },
+        _ => panic!("zip code"),
     };
-    assert_eq!(code(MANIFEST).expect("read"), GitCode::Zip { sha256 });
+    assert_eq!(code(MANIFEST).expect("read"), sha(b"PK\x03\x04code"));
     // Twice from the cache, the same.
     assert_eq!(code(MANIFEST).expect("read"), code(MANIFEST).expect("read"));
-    let above = MANIFEST.replace("zipFile: fn.zip", "zipFile: ../fn.zip");
-    assert!(matches!(
-        code(&above).expect("not an error"),
-        GitCode::NotCompared { .. }
-    ));
+    // A zip elsewhere in the repository is compared too.
+    let above = MANIFEST.replace("zipFile: fn.zip", "zipFile: ../shared.zip");
+    assert_eq!(code(&above).expect("read"), sha(b"PK\x03\x04shared"));
+    let outside = MANIFEST.replace("zipFile: fn.zip", "zipFile: ../../fn.zip");
+    let err = code(&outside).expect_err("a zip outside the repository is an error");
+    assert!(err.to_string().contains("leads out of the repository"), "{err}");
     let missing = MANIFEST.replace("zipFile: fn.zip", "zipFile: gone.zip");
     let err = code(&missing).expect_err("a missing zip is an error");
     assert!(err.to_string().contains("cannot read gone.zip"), "{err}");

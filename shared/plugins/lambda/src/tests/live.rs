@@ -6,6 +6,7 @@ use aws_sdk_lambda::types::{AliasRoutingConfiguration, VpcConfig};
 use gannet_core::config::parse_app_config;
 use gannet_core::drift::LiveState;
 use gannet_core::plugin::{LiveContext, Plugin};
+use gannet_core::{AppId, RepoId};
 
 use super::harness::*;
 use crate::LambdaPlugin;
@@ -18,6 +19,10 @@ async fn live(plugin: &LambdaPlugin, commit: &Commit) -> LiveState {
     let app = parse_app_config("app/app.pipecd.yaml", &text).expect("app config");
     plugin
         .live_state(LiveContext {
+            app_id: &AppId::new(
+                &RepoId::parse("repo").expect("repo id"),
+                "app/app.pipecd.yaml",
+            ),
             app: &app,
             app_dir: &dir,
         })
