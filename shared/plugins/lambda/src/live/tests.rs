@@ -388,7 +388,10 @@ fn the_git_code_is_read_from_the_app_directory() {
     assert_eq!(code(&above).expect("read"), sha(b"PK\x03\x04shared"));
     let outside = MANIFEST.replace("zipFile: fn.zip", "zipFile: ../../fn.zip");
     let err = code(&outside).expect_err("a zip outside the repository is an error");
-    assert!(err.to_string().contains("leads out of the repository"), "{err}");
+    assert!(
+        err.to_string().contains("leads out of the repository"),
+        "{err}"
+    );
     let missing = MANIFEST.replace("zipFile: fn.zip", "zipFile: gone.zip");
     let err = code(&missing).expect_err("a missing zip is an error");
     assert!(err.to_string().contains("cannot read gone.zip"), "{err}");
