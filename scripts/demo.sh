@@ -100,7 +100,7 @@ repos:
     path: repo
     branch: main
     github: demo/hello
-intervals: {poll: 1m, resume: 5s}
+intervals: {poll: 1m, resume: 5s, drift: 2s}
 plugins:
   lambda:
     deployTargets:
@@ -409,16 +409,32 @@ deploy "$lambda3_commit" greeter "$lambda_fn"
 lambda3=$last_status
 "$py" "$work/lambda_aws.py" show "$lambda_fn"
 
+step "Drift: the failed canary left the branch head undeployed, and the drift check says what differs"
+# Every 2 s gannet compares each app's desired state at the branch head with its live state.
+# The head asks for version 3; the alias still serves version 2 after the rollback.
+drift=none
+for _ in $(seq 1 60); do
+  drift=$("$gannet" apps show greeter --json | "$py" -c 'import json, sys
+a = json.load(sys.stdin)
+fields = [f["field"] for f in a.get("drift", [])]
+print(a["sync_status"], *fields)')
+  case "$drift" in OUT_OF_SYNC*) break ;; esac
+  sleep 0.5
+done
+"$gannet" apps show greeter
+
 step "Outcomes"
 echo "deployment 1 (working change): $first"
 echo "deployment 2 (failing change): $second, after rolling back"
 echo "Lambda deployment 1 (quick sync): $lambda1"
 echo "Lambda deployment 2 (canary): $lambda2"
 echo "Lambda deployment 3 (failing canary): $lambda3, after rolling back"
+echo "drift after the failed canary: $drift"
 "$gannet" apps list
 ok=true
 [ "$first" = SUCCESS ] && [ "$second" = FAILURE ] || ok=false
 [ "$lambda1" = SUCCESS ] && [ "$lambda2" = SUCCESS ] && [ "$lambda3" = FAILURE ] || ok=false
+case "$drift" in OUT_OF_SYNC*GREETER_VERSION*) ;; *) ok=false ;; esac
 echo "The alias's routings as read from the Lambda API during each Lambda deployment:"
 "$py" "$work/lambda_aws.py" check "$work/alias-$lambda1_commit" 1 || ok=false
 "$py" "$work/lambda_aws.py" check "$work/alias-$lambda2_commit" 2 2 1 0.9 || ok=false
