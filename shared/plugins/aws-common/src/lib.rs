@@ -5,9 +5,11 @@
 mod config;
 mod errors;
 mod meta;
+mod pick;
 
 pub use config::{sdk_config, LazyClients};
 pub use errors::{build_error, ApiError, ErrorCodes, ErrorKind};
 pub use meta::StageMeta;
+pub use pick::{pick_target, Platform};
 #[cfg(feature = "test-util")]
 pub mod test_util;

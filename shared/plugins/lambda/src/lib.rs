@@ -41,6 +41,7 @@ use gannet_core::plugin::{
     StepOutcome,
 };
 use gannet_core::StageId;
+use gannet_plugin_aws_common::{pick_target, Platform};
 use serde_json::{json, Value};
 
 pub use errors::ApiError;
@@ -82,33 +83,12 @@ impl LambdaPlugin {
 
     /// The deploy target `app` uses.
     fn target_for(&self, app: &AppConfig) -> Result<&Target, StepError> {
-        let names: Vec<&str> = self
-            .targets
-            .iter()
-            .map(|t| t.config.name.as_str())
-            .collect();
-        let fail = |m: String| Err(StepError::Permanent(m));
-        if let Some(wanted) = app.deploy_targets().first() {
-            return match self.targets.iter().find(|t| t.config.name == *wanted) {
-                Some(t) => Ok(t),
-                None => fail(format!(
-                    "spec.deployTargets: no Lambda deploy target named {wanted:?} in the controller config (it has: {})",
-                    names.join(", ")
-                )),
-            };
-        }
-        match self.targets.as_slice() {
-            [one] => Ok(one),
-            [] => fail(
-                "no Lambda deploy target is configured: add one under plugins.lambda.deployTargets in gannet.yaml"
-                    .into(),
-            ),
-            _ => fail(format!(
-                "the controller config has {} Lambda deploy targets ({}); a LambdaApp cannot name one, so keep one, or use kind: Application with spec.deployTargets",
-                names.len(),
-                names.join(", ")
-            )),
-        }
+        const PLATFORM: Platform = Platform {
+            title: "Lambda",
+            key: "lambda",
+            kind: "LambdaApp",
+        };
+        pick_target(PLATFORM, &self.targets, |t| t.config.name.as_str(), app)
     }
 }
 
