@@ -35,7 +35,7 @@ use gannet_aws::{
 use gannet_core::deployment::{Deployment, DeploymentStatus, StageStatus};
 use gannet_core::ports::{DeploymentFilter, QueueName, Store};
 use serde_json::{json, Value};
-use support::{moto_endpoint, push_payload, sdk_on, unique, Repo, REGION, SECRET};
+use support::{moto_endpoint, push_payload, record, sdk_on, unique, Repo, REGION, SECRET};
 
 const APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline:\n    stages:\n      - name: WAIT\n        with: {duration: 0s}\n      - name: WAIT\n        with: {duration: 0s}\n";
 /// A record no handler can decode: it goes to the dead-letter queue with its reason.
@@ -281,46 +281,6 @@ fn failures(response: &Value) -> Vec<String> {
         .iter()
         .map(|f| f["itemIdentifier"].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-/// An SQS event record, as Lambda's event source mapping builds it from a received message.
-fn record(queue_url: &str, m: &Message) -> Value {
-    let (account, name) = queue_url
-        .trim_end_matches('/')
-        .rsplit_once('/')
-        .map(|(rest, name)| (rest.rsplit('/').next().unwrap_or("123456789012"), name))
-        .expect("queue URL has a path");
-    let attributes: BTreeMap<&str, &str> = m
-        .attributes()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let message_attributes: BTreeMap<&str, Value> = m
-        .message_attributes()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| {
-            let value = json!({
-                "stringValue": v.string_value(),
-                "stringListValues": [],
-                "binaryListValues": [],
-                "dataType": v.data_type(),
-            });
-            (k.as_str(), value)
-        })
-        .collect();
-    json!({
-        "messageId": m.message_id(),
-        "receiptHandle": m.receipt_handle(),
-        "body": m.body(),
-        "attributes": attributes,
-        "messageAttributes": message_attributes,
-        "md5OfBody": m.md5_of_body(),
-        "eventSource": "aws:sqs",
-        "eventSourceARN": format!("arn:aws:sqs:{REGION}:{account}:{name}"),
-        "awsRegion": REGION,
-    })
 }
 
 /// Starts the emulator on a free port (a few tries, as another process may take the port).

@@ -472,52 +472,8 @@ impl Lab {
 
     /// The Lambda SQS event for `messages` from `queue`.
     pub fn event(&self, queue: QueueName, messages: &[SqsMessage]) -> SqsEvent {
-        let arn = format!(
-            "arn:aws:sqs:{REGION}:123456789012:{}",
-            self.made.queues[&queue]
-                .queue
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-        );
-        let records: Vec<Value> = messages
-            .iter()
-            .map(|m| {
-                let attributes: serde_json::Map<String, Value> = m
-                    .attributes()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| (k.as_str().to_owned(), json!(v)))
-                    .collect();
-                let message_attributes: serde_json::Map<String, Value> = m
-                    .message_attributes()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            json!({
-                                "stringValue": v.string_value(),
-                                "stringListValues": [],
-                                "binaryListValues": [],
-                                "dataType": v.data_type(),
-                            }),
-                        )
-                    })
-                    .collect();
-                json!({
-                    "messageId": m.message_id(),
-                    "receiptHandle": m.receipt_handle(),
-                    "body": m.body(),
-                    "attributes": attributes,
-                    "messageAttributes": message_attributes,
-                    "md5OfBody": m.md5_of_body(),
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": arn,
-                    "awsRegion": REGION,
-                })
-            })
-            .collect();
+        let url = &self.made.queues[&queue].queue;
+        let records: Vec<Value> = messages.iter().map(|m| record(url, m)).collect();
         serde_json::from_value(json!({ "Records": records })).expect("an SQS event")
     }
 
@@ -791,4 +747,44 @@ pub fn owned(pairs: &[(&str, StageStatus)]) -> Vec<(String, &'static str)> {
         .iter()
         .map(|(n, s)| ((*n).to_owned(), s.as_str()))
         .collect()
+}
+
+/// An SQS event record, as Lambda's event source mapping builds it from a received message.
+pub fn record(queue_url: &str, m: &SqsMessage) -> Value {
+    let (account, name) = queue_url
+        .trim_end_matches('/')
+        .rsplit_once('/')
+        .map(|(rest, name)| (rest.rsplit('/').next().unwrap_or("123456789012"), name))
+        .expect("queue URL has a path");
+    let attributes: BTreeMap<&str, &str> = m
+        .attributes()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let message_attributes: BTreeMap<&str, Value> = m
+        .message_attributes()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| {
+            let value = json!({
+                "stringValue": v.string_value(),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": v.data_type(),
+            });
+            (k.as_str(), value)
+        })
+        .collect();
+    json!({
+        "messageId": m.message_id(),
+        "receiptHandle": m.receipt_handle(),
+        "body": m.body(),
+        "attributes": attributes,
+        "messageAttributes": message_attributes,
+        "md5OfBody": m.md5_of_body(),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": format!("arn:aws:sqs:{REGION}:{account}:{name}"),
+        "awsRegion": REGION,
+    })
 }
