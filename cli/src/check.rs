@@ -8,7 +8,7 @@ use gannet_core::check::{check_app, AppCheck};
 use gannet_core::config::is_app_config_path;
 
 pub fn run(paths: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
-    let plugins = crate::up::plugins();
+    let plugins = gannet_plugins::registry().without_settings()?;
     let mut files = Vec::new();
     for p in paths {
         collect(p, &mut files)?;

@@ -4,8 +4,6 @@
 mod check;
 mod client;
 mod render;
-mod settings;
-mod up;
 mod webhook;
 
 use std::path::PathBuf;
@@ -13,6 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use gannet_cli::{settings, up};
 
 #[derive(Parser)]
 #[command(
@@ -232,7 +231,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Up { config, log_format } => {
             init_logs(log_format);
-            let cfg = settings::UpConfig::load(&config)?;
+            let cfg = settings::UpConfig::load(&config, &gannet_plugins::registry())?;
             up::run(cfg).await?;
         }
         Command::Apps { command } => match command {

@@ -6,10 +6,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
+use gannet_core::plugin::Plugins;
+use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_core::{GoDuration, RepoId};
 use gannet_git::{Location, RepoSpec};
-use gannet_plugin_ecs::DeployTarget as EcsTarget;
-use gannet_plugin_lambda::DeployTarget;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,9 +37,9 @@ struct RawConfig {
     repos: Vec<RawRepo>,
     #[serde(default)]
     intervals: RawIntervals,
-    /// Deploy targets per plugin; read by the platform plugins.
+    /// Each plugin's settings (`plugins.<name>`), handed to the plugin that owns the name.
     #[serde(default)]
-    plugins: serde_yaml::Mapping,
+    plugins: serde_json::Map<String, serde_json::Value>,
     #[serde(default)]
     notifications: RawNotifications,
     #[serde(default = "default_workers")]
@@ -59,17 +59,6 @@ fn default_state() -> PathBuf {
 fn default_workers() -> usize {
     8
 }
-
-/// `plugins.lambda` or `plugins.ecs`.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawPlugin {
-    #[serde(default)]
-    deploy_targets: Vec<serde_yaml::Value>,
-}
-
-/// The platform plugins whose deploy targets `plugins:` may list.
-const KNOWN_PLUGINS: [&str; 5] = ["lambda", "ecs", "cloudrun", "terraform", "kubernetes"];
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -152,12 +141,8 @@ pub struct UpConfig {
     pub state: PathBuf,
     pub settings: Settings,
     pub repos: Vec<RepoSpec>,
-    /// `plugins.lambda.deployTargets`.
-    pub lambda_targets: Vec<DeployTarget>,
-    /// `plugins.ecs.deployTargets`.
-    pub ecs_targets: Vec<EcsTarget>,
-    /// Environment variables holding secrets (the webhook secret's): scripts never see them.
-    pub secret_env: Vec<String>,
+    /// Every compiled-in plugin, built from its `plugins.<name>` settings.
+    pub plugins: Plugins,
     pub workers: usize,
     pub visibility: GoDuration,
     pub max_attempts: u32,
@@ -165,7 +150,8 @@ pub struct UpConfig {
 }
 
 impl UpConfig {
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+    /// Reads the config file at `path`; its plugins are built from `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Self, ConfigError> {
         // Every path in the config resolves against the file's directory, made absolute here:
         // git later runs in other directories, where a relative path would mean something else.
         let path = &std::path::absolute(path).map_err(|source| ConfigError::Read {
@@ -177,7 +163,7 @@ impl UpConfig {
             source,
         })?;
         let base = path.parent().unwrap_or(Path::new("/"));
-        Self::parse(&text, base, &|name| std::env::var(name).ok()).map_err(|message| {
+        Self::parse(&text, base, &|name| std::env::var(name).ok(), registry).map_err(|message| {
             ConfigError::Invalid {
                 path: path.to_owned(),
                 message,
@@ -185,11 +171,13 @@ impl UpConfig {
         })
     }
 
-    /// Parses the config text; `base` resolves relative paths, `env` reads variables.
+    /// Parses the config text; `base` resolves relative paths, `env` reads variables, and the
+    /// plugins come from `registry`.
     pub fn parse(
         text: &str,
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
+        registry: &Registry,
     ) -> Result<Self, String> {
         let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         let listen = raw.listen.parse().map_err(|e| {
@@ -252,17 +240,13 @@ impl UpConfig {
                 ));
             }
         }
-        for name in raw.plugins.keys() {
-            let name = name.as_str().unwrap_or_default();
-            if !KNOWN_PLUGINS.contains(&name) {
-                return Err(format!(
-                    "plugins.{name}: unknown plugin (known: {})",
-                    KNOWN_PLUGINS.join(", ")
-                ));
-            }
-        }
-        let lambda_targets = lambda_targets(raw.plugins.get("lambda"))?;
-        let ecs_targets = ecs_targets(raw.plugins.get("ecs"))?;
+        let runtime = RuntimeInfo {
+            // Scripts never see the variable that holds the webhook secret.
+            secret_env: raw.webhook.iter().map(|w| w.secret_env.clone()).collect(),
+        };
+        let plugins = registry
+            .build(&raw.plugins, "plugins", &runtime)
+            .map_err(|e| e.to_string())?;
         let receivers = raw
             .notifications
             .receivers
@@ -288,9 +272,7 @@ impl UpConfig {
                 receivers,
             },
             repos,
-            lambda_targets,
-            ecs_targets,
-            secret_env: raw.webhook.iter().map(|w| w.secret_env.clone()).collect(),
+            plugins,
             workers: raw.workers,
             visibility: raw.queue.visibility.unwrap_or(GoDuration::from_secs(30)),
             max_attempts: raw.queue.max_attempts.unwrap_or(5),
@@ -303,44 +285,17 @@ impl UpConfig {
     }
 }
 
-/// `plugins.<plugin>.deployTargets` as JSON values, for the plugin to parse and check.
-fn raw_targets(
-    raw: Option<&serde_yaml::Value>,
-    plugin: &str,
-) -> Result<Vec<serde_json::Value>, String> {
-    let Some(raw) = raw.filter(|v| !v.is_null()) else {
-        return Ok(Vec::new());
-    };
-    let parsed: RawPlugin =
-        serde_yaml::from_value(raw.clone()).map_err(|e| format!("plugins.{plugin}: {e}"))?;
-    parsed
-        .deploy_targets
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            serde_json::to_value(v).map_err(|e| format!("plugins.{plugin}.deployTargets[{i}]: {e}"))
-        })
-        .collect()
-}
-
-/// `plugins.lambda.deployTargets`, checked; every error names its field.
-fn lambda_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<DeployTarget>, String> {
-    DeployTarget::parse_list(&raw_targets(raw, "lambda")?, "plugins.lambda.deployTargets")
-}
-
-/// `plugins.ecs.deployTargets`, checked like Lambda's; every error names its field.
-fn ecs_targets(raw: Option<&serde_yaml::Value>) -> Result<Vec<EcsTarget>, String> {
-    EcsTarget::parse_list(&raw_targets(raw, "ecs")?, "plugins.ecs.deployTargets")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<UpConfig, String> {
-        UpConfig::parse(text, Path::new("/etc/gannet"), &|name| {
-            (name == "SECRET").then(|| "s3cret".to_owned())
-        })
+        UpConfig::parse(
+            text,
+            Path::new("/etc/gannet"),
+            &|name| (name == "SECRET").then(|| "s3cret".to_owned()),
+            &gannet_plugins::registry(),
+        )
     }
 
     #[test]
@@ -379,18 +334,8 @@ plugins:
         );
         assert_eq!(c.settings.intervals.resume, GoDuration::from_secs(30));
         assert_eq!(
-            c.lambda_targets,
-            [DeployTarget {
-                endpoint: Some("http://127.0.0.1:5055".into()),
-                ..DeployTarget::new("local", "us-east-1")
-            }]
-        );
-        assert_eq!(
-            c.ecs_targets,
-            [EcsTarget {
-                role_arn: Some("arn:aws:iam::123456789012:role/deployer".into()),
-                ..EcsTarget::new("prod", "eu-west-1")
-            }]
+            format!("{:?}", c.plugins),
+            r#"["wait", "wait-approval", "script-run", "lambda", "ecs"]"#
         );
         assert!(
             !format!("{:?}", c.settings).contains("s3cret"),
@@ -412,10 +357,21 @@ plugins:
             ("intervals: {poll: 50ms}", "too short"),
             ("unknown: 1", "unknown field `unknown`"),
             ("workers: 0", "out of range"),
-            ("plugins: {lamda: {}}", "plugins.lamda: unknown plugin"),
+            (
+                "plugins: {lamda: {}}",
+                "plugins.lamda: no compiled-in plugin is named \"lamda\"; did you mean `lambda`? (compiled in: wait, wait-approval, script-run, lambda, ecs)",
+            ),
+            (
+                "plugins: {kubernetes: {deployTargets: []}}",
+                "plugins.kubernetes: no compiled-in plugin is named \"kubernetes\" (compiled in:",
+            ),
+            (
+                "plugins: {wait: {deployTargets: []}}",
+                "plugins.wait.deployTargets: unknown field `deployTargets`",
+            ),
             (
                 "plugins: {lambda: {targets: []}}",
-                "plugins.lambda: unknown field `targets`",
+                "plugins.lambda.targets: unknown field `targets`; did you mean `deployTargets`?",
             ),
             (
                 "plugins: {lambda: {deployTargets: [{name: a}]}}",
@@ -423,7 +379,7 @@ plugins:
             ),
             (
                 "plugins: {lambda: {deployTargets: [{name: a, regoin: us-east-1}]}}",
-                "plugins.lambda.deployTargets[0]: unknown field `regoin`",
+                "plugins.lambda.deployTargets[0].regoin: unknown field `regoin`; did you mean `region`?",
             ),
             (
                 "plugins: {lambda: {deployTargets: [{name: a, region: Mars}]}}",
@@ -447,7 +403,7 @@ plugins:
             ),
             (
                 "plugins: {ecs: {targets: []}}",
-                "plugins.ecs: unknown field `targets`",
+                "plugins.ecs.targets: unknown field `targets`; did you mean `deployTargets`?",
             ),
             (
                 "plugins: {ecs: {deployTargets: [{name: a}]}}",
@@ -455,7 +411,7 @@ plugins:
             ),
             (
                 "plugins: {ecs: {deployTargets: [{name: a, region: us-east-1, alias: Service}]}}",
-                "plugins.ecs.deployTargets[0]: unknown field `alias`",
+                "plugins.ecs.deployTargets[0].alias: unknown field `alias`",
             ),
             (
                 "plugins: {ecs: {deployTargets: [{name: '', region: us-east-1}]}}",

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use gannet_aws::QueueUrls;
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Supersede};
+use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
+use gannet_core::registry::RuntimeInfo;
 use gannet_core::{GoDuration, RepoId};
-use gannet_plugin_ecs::DeployTarget as EcsTarget;
-use gannet_plugin_lambda::DeployTarget;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -21,7 +21,7 @@ pub const WEBHOOK_SECRET_ARN: &str = "GANNET_WEBHOOK_SECRET_ARN";
 pub const WEBHOOK_SECRET: &str = "GANNET_WEBHOOK_SECRET";
 pub const GITHUB_SECRET_ARN: &str = "GANNET_GITHUB_SECRET_ARN";
 pub const GITHUB_API_URL: &str = "GANNET_GITHUB_API_URL";
-pub const DEPLOY_TARGETS: &str = "GANNET_DEPLOY_TARGETS";
+pub const PLUGINS: &str = "GANNET_PLUGINS";
 pub const POLL_INTERVAL: &str = "GANNET_POLL_INTERVAL";
 pub const RESUME_INTERVAL: &str = "GANNET_RESUME_INTERVAL";
 pub const DRIFT_INTERVAL: &str = "GANNET_DRIFT_INTERVAL";
@@ -134,8 +134,9 @@ pub struct FunctionConfig {
     pub repos: Vec<RepoSettings>,
     pub webhook_secret: Option<WebhookSecret>,
     pub github: GithubConfig,
-    pub lambda_targets: Vec<DeployTarget>,
-    pub ecs_targets: Vec<EcsTarget>,
+    /// Every compiled-in plugin, built from its settings in `GANNET_PLUGINS` (the same map as
+    /// gannet.yaml's `plugins:`).
+    pub plugins: Plugins,
     pub intervals: Intervals,
     pub receivers: Vec<Receiver>,
     /// Local git's cache directory.
@@ -172,15 +173,6 @@ enum RawSupersede {
     Never,
     #[serde(rename = "olderPending")]
     OlderPending,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawTargets {
-    #[serde(default)]
-    lambda: Vec<serde_json::Value>,
-    #[serde(default)]
-    ecs: Vec<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -247,10 +239,7 @@ impl FunctionConfig {
                 ));
             }
         }
-        let (lambda_targets, ecs_targets) = match get(DEPLOY_TARGETS) {
-            Some(text) => deploy_targets(&text)?,
-            None => (Vec::new(), Vec::new()),
-        };
+        let plugins = plugins(get(PLUGINS).as_deref().unwrap_or("{}"))?;
         let defaults = Intervals::default();
         let intervals = Intervals {
             poll: interval(&get, POLL_INTERVAL, defaults.poll)?,
@@ -275,8 +264,7 @@ impl FunctionConfig {
             repos,
             webhook_secret,
             github,
-            lambda_targets,
-            ecs_targets,
+            plugins,
             intervals,
             receivers,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
@@ -353,12 +341,16 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
     Ok(repos)
 }
 
-fn deploy_targets(text: &str) -> Result<(Vec<DeployTarget>, Vec<EcsTarget>), ConfigError> {
-    let raw: RawTargets = json(DEPLOY_TARGETS, text)?;
-    let lambda =
-        DeployTarget::parse_list(&raw.lambda, "lambda").map_err(|e| invalid(DEPLOY_TARGETS, e))?;
-    let ecs = EcsTarget::parse_list(&raw.ecs, "ecs").map_err(|e| invalid(DEPLOY_TARGETS, e))?;
-    Ok((lambda, ecs))
+/// The compiled-in plugins, each built from its entry in `text` (`{"<plugin>": {settings}}`).
+fn plugins(text: &str) -> Result<Plugins, ConfigError> {
+    let settings: serde_json::Map<String, serde_json::Value> = json(PLUGINS, text)?;
+    let runtime = RuntimeInfo {
+        // Scripts never see the variable that may hold the webhook secret.
+        secret_env: vec![WEBHOOK_SECRET.to_owned()],
+    };
+    gannet_plugins::registry()
+        .build(&settings, "", &runtime)
+        .map_err(|e| invalid(PLUGINS, e.to_string()))
 }
 
 fn interval(
@@ -410,7 +402,7 @@ mod tests {
         let c = check(&[
             (REPOS, Some(r#"[{"id":"shop","github":"acme/shop","branch":"main","supersede":"olderPending"},{"id":"local","url":"/srv/repo"}]"#)),
             (WEBHOOK_SECRET_ARN, Some("arn:aws:secretsmanager:us-east-1:1:secret:hook")),
-            (DEPLOY_TARGETS, Some(r#"{"lambda":[{"name":"prod","region":"us-east-1","roleArn":"arn:aws:iam::1:role/deployer","alias":"Live"}],"ecs":[]}"#)),
+            (PLUGINS, Some(r#"{"lambda":{"deployTargets":[{"name":"prod","region":"us-east-1","roleArn":"arn:aws:iam::1:role/deployer","alias":"Live"}]},"ecs":{"deployTargets":[]}}"#)),
             (RESUME_INTERVAL, Some("10s")),
             (RECEIVERS, Some(r#"[{"name":"ops","url":"https://hooks.example.com/x"}]"#)),
             (ENDPOINT, Some("http://127.0.0.1:5000")),
@@ -431,7 +423,10 @@ mod tests {
                 "arn:aws:secretsmanager:us-east-1:1:secret:hook".into()
             )))
         );
-        assert_eq!(c.lambda_targets[0].alias, "Live");
+        assert_eq!(
+            format!("{:?}", c.plugins),
+            r#"["wait", "wait-approval", "script-run", "lambda", "ecs"]"#
+        );
         assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
         assert_eq!(c.intervals.poll, GoDuration::from_secs(60));
         assert_eq!(c.receivers[0].name, "ops");
@@ -495,6 +490,30 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_plugin_is_refused_as_in_gannet_yaml() {
+        let aws = check(&[(PLUGINS, Some(r#"{"kubernetes":{"deployTargets":[]}}"#))])
+            .err()
+            .unwrap_or_default();
+        let yaml = gannet_cli::settings::UpConfig::parse(
+            "plugins: {kubernetes: {deployTargets: []}}",
+            std::path::Path::new("/etc/gannet"),
+            &|_| None,
+            &gannet_plugins::registry(),
+        )
+        .err()
+        .unwrap_or_default();
+        assert!(
+            yaml.starts_with("plugins.kubernetes: no compiled-in plugin is named \"kubernetes\" (compiled in: wait, "),
+            "{yaml}"
+        );
+        assert_eq!(
+            aws.strip_prefix("GANNET_PLUGINS: "),
+            yaml.strip_prefix("plugins."),
+            "the same message, each at its own place"
+        );
+    }
+
+    #[test]
     fn bad_values_name_the_variable() {
         let cases: &[(&str, Option<&str>, &str)] = &[
             (TABLE, None, "GANNET_TABLE is not set"),
@@ -546,41 +565,50 @@ mod tests {
                 "GANNET_REPOS: [0].branhc: unknown field `branhc`",
             ),
             (
-                DEPLOY_TARGETS,
-                Some(r#"{"lambda":[{"name":"a"}]}"#),
-                "GANNET_DEPLOY_TARGETS: lambda[0]: missing field `region`",
+                PLUGINS,
+                Some(r#"{"lambda":{"deployTargets":[{"name":"a"}]}}"#),
+                "GANNET_PLUGINS: lambda.deployTargets[0]: missing field `region`",
             ),
             (
-                DEPLOY_TARGETS,
-                Some(r#"{"lambda":[{"name":"a","region":"Mars"}]}"#),
-                "GANNET_DEPLOY_TARGETS: lambda[0].region: \"Mars\" is not an AWS region",
+                PLUGINS,
+                Some(r#"{"lambda":{"deployTargets":[{"name":"a","region":"Mars"}]}}"#),
+                "GANNET_PLUGINS: lambda.deployTargets[0].region: \"Mars\" is not an AWS region",
             ),
             (
-                DEPLOY_TARGETS,
-                Some(r#"{"lambda":[{"name":"a","region":"us-east-1","roleArn":"deployer"}]}"#),
-                "GANNET_DEPLOY_TARGETS: lambda[0].roleArn",
-            ),
-            (
-                DEPLOY_TARGETS,
-                Some(r#"{"lambda":[{"name":"a","region":"us-east-1","alias":"123"}]}"#),
-                "GANNET_DEPLOY_TARGETS: lambda[0].alias",
-            ),
-            (
-                DEPLOY_TARGETS,
+                PLUGINS,
                 Some(
-                    r#"{"lambda":[{"name":"a","region":"us-east-1"},{"name":"a","region":"us-east-2"}]}"#,
+                    r#"{"lambda":{"deployTargets":[{"name":"a","region":"us-east-1","roleArn":"deployer"}]}}"#,
                 ),
-                "GANNET_DEPLOY_TARGETS: lambda[1].name: a is listed twice",
+                "GANNET_PLUGINS: lambda.deployTargets[0].roleArn",
             ),
             (
-                DEPLOY_TARGETS,
-                Some(r#"{"ecs":[{"name":"a"}]}"#),
-                "GANNET_DEPLOY_TARGETS: ecs[0]: missing field `region`",
+                PLUGINS,
+                Some(
+                    r#"{"lambda":{"deployTargets":[{"name":"a","region":"us-east-1","alias":"123"}]}}"#,
+                ),
+                "GANNET_PLUGINS: lambda.deployTargets[0].alias",
             ),
             (
-                DEPLOY_TARGETS,
-                Some(r#"{"k8s":[]}"#),
-                "GANNET_DEPLOY_TARGETS: k8s: unknown field `k8s`",
+                PLUGINS,
+                Some(
+                    r#"{"lambda":{"deployTargets":[{"name":"a","region":"us-east-1"},{"name":"a","region":"us-east-2"}]}}"#,
+                ),
+                "GANNET_PLUGINS: lambda.deployTargets[1].name: a is listed twice",
+            ),
+            (
+                PLUGINS,
+                Some(r#"{"ecs":{"deployTargets":[{"name":"a"}]}}"#),
+                "GANNET_PLUGINS: ecs.deployTargets[0]: missing field `region`",
+            ),
+            (
+                PLUGINS,
+                Some(r#"{"ecs":[]}"#),
+                "GANNET_PLUGINS: ecs: expected a map of settings, got a list",
+            ),
+            (
+                PLUGINS,
+                Some(r#"{"k8s":{}}"#),
+                "GANNET_PLUGINS: k8s: no compiled-in plugin is named \"k8s\"",
             ),
             (RESUME_INTERVAL, Some("30"), "GANNET_RESUME_INTERVAL: "),
             (

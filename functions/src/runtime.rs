@@ -8,13 +8,12 @@ use gannet_aws::{
     sdk_config, ClientOptions, DynamoStore, SqsOptions, SqsQueue, StoreOptions, SystemClock,
 };
 use gannet_controller::{Controller, Secret, Settings};
-use gannet_core::plugin::Plugins;
 use gannet_core::ports::{BoxError, Clock};
 use gannet_core::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
 
 use crate::config::{
-    FunctionConfig, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, WEBHOOK_SECRET, WEBHOOK_SECRET_ARN,
+    FunctionConfig, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, WEBHOOK_SECRET_ARN,
 };
 use crate::sources::RepoSources;
 use crate::Function;
@@ -139,27 +138,19 @@ impl Runtime {
             (Function::Webhook, None) => return Err(StartError::NoWebhookSecret),
             _ => None,
         };
-        let plugins = Plugins::new(vec![
-            Arc::new(gannet_plugin_wait::WaitPlugin),
-            Arc::new(gannet_plugin_wait_approval::WaitApprovalPlugin),
-            Arc::new(gannet_plugin_script_run::ScriptRunPlugin::hiding_env(vec![
-                WEBHOOK_SECRET.to_owned(),
-            ])),
-            Arc::new(gannet_plugin_lambda::LambdaPlugin::new(
-                config.lambda_targets.clone(),
-            )),
-            Arc::new(gannet_plugin_ecs::EcsPlugin::new(
-                config.ecs_targets.clone(),
-            )),
-        ]);
         let settings = Settings {
             repos: config.repos.clone(),
             webhook_secret,
             intervals: config.intervals.clone(),
             receivers: config.receivers.clone(),
         };
-        let mut controller =
-            Controller::new(Arc::new(store), Arc::new(git), clock, plugins, settings);
+        let mut controller = Controller::new(
+            Arc::new(store),
+            Arc::new(git),
+            clock,
+            config.plugins.clone(),
+            settings,
+        );
         if let (Function::Notify, Some(client)) = (function, github) {
             let statuses =
                 GithubStatuses::new(client, github_repos(config)).map_err(StartError::Github)?;

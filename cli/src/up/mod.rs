@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gannet_controller::Controller;
-use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Clock, Queue};
 use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_git::LocalGit;
@@ -18,31 +17,16 @@ use tokio::sync::watch;
 
 use crate::settings::UpConfig;
 
-/// The compiled-in plugins, with no deploy targets (enough to validate configs).
-pub fn plugins() -> Plugins {
-    plugins_with(Vec::new(), Vec::new(), Vec::new())
-}
-
-/// The compiled-in plugins: the Lambda and ECS plugins deploy to `lambda_targets` and
-/// `ecs_targets` (from gannet.yaml); scripts never see the environment variables named in
-/// `secret_env`.
-pub fn plugins_with(
-    lambda_targets: Vec<gannet_plugin_lambda::DeployTarget>,
-    ecs_targets: Vec<gannet_plugin_ecs::DeployTarget>,
-    secret_env: Vec<String>,
-) -> Plugins {
-    Plugins::new(vec![
-        Arc::new(gannet_plugin_wait::WaitPlugin),
-        Arc::new(gannet_plugin_wait_approval::WaitApprovalPlugin),
-        Arc::new(gannet_plugin_script_run::ScriptRunPlugin::hiding_env(
-            secret_env,
-        )),
-        Arc::new(gannet_plugin_lambda::LambdaPlugin::new(lambda_targets)),
-        Arc::new(gannet_plugin_ecs::EcsPlugin::new(ecs_targets)),
-    ])
-}
-
+/// Runs `gannet up` until SIGINT or SIGTERM.
 pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
+    run_until(cfg, shutdown_signal()).await
+}
+
+/// Runs `gannet up` until `stop` resolves, then lets the steps under way finish (10 s at most).
+pub async fn run_until(
+    cfg: UpConfig,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
     let state_dir = cfg
         .state
         .parent()
@@ -85,11 +69,7 @@ pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
         Arc::new(runtime.clone()),
         Arc::new(git),
         clock,
-        plugins_with(
-            cfg.lambda_targets.clone(),
-            cfg.ecs_targets.clone(),
-            cfg.secret_env.clone(),
-        ),
+        cfg.plugins.clone(),
         cfg.settings.clone(),
     );
 
@@ -162,7 +142,7 @@ pub async fn run(cfg: UpConfig) -> anyhow::Result<()> {
     });
     let server = tokio::spawn(async move { server.await });
 
-    shutdown_signal().await;
+    stop.await;
     tracing::info!("stopping: finishing the steps under way");
     let _ = stop_tx.send(true);
     let drain = async {

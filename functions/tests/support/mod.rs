@@ -312,8 +312,8 @@ impl Lab {
             ("GANNET_REPOS", Value::Array(repos).to_string()),
             ("GANNET_WEBHOOK_SECRET_ARN", secret_arn),
             (
-                "GANNET_DEPLOY_TARGETS",
-                json!({"lambda": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]})
+                "GANNET_PLUGINS",
+                json!({"lambda": {"deployTargets": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]}})
                     .to_string(),
             ),
             (

@@ -367,7 +367,8 @@ impl Controller {
         .await
     }
 
-    /// Records `user`'s approval of a WAIT_APPROVAL stage (the running one by default).
+    /// Records `user`'s approval of a stage that waits for approvals (the running one by
+    /// default).
     pub async fn approve(
         &self,
         id: &str,
@@ -381,7 +382,7 @@ impl Controller {
                 None => d
                     .stages
                     .iter()
-                    .find(|st| st.status == StageStatus::Running && st.name == "WAIT_APPROVAL"),
+                    .find(|st| st.status == StageStatus::Running && plugins.approvable(&st.name)),
             }
             .ok_or_else(|| {
                 ApiError::NotFound(match stage {

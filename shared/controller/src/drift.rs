@@ -254,9 +254,9 @@ impl Controller {
                 }
             }
             // Permission or validation errors will not pass by retrying: say so on the app.
-            Err(StepError::Permanent(message)) => Finding::new(
+            Err(err @ StepError::Permanent(_)) => Finding::new(
                 SyncStatus::Unknown,
-                format!("cannot read the live state: {message}"),
+                format!("cannot read the live state: {}", err.reason()),
             ),
             Err(source @ StepError::Transient { .. }) => {
                 return Err(HandlerError::Live {

@@ -1,6 +1,7 @@
 //! The handlers' error type, and the one place that decides what a failure means for the
 //! message that caused it.
 
+use gannet_core::plugin::StepError;
 use gannet_core::ports::{GitError, QueueError, StoreError};
 use gannet_core::GoDuration;
 use gannet_events::DecodeError;
@@ -23,14 +24,14 @@ pub enum HandlerError {
     Step {
         stage: String,
         #[source]
-        source: gannet_core::plugin::StepError,
+        source: StepError,
     },
     /// Reading an app's live state failed in a way worth retrying.
     #[error("live state of {app} could not be read, will retry")]
     Live {
         app: String,
         #[source]
-        source: gannet_core::plugin::StepError,
+        source: StepError,
     },
     #[error("commit status on {repo} could not be reported")]
     CommitStatus {
@@ -82,9 +83,20 @@ impl HandlerError {
                 reason: error_chain(self),
             },
             _ => Disposition::Retry {
-                after: backoff(attempts),
+                after: self.retry_after().unwrap_or_else(|| backoff(attempts)),
                 reason: error_chain(self),
             },
+        }
+    }
+
+    /// When the platform said to try again, if a step or live-state read failed with a hint.
+    fn retry_after(&self) -> Option<GoDuration> {
+        match self {
+            Self::Step { source, .. } | Self::Live { source, .. } => match source {
+                StepError::Transient { retry_after, .. } => *retry_after,
+                StepError::Permanent(_) => None,
+            },
+            _ => None,
         }
     }
 }
@@ -109,6 +121,27 @@ mod tests {
                 reason: "repository nope is not configured".into()
             }
         );
+        let throttled = HandlerError::Step {
+            stage: "deploy".into(),
+            source: StepError::transient("ECS UpdateService", "Throttling")
+                .retry_after(GoDuration::from_secs(42)),
+        };
+        assert_eq!(
+            throttled.disposition(1),
+            Disposition::Retry {
+                after: GoDuration::from_secs(42),
+                reason: "step of deploy failed, will retry: ECS UpdateService failed, will retry: Throttling".into()
+            },
+            "the platform's hint wins over the backoff"
+        );
+        let plain = HandlerError::Step {
+            stage: "deploy".into(),
+            source: StepError::transient("ECS UpdateService", "HTTP 503"),
+        };
+        assert!(matches!(
+            plain.disposition(3),
+            Disposition::Retry { after, .. } if after == GoDuration::from_secs(4)
+        ));
         assert_eq!(backoff(1), GoDuration::from_secs(1));
         assert_eq!(backoff(4), GoDuration::from_secs(8));
         assert_eq!(backoff(40), GoDuration::from_secs(300));

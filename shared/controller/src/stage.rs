@@ -53,7 +53,7 @@ impl Controller {
             changes
                 .send
                 .push(stage_event(EventKind::StageStarted, &started, index, now));
-            if started.stages[index].name == "WAIT_APPROVAL" {
+            if inner.plugins.approvable(&started.stages[index].name) {
                 changes.send.push(stage_event(
                     EventKind::DeploymentWaitApproval,
                     &started,
@@ -92,7 +92,9 @@ impl Controller {
                     source: err,
                 });
             }
-            Err(StepError::Permanent(reason)) => StepOutcome::Done(StageResult::Failure { reason }),
+            Err(err @ StepError::Permanent(_)) => StepOutcome::Done(StageResult::Failure {
+                reason: err.reason(),
+            }),
         };
         if let StepOutcome::Done(result) = &outcome {
             let line = match result {
@@ -115,7 +117,7 @@ impl Controller {
     ) -> Result<StepOutcome, StepError> {
         let inner = &self.inner;
         let Some(plugin) = inner.plugins.for_stage(&stage.name) else {
-            return Err(StepError::Permanent(format!(
+            return Err(StepError::permanent(format!(
                 "no plugin runs stage {}",
                 stage.name
             )));
@@ -165,10 +167,7 @@ impl Controller {
             .git
             .checkout(&d.app.repo(), sha)
             .await
-            .map_err(|e| StepError::Transient {
-                operation: format!("checkout of {}", sha.short()),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| StepError::transient(format!("checkout of {}", sha.short()), e))?;
         Ok(root.join(d.app.dir()))
     }
 
@@ -289,13 +288,10 @@ impl StepIo for StageIo {
                 *current = next;
                 Ok(())
             }
-            Err(StoreError::Conflict { .. }) => Err(StepError::Permanent(
-                "the deployment changed while this step ran (cancelled?); step abandoned".into(),
+            Err(StoreError::Conflict { .. }) => Err(StepError::permanent(
+                "the deployment changed while this step ran (cancelled?); step abandoned",
             )),
-            Err(err) => Err(StepError::Transient {
-                operation: "saving stage metadata".into(),
-                source: Box::new(err),
-            }),
+            Err(err) => Err(StepError::transient("saving stage metadata", err)),
         }
     }
 }

@@ -135,10 +135,10 @@ impl StepIo for RecordingIo {
 
     async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
         if self.fail_saves {
-            return Err(StepError::Transient {
-                operation: "save stage metadata".into(),
-                source: "store unavailable".into(),
-            });
+            return Err(StepError::transient(
+                "save stage metadata",
+                "store unavailable",
+            ));
         }
         if let Ok(mut metadata) = self.metadata.lock() {
             metadata.extend(entries);

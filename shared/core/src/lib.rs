@@ -15,10 +15,12 @@ pub mod machine;
 pub mod planner;
 pub mod plugin;
 pub mod ports;
+pub mod registry;
 pub mod report;
 pub mod stage_options;
 pub mod targets;
 pub mod trigger;
+pub mod typed;
 
 pub use duration::GoDuration;
 pub use ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};

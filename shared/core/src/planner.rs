@@ -105,8 +105,16 @@ pub enum PlanError {
         "spec.pipeline.stages[{index}].name: {name} is a PipeCD stage gannet does not support yet"
     )]
     StageNotSupported { index: usize, name: String },
-    #[error("spec.pipeline.stages[{index}].name: unknown stage {name:?}")]
-    UnknownStage { index: usize, name: String },
+    #[error(
+        "spec.pipeline.stages[{index}].name: unknown stage {name:?}{}",
+        did_you_mean(suggestion)
+    )]
+    UnknownStage {
+        index: usize,
+        name: String,
+        /// The known stage name closest to `name`, when it is likely a typo.
+        suggestion: Option<&'static str>,
+    },
     #[error("{}: {}", stage_field(*index, &source.field), source.message)]
     InvalidStage {
         index: usize,
@@ -155,6 +163,12 @@ impl PlanError {
         let prefix = format!("{}: ", self.field());
         text.strip_prefix(&prefix).unwrap_or(&text).to_owned()
     }
+}
+
+fn did_you_mean(suggestion: &Option<&'static str>) -> String {
+    suggestion
+        .map(|s| format!("; did you mean {s}?"))
+        .unwrap_or_default()
 }
 
 /// `spec.pipeline.stages[i].with.<field>` for a plugin's field inside `with`.
@@ -416,6 +430,10 @@ fn build_stage<'p>(
             PlanError::UnknownStage {
                 index,
                 name: name.to_owned(),
+                suggestion: crate::typed::closest(
+                    name,
+                    plugins.stage_names().chain(PIPECD_STAGES.iter().copied()),
+                ),
             }
         });
     };

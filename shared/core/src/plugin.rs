@@ -89,7 +89,8 @@ pub enum StageResult {
     Failure { reason: String },
 }
 
-/// Why a step could not finish.
+/// Why a step could not finish. Either way the cause is kept: a stage's failure reason and
+/// the log show the whole chain ([`crate::report::error_chain`]).
 #[derive(Debug, thiserror::Error)]
 pub enum StepError {
     /// Worth another try later (throttling, 5xx, timeouts). The stage stays RUNNING.
@@ -98,10 +99,51 @@ pub enum StepError {
         operation: String,
         #[source]
         source: BoxError,
+        /// When the platform said to come back (a `Retry-After`, a throttling hint); `None`
+        /// leaves it to the controller's backoff.
+        retry_after: Option<GoDuration>,
     },
-    /// Retrying will not help (validation, permissions). The stage fails with this message.
-    #[error("{0}")]
-    Permanent(String),
+    /// Retrying will not help (validation, permissions). The stage fails with this error and
+    /// its causes.
+    #[error(transparent)]
+    Permanent(BoxError),
+}
+
+impl StepError {
+    /// A permanent failure: a message, or an error whose causes are kept.
+    pub fn permanent(cause: impl Into<BoxError>) -> Self {
+        Self::Permanent(cause.into())
+    }
+
+    /// A failure worth another try, with the controller's backoff.
+    pub fn transient(operation: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Transient {
+            operation: operation.into(),
+            source: source.into(),
+            retry_after: None,
+        }
+    }
+
+    /// The same transient failure, to be retried after `after` rather than the backoff.
+    /// A permanent failure is unchanged.
+    #[must_use]
+    pub fn retry_after(self, after: GoDuration) -> Self {
+        match self {
+            Self::Transient {
+                operation, source, ..
+            } => Self::Transient {
+                operation,
+                source,
+                retry_after: Some(after),
+            },
+            permanent => permanent,
+        }
+    }
+
+    /// The error and its causes on one line: a failed stage's reason.
+    pub fn reason(&self) -> String {
+        crate::report::error_chain(self)
+    }
 }
 
 /// The side effects a step may have on gannet's own state.
@@ -209,6 +251,11 @@ pub trait Plugin: Send + Sync {
         Ok(None)
     }
 
+    /// True when stages named `stage` wait for approvals ([`Plugin::approve`]).
+    fn approvable(&self, _stage: &str) -> bool {
+        false
+    }
+
     /// Records `user`'s approval of `stage`; returns the metadata to merge.
     fn approve(&self, stage: &Stage, _user: &str, _now: Millis) -> Result<Metadata, ApproveError> {
         Err(ApproveError::NotApprovable {
@@ -239,7 +286,27 @@ impl Plugins {
         self.list.iter().find(|p| p.deploys(app))
     }
 
+    /// True when a stage named `name` waits for approvals.
+    pub fn approvable(&self, name: &str) -> bool {
+        self.for_stage(name).is_some_and(|p| p.approvable(name))
+    }
+
+    /// Every stage name the plugins run.
+    pub fn stage_names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.list
+            .iter()
+            .flat_map(|p| p.stage_names().iter().copied())
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Plugin>> {
         self.list.iter()
+    }
+}
+
+impl std::fmt::Debug for Plugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.list.iter().map(|p| p.name()))
+            .finish()
     }
 }

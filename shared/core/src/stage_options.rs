@@ -1,10 +1,58 @@
-//! Helpers for plugins that validate a stage's `with`: readable type names for errors, and
-//! Go-duration options.
+//! How a plugin reads a stage's `with`: into its own serde struct ([`parse`]), with errors
+//! that name the field (`percent`, `env.FOO`) and suggest the closest option for a misspelt
+//! one; [`none`] for the stages that take no options.
 
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::duration::GoDuration;
 use crate::plugin::StageConfigError;
+use crate::typed;
+
+/// A stage's `with` as the plugin's options type `T`. A missing `with` reads as an empty map,
+/// so `T`'s defaults apply; anything but a map is refused. `T` should deny unknown fields.
+pub fn parse<T: DeserializeOwned>(with: &Value) -> Result<T, StageConfigError> {
+    let empty = Value::Object(serde_json::Map::new());
+    let with = match with {
+        Value::Null => &empty,
+        Value::Object(_) => with,
+        other => {
+            return Err(StageConfigError::new(
+                "with",
+                format!("expected a map of options, got {}", json_kind(other)),
+            ))
+        }
+    };
+    typed::from_value(with, "").map_err(|e| {
+        let missing = e
+            .message
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.strip_suffix('`'));
+        match missing {
+            Some(field) => StageConfigError::new(typed::join_path(&e.path, field), "is required"),
+            None => StageConfigError::new(e.path, e.message),
+        }
+    })
+}
+
+/// The options as they are stored in the planned stage (defaults filled in).
+pub fn to_value<T: Serialize>(options: &T) -> Value {
+    serde_json::to_value(options).unwrap_or(Value::Null)
+}
+
+/// A stage that takes no options: `with` must be absent or an empty map.
+pub fn none(with: &Value) -> Result<Value, StageConfigError> {
+    #[derive(Deserialize, Serialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoOptions {}
+    parse::<NoOptions>(with).map(|o| to_value(&o)).map_err(|e| {
+        match e.message.starts_with("unknown field") {
+            true => StageConfigError::new(e.field, "unknown option (this stage takes none)"),
+            false => e,
+        }
+    })
+}
 
 /// How a JSON value's type reads in an error message: "a number", "a list", ...
 pub fn json_kind(v: &Value) -> &'static str {
@@ -49,6 +97,55 @@ pub fn duration(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
+    struct Promote {
+        percent: u8,
+        #[serde(default)]
+        timeout: Option<GoDuration>,
+    }
+
+    #[test]
+    fn typed_options() {
+        let check = |v: Value| parse::<Promote>(&v).map_err(|e| e.to_string());
+        assert_eq!(
+            check(json!({"percent": 10})),
+            Ok(Promote {
+                percent: 10,
+                timeout: None
+            })
+        );
+        assert_eq!(
+            check(json!({"percnt": 10})),
+            Err("percnt: unknown field `percnt`; did you mean `percent`?".into())
+        );
+        assert_eq!(check(json!(null)), Err("percent: is required".into()));
+        assert_eq!(
+            check(json!("10")),
+            Err("with: expected a map of options, got a string".into())
+        );
+        assert!(check(json!({"percent": 300}))
+            .unwrap_err()
+            .starts_with("percent: invalid value: integer `300`"));
+        assert!(check(json!({"percent": 1, "timeout": 5}))
+            .unwrap_err()
+            .starts_with("timeout: 5 has no unit"));
+    }
+
+    #[test]
+    fn no_options() {
+        assert_eq!(none(&json!(null)), Ok(json!({})));
+        assert_eq!(none(&json!({})), Ok(json!({})));
+        assert_eq!(
+            none(&json!({"x": 1})).map_err(|e| e.to_string()),
+            Err("x: unknown option (this stage takes none)".into())
+        );
+        assert_eq!(
+            none(&json!([1])).map_err(|e| e.to_string()),
+            Err("with: expected a map of options, got a list".into())
+        );
+    }
 
     #[test]
     fn duration_options() {

@@ -1,151 +1,76 @@
-//! Deploy targets as the controller config lists them (`plugins.<plugin>.deployTargets` in
-//! gannet.yaml, `GANNET_DEPLOY_TARGETS` on AWS): the parsing and the checks every runtime shares.
-//! Each platform plugin declares its own target fields and calls these; every error starts
-//! with the path of the field at fault, such as `plugins.lambda.deployTargets[1].region`.
+//! Deploy targets, for every platform: each plugin lists its own (`plugins.<plugin>.deployTargets`
+//! in the controller config, read through [`crate::registry::PluginSettings::deploy_targets`]),
+//! and an app deploys to the one its config names (`spec.deployTargets` of an `Application`)
+//! or to the only one there is ([`pick`]). What a target holds beyond its name (an AWS region,
+//! a kubeconfig, a GCP project) and how that is checked belong to the platform's plugin.
 
-use serde::de::DeserializeOwned;
+use crate::config::AppConfig;
+use crate::plugin::StepError;
+use crate::typed::FieldError;
 
-/// Each entry of `values` as an `R`, with the path (`{at}[i]`) its errors should name.
-pub fn parse_list<R: DeserializeOwned>(
-    values: &[serde_json::Value],
-    at: &str,
-) -> Result<Vec<(String, R)>, String> {
-    values
-        .iter()
-        .enumerate()
-        .map(|(i, value)| {
-            let at = format!("{at}[{i}]");
-            serde_json::from_value(value.clone())
-                .map(|t| (at.clone(), t))
-                .map_err(|e| format!("{at}: {e}"))
-        })
-        .collect()
+/// A deploy target has a name, unique among its plugin's targets.
+pub trait Named {
+    fn name(&self) -> &str;
 }
 
-/// The fields every AWS deploy target has.
-#[derive(Clone, Copy, Debug)]
-pub struct AwsFields<'a> {
-    pub name: &'a str,
-    pub region: &'a str,
-    pub role_arn: Option<&'a str>,
-    pub endpoint: Option<&'a str>,
-}
-
-/// Checks an AWS target at `at`: a name not in `seen`, a region, a role ARN and an endpoint
-/// that look like ones.
-pub fn check_aws(at: &str, t: AwsFields<'_>, seen: &[&str]) -> Result<(), String> {
-    let AwsFields {
-        name,
-        region,
-        role_arn,
-        endpoint,
-    } = t;
-    if name.trim().is_empty() {
-        return Err(format!("{at}.name: must not be empty"));
-    }
-    if seen.contains(&name) {
-        return Err(format!("{at}.name: {name} is listed twice"));
-    }
-    let region_ok = region.contains('-')
-        && region.ends_with(|c: char| c.is_ascii_digit())
-        && region
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if !region_ok {
-        return Err(format!(
-            "{at}.region: {region:?} is not an AWS region such as us-east-1"
-        ));
-    }
-    if let Some(role) = role_arn {
-        if !(role.starts_with("arn:") && role.contains(":role/")) {
-            return Err(format!(
-                "{at}.roleArn: {role:?} is not a role ARN such as arn:aws:iam::123456789012:role/deployer"
-            ));
+/// Every target of the list at `at` has a name, and no name is given twice.
+pub fn check_names<T: Named>(targets: &[T], at: &str) -> Result<(), FieldError> {
+    for (i, t) in targets.iter().enumerate() {
+        let name = t.name();
+        let error = |message: String| FieldError {
+            path: format!("{at}[{i}].name"),
+            message,
+        };
+        if name.trim().is_empty() {
+            return Err(error("must not be empty".into()));
         }
-    }
-    if let Some(endpoint) = endpoint {
-        let host = endpoint
-            .strip_prefix("http://")
-            .or_else(|| endpoint.strip_prefix("https://"));
-        if host.is_none_or(str::is_empty) {
-            return Err(format!(
-                "{at}.endpoint: {endpoint:?} is not an http(s) URL such as http://127.0.0.1:5000"
-            ));
+        if targets[..i].iter().any(|other| other.name() == name) {
+            return Err(error(format!("{name} is listed twice")));
         }
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use serde::Deserialize;
-    use serde_json::json;
+/// How a platform names itself in the messages: `("ECS", "ecs", "ECSApp")`.
+#[derive(Clone, Copy, Debug)]
+pub struct Platform {
+    /// As people write it: `ECS`, `Lambda`.
+    pub title: &'static str,
+    /// The key under `plugins:` in gannet.yaml: `ecs`, `lambda`.
+    pub key: &'static str,
+    /// The app kind that cannot name a target: `ECSApp`, `LambdaApp`.
+    pub kind: &'static str,
+}
 
-    use super::*;
-
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase", deny_unknown_fields)]
-    struct Raw {
-        name: String,
-        region: String,
-        role_arn: Option<String>,
-        endpoint: Option<String>,
+/// The target of `targets` that `app` uses; a permanent step error saying how to fix the
+/// config when there is none, or more than one to choose from.
+pub fn pick<'a, T: Named>(
+    platform: Platform,
+    targets: &'a [T],
+    app: &AppConfig,
+) -> Result<&'a T, StepError> {
+    let Platform { title, key, kind } = platform;
+    let names: Vec<&str> = targets.iter().map(Named::name).collect();
+    let fail = |m: String| Err(StepError::permanent(m));
+    if let Some(wanted) = app.deploy_targets().first() {
+        return match targets.iter().find(|t| t.name() == *wanted) {
+            Some(t) => Ok(t),
+            None => fail(format!(
+                "spec.deployTargets: no {title} deploy target named {wanted:?} in the controller config (it has: {})",
+                names.join(", ")
+            )),
+        };
     }
-
-    fn check(values: serde_json::Value, expected: Result<usize, &str>) {
-        let values = values.as_array().cloned().unwrap_or_default();
-        let result = parse_list::<Raw>(&values, "t").and_then(|list| {
-            let mut seen: Vec<&str> = Vec::new();
-            for (at, r) in &list {
-                let fields = AwsFields {
-                    name: &r.name,
-                    region: &r.region,
-                    role_arn: r.role_arn.as_deref(),
-                    endpoint: r.endpoint.as_deref(),
-                };
-                check_aws(at, fields, &seen)?;
-                seen.push(&r.name);
-            }
-            Ok(list.len())
-        });
-        match (result, expected) {
-            (Ok(n), Ok(m)) => assert_eq!(n, m),
-            (Err(e), Err(prefix)) => assert!(e.starts_with(prefix), "{e}"),
-            (got, want) => panic!("{values:?}: got {got:?}, want {want:?}"),
-        }
-    }
-
-    #[test]
-    fn targets_are_checked_field_by_field() {
-        check(json!([]), Ok(0));
-        check(
-            json!([{"name": "a", "region": "us-east-1", "roleArn": "arn:aws:iam::1:role/d", "endpoint": "http://127.0.0.1:5000"}]),
-            Ok(1),
-        );
-        check(json!([{"name": "a"}]), Err("t[0]: missing field `region`"));
-        check(
-            json!([{"name": "a", "regoin": "x"}]),
-            Err("t[0]: unknown field `regoin`"),
-        );
-        check(
-            json!([{"name": " ", "region": "us-east-1"}]),
-            Err("t[0].name: must not be empty"),
-        );
-        check(
-            json!([{"name": "a", "region": "us-east-1"}, {"name": "a", "region": "eu-west-1"}]),
-            Err("t[1].name: a is listed twice"),
-        );
-        check(
-            json!([{"name": "a", "region": "Mars"}]),
-            Err("t[0].region: \"Mars\""),
-        );
-        check(
-            json!([{"name": "a", "region": "us-east-1", "roleArn": "deployer"}]),
-            Err("t[0].roleArn:"),
-        );
-        check(
-            json!([{"name": "a", "region": "us-east-1", "endpoint": "localhost:5000"}]),
-            Err("t[0].endpoint:"),
-        );
+    match targets {
+        [one] => Ok(one),
+        [] => fail(format!(
+            "no {title} deploy target is configured: add one under plugins.{key}.deployTargets in gannet.yaml"
+        )),
+        _ => fail(format!(
+            "the controller config has {} {title} deploy targets ({}); a{} {kind} cannot name one, so keep one, or use kind: Application with spec.deployTargets",
+            names.len(),
+            names.join(", "),
+            if kind.starts_with(['A', 'E', 'I', 'O', 'U']) { "n" } else { "" },
+        )),
     }
 }

@@ -121,10 +121,10 @@ impl Plugin for Platform {
             Live::Refused => Err(StepError::Permanent(
                 "Lambda GetAlias was refused: AccessDeniedException: no".into(),
             )),
-            Live::Throttled => Err(StepError::Transient {
-                operation: "Lambda GetAlias".into(),
-                source: "TooManyRequestsException (HTTP 429)".into(),
-            }),
+            Live::Throttled => Err(StepError::transient(
+                "Lambda GetAlias",
+                "TooManyRequestsException (HTTP 429)",
+            )),
         }
     }
 }

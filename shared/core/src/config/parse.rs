@@ -16,6 +16,7 @@ use super::{
 };
 use crate::duration::GoDuration;
 use crate::ids::StageId;
+use crate::typed::join_path;
 
 /// An error at a field, before it has a line.
 #[derive(Debug)]
@@ -152,62 +153,8 @@ where
     serde_path_to_error::deserialize(value).map_err(|e| {
         let inner = e.path().to_string();
         let field = join_path(prefix, &inner);
-        Located::new(field, explain(&e.into_inner().to_string()))
+        Located::new(field, crate::typed::explain(&e.into_inner().to_string()))
     })
-}
-
-/// serde's ``unknown field `triger`, expected one of …`` → a suggestion, or a short list.
-fn explain(message: &str) -> String {
-    let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_owned();
-    };
-    let Some((field, expected)) = rest.split_once('`') else {
-        return message.to_owned();
-    };
-    let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-    let closest = known
-        .iter()
-        .map(|k| (edit_distance(&field.to_lowercase(), &k.to_lowercase()), *k))
-        .min();
-    match closest {
-        Some((d, k)) if d <= 2.max(field.len() / 4) => {
-            format!("unknown field `{field}`; did you mean `{k}`?")
-        }
-        _ if known.len() <= 8 && !known.is_empty() => {
-            format!(
-                "unknown field `{field}`; known fields: {}",
-                known.join(", ")
-            )
-        }
-        _ => format!("unknown field `{field}`"),
-    }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
-/// `spec` + `input.x` → `spec.input.x`; `spec.stages` + `[1]` → `spec.stages[1]`.
-pub(crate) fn join_path(prefix: &str, inner: &str) -> String {
-    match (prefix.is_empty(), inner) {
-        (_, "" | ".") => prefix.to_owned(),
-        (true, _) => inner.to_owned(),
-        (false, _) if inner.starts_with('[') => format!("{prefix}{inner}"),
-        (false, _) => format!("{prefix}.{inner}"),
-    }
 }
 
 fn from_value(doc: Value) -> Result<AppConfig, Located> {

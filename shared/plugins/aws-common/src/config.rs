@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
+use crate::target::AwsFields;
 use aws_config::sts::AssumeRoleProvider;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
 use aws_types::sdk_config::SharedCredentialsProvider;
-use gannet_core::targets::AwsFields;
 use tokio::sync::OnceCell;
 
 /// The SDK configuration for `target`: its region and endpoint, timeouts, and credentials

@@ -8,6 +8,8 @@ use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use gannet_core::plugin::StepError;
+use gannet_core::ports::BoxError;
+use gannet_core::GoDuration;
 
 /// A failed AWS API call. `operation` names the service and the call, such as
 /// `ECS DescribeServices` or `Lambda GetFunction`.
@@ -19,6 +21,11 @@ pub enum ApiError {
     Retryable {
         operation: &'static str,
         message: String,
+        /// What failed underneath (a connection error, a timeout), when there is more to say.
+        #[source]
+        source: Option<BoxError>,
+        /// When AWS said to come back (`Retry-After`), if it did.
+        retry_after: Option<GoDuration>,
     },
     /// The resource the call names does not exist.
     #[error("{operation}: {message}")]
@@ -32,6 +39,9 @@ pub enum ApiError {
         operation: &'static str,
         code: String,
         message: String,
+        /// What failed underneath, when there is more to say than AWS's message.
+        #[source]
+        source: Option<BoxError>,
     },
 }
 
@@ -41,19 +51,36 @@ impl ApiError {
         Self::Retryable {
             operation,
             message: format!("the answer had no {what}"),
+            source: None,
+            retry_after: None,
         }
     }
+}
+
+/// A retryable error's message and what lies under it, as the cause of a transient step error.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+struct Cause {
+    message: String,
+    #[source]
+    source: Option<BoxError>,
 }
 
 impl From<ApiError> for StepError {
     /// The one place an AWS error becomes retry-or-fail.
     fn from(err: ApiError) -> Self {
         match err {
-            ApiError::Retryable { operation, message } => StepError::Transient {
+            ApiError::Retryable {
+                operation,
+                message,
+                source,
+                retry_after,
+            } => StepError::Transient {
                 operation: operation.to_owned(),
-                source: message.into(),
+                source: Box::new(Cause { message, source }),
+                retry_after,
             },
-            other => StepError::Permanent(other.to_string()),
+            other => StepError::permanent(other),
         }
     }
 }
@@ -102,6 +129,8 @@ impl ErrorCodes {
                     ErrorKind::Retry => ApiError::Retryable {
                         operation,
                         message: format!("{code} (HTTP {status}): {message}"),
+                        source: None,
+                        retry_after: retry_after(service.raw()),
                     },
                     ErrorKind::NotFound => ApiError::NotFound { operation, message },
                     ErrorKind::Reject => ApiError::Rejected {
@@ -112,22 +141,32 @@ impl ErrorCodes {
                             code
                         },
                         message,
+                        source: None,
                     },
                 }
             }
             SdkError::DispatchFailure(d) if d.is_user() => ApiError::Rejected {
                 operation,
                 code: "RequestFailed".into(),
-                message: full,
+                message: err.to_string(),
+                source: Some(Box::new(err)),
             },
             SdkError::ConstructionFailure(_) => build_error(operation, full),
-            // Timeouts, connection failures, unreadable responses.
+            // Timeouts, connection failures, unreadable responses: the SDK error keeps the cause.
             _ => ApiError::Retryable {
                 operation,
-                message: full,
+                message: err.to_string(),
+                source: Some(Box::new(err)),
+                retry_after: None,
             },
         }
     }
+}
+
+/// A `Retry-After` header in seconds, as a throttled or unavailable service may send one.
+fn retry_after(response: &HttpResponse) -> Option<GoDuration> {
+    let seconds: u64 = response.headers().get("retry-after")?.trim().parse().ok()?;
+    Some(GoDuration::from_secs(seconds.min(3600)))
 }
 
 /// A builder that could not build a request (a required field missing): a bug in what was
@@ -137,6 +176,7 @@ pub fn build_error(operation: &'static str, err: impl std::fmt::Display) -> ApiE
         operation,
         code: "InvalidRequest".into(),
         message: err.to_string(),
+        source: None,
     }
 }
 
@@ -175,6 +215,8 @@ mod tests {
                 ApiError::Retryable {
                     operation: "ECS DescribeServices",
                     message: "slow down".into(),
+                    source: None,
+                    retry_after: None,
                 },
                 "transient ECS DescribeServices: slow down",
             ),
@@ -187,6 +229,7 @@ mod tests {
                     operation: "ECS CreateTaskSet",
                     code: "InvalidParameterException".into(),
                     message: "5 deployments exist on the service".into(),
+                    source: None,
                 },
                 "permanent ECS CreateTaskSet was refused: InvalidParameterException: 5 deployments exist on the service",
             ),
@@ -204,9 +247,9 @@ mod tests {
         ];
         for (err, want) in cases {
             let got = match StepError::from(err) {
-                StepError::Transient { operation, source } => {
-                    format!("transient {operation}: {source}")
-                }
+                StepError::Transient {
+                    operation, source, ..
+                } => format!("transient {operation}: {source}"),
                 StepError::Permanent(m) => format!("permanent {m}"),
             };
             assert_eq!(got, want);

@@ -285,7 +285,9 @@ impl<P: Platform> Run<P> {
         let lines = io.logs();
         let outcome = match result {
             Ok(outcome) => outcome,
-            Err(StepError::Permanent(reason)) => StepOutcome::Done(StageResult::Failure { reason }),
+            Err(e @ StepError::Permanent(_)) => {
+                StepOutcome::Done(StageResult::Failure { reason: e.reason() })
+            }
             Err(err @ StepError::Transient { .. }) => {
                 panic!(
                     "stage {} hit a transient error: {err:?} (logs: {lines:?})",

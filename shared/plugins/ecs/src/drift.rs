@@ -64,7 +64,7 @@ pub(crate) async fn read(
     app: &AppConfig,
     app_dir: &Path,
 ) -> Result<Option<LiveState>, StepError> {
-    let desired = source::load(app_dir, app).map_err(|e| StepError::Permanent(e.to_string()))?;
+    let desired = source::load(app_dir, app).map_err(StepError::permanent)?;
     let Some(def) = &desired.service else {
         return Ok(None);
     };

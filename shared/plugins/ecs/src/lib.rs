@@ -45,8 +45,12 @@ use gannet_core::plugin::{
     AppFileError, LiveContext, PlanContext, Plugin, StageConfigError, StageResult, StepContext,
     StepError, StepOutcome,
 };
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_options;
+use gannet_core::targets::{self, Platform};
+use gannet_core::typed::FieldError;
 use gannet_core::StageId;
-use gannet_plugin_aws_common::{pick_target, Platform};
+use gannet_plugin_aws_common::check_target;
 use serde_json::{json, Value};
 
 pub use errors::ApiError;
@@ -101,23 +105,16 @@ impl EcsPlugin {
             key: "ecs",
             kind: "ECSApp",
         };
-        pick_target(PLATFORM, &self.targets, |t| t.config.name.as_str(), app)
+        targets::pick(PLATFORM, &self.targets, app)
     }
 }
 
-/// A stage's `with` that takes no options.
-fn no_options(with: &Value) -> Result<Value, StageConfigError> {
-    match with {
-        Value::Null => Ok(json!({})),
-        Value::Object(fields) => match fields.keys().next() {
-            None => Ok(json!({})),
-            Some(key) => Err(StageConfigError::new(
-                key.as_str(),
-                "unknown option (this stage takes none)",
-            )),
-        },
-        _ => Err(StageConfigError::new("with", "expected a map of options")),
-    }
+/// The registry's entry: `plugins.ecs.deployTargets`.
+pub const SPEC: PluginSpec = PluginSpec { name: "ecs", build };
+
+fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
+    let targets = settings.deploy_targets(|at, t: &DeployTarget| check_target(at, t.fields()))?;
+    Ok(std::sync::Arc::new(EcsPlugin::new(targets)))
 }
 
 fn planned(id: &str, name: &str, desc: &str) -> Stage {
@@ -155,14 +152,14 @@ impl Plugin for EcsPlugin {
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
         match name {
             STAGE_CANARY_ROLLOUT => {
-                rollout::canary_options(with).map(rollout::canary_options_value)
+                rollout::canary_options(with).map(|scale| serde_json::json!({ "scale": scale }))
             }
             STAGE_TRAFFIC_ROUTING => routing::options(with).map(routing::options_value),
             STAGE_ROLLBACK => Err(StageConfigError::new(
                 "",
                 "ECS_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
             )),
-            _ => no_options(with),
+            _ => stage_options::none(with),
         }
     }
 
@@ -226,7 +223,7 @@ impl Plugin for EcsPlugin {
             } else {
                 String::new()
             };
-            StepError::Permanent(format!("{prefix}{e}"))
+            StepError::permanent(format!("{prefix}{e}"))
         };
         let app = source::load_app_config(dir, &d.app).map_err(at)?;
         let desired = source::load(dir, &app).map_err(at)?;
@@ -243,20 +240,20 @@ impl Plugin for EcsPlugin {
             STAGE_SYNC => sync::run(&mut step).await,
             STAGE_CANARY_ROLLOUT => {
                 let scale = rollout::canary_options(&stage.with).map_err(|e| {
-                    StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id))
+                    StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
                 })?;
                 rollout::canary(&mut step, scale).await
             }
             STAGE_PRIMARY_ROLLOUT => rollout::primary(&mut step).await,
             STAGE_TRAFFIC_ROUTING => {
                 let weights = routing::options(&stage.with).map_err(|e| {
-                    StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id))
+                    StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
                 })?;
                 traffic::route(&mut step, weights).await
             }
             STAGE_CANARY_CLEAN => traffic::clean(&mut step).await,
             STAGE_ROLLBACK => rollback::run(&mut step).await,
-            other => Err(StepError::Permanent(format!(
+            other => Err(StepError::permanent(format!(
                 "the ecs plugin does not run stage {other}"
             ))),
         }

@@ -12,43 +12,23 @@
 
 use gannet_core::config::AccessType;
 use gannet_core::plugin::{StageConfigError, StageResult, StepError, StepOutcome};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::live::TaskSetStatus;
 use crate::meta;
 use crate::step::{Step, Variant, POLL};
 
 /// ECS_CANARY_ROLLOUT's `with.scale`: the canary's share of the service's desired count.
-pub(crate) fn canary_options(with: &Value) -> Result<u8, StageConfigError> {
-    let Value::Object(fields) = with else {
-        return Err(StageConfigError::new(
-            if with.is_null() { "scale" } else { "with" },
-            if with.is_null() {
-                "missing: the canary's share of the primary's task count, in percent"
-            } else {
-                "expected a map of options"
-            },
-        ));
-    };
-    if let Some(key) = fields.keys().find(|k| k.as_str() != "scale") {
-        return Err(StageConfigError::new(
-            key.as_str(),
-            "unknown option (the only option is `scale`)",
-        ));
-    }
-    let Some(raw) = fields.get("scale").filter(|v| !v.is_null()) else {
-        return Err(StageConfigError::new(
-            "scale",
-            "missing: the canary's share of the primary's task count, in percent",
-        ));
-    };
-    serde_json::from_value::<gannet_core::config::Percentage>(raw.clone())
-        .map(|p| p.get())
-        .map_err(|e| StageConfigError::new("scale", e.to_string()))
+/// ECS_CANARY_ROLLOUT's `with`.
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CanaryOptions {
+    /// The canary's share of the primary's task count, in percent.
+    pub(crate) scale: gannet_core::config::Percentage,
 }
 
-pub(crate) fn canary_options_value(scale: u8) -> Value {
-    json!({ "scale": scale })
+pub(crate) fn canary_options(with: &Value) -> Result<u8, StageConfigError> {
+    gannet_core::stage_options::parse::<CanaryOptions>(with).map(|o| o.scale.get())
 }
 
 pub(crate) async fn canary(step: &mut Step<'_>, scale: u8) -> Result<StepOutcome, StepError> {
@@ -63,7 +43,7 @@ pub(crate) async fn canary(step: &mut Step<'_>, scale: u8) -> Result<StepOutcome
         AccessType::Elb => match input.target_groups.canary.as_ref() {
             Some(g) => Some(g),
             None => {
-                return Err(StepError::Permanent(format!(
+                return Err(StepError::permanent(format!(
                     "{}.targetGroups.canary: ECS_CANARY_ROLLOUT puts the canary on the canary target group; configure one (or use accessType: SERVICE_DISCOVERY)",
                     step.desired.input_field
                 )))

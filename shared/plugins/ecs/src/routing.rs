@@ -43,30 +43,21 @@ impl std::fmt::Display for Weights {
 /// ECS_TRAFFIC_ROUTING's `with`: `primary` or `canary`, in percent; the other gets the rest.
 /// Neither means all traffic to the primary (PipeCD's default). Unlike PipeCD, `primary: 0`
 /// sends everything to the canary, as written (PipeCD reads a 0 as unset).
+/// ECS_TRAFFIC_ROUTING's `with`: either weight, or both adding up to 100; neither is all
+/// traffic to the primary.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoutingOptions {
+    #[serde(default)]
+    primary: Option<Percentage>,
+    #[serde(default)]
+    canary: Option<Percentage>,
+}
+
 pub(crate) fn options(with: &Value) -> Result<Weights, StageConfigError> {
-    let fields = match with {
-        Value::Null => return Ok(Weights::ALL_PRIMARY),
-        Value::Object(fields) => fields,
-        _ => return Err(StageConfigError::new("with", "expected a map of options")),
-    };
-    if let Some(key) = fields
-        .keys()
-        .find(|k| !["primary", "canary"].contains(&k.as_str()))
-    {
-        return Err(StageConfigError::new(
-            key.as_str(),
-            "unknown option (the options are `primary` and `canary`)",
-        ));
-    }
-    let percent = |key: &str| -> Result<Option<i32>, StageConfigError> {
-        match fields.get(key).filter(|v| !v.is_null()) {
-            None => Ok(None),
-            Some(v) => serde_json::from_value::<Percentage>(v.clone())
-                .map(|p| Some(i32::from(p.get())))
-                .map_err(|e| StageConfigError::new(key, e.to_string())),
-        }
-    };
-    match (percent("primary")?, percent("canary")?) {
+    let o: RoutingOptions = gannet_core::stage_options::parse(with)?;
+    let percent = |p: Option<Percentage>| p.map(|p| i32::from(p.get()));
+    match (percent(o.primary), percent(o.canary)) {
         (None, None) => Ok(Weights::ALL_PRIMARY),
         (Some(p), None) => Ok(Weights {
             primary: p,

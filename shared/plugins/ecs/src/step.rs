@@ -60,7 +60,7 @@ impl<'a> Step<'a> {
     /// The service definition; a standalone task has none.
     pub(crate) fn service_def(&self) -> Result<&ServiceDefinition, StepError> {
         self.desired.service.as_ref().ok_or_else(|| {
-            StepError::Permanent(format!(
+            StepError::permanent(format!(
                 "stage {} needs a service, but the app has no serviceDefinitionFile (it runs a standalone task)",
                 self.ctx.stage.name
             ))
@@ -260,7 +260,7 @@ impl<'a> Step<'a> {
             return Ok(found);
         }
         if let Some(arn) = self.meta.get(meta::TASK_SET) {
-            return Err(StepError::Permanent(format!(
+            return Err(StepError::permanent(format!(
                 "task set {arn}, which this stage created, no longer exists (was it deleted outside gannet?)"
             )));
         }

@@ -37,7 +37,7 @@ fn pair_arns(step: &Step<'_>) -> Result<(String, String), String> {
 }
 
 pub(crate) async fn route(step: &mut Step<'_>, weights: Weights) -> Result<StepOutcome, StepError> {
-    let (primary, canary) = pair_arns(step).map_err(StepError::Permanent)?;
+    let (primary, canary) = pair_arns(step).map_err(StepError::permanent)?;
     let pair = Pair {
         primary: &primary,
         canary: &canary,

@@ -40,9 +40,13 @@ use gannet_core::plugin::{
     AppFileError, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
     StepOutcome,
 };
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_options;
+use gannet_core::targets::{self, Platform};
+use gannet_core::typed::FieldError;
 use gannet_core::StageId;
-use gannet_plugin_aws_common::{pick_target, Platform};
 use serde_json::{json, Value};
+use std::sync::Arc;
 
 pub use errors::ApiError;
 pub use manifest::{
@@ -88,52 +92,32 @@ impl LambdaPlugin {
             key: "lambda",
             kind: "LambdaApp",
         };
-        pick_target(PLATFORM, &self.targets, |t| t.config.name.as_str(), app)
+        targets::pick(PLATFORM, &self.targets, app)
     }
 }
 
-/// A forward stage's `with`: these stages take no options.
-fn no_options(with: &Value) -> Result<Value, StageConfigError> {
-    match with {
-        Value::Null => Ok(json!({})),
-        Value::Object(fields) => match fields.keys().next() {
-            None => Ok(json!({})),
-            Some(key) => Err(StageConfigError::new(
-                key.as_str(),
-                "unknown option (this stage takes none)",
-            )),
-        },
-        _ => Err(StageConfigError::new("with", "expected a map of options")),
-    }
+/// The registry's entry: `plugins.lambda.deployTargets`.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "lambda",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
+    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+    Ok(Arc::new(LambdaPlugin::new(targets)))
+}
+
+/// LAMBDA_PROMOTE's `with`.
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct PromoteOptions {
+    /// How much traffic the new version gets, 0 to 100.
+    percent: Percentage,
 }
 
 /// LAMBDA_PROMOTE's `with.percent`.
 fn promote_percent(with: &Value) -> Result<u8, StageConfigError> {
-    let fields = match with {
-        Value::Object(fields) => fields,
-        Value::Null => {
-            return Err(StageConfigError::new(
-                "percent",
-                "missing: how much traffic to give the new version (0 to 100)",
-            ))
-        }
-        _ => return Err(StageConfigError::new("with", "expected a map of options")),
-    };
-    if let Some(key) = fields.keys().find(|k| k.as_str() != "percent") {
-        return Err(StageConfigError::new(
-            key.as_str(),
-            "unknown option (the only option is `percent`)",
-        ));
-    }
-    let Some(raw) = fields.get("percent").filter(|v| !v.is_null()) else {
-        return Err(StageConfigError::new(
-            "percent",
-            "missing: how much traffic to give the new version (0 to 100)",
-        ));
-    };
-    serde_json::from_value::<Percentage>(raw.clone())
-        .map(Percentage::get)
-        .map_err(|e| StageConfigError::new("percent", e.to_string()))
+    stage_options::parse::<PromoteOptions>(with).map(|o| o.percent.get())
 }
 
 #[async_trait]
@@ -162,7 +146,7 @@ impl Plugin for LambdaPlugin {
                 "",
                 "LAMBDA_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
             )),
-            _ => no_options(with),
+            _ => stage_options::none(with),
         }
     }
 
@@ -204,7 +188,7 @@ impl Plugin for LambdaPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let app = source::load_app_config(ctx.app_dir, &ctx.deployment.app)
-            .map_err(|e| StepError::Permanent(e.to_string()))?;
+            .map_err(|e| StepError::permanent(e.to_string()))?;
         let target = self.target_for(&app)?;
         let api = target.api().await;
         match stage.name.as_str() {
@@ -214,12 +198,12 @@ impl Plugin for LambdaPlugin {
             }
             STAGE_PROMOTE => {
                 let percent = promote_percent(&stage.with).map_err(|e| {
-                    StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id))
+                    StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
                 })?;
                 promote::run(&ctx, &target.config, api, percent).await
             }
             STAGE_ROLLBACK => rollback::run(&ctx, &target.config, api).await,
-            other => Err(StepError::Permanent(format!(
+            other => Err(StepError::permanent(format!(
                 "the lambda plugin does not run stage {other}"
             ))),
         }

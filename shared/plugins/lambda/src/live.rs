@@ -76,7 +76,7 @@ pub(crate) async fn read(
     app_rel: &str,
     app_dir: &Path,
 ) -> Result<LiveState, StepError> {
-    let permanent = |e: source::SourceError| StepError::Permanent(e.to_string());
+    let permanent = |e: source::SourceError| StepError::permanent(e);
     let manifest = source::load_manifest(app_dir, app).map_err(permanent)?;
     let code = git_code(&manifest, app, app_rel, app_dir).map_err(permanent)?;
     let name = manifest.name.as_str();
@@ -88,10 +88,10 @@ pub(crate) async fn read(
             },
             // The alias was there a moment ago: the function is changing under us.
             None => {
-                return Err(StepError::Transient {
-                    operation: format!("Lambda GetFunction {name}:{alias}"),
-                    source: "the alias vanished between two reads".into(),
-                })
+                return Err(StepError::transient(
+                    format!("Lambda GetFunction {name}:{alias}"),
+                    "the alias vanished between two reads",
+                ))
             }
         },
         None => match api.function(name).await? {

@@ -43,6 +43,6 @@ pub(crate) fn saved_routing(stage: &Stage) -> Result<Option<Option<AliasRouting>
         None => Ok(None),
         Some(text) => AliasRouting::from_metadata(text)
             .map(Some)
-            .map_err(|e| StepError::Permanent(format!("stage {}: {e}", stage.id))),
+            .map_err(|e| StepError::permanent(format!("stage {}: {e}", stage.id))),
     }
 }

@@ -24,7 +24,7 @@ pub(crate) async fn run(
 ) -> Result<StepOutcome, StepError> {
     let d = ctx.deployment;
     let Some(canary) = last_canary_before(d, ctx.stage) else {
-        return Err(StepError::Permanent(format!(
+        return Err(StepError::permanent(format!(
             "{STAGE_PROMOTE} needs a {STAGE_CANARY_ROLLOUT} stage before it that published a version"
         )));
     };
@@ -32,7 +32,7 @@ pub(crate) async fn run(
         canary.metadata.get(meta::FUNCTION),
         canary.metadata.get(meta::VERSION),
     ) else {
-        return Err(StepError::Permanent(format!(
+        return Err(StepError::permanent(format!(
             "stage {} recorded no published version",
             canary.id
         )));
@@ -43,7 +43,7 @@ pub(crate) async fn run(
         Some(Some(before)) => AliasRouting::promote(new, before.dominant_version(), percent),
         _ if percent == 100 => AliasRouting::all_to(new),
         _ => {
-            return Err(StepError::Permanent(format!(
+            return Err(StepError::permanent(format!(
                 "alias {alias} of {function} did not exist before this deployment, so no version can keep {}% of the traffic; promote to 100, or deploy with LAMBDA_SYNC first",
                 100 - percent
             )))

@@ -77,7 +77,7 @@ pub(crate) async fn run(
         app_id: &d.app,
         commit: running,
     })
-    .map_err(|e| StepError::Permanent(format!("at the running commit {}: {e}", running.short())))?;
+    .map_err(|e| StepError::permanent(format!("at the running commit {}: {e}", running.short())))?;
     let mut own = Meta::new(ctx.io, ctx.stage);
     if own.get(meta::FUNCTION).is_none() {
         ctx.io

@@ -49,7 +49,7 @@ pub(crate) async fn run(
         app_id: &d.app,
         commit: &d.commit.sha,
     })
-    .map_err(|e| StepError::Permanent(e.to_string()))?;
+    .map_err(StepError::permanent)?;
     let want = &loaded.desired;
     let name = want.name();
     let mut meta = Meta::new(ctx.io, ctx.stage);

@@ -5,75 +5,38 @@
 //! rustls, timeouts, the standard credential chain, `roleArn` through STS, `endpoint`).
 
 use aws_sdk_lambda::config::SharedCredentialsProvider;
-use gannet_core::targets;
-use gannet_plugin_aws_common::LazyClients;
+use gannet_core::targets::Named;
+use gannet_core::typed::FieldError;
+use gannet_plugin_aws_common::{check_target, AwsFields, LazyClients};
 
 use crate::api::LambdaApi;
 
 /// PipeCD's alias name, used when a target names none.
 pub const DEFAULT_ALIAS: &str = "Service";
 
-/// One place functions are deployed to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One place functions are deployed to, as the controller config writes it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeployTarget {
     pub name: String,
     /// Such as `us-east-1`.
     pub region: String,
     /// A role to assume for every call.
+    #[serde(default)]
     pub role_arn: Option<String>,
     /// Another endpoint for the AWS APIs (a local AWS API server).
+    #[serde(default)]
     pub endpoint: Option<String>,
     /// The alias that carries the app's traffic.
+    #[serde(default = "default_alias")]
     pub alias: String,
 }
 
-/// One target as the controller config writes it.
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RawTarget {
-    name: String,
-    region: String,
-    role_arn: Option<String>,
-    endpoint: Option<String>,
-    alias: Option<String>,
+fn default_alias() -> String {
+    DEFAULT_ALIAS.to_owned()
 }
 
 impl DeployTarget {
-    /// The targets the controller config lists at `at` (such as
-    /// `plugins.lambda.deployTargets`), checked; every error names its field.
-    pub fn parse_list(values: &[serde_json::Value], at: &str) -> Result<Vec<Self>, String> {
-        let mut targets: Vec<Self> = Vec::new();
-        for (at, t) in targets::parse_list::<RawTarget>(values, at)? {
-            let seen: Vec<&str> = targets.iter().map(|d| d.name.as_str()).collect();
-            let fields = targets::AwsFields {
-                name: &t.name,
-                region: &t.region,
-                role_arn: t.role_arn.as_deref(),
-                endpoint: t.endpoint.as_deref(),
-            };
-            targets::check_aws(&at, fields, &seen)?;
-            let alias = t.alias.unwrap_or_else(|| DEFAULT_ALIAS.to_owned());
-            let alias_ok = (1..=128).contains(&alias.len())
-                && alias
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                && !alias.chars().all(|c| c.is_ascii_digit());
-            if !alias_ok {
-                return Err(format!(
-                    "{at}.alias: {alias:?} is not a Lambda alias name (letters, digits, - and _, not only digits)"
-                ));
-            }
-            targets.push(Self {
-                name: t.name,
-                region: t.region,
-                role_arn: t.role_arn,
-                endpoint: t.endpoint,
-                alias,
-            });
-        }
-        Ok(targets)
-    }
-
     /// A target in `region` with the default alias and nothing else set.
     pub fn new(name: impl Into<String>, region: impl Into<String>) -> Self {
         Self {
@@ -81,8 +44,43 @@ impl DeployTarget {
             region: region.into(),
             role_arn: None,
             endpoint: None,
-            alias: DEFAULT_ALIAS.to_owned(),
+            alias: default_alias(),
         }
+    }
+
+    pub(crate) fn fields(&self) -> AwsFields<'_> {
+        AwsFields {
+            name: &self.name,
+            region: &self.region,
+            role_arn: self.role_arn.as_deref(),
+            endpoint: self.endpoint.as_deref(),
+        }
+    }
+
+    /// Checks the target written at `at`: its AWS fields, and an alias Lambda accepts.
+    pub(crate) fn check(&self, at: &str) -> Result<(), FieldError> {
+        check_target(at, self.fields())?;
+        let alias = &self.alias;
+        let alias_ok = (1..=128).contains(&alias.len())
+            && alias
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            && !alias.chars().all(|c| c.is_ascii_digit());
+        if !alias_ok {
+            return Err(FieldError {
+                path: format!("{at}.alias"),
+                message: format!(
+                    "{alias:?} is not a Lambda alias name (letters, digits, - and _, not only digits)"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Named for DeployTarget {
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -106,17 +104,16 @@ impl Target {
     }
 
     pub(crate) async fn api(&self) -> &LambdaApi {
-        let c = &self.config;
-        let fields = targets::AwsFields {
-            name: &c.name,
-            region: &c.region,
-            role_arn: c.role_arn.as_deref(),
-            endpoint: c.endpoint.as_deref(),
-        };
         self.api
-            .get(fields, |sdk| {
+            .get(self.config.fields(), |sdk| {
                 LambdaApi::new(aws_sdk_lambda::Client::new(sdk))
             })
             .await
+    }
+}
+
+impl Named for Target {
+    fn name(&self) -> &str {
+        &self.config.name
     }
 }

@@ -29,6 +29,8 @@ use gannet_core::plugin::{
     PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Metadata;
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::Value;
 
@@ -62,6 +64,20 @@ impl ScriptRunPlugin {
             on_drop: OnDrop::default(),
         }
     }
+}
+
+/// The registry's entry: `plugins.script-run` takes no settings; the runtime names the
+/// variables that hold its secrets.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "script-run",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
+    settings.none()?;
+    Ok(std::sync::Arc::new(ScriptRunPlugin::hiding_env(
+        settings.runtime.secret_env.clone(),
+    )))
 }
 
 /// The hidden rollback stages for the SCRIPT_RUN stages in `planned` that set `onRollback`.
@@ -120,7 +136,7 @@ impl Plugin for ScriptRunPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let opts = ScriptOptions::parse(&stage.name, &stage.with)
-            .map_err(|e| StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
+            .map_err(|e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
         let kind = if stage.name == STAGE_SCRIPT_RUN_ROLLBACK {
             RunKind::Rollback
         } else {
@@ -129,10 +145,7 @@ impl Plugin for ScriptRunPlugin {
 
         orphan::kill_previous(&stage.metadata, ctx.deployment.id.as_str(), ctx.io)
             .await
-            .map_err(|e| StepError::Transient {
-                operation: "killing the previous attempt's script".to_owned(),
-                source: Box::new(e),
-            })?;
+            .map_err(|e| StepError::transient("killing the previous attempt's script", e))?;
 
         if let Some(undone) = opts.rollback_of.as_deref() {
             let undone = ctx
@@ -195,7 +208,7 @@ impl Plugin for ScriptRunPlugin {
         };
         let end = runner::run(script, ctx.io).await.map_err(|e| match e {
             RunError::RecordGroup { source } => source,
-            other => StepError::Permanent(gannet_core::report::error_chain(&other)),
+            other => StepError::permanent(other),
         })?;
         let result = match end {
             ScriptEnd::Exited(0) => StageResult::Success,

@@ -2,22 +2,83 @@
 //! of the hidden SCRIPT_RUN_ROLLBACK stage (`run`, `env`, `timeout`, `rollbackOf`).
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use gannet_core::plugin::StageConfigError;
-use gannet_core::stage_options::{self, json_kind};
+use gannet_core::stage_options;
 use gannet_core::GoDuration;
-use serde_json::{Map, Value};
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::STAGE_SCRIPT_RUN_ROLLBACK;
 
 /// PipeCD's default for `timeout`.
 pub(crate) const DEFAULT_TIMEOUT: GoDuration = GoDuration::from_secs(6 * 3600);
 
-const FORWARD_FIELDS: [&str; 4] = ["run", "env", "timeout", "onRollback"];
-const ROLLBACK_FIELDS: [&str; 4] = ["run", "env", "timeout", "rollbackOf"];
+/// SCRIPT_RUN's options as written.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Forward {
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, EnvValue>>,
+    #[serde(default)]
+    timeout: Option<GoDuration>,
+    #[serde(default)]
+    on_rollback: Option<String>,
+}
 
-/// The validated options of either stage.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// SCRIPT_RUN_ROLLBACK's options, as gannet plans them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Rollback {
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, EnvValue>>,
+    #[serde(default)]
+    timeout: Option<GoDuration>,
+    #[serde(default)]
+    rollback_of: Option<String>,
+}
+
+/// An `env` value: a string, or a number or boolean taken as its text (which PipeCD, a map
+/// of strings, would refuse).
+struct EnvValue(String);
+
+impl<'de> Deserialize<'de> for EnvValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = EnvValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, number or boolean")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<EnvValue, E> {
+                Ok(EnvValue(v.to_owned()))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<EnvValue, E> {
+                Ok(EnvValue(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<EnvValue, E> {
+                Ok(EnvValue(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<EnvValue, E> {
+                Ok(EnvValue(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<EnvValue, E> {
+                Ok(EnvValue(v.to_string()))
+            }
+        }
+        d.deserialize_any(Text)
+    }
+}
+
+/// The validated options of either stage, as they are stored in the plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct ScriptOptions {
     /// The shell script, run with `sh -c`.
     pub(crate) run: String,
@@ -25,105 +86,52 @@ pub(crate) struct ScriptOptions {
     pub(crate) env: BTreeMap<String, String>,
     pub(crate) timeout: GoDuration,
     /// SCRIPT_RUN only: the script a rollback runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) on_rollback: Option<String>,
     /// SCRIPT_RUN_ROLLBACK only: the id of the SCRIPT_RUN stage it undoes.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) rollback_of: Option<String>,
 }
 
 impl ScriptOptions {
     /// Parses the `with` of a stage named `name`.
     pub(crate) fn parse(name: &str, with: &Value) -> Result<Self, StageConfigError> {
-        let empty = Map::new();
-        let fields = match with {
-            Value::Null => &empty,
-            Value::Object(fields) => fields,
-            other => {
-                return Err(StageConfigError::new(
-                    "with",
-                    format!("expected a map of options, got {}", json_kind(other)),
-                ))
-            }
-        };
-        let rollback = name == STAGE_SCRIPT_RUN_ROLLBACK;
-        let allowed = if rollback {
-            ROLLBACK_FIELDS
+        let (run, env, timeout, on_rollback, rollback_of) = if name == STAGE_SCRIPT_RUN_ROLLBACK {
+            let r: Rollback = stage_options::parse(with)?;
+            (r.run, r.env, r.timeout, None, r.rollback_of)
         } else {
-            FORWARD_FIELDS
+            let f: Forward = stage_options::parse(with)?;
+            (f.run, f.env, f.timeout, f.on_rollback, None)
         };
-        if let Some(unknown) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(StageConfigError::new(
-                unknown.as_str(),
-                format!(
-                    "unknown option for a {name} stage (options: {})",
-                    allowed.join(", ")
-                ),
-            ));
-        }
-        let run = match text(fields, "run")? {
-            Some(run) if !run.trim().is_empty() => run,
-            _ => {
-                return Err(StageConfigError::new(
-                    "run",
-                    "is required: the commands to run",
-                ))
-            }
-        };
+        let run = run
+            .filter(|run| !run.trim().is_empty())
+            .ok_or_else(|| StageConfigError::new("run", "is required: the commands to run"))?;
         Ok(Self {
             run,
-            env: parse_env(fields.get("env"))?,
-            timeout: parse_timeout(fields.get("timeout"))?,
-            on_rollback: text(fields, "onRollback")?.filter(|s| !s.trim().is_empty()),
-            rollback_of: text(fields, "rollbackOf")?.filter(|s| !s.is_empty()),
+            env: checked_env(env.unwrap_or_default())?,
+            // As in PipeCD, a zero timeout means the default.
+            timeout: match timeout {
+                None => DEFAULT_TIMEOUT,
+                Some(t) if t == GoDuration::default() => DEFAULT_TIMEOUT,
+                Some(t) => GoDuration::from_millis(t.as_millis().max(1)),
+            },
+            on_rollback: on_rollback.filter(|s| !s.trim().is_empty()),
+            rollback_of: rollback_of.filter(|s| !s.is_empty()),
         })
     }
 
     pub(crate) fn to_value(&self) -> Value {
-        let mut out = Map::new();
-        out.insert("run".into(), Value::String(self.run.clone()));
-        let env = self
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
-        out.insert("env".into(), Value::Object(env));
-        out.insert("timeout".into(), Value::String(self.timeout.to_string()));
-        if let Some(script) = &self.on_rollback {
-            out.insert("onRollback".into(), Value::String(script.clone()));
-        }
-        if let Some(of) = &self.rollback_of {
-            out.insert("rollbackOf".into(), Value::String(of.clone()));
-        }
-        Value::Object(out)
+        stage_options::to_value(self)
     }
 }
 
-/// An optional string field.
-fn text(fields: &Map<String, Value>, field: &str) -> Result<Option<String>, StageConfigError> {
-    match fields.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(StageConfigError::new(
-            field,
-            format!("expected a string, got {}", json_kind(other)),
-        )),
-    }
-}
-
-/// `env`: a map of names to scalars. Numbers and booleans are taken as their text, which
-/// PipeCD (a map of strings) would refuse.
-fn parse_env(value: Option<&Value>) -> Result<BTreeMap<String, String>, StageConfigError> {
-    let vars = match value {
-        None | Some(Value::Null) => return Ok(BTreeMap::new()),
-        Some(Value::Object(vars)) => vars,
-        Some(other) => {
-            return Err(StageConfigError::new(
-                "env",
-                format!("expected a map of variables, got {}", json_kind(other)),
-            ))
-        }
-    };
+/// Names and values a process environment can hold: a name neither empty nor with `=` or
+/// NUL, a value without NUL.
+fn checked_env(
+    written: BTreeMap<String, EnvValue>,
+) -> Result<BTreeMap<String, String>, StageConfigError> {
     let mut env = BTreeMap::new();
-    for (name, value) in vars {
+    for (name, EnvValue(value)) in written {
         let field = format!("env.{name}");
         if name.is_empty() || name.contains(['=', '\0']) {
             return Err(StageConfigError::new(
@@ -131,31 +139,10 @@ fn parse_env(value: Option<&Value>) -> Result<BTreeMap<String, String>, StageCon
                 "is not a valid variable name (empty, or contains '=' or NUL)",
             ));
         }
-        let value = match value {
-            Value::String(s) => s.clone(),
-            Value::Number(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
-            other => {
-                return Err(StageConfigError::new(
-                    field,
-                    format!("expected a string, got {}", json_kind(other)),
-                ))
-            }
-        };
         if value.contains('\0') {
             return Err(StageConfigError::new(field, "contains a NUL character"));
         }
-        env.insert(name.clone(), value);
+        env.insert(name, value);
     }
     Ok(env)
-}
-
-fn parse_timeout(value: Option<&Value>) -> Result<GoDuration, StageConfigError> {
-    let timeout = stage_options::duration("timeout", value, "10m")?;
-    // As in PipeCD, a zero timeout means the default.
-    Ok(match timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(t) if t == GoDuration::default() => DEFAULT_TIMEOUT,
-        Some(t) => GoDuration::from_millis(t.as_millis().max(1)),
-    })
 }

@@ -496,7 +496,8 @@ async fn a_missing_app_directory_is_a_permanent_error() {
         .await
         .unwrap_err();
     match err {
-        StepError::Permanent(message) => {
+        err @ StepError::Permanent(_) => {
+            let message = err.reason();
             assert!(
                 message.starts_with("could not start `sh -c` in /nonexistent/gannet-app: "),
                 "{message}"

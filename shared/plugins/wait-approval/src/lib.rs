@@ -16,6 +16,9 @@ use gannet_core::plugin::{
     ApproveError, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Metadata;
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_options;
+use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::Value;
 
@@ -37,6 +40,17 @@ const APPROVALS_LOGGED: &str = "approvalsLogged";
 /// Runs `WAIT_APPROVAL` stages and records approvals of them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WaitApprovalPlugin;
+
+/// The registry's entry: `plugins.wait-approval` takes no settings.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "wait-approval",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
+    settings.none()?;
+    Ok(std::sync::Arc::new(WaitApprovalPlugin))
+}
 
 /// The users recorded in `approvedBy`, in approval order.
 fn approved_by(metadata: &Metadata) -> Vec<&str> {
@@ -69,8 +83,12 @@ impl Plugin for WaitApprovalPlugin {
         &[STAGE_WAIT_APPROVAL]
     }
 
+    fn approvable(&self, stage: &str) -> bool {
+        stage == STAGE_WAIT_APPROVAL
+    }
+
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
-        ApprovalOptions::parse(with).map(|o| o.to_value())
+        ApprovalOptions::parse(with).map(|o| stage_options::to_value(&o))
     }
 
     /// `with.timeout`: how long the stage waits for approvals.
@@ -81,7 +99,7 @@ impl Plugin for WaitApprovalPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let opts = ApprovalOptions::parse(&stage.with)
-            .map_err(|e| StepError::Permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
+            .map_err(|e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
         let started = match stage
             .metadata
             .get(WAIT_STARTED_AT)

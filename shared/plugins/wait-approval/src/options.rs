@@ -1,17 +1,29 @@
 //! A WAIT_APPROVAL stage's `with`: `approvers`, `minApproverNum` and `timeout`, as PipeCD names them.
 
 use gannet_core::plugin::StageConfigError;
-use gannet_core::stage_options::{self, json_kind};
+use gannet_core::stage_options;
 use gannet_core::GoDuration;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// PipeCD's default for `timeout`.
 pub(crate) const DEFAULT_TIMEOUT: GoDuration = GoDuration::from_secs(6 * 3600);
 
-const FIELDS: [&str; 3] = ["approvers", "minApproverNum", "timeout"];
+/// The options as written.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Written {
+    #[serde(default)]
+    approvers: Option<Vec<String>>,
+    #[serde(default)]
+    min_approver_num: Option<u64>,
+    #[serde(default)]
+    timeout: Option<GoDuration>,
+}
 
 /// The validated options.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct ApprovalOptions {
     /// Who may approve; empty means anyone.
     pub(crate) approvers: Vec<String>,
@@ -23,28 +35,18 @@ pub(crate) struct ApprovalOptions {
 
 impl ApprovalOptions {
     pub(crate) fn parse(with: &Value) -> Result<Self, StageConfigError> {
-        let empty = Map::new();
-        let fields = match with {
-            Value::Null => &empty,
-            Value::Object(fields) => fields,
-            other => {
+        let written: Written = stage_options::parse(with)?;
+        let approvers = approvers(written.approvers.unwrap_or_default())?;
+        let min_approver_num = match written.min_approver_num.map(usize::try_from) {
+            None => 1,
+            Some(Ok(n)) if n >= 1 => n,
+            Some(_) => {
                 return Err(StageConfigError::new(
-                    "with",
-                    format!("expected a map of options, got {}", json_kind(other)),
+                    "minApproverNum",
+                    "should be a whole number greater than 0",
                 ))
             }
         };
-        if let Some(unknown) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-            return Err(StageConfigError::new(
-                unknown.as_str(),
-                format!(
-                    "unknown option for a WAIT_APPROVAL stage (options: {})",
-                    FIELDS.join(", ")
-                ),
-            ));
-        }
-        let approvers = parse_approvers(fields.get("approvers"))?;
-        let min_approver_num = parse_min(fields.get("minApproverNum"))?;
         if !approvers.is_empty() && min_approver_num > approvers.len() {
             return Err(StageConfigError::new(
                 "minApproverNum",
@@ -54,19 +56,16 @@ impl ApprovalOptions {
                 ),
             ));
         }
-        let timeout = parse_timeout(fields.get("timeout"))?;
+        // As in PipeCD, a zero timeout means the default.
+        let timeout = match written.timeout {
+            None => DEFAULT_TIMEOUT,
+            Some(t) if t == GoDuration::default() => DEFAULT_TIMEOUT,
+            Some(t) => GoDuration::from_millis(t.as_millis().max(1)),
+        };
         Ok(Self {
             approvers,
             min_approver_num,
             timeout,
-        })
-    }
-
-    pub(crate) fn to_value(&self) -> Value {
-        json!({
-            "approvers": self.approvers,
-            "minApproverNum": self.min_approver_num,
-            "timeout": self.timeout.to_string(),
         })
     }
 
@@ -85,29 +84,13 @@ impl ApprovalOptions {
     }
 }
 
-fn parse_approvers(value: Option<&Value>) -> Result<Vec<String>, StageConfigError> {
-    let err = |message: String| StageConfigError::new("approvers", message);
-    let items = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(items)) => items,
-        Some(other) => {
-            return Err(err(format!(
-                "expected a list of user names, got {}",
-                json_kind(other)
-            )))
-        }
-    };
-    let mut approvers: Vec<String> = Vec::with_capacity(items.len());
-    for item in items {
-        let name = match item {
-            Value::String(name) => name.trim(),
-            other => {
-                return Err(err(format!(
-                    "expected user names, got {}",
-                    json_kind(other)
-                )))
-            }
-        };
+/// The approvers trimmed and without repeats; none empty, none with a comma (the metadata
+/// keeps them comma-separated).
+fn approvers(written: Vec<String>) -> Result<Vec<String>, StageConfigError> {
+    let mut approvers: Vec<String> = Vec::with_capacity(written.len());
+    for (i, name) in written.iter().enumerate() {
+        let err = |message: String| StageConfigError::new(format!("approvers[{i}]"), message);
+        let name = name.trim();
         if name.is_empty() {
             return Err(err("a user name is empty".to_owned()));
         }
@@ -119,26 +102,4 @@ fn parse_approvers(value: Option<&Value>) -> Result<Vec<String>, StageConfigErro
         }
     }
     Ok(approvers)
-}
-
-fn parse_min(value: Option<&Value>) -> Result<usize, StageConfigError> {
-    let err = |message: String| StageConfigError::new("minApproverNum", message);
-    match value {
-        None | Some(Value::Null) => Ok(1),
-        Some(Value::Number(n)) => match n.as_u64().map(usize::try_from) {
-            Some(Ok(num)) if num >= 1 => Ok(num),
-            _ => Err(err(format!("{n} should be a whole number greater than 0"))),
-        },
-        Some(other) => Err(err(format!("expected a number, got {}", json_kind(other)))),
-    }
-}
-
-fn parse_timeout(value: Option<&Value>) -> Result<GoDuration, StageConfigError> {
-    let timeout = stage_options::duration("timeout", value, "6h")?;
-    // As in PipeCD, a zero timeout means the default.
-    Ok(match timeout {
-        None => DEFAULT_TIMEOUT,
-        Some(t) if t == GoDuration::default() => DEFAULT_TIMEOUT,
-        Some(t) => GoDuration::from_millis(t.as_millis().max(1)),
-    })
 }

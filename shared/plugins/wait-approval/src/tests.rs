@@ -73,9 +73,9 @@ fn validates_with() {
         Ok(json!({"approvers": [], "minApproverNum": 3, "timeout": "6h"})),
     );
     check(json!({"approvers": "alice"}), Err("approvers"));
-    check(json!({"approvers": ["alice", 7]}), Err("approvers"));
-    check(json!({"approvers": [""]}), Err("approvers"));
-    check(json!({"approvers": ["a,b"]}), Err("approvers"));
+    check(json!({"approvers": ["alice", 7]}), Err("approvers[1]"));
+    check(json!({"approvers": [""]}), Err("approvers[0]"));
+    check(json!({"approvers": ["a,b"]}), Err("approvers[0]"));
     check(json!({"minApproverNum": 0}), Err("minApproverNum"));
     check(json!({"minApproverNum": -1}), Err("minApproverNum"));
     check(json!({"minApproverNum": 1.5}), Err("minApproverNum"));

@@ -15,9 +15,12 @@ use gannet_core::plugin::{
     Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Metadata;
-use gannet_core::stage_options::{self, json_kind};
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_options;
+use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The stage name this plugin runs.
 pub const STAGE_WAIT: &str = "WAIT";
@@ -32,47 +35,43 @@ const STARTED_AT: &str = "startedAt";
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WaitPlugin;
 
-/// A WAIT stage's validated `with`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The registry's entry: `plugins.wait` takes no settings.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "wait",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
+    settings.none()?;
+    Ok(std::sync::Arc::new(WaitPlugin))
+}
+
+/// A WAIT stage's `with`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 struct WaitOptions {
-    duration: GoDuration,
+    /// How long to wait; absent (or null) is PipeCD's 1m.
+    #[serde(default)]
+    duration: Option<GoDuration>,
 }
 
 impl WaitOptions {
     fn parse(with: &Value) -> Result<Self, StageConfigError> {
-        let fields = match with {
-            Value::Null => {
-                return Ok(Self {
-                    duration: DEFAULT_DURATION,
-                })
-            }
-            Value::Object(fields) => fields,
-            other => {
-                return Err(StageConfigError::new(
-                    "with",
-                    format!("expected a map of options, got {}", json_kind(other)),
-                ))
-            }
-        };
-        if let Some(unknown) = fields.keys().find(|k| k.as_str() != "duration") {
-            return Err(StageConfigError::new(
-                unknown.as_str(),
-                "unknown option for a WAIT stage (the only option is `duration`)",
-            ));
-        }
-        let duration = stage_options::duration("duration", fields.get("duration"), "30s")?
-            .unwrap_or(DEFAULT_DURATION);
+        let opts: Self = stage_options::parse(with)?;
+        let duration = opts.duration.unwrap_or(DEFAULT_DURATION);
         // Stored durations are whole milliseconds; keep a sub-millisecond wait non-zero.
         let duration = if duration == GoDuration::default() {
             duration
         } else {
             GoDuration::from_millis(duration.as_millis().max(1))
         };
-        Ok(Self { duration })
+        Ok(Self {
+            duration: Some(duration),
+        })
     }
 
-    fn to_value(self) -> Value {
-        json!({ "duration": self.duration.to_string() })
+    fn duration(self) -> GoDuration {
+        self.duration.unwrap_or(DEFAULT_DURATION)
     }
 }
 
@@ -102,36 +101,35 @@ impl Plugin for WaitPlugin {
     }
 
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
-        WaitOptions::parse(with).map(WaitOptions::to_value)
+        WaitOptions::parse(with).map(|o| stage_options::to_value(&o))
     }
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let opts = WaitOptions::parse(&ctx.stage.with).map_err(|e| {
-            StepError::Permanent(format!("stage {}: invalid with.{e}", ctx.stage.id))
+            StepError::permanent(format!("stage {}: invalid with.{e}", ctx.stage.id))
         })?;
+        let duration = opts.duration();
         let (started, resumed) = match saved_start(&ctx.stage.metadata) {
             Some(at) => (at, true),
             None => {
                 let entry = Metadata::from([(STARTED_AT.to_owned(), ctx.now.0.to_string())]);
                 ctx.io.save_metadata(entry).await?;
-                ctx.io
-                    .log(&format!("Waiting for {}...", opts.duration))
-                    .await;
+                ctx.io.log(&format!("Waiting for {}...", duration)).await;
                 (ctx.now, false)
             }
         };
         let elapsed = ctx.now.since(started);
-        if elapsed >= opts.duration {
-            ctx.io.log(&format!("Waited for {}", opts.duration)).await;
+        if elapsed >= duration {
+            ctx.io.log(&format!("Waited for {}", duration)).await;
             return Ok(StepOutcome::Done(StageResult::Success));
         }
-        let remaining = GoDuration::from_millis(opts.duration.as_millis() - elapsed.as_millis());
+        let remaining = GoDuration::from_millis(duration.as_millis() - elapsed.as_millis());
         if resumed {
             ctx.io
                 .log(&format!(
                     "{} of {} elapsed, {} left",
                     for_log(elapsed),
-                    opts.duration,
+                    duration,
                     for_log(remaining)
                 ))
                 .await;

@@ -155,7 +155,9 @@ async fn invalid_stored_with_fails_the_step() {
     stage.with = json!({"duration": "soon"});
     let err = step(&stage, 7_000, &Recorder::default()).await.unwrap_err();
     match err {
-        StepError::Permanent(message) => assert!(message.contains("with.duration"), "{message}"),
+        StepError::Permanent(message) => {
+            assert!(message.to_string().contains("with.duration"), "{message}")
+        }
         other => panic!("expected a permanent error, got {other:?}"),
     }
 }

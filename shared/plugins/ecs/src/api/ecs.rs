@@ -457,6 +457,7 @@ impl EcsApi {
                 operation: "ECS RunTask",
                 code: failure.reason().unwrap_or("Failure").to_owned(),
                 message: failure.detail().unwrap_or_default().to_owned(),
+                source: None,
             });
         }
         out.tasks()

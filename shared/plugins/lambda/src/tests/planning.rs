@@ -243,7 +243,7 @@ fn an_app_uses_the_target_it_names_or_the_only_one() {
         .target_for(app)
         {
             Ok(t) => Ok(t.config.name.clone()),
-            Err(StepError::Permanent(m)) => Err(m),
+            Err(e @ StepError::Permanent(_)) => Err(e.reason()),
             Err(other) => panic!("{other:?}"),
         };
     assert_eq!(pick(vec![target("prod")], &lambda_app), Ok("prod".into()));

@@ -164,10 +164,10 @@ impl StepIo for GroupNotSaved {
 
     async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError> {
         if entries.contains_key("pgid") {
-            return Err(StepError::Transient {
-                operation: "saving stage metadata".into(),
-                source: "connection lost".into(),
-            });
+            return Err(StepError::transient(
+                "saving stage metadata",
+                "connection lost",
+            ));
         }
         Ok(())
     }
