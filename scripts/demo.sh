@@ -26,6 +26,8 @@ mkdir -p "$work/repo/apps/hello"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 export GANNET_SERVER=http://127.0.0.1:$port
 export GANNET_WEBHOOK_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(20))')
+# The demo's API token: gannet up trusts it (api.tokens below), the CLI sends it.
+export GANNET_TOKEN=$(python3 -c 'import secrets; print(secrets.token_hex(20))')
 
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 
@@ -90,11 +92,14 @@ chmod +x apps/hello/release.sh
 echo 1 > apps/hello/version.txt
 git add -A && git commit -qm "Add the hello app"
 
+(umask 077; printf -- '- {name: demo, role: admin, token: %s}\n' "$GANNET_TOKEN" > "$work/tokens.yaml")
 cat > "$work/gannet.yaml" <<YAML
 listen: 127.0.0.1:$port
 state: state/gannet.db
 webhook:
   secretEnv: GANNET_WEBHOOK_SECRET
+api:
+  tokens: {file: tokens.yaml}
 repos:
   - id: demo
     path: repo
@@ -239,7 +244,8 @@ def describe(r):
 
 def deployment(commit):
     url = os.environ["GANNET_SERVER"] + "/api/v1/deployments?limit=50"
-    with urllib.request.urlopen(url, timeout=5) as res:
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + os.environ["GANNET_TOKEN"]})
+    with urllib.request.urlopen(req, timeout=5) as res:
         for d in json.load(res)["deployments"]:
             if d["commit"] == commit:
                 return d

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{app_config, stage_named, Gannet, Repo, UpOptions};
+use support::{app_config, stage_named, token_of, Gannet, Repo, UpOptions};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
@@ -78,21 +78,30 @@ fn only_a_listed_approver_can_approve_and_the_approval_is_recorded() {
     let id = change_and_push(&repo, &g, "web", &app_config("web", APPROVAL));
     g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
 
-    let (status, body) = g.post(
-        &format!("/deployments/{id}/approve"),
-        json!({"user": "mallory"}),
-    );
+    let approve = format!("/deployments/{id}/approve");
+    let (status, body) = g.post_as(token_of("mallory"), &approve, json!({}));
     assert_eq!(status, 403, "{body}");
     let error = body["error"].as_str().unwrap_or_default();
     assert!(
-        error.contains("mallory") && error.contains("alice") && error.contains("bob"),
-        "the refusal names the user and the approvers: {error}"
+        error.contains("mallory") && !error.contains("alice") && !error.contains("bob"),
+        "the refusal names the caller, not the approvers: {error}"
     );
-    let run = g.cli_env(&["approve", &id, "--as", "mallory"], &[]);
+    let run = g.cli_env(&["approve", &id], &[("GANNET_TOKEN", token_of("mallory"))]);
     assert_eq!(run.code, 1, "{run:?}");
     assert!(stderr_of(&run).contains("HTTP 403"), "{run:?}");
-    let (status, body) = g.post(&format!("/deployments/{id}/approve"), json!({"user": " "}));
-    assert_eq!(status, 400, "{body}");
+    // The approver is the token's name: a body naming someone else is refused.
+    let (status, body) = g.post_as(token_of("mallory"), &approve, json!({"user": "alice"}));
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot act as"),
+        "{body}"
+    );
+    // A deployer may not approve at all.
+    let (status, body) = g.post_as(token_of("dora"), &approve, json!({}));
+    assert_eq!(status, 403, "{body}");
     std::thread::sleep(Duration::from_millis(300));
     let d = g.deployment(&id);
     let stage = stage_named(&d, "WAIT_APPROVAL");
@@ -103,7 +112,7 @@ fn only_a_listed_approver_can_approve_and_the_approval_is_recorded() {
     );
     assert!(stage["metadata"].get("approvedBy").is_none(), "{d}");
 
-    let run = g.cli_env(&["approve", &id, "--as", "alice"], &[]);
+    let run = g.cli_env(&["approve", &id], &[("GANNET_TOKEN", token_of("alice"))]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout
@@ -117,10 +126,7 @@ fn only_a_listed_approver_can_approve_and_the_approval_is_recorded() {
     assert_eq!(stage["metadata"]["approvedBy"], "alice", "{d}");
 
     // Nothing is waiting any more.
-    let (status, body) = g.post(
-        &format!("/deployments/{id}/approve"),
-        json!({"user": "bob"}),
-    );
+    let (status, body) = g.post_as(token_of("bob"), &approve, json!({}));
     assert_eq!(status, 404, "{body}");
 }
 
@@ -144,7 +150,7 @@ fn cancel_with_rollback_runs_the_rollback_and_names_who_cancelled() {
     g.wait_stage(&id, "WAIT", "RUNNING", LIMIT);
 
     let started = Instant::now();
-    let run = g.cli_env(&["cancel", &id], &[("GANNET_USER", "carol")]);
+    let run = g.cli_env(&["cancel", &id], &[("GANNET_TOKEN", token_of("dora"))]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("with rollback"), "{run:?}");
     let d = g.wait_terminal(&id, Duration::from_secs(10));
@@ -157,7 +163,7 @@ fn cancel_with_rollback_runs_the_rollback_and_names_who_cancelled() {
         d["status_reason"]
             .as_str()
             .unwrap_or_default()
-            .contains("carol"),
+            .contains("dora"),
         "{d}"
     );
     let rollback = stage_named(&d, "SCRIPT_RUN_ROLLBACK");
@@ -189,7 +195,7 @@ fn cancel_without_rollback_ends_at_once_and_leaves_rollback_unstarted() {
 
     let run = g.cli_env(
         &["cancel", &id, "--no-rollback"],
-        &[("GANNET_USER", "dave")],
+        &[("GANNET_TOKEN", token_of("dora"))],
     );
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("without rollback"), "{run:?}");
@@ -199,7 +205,7 @@ fn cancel_without_rollback_ends_at_once_and_leaves_rollback_unstarted() {
         d["status_reason"]
             .as_str()
             .unwrap_or_default()
-            .contains("dave"),
+            .contains("dora"),
         "{d}"
     );
     assert_eq!(
@@ -234,12 +240,15 @@ fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
         &UpOptions::default(),
     );
 
-    let run = g.cli_env(&["sync", "web", "--json"], &[("GANNET_USER", "erin")]);
+    let run = g.cli_env(
+        &["sync", "web", "--json"],
+        &[("GANNET_TOKEN", token_of("dora"))],
+    );
     assert_eq!(run.code, 0, "{run:?}");
     let d: Value = serde_json::from_str(&run.stdout).expect("sync --json prints the deployment");
     assert_eq!(
         (d["trigger"].as_str(), d["commander"].as_str()),
-        (Some("ON_COMMAND"), Some("erin")),
+        (Some("ON_COMMAND"), Some("dora")),
         "{d}"
     );
     let id = d["id"].as_str().expect("id");

@@ -137,7 +137,7 @@ impl Lab {
     fn cancel(&self, id: &str, rollback: bool) {
         let (status, body) = self.g.post(
             &format!("/deployments/{id}/cancel"),
-            json!({"no_rollback": !rollback, "by": "e2e"}),
+            json!({"no_rollback": !rollback}),
         );
         assert_eq!(status, 200, "{body}");
     }

@@ -19,7 +19,7 @@ use gannet_core::stage_options;
 use gannet_core::targets::Named;
 use gannet_core::typed::FieldError;
 use serde_json::Value;
-use support::{app_config, free_port, Repo};
+use support::{app_config, free_port, Repo, ADMIN_TOKEN};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -109,12 +109,13 @@ fn a_plugin_registered_in_a_test_deploys_an_app() {
     std::fs::write(
         &config,
         format!(
-            "listen: 127.0.0.1:{port}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\nintervals: {{poll: 1m, resume: 1s}}\nplugins:\n  fake:\n    deployTargets:\n      - {{name: local, outDir: {}}}\n",
+            "listen: 127.0.0.1:{port}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\nintervals: {{poll: 1m, resume: 1s}}\nplugins:\n  fake:\n    deployTargets:\n      - {{name: local, outDir: {}}}\napi:\n  tokens: {{env: GANNET_REGISTRY_TEST_TOKENS}}\n",
             repo.path().display(),
             out.path().display()
         ),
     )
     .expect("write config");
+    let tokens = format!("- {{name: test, role: viewer, token: {ADMIN_TOKEN}}}");
 
     let registry = gannet_plugins::registry().with(FAKE);
     let bad = UpConfig::parse(
@@ -128,7 +129,13 @@ fn a_plugin_registered_in_a_test_deploys_an_app() {
         bad, "plugins.fake.deployTargets[0].outDir: /nonexistent/gannet is not a directory",
         "the plugin's own check runs on its settings"
     );
-    let cfg = UpConfig::load(&config, &registry).expect("config loads");
+    let cfg = UpConfig::parse(
+        &std::fs::read_to_string(&config).expect("read config"),
+        state.path(),
+        &|name| (name == "GANNET_REGISTRY_TEST_TOKENS").then(|| tokens.clone()),
+        &registry,
+    )
+    .expect("config loads");
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = std::thread::spawn(move || {
@@ -148,6 +155,7 @@ fn a_plugin_registered_in_a_test_deploys_an_app() {
         );
         let list: Value = http
             .get(&url)
+            .bearer_auth(ADMIN_TOKEN)
             .send()
             .ok()
             .and_then(|r| r.json().ok())

@@ -1,5 +1,7 @@
 //! The client commands: talk to a running gannet over its JSON API.
 
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -15,12 +17,56 @@ pub struct Client {
     http: reqwest::Client,
 }
 
+/// The caller's API token, from `$GANNET_TOKEN`, the file `$GANNET_TOKEN_FILE`, or
+/// `~/.config/gannet/token`; `None` when there is none (the server then says how to get one).
+pub fn token_from_env() -> anyhow::Result<Option<String>> {
+    if let Some(token) = std::env::var("GANNET_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+    {
+        return Ok(Some(token.trim().to_owned()));
+    }
+    let file = match std::env::var_os("GANNET_TOKEN_FILE") {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let config = std::env::var_os("XDG_CONFIG_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")));
+            match config {
+                Some(dir) if dir.join("gannet/token").is_file() => dir.join("gannet/token"),
+                _ => return Ok(None),
+            }
+        }
+    };
+    let meta = std::fs::metadata(&file)
+        .with_context(|| format!("cannot read the token file {}", file.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        bail!(
+            "the token file {} may be read by other users (mode {:o}); chmod 600 it",
+            file.display(),
+            meta.permissions().mode() & 0o777
+        );
+    }
+    let token = std::fs::read_to_string(&file)
+        .with_context(|| format!("cannot read the token file {}", file.display()))?;
+    Ok(Some(token.trim().to_owned()).filter(|t| !t.is_empty()))
+}
+
 impl Client {
-    pub fn new(server: &str) -> Self {
+    pub fn new(server: &str, token: Option<String>) -> Self {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(value) =
+            token.and_then(|t| reqwest::header::HeaderValue::from_str(&format!("Bearer {t}")).ok())
+        {
+            let mut value = value;
+            value.set_sensitive(true);
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+        }
         Self {
             base: server.trim_end_matches('/').to_owned(),
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(30))
+                .default_headers(headers)
                 .build()
                 .unwrap_or_default(),
         }
@@ -109,9 +155,9 @@ impl Client {
         &self,
         app: &str,
         strategy: Option<&str>,
-        commander: &str,
+        commander: Option<&str>,
     ) -> anyhow::Result<DeploymentView> {
-        let body = json!({"strategy": strategy, "commander": commander});
+        let body = json!({"strategy": strategy, "commander": commander.unwrap_or_default()});
         self.call(
             self.http
                 .post(self.url(&format!("/apps/{}/sync", encode(app))))
@@ -125,7 +171,7 @@ impl Client {
         &self,
         id: &str,
         no_rollback: bool,
-        by: &str,
+        by: Option<&str>,
     ) -> anyhow::Result<DeploymentView> {
         let body = json!({"no_rollback": no_rollback, "by": by});
         self.call(
@@ -141,7 +187,7 @@ impl Client {
         &self,
         id: &str,
         stage: Option<&str>,
-        user: &str,
+        user: Option<&str>,
     ) -> anyhow::Result<DeploymentView> {
         let body = json!({"stage": stage, "user": user});
         self.call(

@@ -13,6 +13,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use gannet_cli::{settings, up};
 
+use crate::client::Client;
+
 #[derive(Parser)]
 #[command(
     name = "gannet",
@@ -70,7 +72,8 @@ enum Command {
         /// The stage id; the stage waiting now by default.
         #[arg(long)]
         stage: Option<String>,
-        /// Who approves (default: $GANNET_USER, then $USER).
+        /// Who you are, checked against your token (default: $GANNET_USER); the server
+        /// records the name your token (GANNET_TOKEN) carries.
         #[arg(long = "as")]
         user: Option<String>,
         #[command(flatten)]
@@ -99,6 +102,14 @@ struct Server {
         default_value = "http://127.0.0.1:7070"
     )]
     url: String,
+}
+
+impl Server {
+    /// A client for this server, with the caller's API token: `$GANNET_TOKEN`, or the file
+    /// `$GANNET_TOKEN_FILE`, or `~/.config/gannet/token` (`$XDG_CONFIG_HOME/gannet/token`).
+    fn client(&self) -> anyhow::Result<Client> {
+        Ok(Client::new(&self.url, client::token_from_env()?))
+    }
 }
 
 #[derive(Subcommand)]
@@ -219,15 +230,16 @@ fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn user(explicit: Option<String>) -> String {
+/// The name the caller claims (`--as`, or `$GANNET_USER`), if any. The server records the
+/// caller its token names, and refuses a claim of anyone else.
+fn claimed(explicit: Option<String>) -> Option<String> {
     explicit
         .or_else(|| std::env::var("GANNET_USER").ok())
-        .or_else(|| std::env::var("USER").ok())
-        .unwrap_or_default()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
-    use client::Client;
     match command {
         Command::Up { config, log_format } => {
             init_logs(log_format);
@@ -236,7 +248,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Apps { command } => match command {
             AppsCommand::List { server, json } => {
-                let apps = Client::new(&server.url).apps().await?;
+                let apps = server.client()?.apps().await?;
                 if json {
                     print_json(&serde_json::json!({"apps": apps}))?;
                 } else {
@@ -244,7 +256,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 }
             }
             AppsCommand::Show { app, server, json } => {
-                let app = Client::new(&server.url).app(&app).await?;
+                let app = server.client()?.app(&app).await?;
                 if json {
                     print_json(&app)?;
                 } else {
@@ -263,8 +275,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Strategy::Quick => "QUICK_SYNC",
                 Strategy::Pipeline => "PIPELINE",
             });
-            let d = Client::new(&server.url)
-                .sync(&app, strategy, &user(None))
+            let d = server
+                .client()?
+                .sync(&app, strategy, claimed(None).as_deref())
                 .await?;
             if json {
                 print_json(&d)?;
@@ -284,8 +297,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             server,
             json,
         } => {
-            let d = Client::new(&server.url)
-                .cancel(&deployment, no_rollback, &user(None))
+            let d = server
+                .client()?
+                .cancel(&deployment, no_rollback, claimed(None).as_deref())
                 .await?;
             if json {
                 print_json(&d)?;
@@ -309,14 +323,23 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             server,
             json,
         } => {
-            let who = user(who);
-            let d = Client::new(&server.url)
-                .approve(&deployment, stage.as_deref(), &who)
+            let who = claimed(who);
+            let d = server
+                .client()?
+                .approve(&deployment, stage.as_deref(), who.as_deref())
                 .await?;
             if json {
                 print_json(&d)?;
             } else {
-                println!("approved deployment {} as {who}", d.id);
+                // The server records the caller (the token's name): say who that was.
+                let by = d
+                    .stages
+                    .iter()
+                    .filter_map(|s| s.metadata.get("approvedBy"))
+                    .filter_map(|list| list.split(',').next_back())
+                    .next_back()
+                    .map_or("you", str::trim);
+                println!("approved deployment {} as {by}", d.id);
             }
         }
         Command::Config {
@@ -334,7 +357,6 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 }
 
 async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
-    use client::Client;
     match command {
         DeploymentsCommand::List {
             app,
@@ -343,7 +365,8 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
             server,
             json,
         } => {
-            let list = Client::new(&server.url)
+            let list = server
+                .client()?
                 .deployments(app.as_deref(), status.as_deref(), limit)
                 .await?;
             if json {
@@ -357,7 +380,7 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
             server,
             json,
         } => {
-            let d = Client::new(&server.url).deployment(&deployment).await?;
+            let d = server.client()?.deployment(&deployment).await?;
             if json {
                 print_json(&d)?;
             } else {
@@ -369,7 +392,7 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
             stage,
             server,
         } => {
-            let client = Client::new(&server.url);
+            let client = server.client()?;
             let d = client.deployment(&deployment).await?;
             if let Some(id) = stage.as_deref() {
                 if !d.stages.iter().any(|s| s.id.as_str() == id) {
@@ -397,7 +420,8 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
             server,
             json,
         } => {
-            let d = Client::new(&server.url)
+            let d = server
+                .client()?
                 .watch(&deployment, logs, Duration::from_secs(timeout))
                 .await?;
             if json {

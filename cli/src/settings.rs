@@ -5,11 +5,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use gannet_controller::http::Hosts;
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
 use gannet_core::plugin::Plugins;
 use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_core::{GoDuration, RepoId};
+use gannet_embedded::ApiTokens;
 use gannet_git::{Location, RepoSpec};
+
+use crate::up::Limits;
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +52,33 @@ struct RawConfig {
     queue: RawQueue,
     #[serde(default)]
     testing: RawTesting,
+    #[serde(default)]
+    api: RawApi,
 }
+
+/// `api`: who may call the JSON API, and the names the server is reached by.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawApi {
+    #[serde(default)]
+    tokens: Option<RawTokens>,
+    #[serde(default)]
+    hosts: Vec<String>,
+    max_connections: Option<usize>,
+    /// How long a connection may take to send a request head (new or idle between requests).
+    header_timeout: Option<GoDuration>,
+}
+
+/// Where the API tokens are: a file, or an environment variable (never this file).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTokens {
+    file: Option<PathBuf>,
+    env: Option<String>,
+}
+
+/// The largest tokens file read.
+const MAX_TOKENS_FILE: u64 = 1024 * 1024;
 
 fn default_listen() -> String {
     "127.0.0.1:7070".into()
@@ -143,6 +173,12 @@ pub struct UpConfig {
     pub repos: Vec<RepoSpec>,
     /// Every compiled-in plugin, built from its `plugins.<name>` settings.
     pub plugins: Plugins,
+    /// The API's callers (`api.tokens`); empty when none are configured.
+    pub tokens: ApiTokens,
+    /// The `Host` names the API answers to.
+    pub hosts: Hosts,
+    /// Connection limits of the HTTP server.
+    pub limits: Limits,
     pub workers: usize,
     pub visibility: GoDuration,
     pub max_attempts: u32,
@@ -180,12 +216,42 @@ impl UpConfig {
         registry: &Registry,
     ) -> Result<Self, String> {
         let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
-        let listen = raw.listen.parse().map_err(|e| {
+        let listen: SocketAddr = raw.listen.parse().map_err(|e| {
             format!(
                 "listen: {:?} is not an address such as 127.0.0.1:7070: {e}",
                 raw.listen
             )
         })?;
+        let tokens = match &raw.api.tokens {
+            None => ApiTokens::default(),
+            Some(t) => api_tokens(t, base, env)?,
+        };
+        if !listen.ip().is_loopback() && tokens.is_empty() {
+            return Err(format!(
+                "listen: {listen} is reachable from other machines, but api.tokens configures no API token, so anyone who reaches the port could deploy, cancel and approve; add tokens (see SECURITY.md) or listen on 127.0.0.1"
+            ));
+        }
+        let hosts = hosts(listen, &raw.api.hosts)?;
+        let limits = Limits {
+            max_connections: match raw.api.max_connections {
+                None => Limits::default().max_connections,
+                Some(n) if (1..=65_536).contains(&n) => n,
+                Some(n) => {
+                    return Err(format!(
+                        "api.maxConnections: {n} is out of range (1 to 65536)"
+                    ))
+                }
+            },
+            header_timeout: match raw.api.header_timeout {
+                None => Limits::default().header_timeout,
+                Some(t) if t.as_millis() >= 100 => t.get(),
+                Some(t) => {
+                    return Err(format!(
+                        "api.headerTimeout: {t} is too short (at least 100ms)"
+                    ))
+                }
+            },
+        };
         let webhook_secret = match &raw.webhook {
             Some(w) => match env(&w.secret_env) {
                 Some(v) if !v.is_empty() => Some(Secret::new(v)),
@@ -273,6 +339,9 @@ impl UpConfig {
             },
             repos,
             plugins,
+            tokens,
+            hosts,
+            limits,
             workers: raw.workers,
             visibility: raw.queue.visibility.unwrap_or(GoDuration::from_secs(30)),
             max_attempts: raw.queue.max_attempts.unwrap_or(5),
@@ -283,6 +352,85 @@ impl UpConfig {
             },
         })
     }
+}
+
+/// The API tokens from the file or the variable `tokens` names.
+fn api_tokens(
+    tokens: &RawTokens,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<ApiTokens, String> {
+    let (text, at) = match (&tokens.file, &tokens.env) {
+        (Some(file), None) => {
+            let path = base.join(file);
+            (
+                read_tokens_file(&path)?,
+                format!("api.tokens.file {}", path.display()),
+            )
+        }
+        (None, Some(var)) => match env(var) {
+            Some(text) if !text.trim().is_empty() => (text, format!("api.tokens.env {var}")),
+            _ => {
+                return Err(format!(
+                    "api.tokens.env: environment variable {var} is not set; export the tokens there"
+                ))
+            }
+        },
+        _ => return Err("api.tokens: give exactly one of file or env".into()),
+    };
+    let tokens = ApiTokens::parse(&text).map_err(|e| format!("{at}: {e}"))?;
+    if tokens.is_empty() {
+        return Err(format!("{at}: lists no token"));
+    }
+    Ok(tokens)
+}
+
+/// A tokens file: private to its owner, and not too large.
+fn read_tokens_file(path: &Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let at = |message: String| format!("api.tokens.file: {}: {message}", path.display());
+    let meta = std::fs::metadata(path).map_err(|e| at(e.to_string()))?;
+    if meta.permissions().mode() & 0o007 != 0 {
+        return Err(at(format!(
+            "other users may read it (mode {:o}); chmod 600 it",
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    if meta.len() > MAX_TOKENS_FILE {
+        return Err(at(format!(
+            "{} bytes is too large (at most 1 MB)",
+            meta.len()
+        )));
+    }
+    std::fs::read_to_string(path).map_err(|e| at(e.to_string()))
+}
+
+/// The names the server answers to: its listen address (and `localhost` for a loopback or
+/// every-interface address), any IP literal on its port when it listens on every interface,
+/// and `extra` (`api.hosts`).
+fn hosts(listen: SocketAddr, extra: &[String]) -> Result<Hosts, String> {
+    let port = listen.port();
+    let mut names = vec![listen.to_string()];
+    if listen.ip().is_loopback() || listen.ip().is_unspecified() {
+        names.extend([
+            format!("localhost:{port}"),
+            format!("127.0.0.1:{port}"),
+            format!("[::1]:{port}"),
+        ]);
+    }
+    for (i, host) in extra.iter().enumerate() {
+        let host = host.trim().to_ascii_lowercase();
+        if host.is_empty() || host.contains(['/', ' ', '@']) {
+            return Err(format!(
+                "api.hosts[{i}]: {host:?} is not a host name such as gannet.example.com or gannet.example.com:8443"
+            ));
+        }
+        names.push(host);
+    }
+    Ok(Hosts::Only {
+        names,
+        ip_port: listen.ip().is_unspecified().then_some(port),
+    })
 }
 
 #[cfg(test)]

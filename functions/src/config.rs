@@ -26,6 +26,7 @@ pub const POLL_INTERVAL: &str = "GANNET_POLL_INTERVAL";
 pub const RESUME_INTERVAL: &str = "GANNET_RESUME_INTERVAL";
 pub const DRIFT_INTERVAL: &str = "GANNET_DRIFT_INTERVAL";
 pub const RECEIVERS: &str = "GANNET_RECEIVERS";
+pub const CALLER_NAMES: &str = "GANNET_CALLER_NAMES";
 pub const REGION: &str = "AWS_REGION";
 pub const ENDPOINT: &str = "AWS_ENDPOINT_URL";
 
@@ -139,6 +140,8 @@ pub struct FunctionConfig {
     pub plugins: Plugins,
     pub intervals: Intervals,
     pub receivers: Vec<Receiver>,
+    /// People's names for IAM principal ARNs (or ARN prefixes ending in `*`), for the API.
+    pub caller_names: BTreeMap<String, String>,
     /// Local git's cache directory.
     pub git_cache: PathBuf,
 }
@@ -256,6 +259,10 @@ impl FunctionConfig {
                 .collect(),
             None => Vec::new(),
         };
+        let caller_names = match get(CALLER_NAMES) {
+            Some(text) => json::<BTreeMap<String, String>>(CALLER_NAMES, &text)?,
+            None => BTreeMap::new(),
+        };
         Ok(Self {
             region,
             endpoint: get(ENDPOINT),
@@ -267,6 +274,7 @@ impl FunctionConfig {
             plugins,
             intervals,
             receivers,
+            caller_names,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
         })
     }

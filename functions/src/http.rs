@@ -1,8 +1,13 @@
 //! The HTTP functions through lambda_http: `webhook` (a Function URL request becomes a
 //! [`WebhookRequest`]) and `api` (the same axum router as `gannet up`).
 
+use std::sync::Arc;
+
+use gannet_aws::IamCallers;
+use gannet_controller::http::{Access, Hosts, IamPrincipal};
 use gannet_controller::{error_chain, WebhookRequest, WebhookResponse};
 use lambda_http::http::{header, Method, StatusCode};
+use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, Response};
 use serde_json::json;
 
@@ -45,9 +50,35 @@ pub async fn webhook(runtime: &Runtime, request: Request) -> Response<Body> {
     }
 }
 
-/// The JSON API: `gannet up`'s router, served through lambda_http.
+/// The JSON API: `gannet up`'s router, served through lambda_http. The caller is the IAM
+/// principal API Gateway authorised; its name follows `GANNET_CALLER_NAMES` or the rule of
+/// [`IamCallers`].
 pub fn api(runtime: &Runtime) -> axum::Router {
-    gannet_controller::http::router(runtime.controller().clone())
+    let access = Access {
+        callers: Arc::new(IamCallers::new(runtime.caller_names().clone())),
+        hosts: Hosts::Any,
+    };
+    gannet_controller::http::router(runtime.controller().clone(), access)
+        .layer(axum::middleware::from_fn(principal))
+}
+
+/// Puts the IAM principal of an API Gateway (HTTP API) request on the request.
+async fn principal(
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let arn = match req.extensions().get::<RequestContext>() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => ctx
+            .authorizer
+            .as_ref()
+            .and_then(|a| a.iam.as_ref())
+            .and_then(|iam| iam.user_arn.clone()),
+        _ => None,
+    };
+    if let Some(arn) = arn {
+        req.extensions_mut().insert(IamPrincipal(arn));
+    }
+    next.run(req).await
 }
 
 fn respond(status: StatusCode, body: &serde_json::Value) -> Response<Body> {

@@ -83,6 +83,7 @@ pub struct Runtime {
     function: Function,
     controller: Controller,
     queue: SqsQueue,
+    caller_names: std::collections::BTreeMap<String, String>,
 }
 
 impl Runtime {
@@ -160,6 +161,7 @@ impl Runtime {
             function,
             controller,
             queue,
+            caller_names: config.caller_names.clone(),
         })
     }
 
@@ -169,6 +171,11 @@ impl Runtime {
 
     pub fn controller(&self) -> &Controller {
         &self.controller
+    }
+
+    /// People's names for IAM principals, for the API.
+    pub fn caller_names(&self) -> &std::collections::BTreeMap<String, String> {
+        &self.caller_names
     }
 
     /// The queue adapter, for settling received messages.

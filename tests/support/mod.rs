@@ -14,6 +14,36 @@ use serde_json::Value;
 pub const SECRET: &str = "e2e-webhook-secret";
 pub const GITHUB: &str = "acme/shop";
 
+/// The API tokens every test server trusts (from `GANNET_E2E_TOKENS`): one per person and role.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token-0000000000000000";
+pub const TOKENS: &[(&str, &str, &str)] = &[
+    ("admin", "admin", ADMIN_TOKEN),
+    ("alice", "approver", "e2e-alice-token-000000000000000"),
+    ("bob", "approver", "e2e-bob-token-00000000000000000"),
+    ("mallory", "approver", "e2e-mallory-token-0000000000000"),
+    ("dora", "deployer", "e2e-dora-token-0000000000000000"),
+    ("vic", "viewer", "e2e-vic-token-00000000000000000"),
+];
+
+/// The token of the person named `name` in [`TOKENS`].
+pub fn token_of(name: &str) -> &'static str {
+    TOKENS
+        .iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, _, t)| *t)
+        .unwrap_or_else(|| panic!("no e2e token for {name}"))
+}
+
+/// The `api:` section that makes a server trust [`TOKENS`]; configs written by tests add it.
+pub const API_CONFIG: &str = "api:\n  tokens: {env: GANNET_E2E_TOKENS}\n";
+
+fn tokens_yaml() -> String {
+    TOKENS
+        .iter()
+        .map(|(name, role, token)| format!("- {{name: {name}, role: {role}, token: {token}}}\n"))
+        .collect()
+}
+
 /// The gannet binary under test.
 pub fn gannet_bin() -> &'static str {
     env!("CARGO_BIN_EXE_gannet")
@@ -140,7 +170,7 @@ impl Gannet {
         std::fs::write(
             &config,
             format!(
-                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {GITHUB}\n    supersede: {}\n{}",
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{API_CONFIG}repos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {GITHUB}\n    supersede: {}\n{}",
                 repo.path().display(),
                 opts.supersede,
                 opts.extra_config
@@ -187,6 +217,7 @@ impl Gannet {
             .args(["up", "--config"])
             .arg(config)
             .env("GANNET_E2E_SECRET", SECRET)
+            .env("GANNET_E2E_TOKENS", tokens_yaml())
             .env("GANNET_LOG", "info")
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
@@ -282,23 +313,37 @@ impl Gannet {
         (status, res.json().unwrap_or(Value::Null))
     }
 
+    /// GETs an API path as the admin.
     pub fn get(&self, path: &str) -> (u16, Value) {
-        let res = self
-            .http
-            .get(format!("{}/api/v1{path}", self.url))
-            .send()
-            .expect("api request");
+        self.get_as(ADMIN_TOKEN, path)
+    }
+
+    /// GETs an API path with `token` (empty: none).
+    pub fn get_as(&self, token: &str, path: &str) -> (u16, Value) {
+        let mut req = self.http.get(format!("{}/api/v1{path}", self.url));
+        if !token.is_empty() {
+            req = req.bearer_auth(token);
+        }
+        let res = req.send().expect("api request");
         (res.status().as_u16(), res.json().unwrap_or(Value::Null))
     }
 
-    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let res = self
+    /// POSTs JSON to an API path with `token` (empty: none).
+    pub fn post_as(&self, token: &str, path: &str, body: Value) -> (u16, Value) {
+        let mut req = self
             .http
             .post(format!("{}/api/v1{path}", self.url))
-            .json(&body)
-            .send()
-            .expect("api request");
+            .json(&body);
+        if !token.is_empty() {
+            req = req.bearer_auth(token);
+        }
+        let res = req.send().expect("api request");
         (res.status().as_u16(), res.json().unwrap_or(Value::Null))
+    }
+
+    /// POSTs JSON to an API path as the admin.
+    pub fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.post_as(ADMIN_TOKEN, path, body)
     }
 
     pub fn deployments(&self) -> Vec<Value> {
@@ -340,6 +385,7 @@ impl Gannet {
         let out = Command::new(gannet_bin())
             .args(args)
             .env("GANNET_SERVER", &self.url)
+            .env("GANNET_TOKEN", ADMIN_TOKEN)
             .output()
             .expect("gannet cli runs");
         (
@@ -531,7 +577,10 @@ impl Gannet {
 
     /// Runs a client command against this server with extra environment variables.
     pub fn cli_env(&self, args: &[&str], env: &[(&str, &str)]) -> CliRun {
-        let mut all = vec![("GANNET_SERVER", self.url.as_str())];
+        let mut all = vec![
+            ("GANNET_SERVER", self.url.as_str()),
+            ("GANNET_TOKEN", ADMIN_TOKEN),
+        ];
         all.extend_from_slice(env);
         run_gannet(args, &all)
     }

@@ -2,13 +2,17 @@
 //! the SQLite queues with a worker pool, and runs the poll, resume and drift timers. State
 //! lives in one SQLite file, so a restart resumes every in-flight deployment.
 
+mod serve;
 mod worker;
+
+pub use serve::Limits;
 
 use std::fs::File;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use gannet_controller::http::Access;
 use gannet_controller::Controller;
 use gannet_core::ports::{Clock, Queue};
 use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
@@ -135,12 +139,12 @@ pub async fn run_until(
         },
     )));
 
-    let app = gannet_controller::http::router(controller);
-    let mut server_stop = stop_rx.clone();
-    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-        stopped(&mut server_stop).await;
-    });
-    let server = tokio::spawn(async move { server.await });
+    let access = Access {
+        callers: Arc::new(cfg.tokens.clone()),
+        hosts: cfg.hosts.clone(),
+    };
+    let app = gannet_controller::http::router(controller, access);
+    let server = tokio::spawn(serve::serve(listener, app, cfg.limits, stop_rx.clone()));
 
     stop.await;
     tracing::info!("stopping: finishing the steps under way");

@@ -91,6 +91,7 @@
 //! table against moto would see lost writes, so the race of two log appends is tested one
 //! request at a time.
 
+mod callers;
 mod client;
 mod clock;
 mod dynamo;
@@ -99,6 +100,7 @@ mod sqs;
 #[cfg(test)]
 mod test_moto;
 
+pub use callers::IamCallers;
 pub use client::{sdk_config, ClientOptions};
 pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};

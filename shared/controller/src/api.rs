@@ -22,6 +22,9 @@ use crate::{error_chain, Controller, HandlerError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    /// The caller is not identified (no token, or an unknown one).
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -455,6 +458,7 @@ fn step_message(d: &Deployment) -> Message {
 impl ApiError {
     pub fn status(&self) -> u16 {
         match self {
+            Self::Unauthorized(_) => 401,
             Self::NotFound(_) => 404,
             Self::BadRequest(_) => 400,
             Self::Forbidden(_) => 403,

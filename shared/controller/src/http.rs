@@ -1,24 +1,98 @@
 //! The HTTP surface: `POST /hooks/github` and the JSON API under `/api/v1`. One router serves
 //! `gannet up` and the AWS `api` function.
+//!
+//! Every API call names its caller ([`Access::callers`]: a token on `gannet up`, the IAM
+//! principal on AWS) and needs a role for what it does; the person recorded for a sync, a
+//! cancel or an approval is that caller. Calls carrying a foreign `Origin`, or a `Host` the
+//! server does not serve, are refused. Each route reads at most its own body limit (25 MB
+//! only for the webhook), free-text fields are capped, and every refusal is JSON.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Extension, Path, Query, Request, State};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Need};
 use gannet_core::deployment::{CancelMode, DeploymentStatus};
 use serde::Deserialize;
 use serde_json::json;
+use tokio::sync::Semaphore;
 
 use crate::{error_chain, ApiError, Controller, SyncRequest, WebhookRequest, MAX_WEBHOOK_BODY};
 
+/// The most an API request body may hold.
+pub const MAX_API_BODY: usize = 64 * 1024;
+/// The longest free-text field (a stage id, an idempotency key, a name).
+pub const MAX_FIELD: usize = 256;
+/// Webhook bodies larger than this are read a few at a time, so memory stays bounded.
+const LARGE_BODY: usize = 1024 * 1024;
+/// How many large webhook bodies are read at once.
+const LARGE_BODIES_AT_ONCE: usize = 2;
+/// A request that has not been answered in this long is answered 408.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Who may call the API, and through which names the server is reached.
+#[derive(Clone)]
+pub struct Access {
+    pub callers: Arc<dyn Callers>,
+    pub hosts: Hosts,
+}
+
+/// The `Host` names the server answers to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    /// Any (behind API Gateway, which has already routed by host).
+    Any,
+    /// These `host:port` names (lower case), and, with `ip_port`, any IP literal on that port
+    /// (a server listening on every interface; an IP literal cannot be a rebound DNS name).
+    Only {
+        names: Vec<String>,
+        ip_port: Option<u16>,
+    },
+}
+
+impl Hosts {
+    /// True when a request with this `Host` (or `Origin` authority) is for this server.
+    pub fn allows(&self, authority: &str) -> bool {
+        let authority = authority.trim().to_ascii_lowercase();
+        match self {
+            Self::Any => true,
+            Self::Only { names, ip_port } => {
+                names.contains(&authority)
+                    || ip_port.is_some_and(|port| {
+                        authority
+                            .parse::<std::net::SocketAddr>()
+                            .is_ok_and(|a| a.port() == port)
+                    })
+            }
+        }
+    }
+}
+
+/// The IAM principal API Gateway authorised, put on the request by the AWS `api` function.
+#[derive(Clone, Debug)]
+pub struct IamPrincipal(pub String);
+
+#[derive(Clone)]
+struct AppState {
+    controller: Controller,
+    access: Access,
+    large_bodies: Arc<Semaphore>,
+}
+
 /// The whole HTTP app; tests call it with `oneshot`, without a socket.
-pub fn router(controller: Controller) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/hooks/github", post(github_hook))
+pub fn router(controller: Controller, access: Access) -> Router {
+    let state = AppState {
+        controller,
+        access,
+        large_bodies: Arc::new(Semaphore::new(LARGE_BODIES_AT_ONCE)),
+    };
+    let api = Router::new()
         .route("/api/v1/apps", get(list_apps))
         .route("/api/v1/apps/{app}", get(show_app))
         .route("/api/v1/apps/{app}/sync", post(sync))
@@ -27,9 +101,19 @@ pub fn router(controller: Controller) -> Router {
         .route("/api/v1/deployments/{id}/cancel", post(cancel))
         .route("/api/v1/deployments/{id}/approve", post(approve))
         .route("/api/v1/deployments/{id}/stages/{stage}/logs", get(logs))
-        // One byte over GitHub's cap still reaches the handler, which answers 413 itself.
-        .layer(DefaultBodyLimit::max(MAX_WEBHOOK_BODY + 1))
-        .with_state(controller)
+        .layer(DefaultBodyLimit::max(MAX_API_BODY))
+        .route_layer(middleware::from_fn_with_state(state.clone(), guard));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/hooks/github",
+            post(github_hook).layer(DefaultBodyLimit::disable()),
+        )
+        .merge(api)
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .layer(middleware::from_fn(json_errors))
+        .layer(middleware::from_fn(deadline))
+        .with_state(state)
 }
 
 impl IntoResponse for ApiError {
@@ -42,51 +126,217 @@ impl IntoResponse for ApiError {
 
 type ApiResult<T> = Result<Json<T>, ApiError>;
 
-fn header(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn github_hook(
-    State(c): State<Controller>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    // A body past the router's limit never reaches the handler; answer it in the handler's
-    // shape all the same, so every refusal carries a JSON reason.
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => {
-            let status = rejection.status();
-            let reason = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                format!(
-                    "payload larger than {} MB",
-                    MAX_WEBHOOK_BODY / (1024 * 1024)
-                )
-            } else {
-                rejection.body_text()
-            };
-            return (
-                status,
-                Json(json!({"status": "rejected", "reason": reason})),
-            )
+/// Every API call: a `Host` this server serves, no foreign `Origin` on a change, and an
+/// identified caller (put on the request for the handler to check its role).
+async fn guard(State(s): State<AppState>, mut req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    let host = header_text(headers, "host").unwrap_or("");
+    if !s.access.hosts.allows(host) {
+        return ApiError::Forbidden(format!(
+            "this server does not serve the host {:?}; add it to api.hosts in gannet.yaml",
+            cut(host, 80)
+        ))
+        .into_response();
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        if let Some(origin) = header_text(headers, "origin") {
+            let authority = origin
+                .split_once("://")
+                .map(|(_, rest)| rest.trim_end_matches('/'));
+            if !authority.is_some_and(|a| s.access.hosts.allows(a)) {
+                return ApiError::Forbidden(format!(
+                    "requests from the origin {:?} may not change anything here",
+                    cut(origin, 80)
+                ))
                 .into_response();
+            }
         }
+    }
+    let bearer = header_text(headers, "authorization").and_then(|v| {
+        v.strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+            .map(str::trim)
+    });
+    let principal = req.extensions().get::<IamPrincipal>().map(|p| p.0.clone());
+    let credentials = Credentials {
+        bearer,
+        iam_principal: principal.as_deref(),
     };
+    match s.access.callers.identify(&credentials) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+        Err(err @ CallerError::Missing { .. }) => {
+            ApiError::Unauthorized(err.to_string()).into_response()
+        }
+        Err(CallerError::Unknown) => ApiError::Unauthorized(
+            "the token is not valid for this server; check GANNET_TOKEN".into(),
+        )
+        .into_response(),
+    }
+}
+
+/// The caller's role must allow `need`.
+fn require(caller: &Caller, need: Need) -> Result<(), ApiError> {
+    if caller.role.allows(need) {
+        return Ok(());
+    }
+    let what = match need {
+        Need::Read => "reading",
+        Need::Deploy => "syncing or cancelling",
+        Need::Approve => "approving",
+    };
+    Err(ApiError::Forbidden(format!(
+        "{} has the role {}; {what} needs the role {}",
+        caller.name,
+        caller.role,
+        need.roles()
+    )))
+}
+
+/// A body may name a person only as the caller: nobody acts for someone else.
+fn as_caller(caller: &Caller, field: &str, named: Option<&str>) -> Result<(), ApiError> {
+    match named.map(str::trim).filter(|n| !n.is_empty()) {
+        Some(n) if n != caller.name => Err(ApiError::Forbidden(format!(
+            "{field}: you are {} (your credentials say so); you cannot act as {:?}",
+            caller.name,
+            cut(n, 64)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A free-text field must fit [`MAX_FIELD`].
+fn capped<'a>(field: &str, value: Option<&'a str>) -> Result<Option<&'a str>, ApiError> {
+    match value {
+        Some(v) if v.chars().count() > MAX_FIELD => Err(ApiError::BadRequest(format!(
+            "{field}: too long ({} characters; at most {MAX_FIELD})",
+            v.chars().count()
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// `text` cut to `max` characters, for quoting untrusted input in a message.
+fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// Refusals from the framework itself (a bad path, JSON that does not parse, a body over the
+/// limit, a wrong method) are plain text; give them the API's `{"error": "..."}` shape.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let text = axum::body::to_bytes(response.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let message = match text.trim() {
+        "" => status.canonical_reason().unwrap_or("error").to_owned(),
+        t => cut(t, 200),
+    };
+    (status, Json(json!({"error": message}))).into_response()
+}
+
+/// Answers 408 to a request still unanswered after [`REQUEST_DEADLINE`] (a body trickling in).
+async fn deadline(req: Request, next: Next) -> Response {
+    match tokio::time::timeout(REQUEST_DEADLINE, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => (
+            StatusCode::REQUEST_TIMEOUT,
+            Json(json!({"error": "the request took too long to arrive"})),
+        )
+            .into_response(),
+    }
+}
+
+fn webhook_answer(res: crate::WebhookResponse) -> Response {
+    let status = StatusCode::from_u16(res.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, Json(res.body)).into_response()
+}
+
+fn rejected(status: StatusCode, reason: impl Into<String>) -> Response {
+    (
+        status,
+        Json(json!({"status": "rejected", "reason": reason.into()})),
+    )
+        .into_response()
+}
+
+/// Reads a body of at most `max` bytes in the parts it arrives in (no large allocation until
+/// the caller joins them); `None` when it is longer (the rest is read and dropped as it
+/// arrives, so the client sees the answer).
+async fn read_parts(mut body: Body, max: usize) -> Option<Vec<Bytes>> {
+    use http_body_util::BodyExt;
+    let mut parts = Vec::new();
+    let mut len = 0;
+    while let Some(frame) = body.frame().await {
+        let chunk = frame.ok()?.into_data().unwrap_or_default();
+        len += chunk.len();
+        if len > max {
+            parts.clear();
+            continue;
+        }
+        parts.push(chunk);
+    }
+    (len <= max).then_some(parts)
+}
+
+async fn github_hook(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    let text = |name: &str| header_text(&headers, name).map(str::to_owned);
+    // Nothing can be verified without a secret or a signature: refuse before reading the body.
+    if !s.controller.accepts_webhooks() {
+        return rejected(StatusCode::UNAUTHORIZED, "no webhook secret is configured");
+    }
+    if text("x-hub-signature-256").is_none() {
+        return rejected(
+            StatusCode::UNAUTHORIZED,
+            "missing X-Hub-Signature-256 header",
+        );
+    }
+    let length = header_text(&headers, "content-length").and_then(|l| l.parse::<usize>().ok());
+    // Large (or unannounced) bodies wait for one of a few permits before they are read.
+    let _permit = match length {
+        Some(l) if l <= LARGE_BODY => None,
+        _ => s.large_bodies.clone().acquire_owned().await.ok(),
+    };
+    let Some(parts) = read_parts(body, MAX_WEBHOOK_BODY).await else {
+        return rejected(StatusCode::PAYLOAD_TOO_LARGE, "payload larger than 25 MB");
+    };
+    // A forged signature is refused before the parts are joined into one large buffer.
+    let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_ref()).collect();
+    if let Err(refused) = s
+        .controller
+        .verify_webhook(&slices, text("x-hub-signature-256").as_deref())
+    {
+        return webhook_answer(refused);
+    }
+    let body = slices.concat();
+    drop(parts);
     let req = WebhookRequest {
-        event: header(&headers, "x-github-event"),
-        delivery: header(&headers, "x-github-delivery"),
-        signature: header(&headers, "x-hub-signature-256"),
-        body: body.to_vec(),
+        event: text("x-github-event"),
+        delivery: text("x-github-delivery"),
+        signature: text("x-hub-signature-256"),
+        body,
     };
-    match c.webhook(req).await {
-        Ok(res) => {
-            let status =
-                StatusCode::from_u16(res.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (status, Json(res.body)).into_response()
-        }
+    match s.controller.webhook(req).await {
+        Ok(res) => webhook_answer(res),
         Err(err) => {
             tracing::error!(error = %error_chain(&err), "webhook failed");
             (
@@ -98,15 +348,21 @@ async fn github_hook(
     }
 }
 
-async fn list_apps(State(c): State<Controller>) -> ApiResult<serde_json::Value> {
-    Ok(Json(json!({"apps": c.list_apps().await?})))
+async fn list_apps(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
+    Ok(Json(json!({"apps": s.controller.list_apps().await?})))
 }
 
 async fn show_app(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(app): Path<String>,
 ) -> ApiResult<serde_json::Value> {
-    let app = c.find_app(&app).await?;
+    require(&caller, Need::Read)?;
+    let app = s.controller.find_app(&app).await?;
     Ok(Json(json!({"app": crate::AppView::from(app)})))
 }
 
@@ -119,84 +375,108 @@ struct DeploymentQuery {
 }
 
 async fn list_deployments(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Query(q): Query<DeploymentQuery>,
 ) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
     let mut statuses = Vec::new();
-    for s in q
+    for status in q
         .status
         .iter()
         .flat_map(|s| s.split(','))
         .filter(|s| !s.is_empty())
     {
-        let status = DeploymentStatus::ALL
+        let found = DeploymentStatus::ALL
             .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(s))
-            .ok_or_else(|| ApiError::BadRequest(format!("unknown status {s}")))?;
-        statuses.push(status);
+            .find(|st| st.as_str().eq_ignore_ascii_case(status))
+            .ok_or_else(|| ApiError::BadRequest(format!("unknown status {}", cut(status, 40))))?;
+        statuses.push(found);
     }
-    let list = c
+    let list = s
+        .controller
         .list_deployments(q.app.as_deref(), statuses, q.limit.unwrap_or(50).min(1000))
         .await?;
     Ok(Json(json!({"deployments": list})))
 }
 
 async fn show_deployment(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> ApiResult<serde_json::Value> {
-    Ok(Json(json!({"deployment": c.get_deployment(&id).await?})))
+    require(&caller, Need::Read)?;
+    Ok(Json(
+        json!({"deployment": s.controller.get_deployment(&id).await?}),
+    ))
 }
 
 async fn sync(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(app): Path<String>,
     body: Option<Json<SyncRequest>>,
 ) -> ApiResult<serde_json::Value> {
-    let req = body.map(|Json(r)| r).unwrap_or_default();
-    Ok(Json(json!({"deployment": c.sync(&app, req).await?})))
+    require(&caller, Need::Deploy)?;
+    let mut req = body.map(|Json(r)| r).unwrap_or_default();
+    as_caller(&caller, "commander", Some(&req.commander))?;
+    capped("key", req.key.as_deref())?;
+    req.commander = caller.name;
+    Ok(Json(
+        json!({"deployment": s.controller.sync(&app, req).await?}),
+    ))
 }
 
 #[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct CancelBody {
     #[serde(default)]
     no_rollback: bool,
+    /// Who cancels: only ever the caller.
     #[serde(default)]
-    by: String,
+    by: Option<String>,
 }
 
 async fn cancel(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
     body: Option<Json<CancelBody>>,
 ) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Deploy)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
+    as_caller(&caller, "by", body.by.as_deref())?;
     let mode = if body.no_rollback {
         CancelMode::WithoutRollback
     } else {
         CancelMode::WithRollback
     };
     Ok(Json(
-        json!({"deployment": c.cancel(&id, mode, &body.by).await?}),
+        json!({"deployment": s.controller.cancel(&id, mode, &caller.name).await?}),
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
 struct ApproveBody {
     stage: Option<String>,
-    user: String,
+    /// Who approves: only ever the caller.
+    #[serde(default)]
+    user: Option<String>,
 }
 
 async fn approve(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    Json(body): Json<ApproveBody>,
+    body: Option<Json<ApproveBody>>,
 ) -> ApiResult<serde_json::Value> {
-    if body.user.trim().is_empty() {
-        return Err(ApiError::BadRequest("an approval needs a user".into()));
-    }
+    require(&caller, Need::Approve)?;
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    as_caller(&caller, "user", body.user.as_deref())?;
+    let stage = capped("stage", body.stage.as_deref())?;
     Ok(Json(
-        json!({"deployment": c.approve(&id, body.stage.as_deref(), &body.user).await?}),
+        json!({"deployment": s.controller.approve(&id, stage, &caller.name).await?}),
     ))
 }
 
@@ -206,11 +486,47 @@ struct LogQuery {
 }
 
 async fn logs(
-    State(c): State<Controller>,
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
     Path((id, stage)): Path<(String, String)>,
     Query(q): Query<LogQuery>,
 ) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
     Ok(Json(
-        json!({"lines": c.stage_logs(&id, &stage, q.after.unwrap_or(0)).await?}),
+        json!({"lines": s.controller.stage_logs(&id, &stage, q.after.unwrap_or(0)).await?}),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts() {
+        let only = Hosts::Only {
+            names: vec!["127.0.0.1:7070".into(), "localhost:7070".into()],
+            ip_port: None,
+        };
+        assert!(only.allows("127.0.0.1:7070"));
+        assert!(only.allows("LOCALHOST:7070"));
+        assert!(!only.allows("evil.example:7070"));
+        assert!(!only.allows("127.0.0.1:8080"));
+        assert!(!only.allows(""));
+        let every_interface = Hosts::Only {
+            names: vec!["gannet.example.com".into()],
+            ip_port: Some(7070),
+        };
+        assert!(every_interface.allows("10.1.2.3:7070"));
+        assert!(every_interface.allows("[::1]:7070"));
+        assert!(every_interface.allows("gannet.example.com"));
+        assert!(!every_interface.allows("rebound.example:7070"));
+        assert!(Hosts::Any.allows("anything"));
+    }
+
+    #[test]
+    fn cut_keeps_short_text_and_marks_cut_text() {
+        assert_eq!(cut("abc", 5), "abc");
+        assert_eq!(cut("abcdef", 3), "abc…");
+        assert_eq!(cut("ééé", 2), "éé…");
+    }
 }

@@ -81,6 +81,11 @@ impl Controller {
         &self.inner.settings
     }
 
+    /// True when webhooks can be verified (a webhook secret is configured).
+    pub fn accepts_webhooks(&self) -> bool {
+        self.inner.settings.webhook_secret.is_some()
+    }
+
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.inner.store
     }

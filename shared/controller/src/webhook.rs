@@ -12,6 +12,9 @@ use crate::{Controller, HandlerError};
 /// GitHub caps webhook payloads at 25 MB.
 pub const MAX_WEBHOOK_BODY: usize = 25 * 1024 * 1024;
 
+/// The longest delivery id stored (GitHub's are UUIDs, 36 characters).
+const MAX_DELIVERY_ID: usize = 128;
+
 /// A webhook request as received, whatever the transport (HTTP server, Lambda Function URL).
 #[derive(Clone, Debug, Default)]
 pub struct WebhookRequest {
@@ -37,6 +40,28 @@ impl WebhookResponse {
 }
 
 impl Controller {
+    /// Checks a delivery's signature over its body, received in `parts`, before the body is
+    /// joined: the answer [`Controller::webhook`] would give when it does not verify.
+    pub fn verify_webhook(
+        &self,
+        parts: &[&[u8]],
+        signature: Option<&str>,
+    ) -> Result<(), WebhookResponse> {
+        let Some(secret) = &self.inner.settings.webhook_secret else {
+            return Err(WebhookResponse::new(
+                401,
+                "rejected",
+                "no webhook secret is configured",
+            ));
+        };
+        webhook::verify_signature_parts(
+            secret.expose().as_bytes(),
+            parts.iter().copied(),
+            signature,
+        )
+        .map_err(|err| WebhookResponse::new(401, "rejected", err.to_string()))
+    }
+
     pub async fn webhook(&self, req: WebhookRequest) -> Result<WebhookResponse, HandlerError> {
         if req.body.len() > MAX_WEBHOOK_BODY {
             return Ok(WebhookResponse::new(
@@ -57,7 +82,15 @@ impl Controller {
             &req.body,
             req.signature.as_deref(),
         ) {
-            tracing::warn!(delivery = req.delivery.as_deref().unwrap_or(""), error = %err, "webhook refused");
+            // The headers are the sender's: log a bounded part of them.
+            let delivery: String = req
+                .delivery
+                .as_deref()
+                .unwrap_or("")
+                .chars()
+                .take(64)
+                .collect();
+            tracing::warn!(%delivery, error = %err, "webhook refused");
             return Ok(WebhookResponse::new(401, "rejected", err.to_string()));
         }
         let Some(event) = req.event.as_deref() else {
@@ -97,6 +130,16 @@ impl Controller {
                 "missing X-GitHub-Delivery header",
             ));
         };
+        if delivery.len() > MAX_DELIVERY_ID {
+            return Ok(WebhookResponse::new(
+                400,
+                "rejected",
+                format!(
+                    "X-GitHub-Delivery is too long ({} bytes; GitHub's are 36, at most {MAX_DELIVERY_ID})",
+                    delivery.len()
+                ),
+            ));
+        }
         let Some(repo) = self.inner.settings.repos.iter().find(|r| {
             webhook::repo_matches(
                 &push.repo_full_name,

@@ -181,12 +181,13 @@ pub struct LiveContext<'a> {
 pub enum ApproveError {
     #[error("stage {stage} ({name}) does not wait for approval")]
     NotApprovable { stage: String, name: String },
-    #[error("{user} is not an approver of stage {stage}; approvers: {approvers}")]
-    NotAnApprover {
-        user: String,
-        stage: String,
-        approvers: String,
-    },
+    /// The message does not say who the approvers are: the caller may not be allowed to read
+    /// the deployment.
+    #[error("{user} is not an approver of stage {stage}")]
+    NotAnApprover { user: String, stage: String },
+    /// The stage's options cannot be read, so nobody can approve it.
+    #[error("stage {stage} cannot be approved: its options are invalid ({reason})")]
+    InvalidOptions { stage: String, reason: String },
     #[error("{user} has already approved stage {stage}")]
     AlreadyApproved { user: String, stage: String },
 }

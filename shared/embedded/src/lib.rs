@@ -1,4 +1,5 @@
-//! SQLite Store and Queue for the embedded runtime, and the port conformance suites.
+//! SQLite Store and Queue for the embedded runtime, its API tokens ([`ApiTokens`]), and the
+//! port conformance suites.
 //!
 //! [`SqliteRuntime`] keeps apps, repositories, deployments, stage logs, webhook deliveries and
 //! the queues in one SQLite file (WAL). A [`Changes`](gannet_core::ports::Changes) set and the
@@ -10,6 +11,7 @@ mod queue;
 mod runtime;
 mod schema;
 mod store;
+mod tokens;
 
 #[cfg(feature = "conformance")]
 pub mod conformance;
@@ -17,3 +19,4 @@ pub mod conformance;
 pub use clock::SystemClock;
 pub use error::OpenError;
 pub use runtime::{RuntimeOptions, SqliteRuntime};
+pub use tokens::{ApiTokens, MIN_TOKEN_LEN};

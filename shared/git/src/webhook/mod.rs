@@ -7,4 +7,4 @@ mod signature;
 
 pub use payload::{parse_event, Event, PayloadError, Push};
 pub use repo_match::repo_matches;
-pub use signature::{sign, verify_signature, SignatureError};
+pub use signature::{sign, verify_signature, verify_signature_parts, SignatureError};

@@ -31,6 +31,16 @@ pub fn verify_signature(
     body: &[u8],
     header: Option<&str>,
 ) -> Result<(), SignatureError> {
+    verify_signature_parts(secret, [body], header)
+}
+
+/// [`verify_signature`] over a body received in parts, so a large one need not be joined to
+/// be refused.
+pub fn verify_signature_parts<'a>(
+    secret: &[u8],
+    parts: impl IntoIterator<Item = &'a [u8]>,
+    header: Option<&str>,
+) -> Result<(), SignatureError> {
     if secret.is_empty() {
         return Err(SignatureError::EmptySecret);
     }
@@ -43,9 +53,11 @@ pub fn verify_signature(
     }
     let expected =
         hex::decode(digits).map_err(|_| SignatureError::Malformed("expected hex digits"))?;
-    keyed(secret)
-        .chain_update(body)
-        .verify_slice(&expected)
+    let mut mac = keyed(secret);
+    for part in parts {
+        mac.update(part);
+    }
+    mac.verify_slice(&expected)
         .map_err(|_| SignatureError::Mismatch)
 }
 

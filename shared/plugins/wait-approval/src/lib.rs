@@ -190,17 +190,15 @@ impl Plugin for WaitApprovalPlugin {
         }
         let user = user.trim();
         let opts =
-            ApprovalOptions::parse(&stage.with).map_err(|e| ApproveError::NotAnApprover {
-                user: user.to_owned(),
+            ApprovalOptions::parse(&stage.with).map_err(|e| ApproveError::InvalidOptions {
                 stage: stage.id.to_string(),
-                approvers: format!("unknown, the stage's options are invalid ({e})"),
+                reason: e.to_string(),
             })?;
         // A comma would split the name in `approvedBy`; no valid approver contains one.
         if user.is_empty() || user.contains(',') || !opts.allows(user) {
             return Err(ApproveError::NotAnApprover {
                 user: user.to_owned(),
                 stage: stage.id.to_string(),
-                approvers: opts.approvers_text(),
             });
         }
         let mut approvals = approved_by(&stage.metadata);

@@ -116,10 +116,12 @@ fn approval_by_a_non_approver_is_refused() {
         ApproveError::NotAnApprover {
             user: "mallory".into(),
             stage: "approve".into(),
-            approvers: "alice, bob".into(),
         }
     );
-    assert!(err.to_string().contains("approvers: alice, bob"), "{err}");
+    assert!(
+        !err.to_string().contains("alice"),
+        "a refusal does not say who may approve: {err}"
+    );
 }
 
 #[test]
