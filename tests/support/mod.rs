@@ -34,6 +34,36 @@ pub fn token_of(name: &str) -> &'static str {
         .unwrap_or_else(|| panic!("no e2e token for {name}"))
 }
 
+/// Credentials in every test server's environment that must never appear in its log, a stage
+/// log, an API answer or the CLI's output (checked on every such read, and when the server's
+/// handle drops).
+pub const FAKE_AWS_SECRET: &str = "e2eFakeAwsSecretAccessKeyNeverLogged0000";
+pub const FAKE_GITHUB_TOKEN: &str = "ghp_e2eFakeGithubTokenNeverLogged00000000";
+
+/// Every secret the end-to-end suite watches for.
+pub fn secrets() -> Vec<&'static str> {
+    let mut all = vec![SECRET, FAKE_AWS_SECRET, FAKE_GITHUB_TOKEN];
+    all.extend(TOKENS.iter().map(|(_, _, token)| *token));
+    all
+}
+
+/// Panics, naming the secret and where, if `text` holds any of [`secrets`].
+pub fn assert_no_secrets(place: &str, text: &str) {
+    if let Some(found) = secrets().into_iter().find(|s| text.contains(s)) {
+        let at = text.find(found).unwrap_or(0);
+        let from = text[..at]
+            .char_indices()
+            .rev()
+            .nth(80)
+            .map_or(0, |(i, _)| i);
+        panic!(
+            "a secret ({}…) leaked into {place}: …{}",
+            &found[..6],
+            &text[from..at]
+        );
+    }
+}
+
 /// The `api:` section that makes a server trust [`TOKENS`]; configs written by tests add it.
 pub const API_CONFIG: &str = "api:\n  tokens: {env: GANNET_E2E_TOKENS}\n";
 
@@ -218,6 +248,8 @@ impl Gannet {
             .arg(config)
             .env("GANNET_E2E_SECRET", SECRET)
             .env("GANNET_E2E_TOKENS", tokens_yaml())
+            .env("AWS_SECRET_ACCESS_KEY", FAKE_AWS_SECRET)
+            .env("GITHUB_TOKEN", FAKE_GITHUB_TOKEN)
             .env("GANNET_LOG", "info")
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
@@ -324,8 +356,7 @@ impl Gannet {
         if !token.is_empty() {
             req = req.bearer_auth(token);
         }
-        let res = req.send().expect("api request");
-        (res.status().as_u16(), res.json().unwrap_or(Value::Null))
+        answer(path, req.send().expect("api request"))
     }
 
     /// POSTs JSON to an API path with `token` (empty: none).
@@ -337,8 +368,7 @@ impl Gannet {
         if !token.is_empty() {
             req = req.bearer_auth(token);
         }
-        let res = req.send().expect("api request");
-        (res.status().as_u16(), res.json().unwrap_or(Value::Null))
+        answer(path, req.send().expect("api request"))
     }
 
     /// POSTs JSON to an API path as the admin.
@@ -388,6 +418,8 @@ impl Gannet {
             .env("GANNET_TOKEN", ADMIN_TOKEN)
             .output()
             .expect("gannet cli runs");
+        assert_no_secrets("the CLI's output", &String::from_utf8_lossy(&out.stdout));
+        assert_no_secrets("the CLI's errors", &String::from_utf8_lossy(&out.stderr));
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -420,6 +452,38 @@ impl Gannet {
 impl Drop for Gannet {
     fn drop(&mut self) {
         self.kill();
+        if !std::thread::panicking() {
+            self.assert_no_secrets_stored();
+        }
+    }
+}
+
+/// An API answer's status and JSON body, checked for secrets.
+fn answer(path: &str, res: reqwest::blocking::Response) -> (u16, Value) {
+    let status = res.status().as_u16();
+    let text = res.text().unwrap_or_default();
+    assert_no_secrets(&format!("the API answer to {path}"), &text);
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+impl Gannet {
+    /// Neither the server's log nor any stage log holds a secret.
+    pub fn assert_no_secrets_stored(&self) {
+        assert_no_secrets("the server log", &self.log());
+        let Ok(db) = rusqlite::Connection::open_with_flags(
+            self.state_dir.join("state/gannet.db"),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        ) else {
+            return;
+        };
+        let lines: Vec<String> = db
+            .prepare("SELECT text FROM stage_logs")
+            .and_then(|mut stmt| {
+                stmt.query_map([], |r| r.get::<_, String>(0))?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap_or_default();
+        assert_no_secrets("a stage log", &lines.join("\n"));
     }
 }
 
@@ -540,6 +604,8 @@ pub fn run_gannet(args: &[&str], env: &[(&str, &str)]) -> CliRun {
         .envs(env.iter().copied())
         .output()
         .expect("gannet runs");
+    assert_no_secrets("the CLI's output", &String::from_utf8_lossy(&out.stdout));
+    assert_no_secrets("the CLI's errors", &String::from_utf8_lossy(&out.stderr));
     CliRun {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -36,7 +36,8 @@ impl Controller {
                 .and_then(reqwest::Response::error_for_status)
                 .map_err(|source| HandlerError::Notify {
                     receiver: receiver.name.clone(),
-                    source,
+                    // The receiver's URL may hold a secret (a token, a secret path).
+                    source: source.without_url(),
                 })?;
         }
         if let (Some(statuses), Some(id)) = (&self.inner.statuses, &event.data.deployment) {

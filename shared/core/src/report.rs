@@ -1,5 +1,5 @@
 //! How errors read in logs, stage logs and dead-letter reasons: one line, the error and its
-//! causes.
+//! causes, with the credentials of any URL in them hidden.
 
 /// `err` and all its sources, `: `-joined. A source whose text the line already ends with
 /// (an error that repeats its cause) is not written twice.
@@ -14,6 +14,42 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
         }
         source = s.source();
     }
+    out
+}
+
+/// `text` with the credentials of every URL in it hidden: the user and password before `@`
+/// (`https://x-access-token:ghp_…@github.com/o/r` → `https://***@github.com/o/r`) and the
+/// query string (`?token=…` → `?***`). For URLs that may end up in logs, errors or answers.
+pub fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        // The URL runs to the next space or quote.
+        let end = after
+            .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '>' | ')'))
+            .unwrap_or(after.len());
+        let (url, tail) = after.split_at(end);
+        let authority_end = url.find(['/', '?', '#']).unwrap_or(url.len());
+        let (authority, path) = url.split_at(authority_end);
+        match authority.rfind('@') {
+            Some(userinfo) => {
+                out.push_str("***");
+                out.push_str(&authority[userinfo..]);
+            }
+            None => out.push_str(authority),
+        }
+        match path.find('?') {
+            Some(query) => {
+                out.push_str(&path[..=query]);
+                out.push_str("***");
+            }
+            None => out.push_str(path),
+        }
+        rest = tail;
+    }
+    out.push_str(rest);
     out
 }
 
@@ -48,5 +84,26 @@ mod tests {
         );
         let repeats = e("store unavailable: disk full", Some(e("disk full", None)));
         assert_eq!(error_chain(&repeats), "store unavailable: disk full");
+    }
+
+    #[test]
+    fn urls_lose_their_credentials() {
+        let cases = [
+            (
+                "`git fetch --quiet -- https://x-access-token:ghp_secret@github.com/o/r.git` exited with 128: fatal: unable to access 'https://x-access-token:ghp_secret@github.com/o/r.git/': 403",
+                "`git fetch --quiet -- https://***@github.com/o/r.git` exited with 128: fatal: unable to access 'https://***@github.com/o/r.git/': 403",
+            ),
+            (
+                "error sending request for url (https://hooks.example.com/x?token=abc&b=1)",
+                "error sending request for url (https://hooks.example.com/x?***)",
+            ),
+            ("ssh://git@example.com:22/r", "ssh://***@example.com:22/r"),
+            ("no url here", "no url here"),
+            ("http://127.0.0.1:7070/api", "http://127.0.0.1:7070/api"),
+            ("a@b.c https://x.y/p", "a@b.c https://x.y/p"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact_urls(text), want);
+        }
     }
 }

@@ -610,3 +610,18 @@ async fn a_commit_gone_since_it_was_seen_is_no_commit() {
         Ok(h.first.clone()),
     );
 }
+
+#[tokio::test]
+async fn a_failing_fetch_never_shows_the_credentials_in_the_url() {
+    let cache = TempDir::new().unwrap();
+    // Nothing listens on port 1: the clone fails, and git's error quotes the URL.
+    let git = source(
+        Location::Url("http://x-access-token:ghp_sekrit0123@127.0.0.1:1/o/r.git".into()),
+        cache.path(),
+    );
+    let err = git.head(&repo_id(), "main").await.unwrap_err();
+    let text = gannet_core::report::error_chain(&err);
+    assert!(text.contains("127.0.0.1:1"), "{text}");
+    assert!(!text.contains("ghp_sekrit0123"), "{text}");
+    assert!(!format!("{err:?}").contains("ghp_sekrit0123"), "{err:?}");
+}

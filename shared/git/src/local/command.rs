@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+use gannet_core::report::redact_urls;
+
 use tokio::process::Command;
 
 /// How long a git command that only reads local objects may take.
@@ -155,12 +157,15 @@ impl Git {
 
     /// Runs the command to completion, whatever its exit status.
     pub(crate) async fn run(self) -> Result<Output, CommandError> {
-        let args = self
-            .args
-            .iter()
-            .map(|a| a.to_string_lossy())
-            .collect::<Vec<_>>()
-            .join(" ");
+        // As errors and logs show them: a remote URL's credentials hidden.
+        let args = redact_urls(
+            &self
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
         let mut command = Command::new("git");
         command
             .args(&self.args)
@@ -193,7 +198,7 @@ impl Git {
         Ok(Output {
             status: output.status,
             stdout: output.stdout,
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+            stderr: redact_urls(&String::from_utf8_lossy(&output.stderr)),
             args,
         })
     }

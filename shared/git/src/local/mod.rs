@@ -104,7 +104,10 @@ impl LocalGit {
                     git_dir: OnceCell::new(),
                 },
                 Location::Url(url) if url.is_empty() || url.starts_with('-') => {
-                    return Err(SetupError::InvalidUrl { repo: spec.id, url });
+                    return Err(SetupError::InvalidUrl {
+                        repo: spec.id,
+                        url: gannet_core::report::redact_urls(&url),
+                    });
                 }
                 Location::Url(url) => Source::Url {
                     url,
