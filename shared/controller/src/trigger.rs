@@ -73,10 +73,10 @@ impl Controller {
                 }
                 Ok(cfg) => {
                     describe(&mut app, &cfg);
-                    let changed = match &app.last_triggered_commit {
+                    let changed = match &app.last_checked_commit {
                         Some(from) => match inner.git.changed_files(repo, from, &head.sha).await {
                             Ok(files) => Some(files),
-                            // The last triggered commit is gone (force push, fresh clone):
+                            // The last checked commit is gone (force push, fresh clone):
                             // nothing to compare with, so the app counts as touched.
                             Err(GitError::NoCommit { .. }) => None,
                             Err(e) => return Err(e.into()),
@@ -110,12 +110,14 @@ impl Controller {
                                 deployment: Box::new(d),
                                 expect: Expect::Absent,
                             });
-                            app.last_triggered_commit = Some(head.sha.clone());
                         }
                         Decision::Skip { reason } => {
                             tracing::debug!(app = %id, %reason, "not triggered");
                         }
                     }
+                    // Judged at this head, deployed or not: the next head is compared with it,
+                    // so a change the app ignores is not seen again by every later commit.
+                    app.last_checked_commit = Some(head.sha.clone());
                 }
             }
             put_if_changed(&mut changes, before, app, now);

@@ -41,8 +41,11 @@ pub struct App {
     pub labels: BTreeMap<String, String>,
     pub sync_status: SyncStatus,
     pub sync_reason: String,
-    /// The commit the trigger last compared against (PipeCD's "last triggered commit").
-    pub last_triggered_commit: Option<CommitSha>,
+    /// The branch head the trigger last judged this app at, deployed or not: the next head is
+    /// compared with it, so each commit is judged by its own changes (PipeCD records the
+    /// checked head the same way). Older records call it `last_triggered_commit`.
+    #[serde(alias = "last_triggered_commit")]
+    pub last_checked_commit: Option<CommitSha>,
     /// The commit of the last successful deployment: what is running.
     pub running_commit: Option<CommitSha>,
     pub last_deployment_finished_at: Option<Millis>,
@@ -73,7 +76,7 @@ impl App {
             labels: BTreeMap::new(),
             sync_status: SyncStatus::Unknown,
             sync_reason: String::new(),
-            last_triggered_commit: None,
+            last_checked_commit: None,
             running_commit: None,
             last_deployment_finished_at: None,
             active_deployment: None,

@@ -37,7 +37,8 @@ fn skip(reason: impl Into<String>) -> Decision {
 }
 
 /// A new commit on the app's branch. `changed` lists the files (relative to the repository
-/// root) changed since the app's last triggered commit; `None` when it was never triggered.
+/// root) changed since the head the app was last checked at (triggered or not, as PipeCD);
+/// `None` when it was never checked.
 ///
 /// As in PipeCD: a change matching `trigger.onCommit.ignores` keeps the app untouched, even
 /// when other changes touch it; otherwise a change matching `paths`, or any change under the
@@ -49,10 +50,10 @@ pub fn on_commit(app: &AppConfig, app_dir: &str, changed: Option<&[String]>) -> 
         return skip("trigger.onCommit.disabled is set");
     }
     let Some(changed) = changed else {
-        return deploy("the app has not been deployed by a commit before");
+        return deploy("the app has not been checked at a commit before");
     };
     if changed.is_empty() {
-        return skip("no files changed since the last triggered commit");
+        return skip("no files changed since the last checked commit");
     }
     if let Some((file, pattern)) = first_match(&on_commit.ignores, changed) {
         return skip(format!(

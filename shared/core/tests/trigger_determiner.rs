@@ -51,7 +51,7 @@ fn on_commit_table() {
             "apps/web",
             None,
             true,
-            "not been deployed",
+            "not been checked",
         ),
         (
             "nothing changed",
