@@ -226,13 +226,15 @@ fn watch_follows_a_deployment_and_exits_by_its_outcome() {
         line_with(&run.stdout, &["deployment", &id, status]);
         line_with(&run.stdout, &["stage stage-1", "SCRIPT_RUN", status]);
         line_with(&run.stdout, &[log_line]);
-        // Watching an ended deployment answers at once, the same way.
-        let again = g.cli_env(&["deployments", "watch", &id, "--json"], &[]);
+        // Watching an ended deployment answers at once, the same way; with --json, stdout is
+        // the JSON alone (so `| jq` works) and the progress goes to stderr.
+        let again = g.cli_env(&["deployments", "watch", &id, "--logs", "--json"], &[]);
         assert_eq!(again.code, code, "{again:?}");
-        let last = again.stdout.find("{\n").expect("a JSON view");
-        let d: Value = serde_json::from_str(&again.stdout[last..]).expect("json");
+        let d: Value = serde_json::from_str(&again.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON alone ({e}): {}", again.stdout));
         check_deployment_json(&d, &id);
         assert_eq!(d["status"], status, "{d}");
+        line_with(&again.stderr, &["deployment", &id, status]);
     }
 
     // A watch that runs out of time says so and exits 1.
@@ -456,4 +458,65 @@ fn config_check_passes_a_valid_app_and_locates_each_mistake() {
             run.stdout
         );
     }
+}
+
+#[test]
+fn who_you_are_is_your_token_and_a_missing_one_is_named() {
+    let (_repo, _state, g, id) = deployed(SCRIPT);
+    let home = tempfile::tempdir().expect("tempdir");
+    // As in a container or CI: no $USER, no token, no ~/.config/gannet/token.
+    let bare = |args: &[&str], env: &[(&str, &str)]| {
+        let out = std::process::Command::new(support::gannet_bin())
+            .args(args)
+            .env_remove("USER")
+            .env_remove("GANNET_USER")
+            .env_remove("GANNET_TOKEN")
+            .env_remove("XDG_CONFIG_HOME")
+            .env("HOME", home.path())
+            .env("GANNET_SERVER", &g.url)
+            .envs(env.iter().copied())
+            .output()
+            .expect("gannet runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for args in [
+        vec!["approve", id.as_str()],
+        vec!["cancel", id.as_str()],
+        vec!["sync", "web"],
+    ] {
+        let (code, stderr) = bare(&args, &[]);
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("GANNET_TOKEN") && stderr.contains("HTTP 401"),
+            "{args:?}: the refusal says how to say who you are: {stderr}"
+        );
+        // A claim that is not the token's name is refused, on every such command.
+        let (code, stderr) = bare(
+            &args,
+            &[
+                ("GANNET_TOKEN", support::ADMIN_TOKEN),
+                ("GANNET_USER", "bob"),
+            ],
+        );
+        assert_eq!(code, 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("you are admin") && stderr.contains("cannot act as \"bob\""),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_log_written_to_a_file_has_no_colour_codes() {
+    // The server's stderr is a file here (tests/support), as under systemd or `> gannet.log`.
+    let (_repo, _state, g, _) = deployed(SCRIPT);
+    let log = g.log();
+    assert!(log.contains("deployment finished"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "ANSI escape codes in the log file:\n{log}"
+    );
 }

@@ -39,7 +39,10 @@ fn deployments_of(g: &Gannet, commit: &str) -> usize {
 #[test]
 fn an_ignored_change_does_not_block_the_next_change() {
     let repo = Repo::new();
-    let first = repo.commit(&[("apps/hello/app.pipecd.yaml", &config("0s"))], "add hello");
+    let first = repo.commit(
+        &[("apps/hello/app.pipecd.yaml", &config("0s"))],
+        "add hello",
+    );
     let state = tempfile::tempdir().expect("tempdir");
     let g = Gannet::start(&repo, state.path(), &UpOptions::default());
     let id = g.deployment_of(&first, LIMIT);
@@ -49,7 +52,11 @@ fn an_ignored_change_does_not_block_the_next_change() {
     // Only an ignored file changes: nothing is deployed.
     let docs = repo.commit(&[("apps/hello/docs/notes.md", "notes")], "docs only");
     push(&g, &docs);
-    assert_eq!(deployments_of(&g, &docs), 0, "an ignored change deploys nothing");
+    assert_eq!(
+        deployments_of(&g, &docs),
+        0,
+        "an ignored change deploys nothing"
+    );
 
     // The app's own config changes: deployed, although the docs change is still in
     // `first..head`.
@@ -60,10 +67,7 @@ fn an_ignored_change_does_not_block_the_next_change() {
     g.wait_idle(LIMIT);
 
     // An invalid config deploys nothing; the fix deploys.
-    let broken = repo.commit(
-        &[("apps/hello/app.pipecd.yaml", &config("soon"))],
-        "broken",
-    );
+    let broken = repo.commit(&[("apps/hello/app.pipecd.yaml", &config("soon"))], "broken");
     push(&g, &broken);
     assert_eq!(deployments_of(&g, &broken), 0);
     assert_eq!(g.app_view("hello")["sync_status"], "INVALID_CONFIG");

@@ -199,26 +199,27 @@ impl Client {
         .await
     }
 
-    /// Follows a deployment until it ends, printing each stage change and each new log line.
-    /// Returns the final view.
+    /// Follows a deployment until it ends, writing each stage change and each new log line to
+    /// `progress`. Returns the final view.
     pub async fn watch(
         &self,
         id: &str,
         logs: bool,
         limit: Duration,
+        progress: &mut dyn std::io::Write,
     ) -> anyhow::Result<DeploymentView> {
         let started = std::time::Instant::now();
         let mut last: Option<DeploymentView> = None;
         let mut printed: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
         loop {
             let d = self.deployment(id).await?;
-            render::print_changes(last.as_ref(), &d);
+            render::print_changes(progress, last.as_ref(), &d)?;
             if logs {
                 for s in d.stages.iter().filter(|s| s.started_at.is_some()) {
                     let after = printed.get(s.id.as_str()).copied().unwrap_or(0);
                     let lines = self.logs(id, s.id.as_str(), after).await?;
                     for l in &lines {
-                        println!("    {} | {}", s.id, l.text);
+                        writeln!(progress, "    {} | {}", s.id, l.text)?;
                     }
                     if let Some(l) = lines.last() {
                         printed.insert(s.id.to_string(), l.seq);

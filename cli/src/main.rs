@@ -420,9 +420,12 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
             server,
             json,
         } => {
+            // With --json, stdout holds the JSON alone: progress goes to stderr.
+            let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+            let progress: &mut dyn std::io::Write = if json { &mut stderr } else { &mut stdout };
             let d = server
                 .client()?
-                .watch(&deployment, logs, Duration::from_secs(timeout))
+                .watch(&deployment, logs, Duration::from_secs(timeout), progress)
                 .await?;
             if json {
                 print_json(&d)?;
@@ -441,8 +444,10 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GANNET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colour only on a terminal: a log file or a pipe gets plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     if format == LogFormat::Json {
         builder.json().init();

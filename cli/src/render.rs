@@ -145,15 +145,19 @@ pub fn deployment(d: &DeploymentView) {
     }
 }
 
-/// Prints what changed between two views of a deployment, one line per change.
-pub fn print_changes(before: Option<&DeploymentView>, now: &DeploymentView) {
+/// Writes what changed between two views of a deployment to `out`, one line per change.
+pub fn print_changes(
+    out: &mut dyn std::io::Write,
+    before: Option<&DeploymentView>,
+    now: &DeploymentView,
+) -> std::io::Result<()> {
     if before.map(|b| b.status) != Some(now.status) {
         let reason = if now.status_reason.is_empty() {
             String::new()
         } else {
             format!(" ({})", now.status_reason)
         };
-        println!("deployment {} {}{reason}", now.id, now.status.as_str());
+        writeln!(out, "deployment {} {}{reason}", now.id, now.status.as_str())?;
     }
     for s in now.stages.iter().filter(|s| s.visible) {
         let old = before
@@ -167,14 +171,16 @@ pub fn print_changes(before: Option<&DeploymentView>, now: &DeploymentView) {
             } else {
                 format!(" ({})", s.status_reason)
             };
-            println!(
+            writeln!(
+                out,
                 "  stage {:<20} {:<22} {}{reason}",
                 s.id.as_str(),
                 s.name,
                 s.status.as_str()
-            );
+            )?;
         }
     }
+    Ok(())
 }
 
 fn shorten(text: &str, max: usize) -> String {

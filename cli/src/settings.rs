@@ -199,12 +199,24 @@ impl UpConfig {
             source,
         })?;
         let base = path.parent().unwrap_or(Path::new("/"));
-        Self::parse(&text, base, &|name| std::env::var(name).ok(), registry).map_err(|message| {
-            ConfigError::Invalid {
-                path: path.to_owned(),
-                message,
+        let invalid = |message| ConfigError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        let cfg = Self::parse(&text, base, &|name| std::env::var(name).ok(), registry)
+            .map_err(invalid)?;
+        // A repository read in place must be there now, not at the first poll.
+        for (i, repo) in cfg.repos.iter().enumerate() {
+            if let Location::Path(dir) = &repo.location {
+                if !dir.is_dir() {
+                    return Err(invalid(format!(
+                        "repos[{i}].path: {} does not exist or is not a directory",
+                        dir.display()
+                    )));
+                }
             }
-        })
+        }
+        Ok(cfg)
     }
 
     /// Parses the config text; `base` resolves relative paths, `env` reads variables, and the
@@ -276,6 +288,18 @@ impl UpConfig {
             if repos.iter().any(|s: &RepoSpec| s.id == id) {
                 return Err(format!("repos[{i}].id: {id} is listed twice"));
             }
+            if let Some(github) = &r.github {
+                let earlier = repo_settings.iter().position(|s: &RepoSettings| {
+                    s.github
+                        .as_deref()
+                        .is_some_and(|g| g.eq_ignore_ascii_case(github))
+                });
+                if let Some(j) = earlier {
+                    return Err(format!(
+                        "repos[{i}].github: {github} is listed twice (also repos[{j}]); one GitHub repository is one entry"
+                    ));
+                }
+            }
             repos.push(RepoSpec {
                 id: id.clone(),
                 location,
@@ -313,15 +337,24 @@ impl UpConfig {
         let plugins = registry
             .build(&raw.plugins, "plugins", &runtime)
             .map_err(|e| e.to_string())?;
-        let receivers = raw
-            .notifications
-            .receivers
-            .into_iter()
-            .map(|r| Receiver {
+        let mut receivers = Vec::with_capacity(raw.notifications.receivers.len());
+        for (i, r) in raw.notifications.receivers.into_iter().enumerate() {
+            let url = r.webhook.url.trim();
+            let host = url
+                .strip_prefix("https://")
+                .or_else(|| url.strip_prefix("http://"))
+                .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
+            if host.is_none_or(str::is_empty) || url.contains(char::is_whitespace) {
+                return Err(format!(
+                    "notifications.receivers[{i}].webhook.url: {:?} is not an http(s) URL such as https://hooks.example.com/gannet",
+                    gannet_core::report::redact_urls(url)
+                ));
+            }
+            receivers.push(Receiver {
                 name: r.name,
-                url: r.webhook.url,
-            })
-            .collect();
+                url: url.to_owned(),
+            });
+        }
         if raw.workers == 0 || raw.workers > 256 {
             return Err(format!(
                 "workers: {} is out of range (1 to 256)",
@@ -492,6 +525,22 @@ plugins:
     }
 
     #[test]
+    fn a_repository_path_that_does_not_exist_stops_start_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("gannet.yaml");
+        std::fs::write(&config, "repos: [{id: a, path: ./no-such-repo}]").expect("write");
+        let err = UpConfig::load(&config, &gannet_plugins::registry())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("repos[0].path:") && err.contains("no-such-repo does not exist"),
+            "{err}"
+        );
+        std::fs::create_dir(dir.path().join("no-such-repo")).expect("mkdir");
+        assert!(UpConfig::load(&config, &gannet_plugins::registry()).is_ok());
+    }
+
+    #[test]
     fn bad_configs_say_what_is_wrong() {
         let cases = [
             ("webhook: {secretEnv: MISSING}", "MISSING is not set"),
@@ -505,6 +554,31 @@ plugins:
             ("intervals: {poll: 50ms}", "too short"),
             ("unknown: 1", "unknown field `unknown`"),
             ("workers: 0", "out of range"),
+            (
+                "repos: [{id: a, path: x, github: Org/Repo}, {id: b, path: y, github: org/repo}]",
+                "repos[1].github: org/repo is listed twice (also repos[0])",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, webhook: {url: 'hooks.example.com/x'}}]}",
+                "notifications.receivers[0].webhook.url: \"hooks.example.com/x\" is not an http(s) URL",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, webhook: {url: 'https://'}}]}",
+                "notifications.receivers[0].webhook.url:",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, webhook: {url: 'ftp://u:pw@h/x'}}]}",
+                "\"ftp://***@h/x\" is not an http(s) URL",
+            ),
+            (
+                "listen: 0.0.0.0:7070",
+                "listen: 0.0.0.0:7070 is reachable from other machines, but api.tokens configures no API token",
+            ),
+            ("api: {tokens: {env: NOPE}}", "api.tokens.env: environment variable NOPE is not set"),
+            ("api: {tokens: {}}", "api.tokens: give exactly one of file or env"),
+            ("api: {hosts: ['a b']}", "api.hosts[0]:"),
+            ("api: {maxConnections: 0}", "api.maxConnections: 0 is out of range"),
+            ("api: {headerTimeout: 10ms}", "api.headerTimeout: 10ms is too short"),
             (
                 "plugins: {lamda: {}}",
                 "plugins.lamda: no compiled-in plugin is named \"lamda\"; did you mean `lambda`? (compiled in: wait, wait-approval, script-run, lambda, ecs)",
