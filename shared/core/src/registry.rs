@@ -27,6 +27,23 @@ pub struct PluginSpec {
     pub build: BuildFn,
 }
 
+impl PluginSpec {
+    /// The entry of a plugin that takes no settings and is built by `P::default()`.
+    pub const fn without_settings<P: Plugin + Default + 'static>(name: &'static str) -> Self {
+        Self {
+            name,
+            build: build_default::<P>,
+        }
+    }
+}
+
+fn build_default<P: Plugin + Default + 'static>(
+    settings: &PluginSettings<'_>,
+) -> Result<Arc<dyn Plugin>, FieldError> {
+    settings.none()?;
+    Ok(Arc::new(P::default()))
+}
+
 /// What the runtime tells every plugin, beside its own settings.
 #[derive(Clone, Debug, Default)]
 pub struct RuntimeInfo {

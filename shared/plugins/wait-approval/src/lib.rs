@@ -16,9 +16,8 @@ use gannet_core::plugin::{
     ApproveError, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Metadata;
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::PluginSpec;
 use gannet_core::stage_options;
-use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::Value;
 
@@ -42,15 +41,7 @@ const APPROVALS_LOGGED: &str = "approvalsLogged";
 pub struct WaitApprovalPlugin;
 
 /// The registry's entry: `plugins.wait-approval` takes no settings.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "wait-approval",
-    build,
-};
-
-fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
-    settings.none()?;
-    Ok(std::sync::Arc::new(WaitApprovalPlugin))
-}
+pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitApprovalPlugin>("wait-approval");
 
 /// The users recorded in `approvedBy`, in approval order.
 fn approved_by(metadata: &Metadata) -> Vec<&str> {

@@ -15,9 +15,8 @@ use gannet_core::plugin::{
     Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Metadata;
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::PluginSpec;
 use gannet_core::stage_options;
-use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -36,15 +35,7 @@ const STARTED_AT: &str = "startedAt";
 pub struct WaitPlugin;
 
 /// The registry's entry: `plugins.wait` takes no settings.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "wait",
-    build,
-};
-
-fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
-    settings.none()?;
-    Ok(std::sync::Arc::new(WaitPlugin))
-}
+pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitPlugin>("wait");
 
 /// A WAIT stage's `with`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
