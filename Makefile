@@ -16,14 +16,20 @@ else
 RUN_TESTS := cargo test --workspace --no-fail-fast
 endif
 
+# PipeCD's example configs, the compatibility corpus: $GANNET_PIPECD_EXAMPLES, or
+# shared/pipecd-examples in the folder that holds this checkout. Its suite is skipped (and
+# `make test` says so) where the corpus is absent; CI requires it (GANNET_REQUIRE_PIPECD_EXAMPLES).
+GANNET_PIPECD_EXAMPLES ?= $(abspath $(CURDIR)/../shared/pipecd-examples)
+export GANNET_PIPECD_EXAMPLES
+
 # Settings for the tests that talk to moto_server (AWS APIs on loopback); never real AWS.
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure demo bench bench-functions
+.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure pipecd-corpus demo bench bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint infra-lint moto-ensure lambda-ensure
+test: lint infra-lint moto-ensure lambda-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
@@ -32,6 +38,16 @@ test: lint infra-lint moto-ensure lambda-ensure
 		AWS_ENDPOINT_URL="$$AWS_ENDPOINT_URL" \
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		bash -c '$(RUN_TESTS)'
+
+## pipecd-corpus: say whether PipeCD's example configs are there (their suite is skipped if not)
+pipecd-corpus:
+	@if [ -d "$(GANNET_PIPECD_EXAMPLES)" ]; then \
+		echo "PipeCD compatibility suite: runs on the corpus at $(GANNET_PIPECD_EXAMPLES)"; \
+	elif [ -n "$${GANNET_REQUIRE_PIPECD_EXAMPLES:-}" ]; then \
+		echo "PipeCD compatibility suite: corpus required but missing at $(GANNET_PIPECD_EXAMPLES) (set GANNET_PIPECD_EXAMPLES)" >&2; exit 1; \
+	else \
+		echo "PipeCD compatibility suite SKIPPED: no corpus at $(GANNET_PIPECD_EXAMPLES) (set GANNET_PIPECD_EXAMPLES to run it)"; \
+	fi
 
 ## lint: rustfmt check and clippy with warnings denied
 lint: fmt-check clippy

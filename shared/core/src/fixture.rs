@@ -1,7 +1,9 @@
-//! Builder fixtures for tests: `Deployment::test().with_stages(...)`, `Stage::test(...)`, and
-//! [`RecordingIo`], a `StepIo` that keeps what a plugin step logs and saves.
+//! Builder fixtures for tests: `Deployment::test().with_stages(...)`, `Stage::test(...)`,
+//! [`RecordingIo`], a `StepIo` that keeps what a plugin step logs and saves, and
+//! [`pipecd_examples`], where PipeCD's example configs are.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use crate::deployment::{
     Commit, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind,
@@ -145,4 +147,27 @@ impl StepIo for RecordingIo {
         }
         Ok(())
     }
+}
+
+/// Where PipeCD's example configs are (the compatibility corpus): `$GANNET_PIPECD_EXAMPLES`, or
+/// `shared/pipecd-examples` in the folder that holds the checkout. `None` when they are not
+/// there, so a fresh clone's tests pass without them; `make test` says in one line that the
+/// compatibility suite was skipped. With `GANNET_REQUIRE_PIPECD_EXAMPLES` set (CI), a missing
+/// corpus is a failure.
+pub fn pipecd_examples() -> Option<PathBuf> {
+    let dir = std::env::var_os("GANNET_PIPECD_EXAMPLES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            // This crate is <checkout>/shared/core; the corpus sits beside <checkout>.
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/pipecd-examples")
+        });
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    assert!(
+        std::env::var_os("GANNET_REQUIRE_PIPECD_EXAMPLES").is_none(),
+        "PipeCD's examples are required (GANNET_REQUIRE_PIPECD_EXAMPLES) but missing at {}; set GANNET_PIPECD_EXAMPLES to their directory",
+        dir.display()
+    );
+    None
 }
