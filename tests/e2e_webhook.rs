@@ -22,7 +22,7 @@ fn a_signed_push_deploys_and_ping_answers() {
     let (status, body) = g.hook(
         "ping",
         Some("p-1"),
-        Some(&gannet_git::webhook::sign(
+        Some(&gannet_events::github::sign(
             support::SECRET.as_bytes(),
             b"{\"zen\":\"Keep it simple.\",\"hook_id\":1}",
         )),
@@ -84,9 +84,9 @@ fn push_with(after: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
 fn send(g: &Gannet, case: &Case) -> (u16, Value) {
     let secret = support::SECRET.as_bytes();
     let signature = match case.sig {
-        Sig::Good => Some(gannet_git::webhook::sign(secret, &case.body)),
-        Sig::WrongSecret => Some(gannet_git::webhook::sign(b"not-the-secret", &case.body)),
-        Sig::OtherBody => Some(gannet_git::webhook::sign(secret, b"{}")),
+        Sig::Good => Some(gannet_events::github::sign(secret, &case.body)),
+        Sig::WrongSecret => Some(gannet_events::github::sign(b"not-the-secret", &case.body)),
+        Sig::OtherBody => Some(gannet_events::github::sign(secret, b"{}")),
         Sig::Garbage => Some("sha256=zz".to_owned()),
         Sig::Missing => None,
     };

@@ -33,7 +33,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
     })?;
     let body = payload(&args.repo, &args.branch, &args.after);
     let delivery = args.delivery.unwrap_or_else(fresh_delivery);
-    let signature = gannet_git::webhook::sign(secret.as_bytes(), body.as_bytes());
+    let signature = gannet_events::github::sign(secret.as_bytes(), body.as_bytes());
     let res = reqwest::Client::new()
         .post(format!(
             "{}/hooks/github",

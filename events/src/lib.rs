@@ -4,6 +4,8 @@
 //! Every message carries `"v": 1`. A message of another version, or one that does not decode,
 //! is a [`DecodeError`] and goes to the dead-letter queue with that reason.
 
+pub mod github;
+
 use gannet_core::app::App;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::{GoDuration, Millis};

@@ -761,10 +761,10 @@ fn the_webhook_function_answers_each_request_as_github_needs() {
     let mut lab = Lab::new(LabOptions::default());
     let head = lab.repo.commit(&[("README", "hi")], "first");
     let body = support::push_payload(&lab.repo, &head);
-    let good = gannet_git::webhook::sign(support::SECRET.as_bytes(), body.as_bytes());
-    let bad = gannet_git::webhook::sign(b"not the secret", body.as_bytes());
+    let good = gannet_events::github::sign(support::SECRET.as_bytes(), body.as_bytes());
+    let bad = gannet_events::github::sign(b"not the secret", body.as_bytes());
     let ping = json!({"zen": "Keep it logically awesome.", "hook_id": 1}).to_string();
-    let ping_sig = gannet_git::webhook::sign(support::SECRET.as_bytes(), ping.as_bytes());
+    let ping_sig = gannet_events::github::sign(support::SECRET.as_bytes(), ping.as_bytes());
     // (what, event header, delivery, signature, method, body) → (status, outcome)
     let cases = [
         (
@@ -964,7 +964,7 @@ fn the_webhook_checks_signatures_with_the_secret_from_secrets_manager_or_ssm() {
     let lab = Lab::new(LabOptions::default());
     let value = "webhook-secret-in-a-store";
     let ping = json!({"zen": "Design for failure.", "hook_id": 2}).to_string();
-    let signed_with = |key: &[u8]| gannet_git::webhook::sign(key, ping.as_bytes());
+    let signed_with = |key: &[u8]| gannet_events::github::sign(key, ping.as_bytes());
     for arn in [secret(&lab, value), parameter(&lab, value)] {
         let config = gannet_functions::FunctionConfig {
             webhook_secret: Some(WebhookSecret::Arn(stored(&arn))),

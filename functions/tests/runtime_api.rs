@@ -539,8 +539,8 @@ async fn a_signed_push_reaches_success_through_the_runtime_api() {
 
     // GitHub's side: the webhook over the Function URL route, through lambda_http.
     let body = push_payload(&repo, &head);
-    let signed = gannet_git::webhook::sign(SECRET.as_bytes(), body.as_bytes());
-    let forged = gannet_git::webhook::sign(b"another secret", body.as_bytes());
+    let signed = gannet_events::github::sign(SECRET.as_bytes(), body.as_bytes());
+    let forged = gannet_events::github::sign(b"another secret", body.as_bytes());
     let cases = [
         ("bad signature", &forged, "d-bad", 401, "rejected"),
         ("signed push", &signed, "d-1", 202, "queued"),

@@ -316,7 +316,7 @@ impl Gannet {
     /// POSTs a signed push webhook for `after`; returns (status, body).
     pub fn push(&self, after: &str, delivery: &str) -> (u16, Value) {
         let body = push_payload(GITHUB, "main", after);
-        let sig = gannet_git::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        let sig = gannet_events::github::sign(SECRET.as_bytes(), body.as_bytes());
         self.hook("push", Some(delivery), Some(&sig), body.into_bytes())
     }
 

@@ -91,7 +91,7 @@ impl Driver<'_> {
         let sha = &repo.commits[k];
         support::git(&repo.dir, &["update-ref", "refs/heads/main", sha]);
         let body = support::push_payload(&format!("bench/{}", repo.name), "main", sha);
-        let sig = gannet_git::webhook::sign(support::SECRET.as_bytes(), body.as_bytes());
+        let sig = gannet_events::github::sign(support::SECRET.as_bytes(), body.as_bytes());
         let sent_ms = now_ms();
         let start = Instant::now();
         let res = self

@@ -391,7 +391,7 @@ impl Lab {
     /// A signed push of `after`, as GitHub delivers it.
     pub fn push(&mut self, after: &str) -> (u16, Value) {
         let body = push_payload(&self.repo, after);
-        let signature = gannet_git::webhook::sign(SECRET.as_bytes(), body.as_bytes());
+        let signature = gannet_events::github::sign(SECRET.as_bytes(), body.as_bytes());
         let delivery = unique("delivery");
         self.webhook(
             &[

@@ -3,8 +3,8 @@
 //! request it refuses.
 
 use gannet_core::ports::{Changes, StoreError, Write};
+use gannet_events::github::{self as webhook, Event};
 use gannet_events::{Message, TriggerCause};
-use gannet_git::webhook::{self, Event};
 use serde_json::json;
 
 use crate::{Controller, HandlerError};

@@ -98,3 +98,23 @@ pub struct RepoState {
     pub updated_at: Millis,
     pub version: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_app_stored_before_the_rename_keeps_its_checked_commit() {
+        let id = AppId::parse("demo:apps/web/app.pipecd.yaml").unwrap();
+        let sha = CommitSha::parse(&"a".repeat(40)).unwrap();
+        let mut app = App::new(id, "web".into(), "LambdaApp".into(), Millis(1));
+        app.last_checked_commit = Some(sha.clone());
+        let mut stored = serde_json::to_value(&app).unwrap();
+        let fields = stored.as_object_mut().unwrap();
+        let value = fields.remove("last_checked_commit").unwrap();
+        fields.insert("last_triggered_commit".into(), value);
+
+        let loaded: App = serde_json::from_value(stored).unwrap();
+        assert_eq!(loaded.last_checked_commit, Some(sha));
+    }
+}

@@ -1,7 +1,6 @@
-//! Git sources (local repository via the git CLI, GitHub API), GitHub commit statuses, and GitHub webhook signature checks and payloads.
+//! Git sources (local repository via the git CLI, GitHub API) and GitHub commit statuses. GitHub webhooks (signatures, payloads) are pure and live in `gannet_events::github`.
 
 pub mod github;
 mod local;
-pub mod webhook;
 
 pub use local::{LocalGit, Location, RepoSpec, SetupError};

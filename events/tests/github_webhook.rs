@@ -1,7 +1,7 @@
 //! GitHub webhook deliveries, from recorded-shape payloads under `tests/fixtures`.
 
 use gannet_core::ids::CommitSha;
-use gannet_git::webhook::{parse_event, sign, verify_signature, Event, Push};
+use gannet_events::github::{parse_event, sign, verify_signature, Event, Push};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
