@@ -384,6 +384,44 @@ fn a_failing_script_after_the_promote_rolls_the_canary_back_to_the_old_version()
 }
 
 #[test]
+fn the_api_knows_its_caller_by_the_iam_principal() {
+    let mut c = Canary::new("caller", LabOptions::default());
+    let sync = "/api/v1/apps/fn/sync";
+    let deployments = |c: &mut Canary| {
+        c.lab.api("GET", "/api/v1/deployments").1["deployments"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let before = deployments(&mut c);
+    // No IAM context: nobody is identified, nothing changes.
+    let (status, body) = c.lab.api_as(None, "POST", sync, Some(json!({})));
+    assert_eq!(status, 401, "{body}");
+    // Nobody acts as someone else.
+    let deployer = "arn:aws:sts::123456789012:assumed-role/Deployer/session-7";
+    let (status, body) = c.lab.api_as(
+        Some(deployer),
+        "POST",
+        sync,
+        Some(json!({"commander": "bob"})),
+    );
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(deployments(&mut c), before, "refusals start nothing");
+    // The principal, named through GANNET_CALLER_NAMES, is the commander.
+    let (status, body) = c.lab.api_as(Some(deployer), "POST", sync, Some(json!({})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deployment"]["commander"], "alice", "{body}");
+    // Without a table entry, an IAM user is named by its user name.
+    let (status, body) = c.lab.api_as(
+        Some("arn:aws:iam::123456789012:user/ops/carol"),
+        "POST",
+        sync,
+        Some(json!({"key": "again"})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deployment"]["commander"], "carol", "{body}");
+}
+
+#[test]
 fn the_drift_function_finds_an_alias_repointed_by_hand() {
     let mut c = Canary::new("drift", LabOptions::default());
     let sweep = |c: &mut Canary| {

@@ -210,6 +210,9 @@ pub struct LabOptions {
     pub resume_interval: Option<&'static str>,
 }
 
+/// The IAM principal the lab's API requests are signed by, unless a test says otherwise.
+pub const OPS_PRINCIPAL: &str = "arn:aws:iam::123456789012:user/ops";
+
 /// Moto, the provisioned resources, the repository and one runtime per function.
 pub struct Lab {
     pub rt: tokio::runtime::Runtime,
@@ -321,6 +324,10 @@ impl Lab {
                 options.resume_interval.unwrap_or("1s").to_owned(),
             ),
             ("GANNET_POLL_INTERVAL", "1m".to_owned()),
+            (
+                "GANNET_CALLER_NAMES",
+                json!({"arn:aws:sts::123456789012:assumed-role/Deployer/*": "alice"}).to_string(),
+            ),
         ]
         .into_iter()
         .collect();
@@ -407,16 +414,38 @@ impl Lab {
     /// Invokes `api` with an HTTP API request (payload format 2.0, IAM-authorised); returns
     /// (status, JSON body).
     pub fn api(&mut self, method: &str, path: &str) -> (u16, Value) {
+        self.api_as(Some(OPS_PRINCIPAL), method, path, None)
+    }
+
+    /// An HTTP API request signed by the IAM `principal` (`None`: no IAM authorizer context).
+    pub fn api_as(
+        &mut self,
+        principal: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let authorizer = match principal {
+            Some(arn) => {
+                json!({"iam": {"accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA", "principalOrgId": null, "userArn": arn, "userId": "AIDA"}})
+            }
+            None => Value::Null,
+        };
+        let mut headers = json!({"host": "e2e.execute-api.us-east-1.amazonaws.com"});
+        if body.is_some() {
+            headers["content-type"] = json!("application/json");
+        }
         let event = json!({
             "version": "2.0",
             "routeKey": "$default",
             "rawPath": path,
             "rawQueryString": "",
-            "headers": {"host": "e2e.execute-api.us-east-1.amazonaws.com"},
+            "headers": headers,
+            "body": body.map(|b| b.to_string()),
             "requestContext": {
                 "accountId": "123456789012",
                 "apiId": "e2e",
-                "authorizer": {"iam": {"accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA", "principalOrgId": null, "userArn": "arn:aws:iam::123456789012:user/ops", "userId": "AIDA"}},
+                "authorizer": authorizer,
                 "domainName": "e2e.execute-api.us-east-1.amazonaws.com",
                 "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "10.0.0.1", "userAgent": "e2e"},
                 "requestId": unique("req"),
