@@ -41,12 +41,15 @@ struct Outcome {
 
 /// Deploys `repo`'s head on a fresh `gannet up` with `extra_config`, waits for the end, and
 /// collects the outcome. Scripts write their markers under `$MARKER_DIR`, a directory of
-/// this run's own.
+/// this run's own, which gannet passes on to them (`plugins.script-run.allowEnv`).
 fn run_once(repo: &Repo, extra_config: &str, markers: &[&str]) -> Outcome {
     let state = tempdir();
     let marker_dir = tempdir();
     let opts = UpOptions {
-        extra_config: format!("{}{extra_config}", UpOptions::default().extra_config),
+        extra_config: format!(
+            "{}plugins: {{script-run: {{allowEnv: [MARKER_DIR]}}}}\n{extra_config}",
+            UpOptions::default().extra_config
+        ),
         env: vec![(
             "MARKER_DIR".to_owned(),
             marker_dir.path().display().to_string(),

@@ -331,8 +331,13 @@ impl UpConfig {
             }
         }
         let runtime = RuntimeInfo {
-            // Scripts never see the variable that holds the webhook secret.
-            secret_env: raw.webhook.iter().map(|w| w.secret_env.clone()).collect(),
+            // The variables holding the webhook secret and the API tokens: no script gets them.
+            secret_env: raw
+                .webhook
+                .iter()
+                .map(|w| w.secret_env.clone())
+                .chain(raw.api.tokens.iter().filter_map(|t| t.env.clone()))
+                .collect(),
         };
         let plugins = registry
             .build(&raw.plugins, "plugins", &runtime)

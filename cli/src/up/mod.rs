@@ -31,6 +31,13 @@ pub async fn run_until(
     cfg: UpConfig,
     stop: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
+    // Not dumpable: another process of the same (non-root) user, such as a script, cannot read
+    // this process's environment (its secrets) or memory through /proc or ptrace.
+    if let Err(err) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!(error = %err, "cannot make the process non-dumpable; same-user processes may read its environment");
+    }
     let state_dir = cfg
         .state
         .parent()

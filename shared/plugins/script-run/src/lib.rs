@@ -46,37 +46,88 @@ pub const STAGE_SCRIPT_RUN_ROLLBACK: &str = "SCRIPT_RUN_ROLLBACK";
 /// Stage metadata key: how many times a step has started the script.
 const ATTEMPTS: &str = "attempts";
 
+/// What every script gets of gannet's environment: what a shell needs to find programs and
+/// speak the locale, never a credential.
+pub const BASE_ENV: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+];
+
 /// Runs `SCRIPT_RUN` and `SCRIPT_RUN_ROLLBACK` stages.
 ///
-/// Scripts inherit gannet's environment, as in PipeCD, except the variables named in
-/// `hidden_env` (such as the one holding the webhook secret), which they never see.
+/// Unlike PipeCD, a script does not inherit gannet's environment: it gets [`BASE_ENV`], the
+/// variables the operator allows (`plugins.script-run.allowEnv`), the `SR_*` variables and
+/// `with.env`. gannet's own credentials (cloud keys, tokens, the webhook secret) never reach it.
 #[derive(Clone, Debug, Default)]
 pub struct ScriptRunPlugin {
-    hidden_env: Vec<String>,
+    /// Names of gannet's environment variables scripts get, beside [`BASE_ENV`].
+    allow_env: Vec<String>,
     on_drop: OnDrop,
 }
 
 impl ScriptRunPlugin {
-    /// A plugin whose scripts never see the environment variables named in `hidden_env`.
-    pub fn hiding_env(hidden_env: Vec<String>) -> Self {
+    /// A plugin whose scripts also get the variables named in `allow_env` from gannet's
+    /// environment.
+    pub fn allowing_env(allow_env: Vec<String>) -> Self {
         Self {
-            hidden_env,
+            allow_env,
             on_drop: OnDrop::default(),
         }
     }
+
+    /// The part of gannet's environment a script gets.
+    fn inherited_env(&self) -> Vec<(String, String)> {
+        BASE_ENV
+            .iter()
+            .copied()
+            .chain(self.allow_env.iter().map(String::as_str))
+            .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
+            .collect()
+    }
 }
 
-/// The registry's entry: `plugins.script-run` takes no settings; the runtime names the
-/// variables that hold its secrets.
+/// `plugins.script-run` in the controller config.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Settings {
+    /// gannet's environment variables scripts get, beside [`BASE_ENV`].
+    #[serde(default)]
+    allow_env: Vec<String>,
+}
+
+/// The registry's entry: `plugins.script-run.allowEnv` lists what scripts get of gannet's
+/// environment; a variable that holds one of gannet's own secrets is refused.
 pub const SPEC: PluginSpec = PluginSpec {
     name: "script-run",
     build,
 };
 
 fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
-    settings.none()?;
-    Ok(std::sync::Arc::new(ScriptRunPlugin::hiding_env(
-        settings.runtime.secret_env.clone(),
+    let written: Settings = settings.parse()?;
+    for (i, name) in written.allow_env.iter().enumerate() {
+        let at = |message: String| FieldError {
+            path: format!("{}.allowEnv[{i}]", settings.at()),
+            message,
+        };
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return Err(at(format!("{name:?} is not a variable name")));
+        }
+        if settings.runtime.secret_env.contains(name) {
+            return Err(at(format!(
+                "{name} holds one of gannet's own secrets; scripts never get it"
+            )));
+        }
+    }
+    Ok(std::sync::Arc::new(ScriptRunPlugin::allowing_env(
+        written.allow_env,
     )))
 }
 
@@ -196,13 +247,13 @@ impl Plugin for ScriptRunPlugin {
         for line in opts.run.lines().filter(|l| !l.trim().is_empty()) {
             ctx.io.log(&format!("   {line}")).await;
         }
-        let mut env = context_env(ctx.deployment, kind);
+        let mut env = self.inherited_env();
+        env.extend(context_env(ctx.deployment, kind));
         env.extend(opts.env);
         let script = Script {
             run: &opts.run,
             dir,
             env,
-            hidden_env: &self.hidden_env,
             limit: remaining,
             on_drop: self.on_drop,
         };

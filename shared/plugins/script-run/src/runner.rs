@@ -34,13 +34,16 @@ const REAP_LIMIT: Duration = Duration::from_secs(5);
 /// process, so the same group and environment) with stdin from /dev/null.
 const GATE: &str = r#"IFS= read -r go || exit 125; exec sh -c "$1" </dev/null"#;
 
+/// Where setsid(1) may be.
+const SETSID: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
+
 /// One script to run.
 pub(crate) struct Script<'a> {
     pub(crate) run: &'a str,
     pub(crate) dir: &'a Path,
+    /// The script's whole environment: the allow-listed part of gannet's, then the `SR_*`
+    /// variables and `with.env`. Nothing else of gannet's environment reaches it.
     pub(crate) env: Vec<(String, String)>,
-    /// Variables of gannet's own environment the script must not inherit.
-    pub(crate) hidden_env: &'a [String],
     /// How long the script may run.
     pub(crate) limit: Duration,
     pub(crate) on_drop: OnDrop,
@@ -93,10 +96,22 @@ pub(crate) enum RunError {
 /// Runs `script`, logging its stdout and stderr through `io` as the lines arrive.
 pub(crate) async fn run(script: Script<'_>, io: &dyn StepIo) -> Result<ScriptEnd, RunError> {
     let deadline = Instant::now() + script.limit;
-    let mut command = Command::new("sh");
-    for name in script.hidden_env {
-        command.env_remove(name);
-    }
+    // The script leads a session of its own (setsid(1), from util-linux, where there is one:
+    // std has no safe setsid), so it has no terminal and cannot signal gannet's group; where
+    // there is none, it still leads a process group of its own.
+    let mut command = match SETSID.iter().find(|p| Path::new(p).is_file()) {
+        Some(setsid) => {
+            let mut c = Command::new(setsid);
+            c.arg("sh");
+            c
+        }
+        None => {
+            let mut c = Command::new("sh");
+            c.process_group(0);
+            c
+        }
+    };
+    command.env_clear();
     let mut child = command
         .arg("-c")
         .arg(GATE)
@@ -107,14 +122,13 @@ pub(crate) async fn run(script: Script<'_>, io: &dyn StepIo) -> Result<ScriptEnd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(script.on_drop == OnDrop::KillShell)
         .spawn()
         .map_err(|source| RunError::Spawn {
             dir: script.dir.to_owned(),
             source,
         })?;
-    // The shell leads its own process group, so the group id is its pid.
+    // The shell leads its own session and process group, so the group id is its pid.
     let group = child.id();
     if let Err(err) = release(&mut child, group, io).await {
         kill_group(group, &mut child).await;

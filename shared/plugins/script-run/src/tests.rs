@@ -508,12 +508,13 @@ async fn a_missing_app_directory_is_a_permanent_error() {
 }
 
 #[tokio::test]
-async fn scripts_never_see_hidden_variables() {
-    // Set once for this test process; the name is unique to this test.
+async fn scripts_get_only_the_allowed_part_of_gannets_environment() {
+    // Set once for this test process; the names are unique to this test.
     std::env::set_var("GANNET_SCRIPT_RUN_TEST_SECRET", "hush");
     std::env::set_var("GANNET_SCRIPT_RUN_TEST_VISIBLE", "shown");
     let stage = script_stage(json!({
-        "run": "echo \"secret=[$GANNET_SCRIPT_RUN_TEST_SECRET] visible=[$GANNET_SCRIPT_RUN_TEST_VISIBLE]\""
+        "run": "echo \"secret=[$GANNET_SCRIPT_RUN_TEST_SECRET] visible=[$GANNET_SCRIPT_RUN_TEST_VISIBLE] path=[${PATH:+set}] id=[$SR_DEPLOYMENT_ID]\"; env | wc -l",
+        "env": {"FROM_WITH": "1"}
     }));
     let dir = tempfile::tempdir().unwrap();
     let deployment = Deployment::test().with_stages(vec![stage.clone()]);
@@ -522,14 +523,70 @@ async fn scripts_never_see_hidden_variables() {
         running: None,
     };
     let io = Recorder::default();
-    let plugin = ScriptRunPlugin::hiding_env(vec!["GANNET_SCRIPT_RUN_TEST_SECRET".into()]);
+    let plugin = ScriptRunPlugin::allowing_env(vec!["GANNET_SCRIPT_RUN_TEST_VISIBLE".into()]);
     let outcome = step_with(&plugin, &stage, &deployment, dirs, &io)
         .await
         .unwrap();
     assert_eq!(outcome, SUCCESS);
+    let logs = io.logs();
+    let want = format!(
+        "secret=[] visible=[shown] path=[set] id=[{}]",
+        deployment.id
+    );
+    assert!(logs.contains(&want), "{logs:?}");
+    // What a script sees is small and known: the base list, the SR_* variables, with.env.
+    let count: usize = logs
+        .iter()
+        .rev()
+        .find_map(|l| l.trim().parse().ok())
+        .expect("env | wc -l");
+    assert!(count < 40, "the script saw {count} variables: {logs:?}");
+}
+
+#[test]
+fn the_operator_allows_variables_but_never_gannets_secrets() {
+    use gannet_core::registry::{PluginSettings, RuntimeInfo};
+    let runtime = RuntimeInfo {
+        secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
+    };
+    let build = |value: serde_json::Value| {
+        (crate::SPEC.build)(&PluginSettings::new("plugins.script-run", &value, &runtime))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    assert_eq!(build(json!(null)), Ok(()));
+    assert_eq!(build(json!({"allowEnv": ["KUBECONFIG"]})), Ok(()));
+    assert_eq!(
+        build(json!({"allowEnv": ["KUBECONFIG", "GANNET_WEBHOOK_SECRET"]})),
+        Err("plugins.script-run.allowEnv[1]: GANNET_WEBHOOK_SECRET holds one of gannet's own secrets; scripts never get it".into())
+    );
+    assert!(build(json!({"allowEnv": ["A=B"]}))
+        .unwrap_err()
+        .starts_with("plugins.script-run.allowEnv[0]:"));
+    assert!(build(json!({"alowEnv": []}))
+        .unwrap_err()
+        .contains("did you mean `allowEnv`?"));
+}
+
+#[tokio::test]
+async fn a_script_leads_a_session_of_its_own() {
+    let stage = script_stage(json!({
+        "run": "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; echo \"session=[$([ \"$sid\" = \"$$\" ] && echo own || echo shared)] group=[$([ \"$pgrp\" = \"$$\" ] && echo own || echo shared)]\""
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
+    let dirs = Dirs {
+        app: dir.path(),
+        running: None,
+    };
+    let io = Recorder::default();
+    let outcome = step_with(&ScriptRunPlugin::default(), &stage, &deployment, dirs, &io)
+        .await
+        .unwrap();
+    assert_eq!(outcome, SUCCESS);
+    let logs = io.logs();
     assert!(
-        io.logs().iter().any(|l| l == "secret=[] visible=[shown]"),
-        "{:?}",
-        io.logs()
+        logs.contains(&"session=[own] group=[own]".to_owned()),
+        "{logs:?}"
     );
 }
