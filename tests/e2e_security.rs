@@ -494,3 +494,27 @@ fn the_suite_wide_secret_check_catches_a_leak() {
     }
     support::assert_no_secrets("a clean line", "nothing to see");
 }
+
+#[test]
+fn the_state_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let repo = Repo::new();
+    repo.commit(&[("README", "x")], "empty");
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    assert!(healthy(&g));
+    let mode = |name: &str| {
+        std::fs::metadata(state.path().join(name))
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    assert_eq!(mode("state"), 0o700, "the state directory");
+    for file in [
+        "state/gannet.db",
+        "state/gannet.lock",
+        "state/gannet.db-wal",
+        "state/gannet.db-shm",
+    ] {
+        assert_eq!(mode(file), 0o600, "{file}");
+    }
+}

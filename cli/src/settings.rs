@@ -80,6 +80,9 @@ struct RawTokens {
 /// The largest tokens file read.
 const MAX_TOKENS_FILE: u64 = 1024 * 1024;
 
+/// The largest gannet.yaml read.
+const MAX_CONFIG_FILE: u64 = 1024 * 1024;
+
 fn default_listen() -> String {
     "127.0.0.1:7070".into()
 }
@@ -194,6 +197,18 @@ impl UpConfig {
             path: path.to_owned(),
             source,
         })?;
+        let size = std::fs::metadata(path)
+            .map_err(|source| ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            })?
+            .len();
+        if size > MAX_CONFIG_FILE {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                message: format!("{size} bytes is too large for a config file (at most 1 MB)"),
+            });
+        }
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
             source,
@@ -527,6 +542,17 @@ plugins:
             !format!("{:?}", c.settings).contains("s3cret"),
             "secrets never print"
         );
+    }
+
+    #[test]
+    fn a_config_file_over_1_mb_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = dir.path().join("gannet.yaml");
+        std::fs::write(&config, format!("# {}\n", "x".repeat(1024 * 1024))).expect("write");
+        let err = UpConfig::load(&config, &gannet_plugins::registry())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is too large for a config file"), "{err}");
     }
 
     #[test]

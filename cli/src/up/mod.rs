@@ -8,6 +8,7 @@ mod worker;
 pub use serve::Limits;
 
 use std::fs::File;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,9 +46,12 @@ pub async fn run_until(
         .unwrap_or_default();
     std::fs::create_dir_all(&state_dir)
         .with_context(|| format!("cannot create the state directory {}", state_dir.display()))?;
+    // The state (deployments, logs, checked-out trees) is for this user only.
+    private(&state_dir, 0o700)?;
     let lock_path = cfg.state.with_extension("lock");
     let lock = File::create(&lock_path)
         .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    private(&lock_path, 0o600)?;
     lock.try_lock().map_err(|_| {
         anyhow::anyhow!(
             "another `gannet up` is using {}; stop it first (lock file {})",
@@ -63,6 +67,14 @@ pub async fn run_until(
     };
     let runtime = SqliteRuntime::open_with(&cfg.state, clock.clone(), options)
         .with_context(|| format!("cannot open the state file {}", cfg.state.display()))?;
+    // SQLite creates its files with the umask's mode; the WAL and shared-memory files exist
+    // once the database is open in WAL mode.
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", cfg.state.display()));
+        if file.exists() {
+            private(&file, 0o600)?;
+        }
+    }
     // This process owns the file (the lock above): messages leased by a previous process
     // that died are ours to deliver again now.
     let released = runtime
@@ -170,6 +182,13 @@ pub async fn run_until(
     }
     drop(lock);
     Ok(())
+}
+
+/// Makes `path` readable and writable by its owner only (`mode`, such as 0o600).
+fn private(path: &std::path::Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot make {} private (mode {mode:o})", path.display()))
 }
 
 /// Runs `tick` now and then every `every`, until stopped.
