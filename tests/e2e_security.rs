@@ -518,3 +518,56 @@ fn the_state_is_readable_by_its_owner_only() {
         assert_eq!(mode(file), 0o600, "{file}");
     }
 }
+
+/// An app config carrying a billion-laughs bomb of `levels` nested aliases, padded to about
+/// `bytes` bytes.
+fn yaml_bomb(levels: usize, bytes: usize) -> String {
+    let mut text = String::from(
+        "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: bomb\nlols:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for i in 1..levels {
+        let p = i - 1;
+        text.push_str(&format!(
+            "  a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    while text.len() < bytes {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    text
+}
+
+#[test]
+fn yaml_bombs_make_the_app_invalid_and_cost_no_memory() {
+    let repo = Repo::new();
+    repo.commit(&[("README", "x")], "empty");
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    g.wait_idle(LIMIT);
+    let pid = g.child.id();
+    let rss_before = rss_kib(pid);
+    for (name, kb) in [("small", 26), ("large", 89)] {
+        let bomb = yaml_bomb(40, kb * 1024);
+        let head = repo.commit(&[(&format!("apps/{name}/app.pipecd.yaml"), &bomb)], name);
+        let (status, body) = g.push(&head, &format!("bomb-{name}"));
+        assert_eq!(status, 202, "{body}");
+        let app = g.wait_until(LIMIT, "the bomb is judged", || {
+            let (status, body) = g.get(&format!("/apps/{name}"));
+            (status == 200).then_some(body["app"].clone())
+        });
+        assert_eq!(app["sync_status"], "INVALID_CONFIG", "{app}");
+        let reason = app["sync_reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(&format!("apps/{name}/app.pipecd.yaml"))
+                && reason.contains("too many aliases"),
+            "{reason}"
+        );
+    }
+    g.wait_idle(LIMIT);
+    assert!(healthy(&g));
+    let grown = rss_kib(pid).saturating_sub(rss_before);
+    assert!(grown < 8 * 1024, "two YAML bombs grew RSS by {grown} KiB");
+    // A restart reads them again, and still answers.
+    let g = g.restart();
+    assert!(healthy(&g));
+}

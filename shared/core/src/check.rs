@@ -105,6 +105,7 @@ impl Issues {
 
 /// `kind` as written, for a file that does not parse as a config.
 fn written_kind(text: &str) -> Option<String> {
+    crate::bounded::check_yaml(text).ok()?;
     let doc: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
     doc.get("kind")?.as_str().map(str::to_owned)
 }
@@ -284,6 +285,12 @@ fn check_manifest(m: &Manifest, read: &dyn Fn(&str) -> Option<String>, issues: &
 /// Parses a manifest as JSON (`.json`) or YAML (every document); an empty one is an error
 /// unless it holds values.
 fn parse_manifest(path: &str, text: &str, format: Format) -> Result<(), String> {
+    let within = if path.ends_with(".json") {
+        crate::bounded::check_json(text)
+    } else {
+        crate::bounded::check_yaml(text)
+    };
+    within.map_err(|e| e.to_string())?;
     if path.ends_with(".json") {
         let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             format!(

@@ -2,6 +2,7 @@
 //! traits the runtimes implement. Nothing here does IO.
 
 pub mod app;
+pub mod bounded;
 pub mod callers;
 pub mod check;
 pub mod config;

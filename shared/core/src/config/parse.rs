@@ -36,6 +36,13 @@ impl Located {
 
 /// Parses the app config at `path` (used in errors only) from `text`.
 pub fn parse_app_config(path: &str, text: &str) -> Result<AppConfig, ConfigError> {
+    // A repository is untrusted: measure the file before loading it (alias bombs, nesting).
+    crate::bounded::check_yaml(text).map_err(|e| ConfigError {
+        path: path.to_owned(),
+        line: 1,
+        field: String::new(),
+        message: e.to_string(),
+    })?;
     let doc: Value = serde_yaml::from_str(text).map_err(|e| ConfigError {
         path: path.to_owned(),
         line: e.location().map_or(1, |l| l.line()),

@@ -181,6 +181,7 @@ impl FunctionManifest {
             field: field.to_owned(),
             message,
         };
+        gannet_core::bounded::check_yaml(text).map_err(|e| err(None, "", e.to_string()))?;
         let raw: RawManifest = serde_path_to_error::deserialize(
             serde_yaml::Deserializer::from_str(text),
         )

@@ -66,7 +66,14 @@ impl<'a> Document<'a> {
             field: String::new(),
             message,
         };
-        let raw: Value = if file.ends_with(".json") {
+        let json = file.ends_with(".json");
+        let within = if json {
+            gannet_core::bounded::check_json(text)
+        } else {
+            gannet_core::bounded::check_yaml(text)
+        };
+        within.map_err(|e| syntax(None, e.to_string()))?;
+        let raw: Value = if json {
             serde_json::from_str(text).map_err(|e| {
                 let message = e.to_string();
                 let message = message

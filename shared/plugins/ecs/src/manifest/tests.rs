@@ -146,3 +146,26 @@ fn image_versions_are_read_like_pipecds() {
         );
     }
 }
+
+#[test]
+fn definitions_past_the_limits_are_refused_naming_the_file() {
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..30 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    let err = TaskDefinition::parse("taskdef.yaml", &bomb).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("taskdef.yaml: too many aliases"),
+        "{err}"
+    );
+    let huge = format!("{{\"family\": \"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    let err = TaskDefinition::parse("taskdef.json", &huge).unwrap_err();
+    assert!(
+        err.to_string().starts_with("taskdef.json: too large"),
+        "{err}"
+    );
+}

@@ -291,3 +291,25 @@ fn artifact_versions() {
         );
     }
 }
+
+#[test]
+fn a_manifest_past_the_limits_is_refused_naming_the_file() {
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..30 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    let err = FunctionManifest::parse("function.yaml", &bomb).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "function.yaml: too many aliases: it expands to more than 50000 nodes"
+    );
+    let deep = format!("{}1{}", "[".repeat(80), "]".repeat(80));
+    let err = FunctionManifest::parse("function.yaml", &deep).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "function.yaml: nested deeper than 64 levels"
+    );
+}
