@@ -571,3 +571,57 @@ fn yaml_bombs_make_the_app_invalid_and_cost_no_memory() {
     let g = g.restart();
     assert!(healthy(&g));
 }
+
+#[test]
+fn symlinks_out_of_the_repository_are_never_followed() {
+    let outside = tempfile::tempdir().expect("tempdir");
+    let key = outside.path().join("id_fake");
+    let material = "FAKEKEYMATERIALneverquoted0123456789";
+    std::fs::write(
+        &key,
+        format!(
+            "-----BEGIN OPENSSH PRIVATE KEY-----\n{material}\n-----END OPENSSH PRIVATE KEY-----\n"
+        ),
+    )
+    .expect("write key");
+    let repo = Repo::new();
+    let lambda = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n  input:\n    functionManifestFile: function.yaml\n";
+    repo.commit(&[("apps/fn/app.pipecd.yaml", lambda)], "add fn");
+    for link in ["apps/linked/app.pipecd.yaml", "apps/fn/function.yaml"] {
+        let path = repo.path().join(link);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::os::unix::fs::symlink(&key, &path).expect("symlink");
+    }
+    let head = repo.commit(&[], "links to a host file");
+    let state = tempfile::tempdir().expect("tempdir");
+    let opts = UpOptions {
+        extra_config: format!(
+            "{}plugins: {{lambda: {{deployTargets: [{{name: local, region: us-east-1, endpoint: 'http://127.0.0.1:1'}}]}}}}\n",
+            UpOptions::default().extra_config
+        ),
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&repo, state.path(), &opts);
+    // The linked config is read from git's objects: the link's target, never the file.
+    let app = g.wait_until(LIMIT, "the linked app is judged", || {
+        let (status, body) = g.get("/apps/linked");
+        (status == 200 && body["app"]["sync_status"] == "INVALID_CONFIG").then_some(body)
+    });
+    // The function manifest is read from a checkout, where the link was left out.
+    let id = g.deployment_of(&head, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let reason = d["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("function.yaml"), "{reason}");
+    let everything = format!("{app}{d}{}{}", g.get("/apps").1, g.log());
+    assert!(
+        !everything.contains(material),
+        "the host file leaked: {everything}"
+    );
+    assert!(
+        g.log()
+            .contains("a symbolic link leaving the repository was left out of the checkout"),
+        "{}",
+        g.log()
+    );
+}

@@ -17,6 +17,48 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     out
 }
 
+/// The longest quoted value an error message keeps.
+const MAX_QUOTE: usize = 60;
+
+/// `message` with every quoted value (`"…"`, as serde quotes what it could not read) cut at
+/// its first line break and to [`MAX_QUOTE`] characters, so an error about a file never
+/// carries the file: a private key read as one long string shows its first line at most.
+pub fn bound_quotes(message: &str) -> String {
+    let mut out = String::with_capacity(message.len().min(1024));
+    let mut chars = message.chars().peekable();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c != '"' {
+            continue;
+        }
+        // Inside a quoted value, up to the closing quote (escapes are two characters).
+        let mut kept = 0;
+        let mut cut = false;
+        while let Some(c) = chars.next() {
+            if c == '"' {
+                if cut {
+                    out.push('…');
+                }
+                out.push('"');
+                break;
+            }
+            let escaped = (c == '\\').then(|| chars.next()).flatten();
+            let line_break = matches!(escaped, Some('n' | 'r')) || c == '\n';
+            if line_break || kept >= MAX_QUOTE {
+                cut = true;
+            }
+            if !cut {
+                out.push(c);
+                if let Some(e) = escaped {
+                    out.push(e);
+                }
+                kept += 1;
+            }
+        }
+    }
+    out
+}
+
 /// `text` with the credentials of every URL in it hidden: the user and password before `@`
 /// (`https://x-access-token:ghp_…@github.com/o/r` → `https://***@github.com/o/r`) and the
 /// query string (`?token=…` → `?***`). For URLs that may end up in logs, errors or answers.
@@ -105,5 +147,24 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(redact_urls(text), want);
         }
+    }
+
+    #[test]
+    fn quoted_values_are_cut_at_a_line_break_and_a_width() {
+        let key = format!(
+            "invalid type: string {:?}, expected struct Document",
+            format!("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAA{}\n-----END OPENSSH PRIVATE KEY-----", "A".repeat(400))
+        );
+        assert_eq!(
+            bound_quotes(&key),
+            "invalid type: string \"-----BEGIN OPENSSH PRIVATE KEY-----…\", expected struct Document"
+        );
+        let long = format!("unknown variant \"{}\"", "x".repeat(100));
+        assert_eq!(
+            bound_quotes(&long),
+            format!("unknown variant \"{}…\"", "x".repeat(60))
+        );
+        assert_eq!(bound_quotes("no quotes"), "no quotes");
+        assert_eq!(bound_quotes("a \"b\\\"c\" d"), "a \"b\\\"c\" d");
     }
 }

@@ -68,7 +68,7 @@ pub fn closest<'a>(word: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
 /// serde's ``unknown field `triger`, expected one of …`` → a suggestion, or a short list.
 pub(crate) fn explain(message: &str) -> String {
     let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_owned();
+        return crate::report::bound_quotes(message);
     };
     let Some((field, expected)) = rest.split_once('`') else {
         return message.to_owned();

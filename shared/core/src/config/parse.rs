@@ -59,7 +59,7 @@ pub fn parse_app_config(path: &str, text: &str) -> Result<AppConfig, ConfigError
 
 /// serde_yaml appends ` at line L column C`; the error carries the line on its own.
 pub(crate) fn without_position(message: &str) -> String {
-    let mut out = message.to_owned();
+    let mut out = crate::report::bound_quotes(message);
     while let Some(start) = out.find(" at line ") {
         let tail = &out[start + " at line ".len()..];
         let skip_number = |s: &str| s.trim_start_matches(|c: char| c.is_ascii_digit()).len();

@@ -110,7 +110,68 @@ async fn write_tree(
         .args(["checkout-index", "--all", "--force"])
         .stdout()
         .await?;
+    let root = dir.to_owned();
+    let removed = tokio::task::spawn_blocking(move || remove_escaping_links(&root, &root))
+        .await
+        .map_err(|e| CommandError::io("scan", dir, io::Error::other(e)))?
+        .map_err(|e| CommandError::io("scan", dir, e))?;
+    for link in removed {
+        tracing::warn!(commit = %commit, link = %link, "a symbolic link leaving the repository was left out of the checkout");
+    }
     Ok(())
+}
+
+/// Removes every symbolic link under `dir` whose target lies outside `root` (an absolute
+/// target, or one that climbs out with `..`), so nothing reading the checkout can be led to a
+/// file of the host; returns them, relative to `root`. Links that stay inside are kept.
+pub(crate) fn remove_escaping_links(root: &Path, dir: &Path) -> io::Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let meta = std::fs::symlink_metadata(&path)?;
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&path)?;
+            let parent = path.parent().unwrap_or(root);
+            if !stays_inside(root, parent, &target) {
+                std::fs::remove_file(&path)?;
+                removed.push(
+                    path.strip_prefix(root)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string(),
+                );
+            }
+        } else if meta.is_dir() {
+            removed.extend(remove_escaping_links(root, &path)?);
+        }
+    }
+    Ok(removed)
+}
+
+/// True when `target`, read from a link in `parent`, names a path inside `root` (lexically:
+/// the links it may cross are checked on their own).
+fn stays_inside(root: &Path, parent: &Path, target: &Path) -> bool {
+    use std::path::Component;
+    if target.is_absolute() {
+        return false;
+    }
+    let Ok(start) = parent.strip_prefix(root) else {
+        return false;
+    };
+    let mut depth: Vec<_> = start.components().collect();
+    for part in target.components() {
+        match part {
+            Component::Normal(_) => depth.push(part),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if depth.pop().is_none() {
+                    return false;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
 }
 
 /// Makes an empty bare repository at `git_dir` unless one is there.

@@ -280,7 +280,7 @@ fn image_name_and_tag(uri: &str) -> (String, String) {
 fn locate(path: &str, message: &str) -> (String, String) {
     let path = if path == "." { "" } else { path };
     // serde reports an unknown field at its parent; name the field itself.
-    let message = strip_location(message);
+    let message = gannet_core::report::bound_quotes(&strip_location(message));
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some((name, _)) = rest.split_once('`') {
             let field = if path.is_empty() || path == name {

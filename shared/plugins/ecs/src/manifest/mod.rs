@@ -64,7 +64,7 @@ impl<'a> Document<'a> {
             file: file.to_owned(),
             line,
             field: String::new(),
-            message,
+            message: gannet_core::report::bound_quotes(&message),
         };
         let json = file.ends_with(".json");
         let within = if json {
