@@ -16,6 +16,7 @@ use anyhow::Context;
 use gannet_controller::http::Access;
 use gannet_controller::Controller;
 use gannet_core::ports::{Clock, Queue};
+use gannet_core::GoDuration;
 use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_git::LocalGit;
 use tokio::sync::watch;
@@ -87,10 +88,10 @@ pub async fn run_until(
             "resuming messages in flight at the last stop"
         );
     }
-    let git = LocalGit::new(state_dir.join("git"), cfg.repos.clone())?;
+    let git = Arc::new(LocalGit::new(state_dir.join("git"), cfg.repos.clone())?);
     let controller = Controller::new(
         Arc::new(runtime.clone()),
-        Arc::new(git),
+        git.clone(),
         clock,
         cfg.plugins.clone(),
         cfg.settings.clone(),
@@ -157,6 +158,11 @@ pub async fn run_until(
             }
         },
     )));
+    tasks.push(tokio::spawn(prune_timer(
+        runtime.clone(),
+        git.clone(),
+        stop_rx.clone(),
+    )));
 
     let access = Access {
         callers: Arc::new(cfg.tokens.clone()),
@@ -182,6 +188,35 @@ pub async fn run_until(
     }
     drop(lock);
     Ok(())
+}
+
+/// How long a webhook delivery id is kept for deduplication (GitHub redelivers for 3 days).
+const DELIVERIES_KEPT: GoDuration = GoDuration::from_secs(7 * 24 * 3600);
+/// A checked-out tree unused this long is removed (longer than the 6h default stage timeout).
+const TREES_IDLE: Duration = Duration::from_secs(24 * 3600);
+/// The most recently used trees of each repository kept whatever their age.
+const TREES_KEPT: usize = 3;
+
+/// Every hour (and at start): forgets old webhook deliveries and removes checked-out trees
+/// nobody has used for a day, so the state file and the git cache do not grow forever.
+async fn prune_timer(runtime: SqliteRuntime, git: Arc<LocalGit>, mut stop: watch::Receiver<bool>) {
+    let mut every = tokio::time::interval(Duration::from_secs(3600));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                match runtime.prune_deliveries(DELIVERIES_KEPT).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(deliveries = n, "old webhook deliveries pruned"),
+                    Err(err) => tracing::warn!(error = %gannet_controller::error_chain(&err), "pruning deliveries failed"),
+                }
+                if let Err(err) = git.prune_trees(TREES_IDLE, TREES_KEPT).await {
+                    tracing::warn!(error = %err, "pruning checked-out trees failed");
+                }
+            }
+            () = stopped(&mut stop) => return,
+        }
+    }
 }
 
 /// Makes `path` readable and writable by its owner only (`mode`, such as 0o600).

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use gannet_core::duration::Millis;
-use gannet_core::ports::Clock;
+use gannet_core::ports::{Clock, StoreError};
+use gannet_core::GoDuration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::watch;
 
@@ -143,6 +144,20 @@ impl SqliteRuntime {
 
     pub(crate) fn now(&self) -> Millis {
         self.inner.clock.now()
+    }
+
+    /// Forgets webhook deliveries recorded more than `keep` ago (GitHub lets a delivery be
+    /// redelivered for 3 days; a redelivery after that is judged again, which is harmless, as
+    /// the trigger reads the branch head itself). Returns how many went.
+    pub async fn prune_deliveries(&self, keep: GoDuration) -> Result<usize, StoreError> {
+        let before = i64::try_from(self.now().0.saturating_sub(keep.as_millis())).unwrap_or(0);
+        self.write(move |tx| {
+            Ok(tx
+                .prepare_cached("DELETE FROM deliveries WHERE at < ?1")?
+                .execute(rusqlite::params![before])?)
+        })
+        .await
+        .map_err(|e| e.into_store("prune deliveries"))
     }
 
     pub(crate) fn max_attempts(&self) -> u32 {

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use gannet_core::duration::GoDuration;
 use gannet_core::ids::DeploymentId;
-use gannet_core::ports::{Changes, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write};
+use gannet_core::ports::{
+    Changes, Clock, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write,
+};
 use gannet_embedded::conformance::{deployment_fixture, ManualClock};
 use gannet_embedded::{OpenError, RuntimeOptions, SqliteRuntime};
 use rusqlite::Connection;
@@ -307,4 +309,41 @@ async fn wait_for_message_sleeps_until_sent_or_due() {
         !woken && took >= Duration::from_secs(1),
         "nothing: {woken} after {took:?}"
     );
+}
+
+#[tokio::test]
+async fn deliveries_older_than_the_window_are_pruned_and_recent_ones_kept() {
+    let db = Db::new();
+    let store = db.open();
+    let record = |id: &str| Changes {
+        writes: vec![Write::RecordDelivery {
+            id: id.to_owned(),
+            at: db.clock.now(),
+        }],
+        send: Vec::new(),
+    };
+    store.apply(record("old")).await.expect("old");
+    db.clock.advance(GoDuration::from_secs(6 * 24 * 3600));
+    store.apply(record("recent")).await.expect("recent");
+    db.clock.advance(GoDuration::from_secs(2 * 24 * 3600));
+    let week = GoDuration::from_secs(7 * 24 * 3600);
+    assert_eq!(store.prune_deliveries(week).await.expect("prune"), 1);
+    let left: Vec<String> = db
+        .raw()
+        .prepare("SELECT id FROM deliveries ORDER BY id")
+        .expect("prepare")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(left, ["recent"]);
+    // The recent one still deduplicates; the pruned one may be recorded again.
+    assert!(matches!(
+        store.apply(record("recent")).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    store
+        .apply(record("old"))
+        .await
+        .expect("a pruned id is new again");
 }

@@ -2,5 +2,6 @@
 
 pub mod github;
 mod local;
+mod prune;
 
 pub use local::{LocalGit, Location, RepoSpec, SetupError};

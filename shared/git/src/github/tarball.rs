@@ -80,6 +80,11 @@ pub(crate) enum UnpackError {
     },
 }
 
+/// An unpacked tree unused this long may be removed (a step's invocation lasts 15 min at most).
+const TREES_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
+/// The most recently used trees of each repository kept whatever their age.
+const TREES_KEPT: usize = 3;
+
 impl TreeCache {
     pub fn new(root: PathBuf, limits: Limits) -> Self {
         Self {
@@ -100,12 +105,25 @@ impl TreeCache {
     ) -> Result<PathBuf, TreeError> {
         let target = self.root.join(repo_dir).join(sha.as_str());
         if is_dir(&target).await {
+            crate::prune::touch(&target);
             return Ok(target);
         }
         let lock = self.lock_for(&target);
         let _held = lock.lock().await;
         if is_dir(&target).await {
+            crate::prune::touch(&target);
             return Ok(target);
+        }
+        // Before unpacking another tree, make room: on Lambda, /tmp is small (512 MB by
+        // default) and outlives invocations.
+        let root = self.root.clone();
+        let pruned =
+            tokio::task::spawn_blocking(move || crate::prune::trees(&root, TREES_IDLE, TREES_KEPT))
+                .await
+                .map_err(io::Error::other)
+                .and_then(|r| r);
+        if let Err(err) = pruned {
+            tracing::warn!(error = %err, "pruning unpacked trees failed");
         }
         let n = NEXT_STAGING.fetch_add(1, Ordering::Relaxed);
         let label = format!("{repo_dir}-{}-{}-{n}", sha.short(), std::process::id());
@@ -122,7 +140,10 @@ impl TreeCache {
             .await;
         remove_quietly(&archive).await;
         match built {
-            Ok(()) => Ok(target),
+            Ok(()) => {
+                crate::prune::touch(&target);
+                Ok(target)
+            }
             Err(_) if is_dir(&target).await => {
                 // Another process put the tree in place first; it is complete.
                 remove_quietly(&unpacked).await;

@@ -137,6 +137,21 @@ impl LocalGit {
             .get(id)
             .ok_or_else(|| GitError::UnknownRepo(id.clone()))
     }
+
+    /// Removes checked-out trees not used for `idle`, keeping the `keep` most recently used
+    /// of each repository whatever their age; returns how many went. A tree's last use is
+    /// the time of its last [`GitSource::checkout`], so `idle` must be longer than any step
+    /// that reads a tree may take (a stage's timeout).
+    pub async fn prune_trees(
+        &self,
+        idle: std::time::Duration,
+        keep: usize,
+    ) -> std::io::Result<usize> {
+        let trees = self.cache.join("trees");
+        tokio::task::spawn_blocking(move || crate::prune::trees(&trees, idle, keep))
+            .await
+            .map_err(std::io::Error::other)?
+    }
 }
 
 #[async_trait]
@@ -246,6 +261,7 @@ impl GitSource for LocalGit {
             .join(&repo.dir_name)
             .join(commit.as_str());
         if tokio::fs::metadata(&target).await.is_ok_and(|m| m.is_dir()) {
+            crate::prune::touch(&target);
             return Ok(target);
         }
         let git_dir = repo.git_dir(&self.cache).await?;
@@ -253,7 +269,9 @@ impl GitSource for LocalGit {
         let tree = checkout::tree(&git_dir, &self.cache, &repo.dir_name, commit)
             .await
             .map_err(|e| repo.failed("checkout", e));
-        repo.recheck(&git_dir, &[commit], tree).await
+        let tree = repo.recheck(&git_dir, &[commit], tree).await?;
+        crate::prune::touch(&tree);
+        Ok(tree)
     }
 }
 
