@@ -118,7 +118,12 @@ impl Driver<'_> {
         let url = format!("{}/api/v1/deployments/{id}", self.url);
         let started = Instant::now();
         loop {
-            let res = self.http.get(&url).send().expect("api request");
+            let res = self
+                .http
+                .get(&url)
+                .bearer_auth(crate::setup::BENCH_TOKEN)
+                .send()
+                .expect("api request");
             if res.status().is_success() {
                 let body: Value = res.json().expect("deployment json");
                 let d = &body["deployment"];

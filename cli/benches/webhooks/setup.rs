@@ -89,7 +89,7 @@ pub(crate) fn build_repo(root: &Path, i: usize, commits: usize) -> AppRepo {
 
 pub(crate) fn write_config(root: &Path, port: u16, repos: &[AppRepo]) -> PathBuf {
     let mut text = format!(
-        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_BENCH_SECRET\nintervals: {{poll: 10m, resume: 30s}}\nrepos:\n"
+        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_BENCH_SECRET\napi:\n  tokens: {{env: GANNET_BENCH_TOKENS}}\nintervals: {{poll: 10m, resume: 30s}}\nrepos:\n"
     );
     for r in repos {
         text.push_str(&format!(
@@ -102,6 +102,9 @@ pub(crate) fn write_config(root: &Path, port: u16, repos: &[AppRepo]) -> PathBuf
     std::fs::write(&path, text).expect("write gannet.yaml");
     path
 }
+
+/// The API token the benchmark reads deployments with.
+pub(crate) const BENCH_TOKEN: &str = "bench-viewer-token-000000000000";
 
 /// A running `gannet up`, killed by its PID when dropped (a panic included).
 pub(crate) struct Up {
@@ -116,6 +119,10 @@ impl Up {
             .args(["up", "--config"])
             .arg(config)
             .env("GANNET_BENCH_SECRET", support::SECRET)
+            .env(
+                "GANNET_BENCH_TOKENS",
+                format!("- {{name: bench, role: viewer, token: {BENCH_TOKEN}}}"),
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
             .spawn()
