@@ -523,13 +523,10 @@ fn the_state_is_readable_by_its_owner_only() {
 /// `bytes` bytes.
 fn yaml_bomb(levels: usize, bytes: usize) -> String {
     let mut text = String::from(
-        "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: bomb\nlols:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+        "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: bomb\nlols:\n",
     );
-    for i in 1..levels {
-        let p = i - 1;
-        text.push_str(&format!(
-            "  a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
-        ));
+    for line in gannet_core::fixture::yaml_bomb(levels).lines() {
+        text.push_str(&format!("  {line}\n"));
     }
     while text.len() < bytes {
         text.push_str("# padding padding padding padding padding padding padding padding\n");

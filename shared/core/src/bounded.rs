@@ -170,17 +170,7 @@ impl<'de> Visitor<'de> for Node<'_> {
 mod tests {
     use super::*;
 
-    /// A billion-laughs document: `levels` of anchors, each a list of ten aliases of the last.
-    pub(crate) fn laughs(levels: usize) -> String {
-        let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
-        for i in 1..levels {
-            let p = i - 1;
-            text.push_str(&format!(
-                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
-            ));
-        }
-        text
-    }
+    use crate::fixture::yaml_bomb as laughs;
 
     #[test]
     fn real_documents_pass_and_bombs_do_not() {

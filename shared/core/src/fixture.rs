@@ -171,3 +171,17 @@ pub fn pipecd_examples() -> Option<PathBuf> {
     );
     None
 }
+
+/// A billion-laughs YAML document: `levels` anchors, each a list of ten aliases of the one
+/// before, so it expands to 10^`levels` scalars. Every line is at the top level, so it can be
+/// indented under any key.
+pub fn yaml_bomb(levels: usize) -> String {
+    let mut text = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for i in 1..levels {
+        let p = i - 1;
+        text.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    text
+}

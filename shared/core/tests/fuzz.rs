@@ -125,13 +125,7 @@ fn json_value() -> impl Strategy<Value = serde_json::Value> {
 #[test]
 fn the_fuzzing_stays_within_bounded_memory() {
     // Alias bombs among the inputs, run directly: refused before they are expanded.
-    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-    for i in 1..40 {
-        let p = i - 1;
-        bomb.push_str(&format!(
-            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
-        ));
-    }
+    let bomb = gannet_core::fixture::yaml_bomb(40);
     for _ in 0..20 {
         run_parsers(&bomb);
     }

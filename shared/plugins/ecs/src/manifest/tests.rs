@@ -149,13 +149,7 @@ fn image_versions_are_read_like_pipecds() {
 
 #[test]
 fn definitions_past_the_limits_are_refused_naming_the_file() {
-    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-    for i in 1..30 {
-        let p = i - 1;
-        bomb.push_str(&format!(
-            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
-        ));
-    }
+    let bomb = gannet_core::fixture::yaml_bomb(30);
     let err = TaskDefinition::parse("taskdef.yaml", &bomb).unwrap_err();
     assert!(
         err.to_string()

@@ -294,13 +294,7 @@ fn artifact_versions() {
 
 #[test]
 fn a_manifest_past_the_limits_is_refused_naming_the_file() {
-    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
-    for i in 1..30 {
-        let p = i - 1;
-        bomb.push_str(&format!(
-            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
-        ));
-    }
+    let bomb = gannet_core::fixture::yaml_bomb(30);
     let err = FunctionManifest::parse("function.yaml", &bomb).unwrap_err();
     assert_eq!(
         err.to_string(),
