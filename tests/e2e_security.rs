@@ -231,7 +231,6 @@ fn foreign_origins_and_hosts_change_nothing() {
         .send()
         .expect("request");
     assert_eq!(res.status().as_u16(), 200);
-    assert_eq!(host_port(&g).split(':').count(), 2);
 }
 
 #[test]
@@ -263,11 +262,8 @@ fn a_server_reachable_from_other_machines_needs_tokens() {
 
 #[test]
 fn idle_and_slow_connections_are_closed_and_healthz_still_answers() {
-    let opts = UpOptions {
-        extra_config: "intervals: {poll: 1m, resume: 1s}\napi:\n  tokens: {env: GANNET_E2E_TOKENS}\n  headerTimeout: 1s\n".into(),
-        ..UpOptions::default()
-    };
-    // The default config already has an api section; this one replaces it.
+    // The api section of the default config, with a short head timeout.
+    let api = "intervals: {poll: 1m, resume: 1s}\napi:\n  tokens: {env: GANNET_E2E_TOKENS}\n  headerTimeout: 1s\n";
     let repo = Repo::new();
     repo.commit(&[("README", "x")], "empty");
     let state = tempfile::tempdir().expect("tempdir");
@@ -277,7 +273,7 @@ fn idle_and_slow_connections_are_closed_and_healthz_still_answers() {
             format!(
                 "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nrepos:\n  - id: shop\n    path: {}\n{}",
                 repo.path().display(),
-                opts.extra_config
+                api
             )
         },
         &[],

@@ -465,11 +465,15 @@ fn hosts(listen: SocketAddr, extra: &[String]) -> Result<Hosts, String> {
     let port = listen.port();
     let mut names = vec![listen.to_string()];
     if listen.ip().is_loopback() || listen.ip().is_unspecified() {
-        names.extend([
+        for name in [
             format!("localhost:{port}"),
             format!("127.0.0.1:{port}"),
             format!("[::1]:{port}"),
-        ]);
+        ] {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
     }
     for (i, host) in extra.iter().enumerate() {
         let host = host.trim().to_ascii_lowercase();

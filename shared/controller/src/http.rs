@@ -321,10 +321,11 @@ async fn github_hook(State(s): State<AppState>, headers: HeaderMap, body: Body) 
     };
     // A forged signature is refused before the parts are joined into one large buffer.
     let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_ref()).collect();
-    if let Err(refused) = s
-        .controller
-        .verify_webhook(&slices, text("x-hub-signature-256").as_deref())
-    {
+    if let Err(refused) = s.controller.verify_webhook(
+        &slices,
+        text("x-hub-signature-256").as_deref(),
+        text("x-github-delivery").as_deref(),
+    ) {
         return webhook_answer(refused);
     }
     let body = slices.concat();

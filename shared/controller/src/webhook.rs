@@ -40,12 +40,13 @@ impl WebhookResponse {
 }
 
 impl Controller {
-    /// Checks a delivery's signature over its body, received in `parts`, before the body is
-    /// joined: the answer [`Controller::webhook`] would give when it does not verify.
+    /// Checks a delivery's signature over its body, received in `parts` (so a large body need
+    /// not be joined to be refused), and logs a refusal; the answer is the one the webhook gives.
     pub fn verify_webhook(
         &self,
         parts: &[&[u8]],
         signature: Option<&str>,
+        delivery: Option<&str>,
     ) -> Result<(), WebhookResponse> {
         let Some(secret) = &self.inner.settings.webhook_secret else {
             return Err(WebhookResponse::new(
@@ -59,7 +60,12 @@ impl Controller {
             parts.iter().copied(),
             signature,
         )
-        .map_err(|err| WebhookResponse::new(401, "rejected", err.to_string()))
+        .map_err(|err| {
+            // The headers are the sender's: log a bounded part of them.
+            let delivery: String = delivery.unwrap_or("").chars().take(64).collect();
+            tracing::warn!(%delivery, error = %err, "webhook refused");
+            WebhookResponse::new(401, "rejected", err.to_string())
+        })
     }
 
     pub async fn webhook(&self, req: WebhookRequest) -> Result<WebhookResponse, HandlerError> {
@@ -70,28 +76,12 @@ impl Controller {
                 "payload larger than 25 MB",
             ));
         }
-        let Some(secret) = &self.inner.settings.webhook_secret else {
-            return Ok(WebhookResponse::new(
-                401,
-                "rejected",
-                "no webhook secret is configured",
-            ));
-        };
-        if let Err(err) = webhook::verify_signature(
-            secret.expose().as_bytes(),
-            &req.body,
+        if let Err(refused) = self.verify_webhook(
+            &[&req.body],
             req.signature.as_deref(),
+            req.delivery.as_deref(),
         ) {
-            // The headers are the sender's: log a bounded part of them.
-            let delivery: String = req
-                .delivery
-                .as_deref()
-                .unwrap_or("")
-                .chars()
-                .take(64)
-                .collect();
-            tracing::warn!(%delivery, error = %err, "webhook refused");
-            return Ok(WebhookResponse::new(401, "rejected", err.to_string()));
+            return Ok(refused);
         }
         let Some(event) = req.event.as_deref() else {
             return Ok(WebhookResponse::new(
