@@ -185,6 +185,75 @@ fn cancel_with_rollback_runs_the_rollback_and_names_who_cancelled() {
     assert!(stderr_of(&run).contains("HTTP 409"), "{run:?}");
 }
 
+/// A script that starts a background `sleep`, records both pids in `pids`, and waits.
+fn holding_script(pids: &std::path::Path, stage_timeout: Option<&str>) -> String {
+    let timeout = stage_timeout.map_or(String::new(), |t| format!("        timeout: {t}\n"));
+    app_config(
+        "web",
+        &format!(
+            "      - name: SCRIPT_RUN\n{timeout}        with:\n          run: |\n            sleep 60 &\n            echo $! >> {p}\n            echo $$ >> {p}\n            wait\n",
+            p = pids.display()
+        ),
+    )
+}
+
+/// Waits until every pid in `pids` is gone (bounded), naming the first that stays.
+fn assert_all_gone(pids: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for pid in pids {
+        let stat = format!("/proc/{pid}/stat");
+        let alive = || {
+            std::fs::read_to_string(&stat)
+                .map(|s| !s.contains(") Z") && !s.contains(") X"))
+                .unwrap_or(false)
+        };
+        while alive() {
+            assert!(
+                Instant::now() < deadline,
+                "process {pid} outlived its stage"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn cancel_mid_script_kills_the_script_and_what_it_started() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let pids = work.path().join("pids");
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &holding_script(&pids, None));
+    g.wait_until(LIMIT, "the script and its child run", || {
+        (lines_of(&pids).len() == 2).then_some(())
+    });
+    let run = g.cli_env(
+        &["cancel", &id, "--no-rollback"],
+        &[("GANNET_TOKEN", token_of("dora"))],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "CANCELLED", "{d}");
+    assert_all_gone(&lines_of(&pids));
+}
+
+#[test]
+fn a_stage_timeout_kills_the_script_and_what_it_started() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let pids = work.path().join("pids");
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &holding_script(&pids, Some("2s")));
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("timed out after 2s")),
+        "{d}"
+    );
+    assert_eq!(lines_of(&pids).len(), 2, "the script had started");
+    assert_all_gone(&lines_of(&pids));
+}
+
 #[test]
 fn cancel_without_rollback_ends_at_once_and_leaves_rollback_unstarted() {
     let marker = tempfile::tempdir().expect("tempdir");

@@ -1,7 +1,7 @@
 //! End to end: a real `gannet up` SIGKILLed in the middle of a deployment, then restarted on
-//! the same state file. Finished stages never run again, a WAIT resumes where it was, an
-//! interrupted script runs again to its end, a rollback resumes, and an idle restart changes
-//! nothing.
+//! the same state file. Finished stages never run again, a WAIT resumes where it was, a
+//! script (a job) outlives the kill and the restarted server follows it to its end, so it runs
+//! once, a rollback resumes, and an idle restart changes nothing.
 
 mod support;
 
@@ -9,9 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{
-    app_config, find_stage, kill_process_group, marker_lines, stage_of, Gannet, Repo, UpOptions,
-};
+use support::{app_config, find_stage, marker_lines, stage_of, Gannet, Repo, UpOptions};
 
 /// The bound on every wait for the server to get somewhere.
 const LIMIT: Duration = Duration::from_secs(20);
@@ -136,8 +134,59 @@ fn sigkill_during_wait_resumes_the_same_wait() {
     );
 }
 
+/// A 20 s script whose every second is a line of output, and which records its start and end.
+fn twenty_seconds(marker: &Path, then: &str) -> String {
+    format!(
+        "echo \"start $$\" >> \"{m}\"\ni=1\nwhile [ $i -le 20 ]; do echo \"tick $i\"; sleep 1; i=$((i+1)); done\necho \"end $$\" >> \"{m}\"\n{then}",
+        m = marker.display()
+    )
+}
+
+/// Pushes `stages`, SIGKILLs `gannet up` 5 s into the 20 s stage `slow` and restarts it at
+/// 10 s; returns the restarted server and the finished deployment.
+fn kill_at_5s_restart_at_10s(
+    stages: &str,
+    slow_marker: &Path,
+    state: &Path,
+) -> (Gannet, String, Value) {
+    let (_repo, mut g, id) = deploy(stages, state);
+    g.wait_until(LIMIT, "the 20 s script has started", || {
+        (!marker_lines(slow_marker).is_empty()).then_some(())
+    });
+    let began = std::time::Instant::now();
+    std::thread::sleep(Duration::from_secs(5));
+    g.kill();
+    let script = pid_of(&marker_lines(slow_marker)[0]);
+    assert!(
+        std::path::Path::new(&format!("/proc/{script}")).exists(),
+        "the script must outlive the killed server"
+    );
+    std::thread::sleep(Duration::from_secs(10).saturating_sub(began.elapsed()));
+    let g = g.restart();
+    let d = g.wait_terminal(&id, Duration::from_secs(40));
+    (g, id, d)
+}
+
+/// The stage's `tick` lines, every one from 1 to 20, in order.
+fn assert_every_tick(log: &[String]) {
+    // Lines are written at least once: a crash between writing lines and saving the cursor,
+    // or two deliveries of one step after the restart, repeat lines, never lose one. So the
+    // first time each line appears is what counts.
+    let mut ticks: Vec<&str> = Vec::new();
+    for line in log.iter().filter(|l| l.starts_with("tick ")) {
+        if !ticks.contains(&line.as_str()) {
+            ticks.push(line);
+        }
+    }
+    let want: Vec<String> = (1..=20).map(|i| format!("tick {i}")).collect();
+    assert_eq!(
+        ticks, want,
+        "the stage log has every line of the script's output"
+    );
+}
+
 #[test]
-fn sigkill_during_a_script_runs_it_again_and_never_repeats_finished_stages() {
+fn a_20s_script_outlives_a_sigkill_of_gannet_runs_once_and_ends_success() {
     let work = tempfile::tempdir().expect("tempdir");
     let (before, slow) = (work.path().join("before"), work.path().join("slow"));
     let stages = [
@@ -149,33 +198,12 @@ fn sigkill_during_a_script_runs_it_again_and_never_repeats_finished_stages() {
         stage(
             "slow",
             "SCRIPT_RUN",
-            &json!({
-                "run": "echo \"start $$\" >> \"$M\"\nsleep 3\necho \"end $$\" >> \"$M\"",
-                "env": {"M": slow},
-            }),
+            &json!({"run": twenty_seconds(&slow, "")}),
         ),
     ]
     .concat();
     let state = tempfile::tempdir().expect("tempdir");
-    let (_repo, mut g, id) = deploy(&stages, state.path());
-
-    let started = g.wait_until(LIMIT, "the slow script has started", || {
-        let d = g.deployment(&id);
-        let lines = marker_lines(&slow);
-        (find_stage(&d, "slow")?["status"] == "RUNNING" && !lines.is_empty()).then_some(lines)
-    });
-    g.kill();
-    // The script outlives the killed server (it leads its own process group); end it too,
-    // as the machine's crash would have.
-    kill_process_group(pid_of(&started[0]));
-    assert_eq!(
-        marker_lines(&slow).len(),
-        1,
-        "the first run was cut short after its first line"
-    );
-    let g = g.restart();
-
-    let d = g.wait_terminal(&id, LIMIT);
+    let (g, id, d) = kill_at_5s_restart_at_10s(&stages, &slow, state.path());
     assert_eq!(d["status"], "SUCCESS", "{d}");
     assert_eq!(
         stage_statuses(&d),
@@ -188,21 +216,49 @@ fn sigkill_during_a_script_runs_it_again_and_never_repeats_finished_stages() {
         "a finished stage never runs again"
     );
     let lines = marker_lines(&slow);
-    assert_eq!(lines.len(), 3, "start, start again, end: {lines:?}");
-    let (first_run, second_run) = (pid_of(&lines[0]), pid_of(&lines[1]));
-    assert_ne!(first_run, second_run, "{lines:?}");
-    assert!(lines[0].starts_with("start ") && lines[1].starts_with("start "));
-    assert_eq!(lines[2], format!("end {second_run}"), "the rerun finished");
-    assert_eq!(
-        stage_of(&d, "slow")["metadata"]["attempts"],
-        "2",
-        "the plugin counted the rerun: {d}"
-    );
-    let log = g.stage_log(&id, "slow");
+    assert_eq!(lines.len(), 2, "started once, ended once: {lines:?}");
+    assert_eq!(lines[1], format!("end {}", pid_of(&lines[0])), "{lines:?}");
+    let stored = g.stored_deployment(&id).expect("stored deployment");
+    let slow_stage = stage_of(&stored, "slow");
+    let took = slow_stage["completed_at"].as_u64().expect("completed_at")
+        - slow_stage["started_at"].as_u64().expect("started_at");
     assert!(
-        log.iter().any(|l| l.contains("attempt 2")),
-        "the stage log says the script ran again: {log:?}"
+        (19_000..26_000).contains(&took),
+        "the stage took {took} ms; the script takes 20 s and ran once"
     );
+    assert_every_tick(&g.stage_log(&id, "slow"));
+}
+
+#[test]
+fn a_failing_20s_script_outlives_a_sigkill_and_its_rollback_runs_once() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (slow, undone) = (work.path().join("slow"), work.path().join("undone"));
+    let stages = stage(
+        "slow",
+        "SCRIPT_RUN",
+        &json!({
+            "run": twenty_seconds(&slow, "exit 4"),
+            "onRollback": "echo undo >> \"$U\"",
+            "env": {"U": undone},
+        }),
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let (g, id, d) = kill_at_5s_restart_at_10s(&stages, &slow, state.path());
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("script exited with code 4")),
+        "{d}"
+    );
+    assert_eq!(
+        stage_statuses(&d),
+        owned(&[("slow", "FAILURE"), ("rollback-slow", "SUCCESS")]),
+        "{d}"
+    );
+    assert_eq!(marker_lines(&slow).len(), 2, "the script ran once");
+    assert_eq!(marker_lines(&undone), ["undo"], "onRollback ran once");
+    assert_every_tick(&g.stage_log(&id, "slow"));
 }
 
 #[test]
@@ -231,7 +287,6 @@ fn a_rollback_interrupted_by_sigkill_resumes_and_ends_failure() {
         (d["status"] == "ROLLING_BACK" && !lines.is_empty()).then_some(lines)
     });
     g.kill();
-    kill_process_group(pid_of(&started[0]));
     let stored = g.stored_deployment(&id).expect("stored deployment");
     assert_eq!(
         stored["status"], "ROLLING_BACK",
@@ -259,15 +314,12 @@ fn a_rollback_interrupted_by_sigkill_resumes_and_ends_failure() {
     assert_eq!(marker_lines(&prepared), ["prepare"]);
     let lines = marker_lines(&undone);
     assert_eq!(
-        lines.len(),
-        3,
-        "rollback started, started again, ended: {lines:?}"
-    );
-    assert!(lines[1].starts_with("rb-start "), "{lines:?}");
-    assert_eq!(
-        lines[2],
-        format!("rb-end {}", pid_of(&lines[1])),
-        "{lines:?}"
+        lines,
+        [
+            started[0].clone(),
+            format!("rb-end {}", pid_of(&started[0]))
+        ],
+        "the rollback script outlived the kill and ran once"
     );
 }
 

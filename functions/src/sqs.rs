@@ -46,6 +46,7 @@ pub async fn handle_batch(
     event: LambdaEvent<SqsEvent>,
 ) -> SqsBatchResponse {
     let request_id = event.context.request_id;
+    let deadline = invocation_deadline(event.context.deadline);
     let records = event.payload.records;
     tracing::debug!(queue = queue.as_str(), %request_id, records = records.len(), "batch");
     let mut tasks = JoinSet::new();
@@ -58,8 +59,9 @@ pub async fn handle_batch(
         };
         let span = tracing::info_span!("record", queue = queue.as_str(), message_id = %message_id);
         let runtime = runtime.clone();
-        let task =
-            tasks.spawn(async move { settle(&runtime, queue, &record).await }.instrument(span));
+        let task = tasks.spawn(
+            async move { settle(&runtime, queue, &record, deadline).await }.instrument(span),
+        );
         order.push((task.id(), message_id));
     }
     let mut settled = HashMap::with_capacity(order.len());
@@ -82,7 +84,24 @@ pub async fn handle_batch(
     response
 }
 
-async fn settle(runtime: &Runtime, queue: QueueName, record: &SqsMessage) -> Settled {
+/// The invocation's deadline (Lambda's, in ms since the epoch) on tokio's clock; `None` when
+/// it is unset or unreadable.
+fn invocation_deadline(deadline_ms: u64) -> Option<tokio::time::Instant> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()?
+        .as_millis();
+    let left = u128::from(deadline_ms).checked_sub(now_ms)?;
+    let left = std::time::Duration::from_millis(u64::try_from(left).ok()?);
+    Some(tokio::time::Instant::now() + left)
+}
+
+async fn settle(
+    runtime: &Runtime,
+    queue: QueueName,
+    record: &SqsMessage,
+    deadline: Option<tokio::time::Instant>,
+) -> Settled {
     let Some(handle) = record.receipt_handle.as_deref() else {
         tracing::error!("record without a receipt handle");
         return Settled::Failed;
@@ -118,7 +137,7 @@ async fn settle(runtime: &Runtime, queue: QueueName, record: &SqsMessage) -> Set
         body: body.to_owned(),
         attempts,
     };
-    match runtime.controller().handle(&received).await {
+    match runtime.controller().handle_by(&received, deadline).await {
         Disposition::Ack => Settled::Done,
         Disposition::Retry { after, .. } => {
             if let Err(err) = runtime.queue().retry_later(&received.receipt, after).await {

@@ -578,15 +578,6 @@ pub fn marker_lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// SIGKILLs a process group (a SCRIPT_RUN script's shell leads its own group), so a script
-/// orphaned by a killed `gannet up` does not outlive the test.
-pub fn kill_process_group(pgid: u32) {
-    let _ = Command::new("kill")
-        .args(["-s", "KILL", "--", &format!("-{pgid}")])
-        .stderr(Stdio::null())
-        .status();
-}
-
 // ---- Bad-input and command tests: custom configs, client runs, stored-state fingerprints ----
 
 /// How a `gannet` command exited and what it printed.

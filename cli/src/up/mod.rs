@@ -17,7 +17,7 @@ use gannet_controller::http::Access;
 use gannet_controller::Controller;
 use gannet_core::ports::{Clock, Queue};
 use gannet_core::GoDuration;
-use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
+use gannet_embedded::{ProcessJobs, RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_git::LocalGit;
 use tokio::sync::watch;
 
@@ -89,13 +89,18 @@ pub async fn run_until(
         );
     }
     let git = Arc::new(LocalGit::new(state_dir.join("git"), cfg.repos.clone())?);
+    // Scripts run as detached processes that outlive this one: a restart finds them running.
+    let jobs_dir = state_dir.join("jobs");
+    let jobs = ProcessJobs::new(&jobs_dir)
+        .with_context(|| format!("cannot create the jobs directory {}", jobs_dir.display()))?;
     let controller = Controller::new(
         Arc::new(runtime.clone()),
         git.clone(),
         clock,
         cfg.plugins.clone(),
         cfg.settings.clone(),
-    );
+    )
+    .with_jobs(Arc::new(jobs.clone()));
 
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
@@ -161,6 +166,7 @@ pub async fn run_until(
     tasks.push(tokio::spawn(prune_timer(
         runtime.clone(),
         git.clone(),
+        jobs,
         stop_rx.clone(),
     )));
 
@@ -197,9 +203,18 @@ const TREES_IDLE: Duration = Duration::from_secs(24 * 3600);
 /// The most recently used trees of each repository kept whatever their age.
 const TREES_KEPT: usize = 3;
 
-/// Every hour (and at start): forgets old webhook deliveries and removes checked-out trees
-/// nobody has used for a day, so the state file and the git cache do not grow forever.
-async fn prune_timer(runtime: SqliteRuntime, git: Arc<LocalGit>, mut stop: watch::Receiver<bool>) {
+/// How long an ended job's directory (its output and working copy) is kept.
+const JOBS_KEPT: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Every hour (and at start): forgets old webhook deliveries, removes checked-out trees
+/// nobody has used for a day and the directories of jobs that ended a week ago, so the state
+/// file, the git cache and the jobs directory do not grow forever.
+async fn prune_timer(
+    runtime: SqliteRuntime,
+    git: Arc<LocalGit>,
+    jobs: ProcessJobs,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut every = tokio::time::interval(Duration::from_secs(3600));
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -212,6 +227,13 @@ async fn prune_timer(runtime: SqliteRuntime, git: Arc<LocalGit>, mut stop: watch
                 }
                 if let Err(err) = git.prune_trees(TREES_IDLE, TREES_KEPT).await {
                     tracing::warn!(error = %err, "pruning checked-out trees failed");
+                }
+                let jobs = jobs.clone();
+                match tokio::task::spawn_blocking(move || jobs.prune(JOBS_KEPT)).await {
+                    Ok(Ok(0)) => {}
+                    Ok(Ok(n)) => tracing::info!(jobs = n, "ended jobs pruned"),
+                    Ok(Err(err)) => tracing::warn!(error = %err, "pruning ended jobs failed"),
+                    Err(err) => tracing::warn!(error = %err, "pruning ended jobs failed"),
                 }
             }
             () = stopped(&mut stop) => return,

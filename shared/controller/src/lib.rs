@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use gannet_core::jobs::{JobRunner, NoJobs};
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Clock, CommitStatuses, GitSource, Store};
 
@@ -23,6 +24,7 @@ mod webhook;
 pub use api::{ApiError, AppView, DeploymentView, StageView, SyncRequest};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use settings::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
+pub use stage::DEADLINE_MARGIN;
 pub use webhook::{WebhookRequest, WebhookResponse, MAX_WEBHOOK_BODY};
 
 use gannet_core::ports::Received;
@@ -44,6 +46,8 @@ struct Inner {
     http: reqwest::Client,
     /// Where deployments are reported on their commits (GitHub repositories only).
     statuses: Option<Arc<dyn CommitStatuses>>,
+    /// Where stages run long commands ([`gannet_core::jobs`]).
+    jobs: Arc<dyn JobRunner>,
 }
 
 impl Controller {
@@ -66,6 +70,7 @@ impl Controller {
                     .build()
                     .unwrap_or_default(),
                 statuses: None,
+                jobs: Arc::new(NoJobs),
             }),
         }
     }
@@ -74,6 +79,13 @@ impl Controller {
     /// commit it deploys (for repositories with a `github` name).
     pub fn with_commit_statuses(mut self, statuses: Arc<dyn CommitStatuses>) -> Self {
         Arc::make_mut(&mut self.inner).statuses = Some(statuses);
+        self
+    }
+
+    /// The same controller, running stages' long commands on `jobs` (without it, a stage that
+    /// needs a job fails saying the runtime has no job runner).
+    pub fn with_jobs(mut self, jobs: Arc<dyn JobRunner>) -> Self {
+        Arc::make_mut(&mut self.inner).jobs = jobs;
         self
     }
 
@@ -92,8 +104,19 @@ impl Controller {
 
     /// Handles one received message and says what to do with it.
     pub async fn handle(&self, received: &Received) -> Disposition {
+        self.handle_by(received, None).await
+    }
+
+    /// [`Controller::handle`] in an invocation that ends at `deadline` (a Lambda function's):
+    /// a stage step that cannot finish before it is not started, and one that runs too close
+    /// to it is cut short; either way the stage goes on in the next invocation.
+    pub async fn handle_by(
+        &self,
+        received: &Received,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Disposition {
         let result = match Message::decode(&received.body) {
-            Ok(message) => self.dispatch(message).await,
+            Ok(message) => self.dispatch(message, deadline).await,
             Err(err) => Err(HandlerError::from(err)),
         };
         match result {
@@ -117,11 +140,15 @@ impl Controller {
         }
     }
 
-    async fn dispatch(&self, message: Message) -> Result<(), HandlerError> {
+    async fn dispatch(
+        &self,
+        message: Message,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<(), HandlerError> {
         match message {
             Message::Trigger { repo, cause } => self.trigger(&repo, &cause).await,
             Message::Plan { app } => self.plan(&app).await,
-            Message::Step { deployment, seq } => self.step(&deployment, seq).await,
+            Message::Step { deployment, seq } => self.step(&deployment, seq, deadline).await,
             Message::Notify { event } => self.notify(&event).await,
             Message::DriftCheck { app, head } => self.drift_check(&app, head.as_ref()).await,
         }

@@ -12,17 +12,26 @@ use std::time::Duration;
 use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, DeploymentStatus, Stage};
 use gannet_core::machine::{self, Action, Next, Transition};
-use gannet_core::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcome};
+use gannet_core::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcome, StopContext};
 use gannet_core::ports::{Changes, Expect, Metadata, StoreError, Write};
 use gannet_core::{DeploymentId, GoDuration, StageId};
 use gannet_events::{Event, EventKind, Message};
 use tokio::sync::Mutex;
+use tokio::time::Instant;
 
 use crate::trigger::notify;
 use crate::{error_chain, Controller, HandlerError};
 
+/// What a step leaves of its invocation for storing its outcome and sending what follows.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+
 impl Controller {
-    pub(crate) async fn step(&self, id: &DeploymentId, seq: u64) -> Result<(), HandlerError> {
+    pub(crate) async fn step(
+        &self,
+        id: &DeploymentId,
+        seq: u64,
+        deadline: Option<Instant>,
+    ) -> Result<(), HandlerError> {
         let inner = &self.inner;
         let Some(d) = inner.store.deployment(id).await? else {
             tracing::warn!(deployment = %id, "step for an unknown deployment dropped");
@@ -34,13 +43,36 @@ impl Controller {
         }
         match machine::next_action(&d, inner.clock.now()) {
             Action::Nothing => Ok(()),
-            Action::Transition(t) => self.store_transition(&d, *t).await,
-            Action::Run { index } => self.run_step(d, index).await,
+            Action::Transition(t) => {
+                self.stop_ended(&d, &t.deployment).await?;
+                self.store_transition(&d, *t).await.map(drop)
+            }
+            Action::Run { index } => self.run_step(d, index, deadline).await,
         }
     }
 
-    async fn run_step(&self, d: Deployment, index: usize) -> Result<(), HandlerError> {
+    async fn run_step(
+        &self,
+        d: Deployment,
+        index: usize,
+        deadline: Option<Instant>,
+    ) -> Result<(), HandlerError> {
         let inner = &self.inner;
+        // Too little of the invocation is left to run a step and store its outcome: the next
+        // invocation runs it.
+        let budget = deadline.map(|at| at.saturating_duration_since(Instant::now()));
+        if budget.is_some_and(|left| left < 2 * DEADLINE_MARGIN) {
+            tracing::info!(deployment = %d.id, "too close to the invocation's deadline; the step runs in the next one");
+            let t = machine::apply_outcome(
+                &d,
+                index,
+                &StepOutcome::Continue {
+                    after: GoDuration::default(),
+                },
+                inner.clock.now(),
+            );
+            return self.store_transition(&d, t).await.map(drop);
+        }
         let now = inner.clock.now();
         let d = if d.stages[index].started_at.is_none() || d.status == DeploymentStatus::Planned {
             let started = machine::start_stage(&d, index, now);
@@ -83,7 +115,9 @@ impl Controller {
             current: Mutex::new(d.clone()),
             stage: stage.id.clone(),
         };
-        let outcome = match self.execute(&d, &stage, &io).await {
+        let mut failed = false;
+        let budget = budget.map(|left| left - DEADLINE_MARGIN);
+        let outcome = match self.execute(&d, &stage, &io, budget).await {
             Ok(outcome) => outcome,
             Err(err @ StepError::Transient { .. }) => {
                 io.log(&format!("retrying: {}", error_chain(&err))).await;
@@ -92,9 +126,12 @@ impl Controller {
                     source: err,
                 });
             }
-            Err(err @ StepError::Permanent(_)) => StepOutcome::Done(StageResult::Failure {
-                reason: err.reason(),
-            }),
+            Err(err @ StepError::Permanent(_)) => {
+                failed = true;
+                StepOutcome::Done(StageResult::Failure {
+                    reason: err.reason(),
+                })
+            }
         };
         if let StepOutcome::Done(result) = &outcome {
             let line = match result {
@@ -105,7 +142,15 @@ impl Controller {
         }
         let latest = io.current.into_inner();
         let t = machine::apply_outcome(&latest, index, &outcome, inner.clock.now());
-        self.store_transition(&latest, t).await
+        let ended = t.deployment.clone();
+        let stored = self.store_transition(&latest, t).await?;
+        if failed && stored {
+            // The plugin did not decide the end: what the stage started may still run. Only
+            // once the end is stored: an error of a step that lost a race (its deployment
+            // moved on) must not stop the job the winning step follows.
+            self.stop_ended(&latest, &ended).await?;
+        }
+        Ok(())
     }
 
     /// Runs the plugin for one step, bounded by the stage's and the deployment's deadlines.
@@ -114,6 +159,7 @@ impl Controller {
         d: &Deployment,
         stage: &Stage,
         io: &StageIo,
+        budget: Option<Duration>,
     ) -> Result<StepOutcome, StepError> {
         let inner = &self.inner;
         let Some(plugin) = inner.plugins.for_stage(&stage.name) else {
@@ -135,6 +181,7 @@ impl Controller {
             running_app_dir: running_app_dir.as_deref(),
             now,
             io,
+            jobs: inner.jobs.as_ref(),
         };
         let deadline = [
             d.planned_at.map(|at| at.plus(d.timeout)),
@@ -144,17 +191,63 @@ impl Controller {
         .flatten()
         .min()
         .map_or(Duration::from_secs(6 * 3600), |limit| {
-            limit.since(now).get()
+            limit.since(now).get() + Duration::from_secs(1)
         });
-        match tokio::time::timeout(deadline + Duration::from_secs(1), plugin.execute_step(ctx))
-            .await
-        {
+        let deadline = budget.map_or(deadline, |budget| deadline.min(budget));
+        match tokio::time::timeout(deadline, plugin.execute_step(ctx)).await {
             Ok(result) => result,
-            // The deadline passed mid-step; the next step's check ends the stage.
+            // A deadline passed mid-step (the stage's, the deployment's or the invocation's):
+            // the next step's check ends the stage, or the next invocation goes on with it.
             Err(_) => Ok(StepOutcome::Continue {
                 after: GoDuration::default(),
             }),
         }
+    }
+
+    /// Lets the plugin of each stage that was running in `before` and has ended in `after`
+    /// stop what the stage left running, before that end is stored (a failure to stop that
+    /// may pass is retried with the message; one that will not is written to the stage log).
+    async fn stop_ended(
+        &self,
+        before: &Deployment,
+        after: &Deployment,
+    ) -> Result<(), HandlerError> {
+        let ended = before.stages.iter().zip(&after.stages).filter(|(b, a)| {
+            b.status == gannet_core::deployment::StageStatus::Running && a.status.is_finished()
+        });
+        for (stage, _) in ended {
+            let Some(plugin) = self.inner.plugins.for_stage(&stage.name) else {
+                continue;
+            };
+            let io = StageIo {
+                controller: self.clone(),
+                current: Mutex::new(before.clone()),
+                stage: stage.id.clone(),
+            };
+            let ctx = StopContext {
+                deployment: before,
+                stage,
+                io: &io,
+                jobs: self.inner.jobs.as_ref(),
+            };
+            match plugin.stop(ctx).await {
+                Ok(()) => {}
+                Err(err @ StepError::Transient { .. }) => {
+                    return Err(HandlerError::Step {
+                        stage: stage.id.to_string(),
+                        source: err,
+                    })
+                }
+                Err(err) => {
+                    io.log(&format!(
+                        "could not stop what the stage started: {}",
+                        err.reason()
+                    ))
+                    .await;
+                }
+            }
+        }
+        Ok(())
     }
 
     async fn app_dir(
@@ -171,13 +264,14 @@ impl Controller {
         Ok(root.join(d.app.dir()))
     }
 
-    /// Stores a transition and sends what follows it. A conflict means the deployment moved
-    /// on without us (a duplicate or a command); the message is then stale and dropped.
+    /// Stores a transition and sends what follows it; false when it was not stored. A conflict
+    /// means the deployment moved on without us (a duplicate or a command); the message is
+    /// then stale and dropped.
     async fn store_transition(
         &self,
         stored: &Deployment,
         t: Transition,
-    ) -> Result<(), HandlerError> {
+    ) -> Result<bool, HandlerError> {
         let now = self.inner.clock.now();
         let next = &t.deployment;
         let mut changes = Changes::default();
@@ -219,10 +313,10 @@ impl Controller {
             expect: Expect::Version(stored.seq),
         });
         match self.inner.store.apply(changes).await {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(true),
             Err(StoreError::Conflict { .. }) => {
                 tracing::info!(deployment = %stored.id, "deployment changed during the step; outcome dropped");
-                Ok(())
+                Ok(false)
             }
             Err(e) => Err(e.into()),
         }

@@ -13,6 +13,7 @@ pub mod duration;
 pub mod fixture;
 pub mod glob;
 pub mod ids;
+pub mod jobs;
 pub mod machine;
 pub mod planner;
 pub mod plugin;

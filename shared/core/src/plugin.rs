@@ -14,6 +14,7 @@ use crate::deployment::{Deployment, Stage, SyncStrategy, Trigger};
 use crate::drift::LiveState;
 use crate::duration::{GoDuration, Millis};
 use crate::ids::{AppId, CommitSha};
+use crate::jobs::JobRunner;
 use crate::ports::{BoxError, Metadata};
 
 /// A stage's `with` did not validate.
@@ -165,6 +166,18 @@ pub struct StepContext<'a> {
     pub running_app_dir: Option<&'a Path>,
     pub now: Millis,
     pub io: &'a dyn StepIo,
+    /// Where commands that outlive the step run ([`crate::jobs`]).
+    pub jobs: &'a dyn JobRunner,
+}
+
+/// What [`Plugin::stop`] gets: a running stage that ended without its plugin deciding it.
+pub struct StopContext<'a> {
+    pub deployment: &'a Deployment,
+    /// The stage as it was when it was stopped (its metadata says what it started).
+    pub stage: &'a Stage,
+    /// For the stage log only: the stage has ended, so metadata cannot be saved any more.
+    pub io: &'a dyn StepIo,
+    pub jobs: &'a dyn JobRunner,
 }
 
 /// What a live-state check gets: the app's config and directory at the branch head.
@@ -244,6 +257,14 @@ pub trait Plugin: Send + Sync {
 
     /// Runs one step of `ctx.stage`.
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError>;
+
+    /// A running stage of this plugin was ended from outside: the deployment was cancelled,
+    /// the stage or the deployment timed out, or a step failed with an error. Stops what the
+    /// stage left running (a job). Called before the stage's end is stored, and again if
+    /// storing it is retried, so it must be safe to repeat.
+    async fn stop(&self, _ctx: StopContext<'_>) -> Result<(), StepError> {
+        Ok(())
+    }
 
     /// The live-state and drift faces: reads the app's live resources and compares them with
     /// the desired state in `ctx.app_dir` (see [`crate::drift`]). `Ok(None)` when this plugin

@@ -7,6 +7,7 @@
 
 mod clock;
 mod error;
+mod jobs;
 mod queue;
 mod runtime;
 mod schema;
@@ -18,5 +19,6 @@ pub mod conformance;
 
 pub use clock::SystemClock;
 pub use error::OpenError;
+pub use jobs::{ProcessJobs, LAUNCH_GRACE, MARKER as JOB_MARKER, OUTPUT_CAP};
 pub use runtime::{RuntimeOptions, SqliteRuntime};
 pub use tokens::{ApiTokens, MIN_TOKEN_LEN};

@@ -279,6 +279,7 @@ impl<P: Platform> Run<P> {
                 running_app_dir: running_dir.as_deref(),
                 now: Millis(self.now),
                 io: &io,
+                jobs: &gannet_core::jobs::NoJobs,
             })
             .await;
         self.deployment.stages[index].metadata.extend(io.saved());

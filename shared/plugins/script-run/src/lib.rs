@@ -1,34 +1,33 @@
-//! The SCRIPT_RUN stage: runs `with.run` with `sh -c` in the app's directory, and, when the
-//! deployment rolls back, `with.onRollback` as a hidden SCRIPT_RUN_ROLLBACK stage.
+//! The SCRIPT_RUN stage: runs `with.run` with `sh` as a job ([`gannet_core::jobs`]) in a copy
+//! of the app's directory, and, when the deployment rolls back, `with.onRollback` as a hidden
+//! SCRIPT_RUN_ROLLBACK stage.
 //!
-//! As in PipeCD, the script gets the controller's environment, the `SR_*` variables that
-//! describe the deployment, then `with.env`. Its stdout and stderr go to the stage log line by
-//! line as they arrive. Exit code 0 is success. The stage's time (`with.timeout`, 6h by default,
-//! and never more than the stage's own timeout) counts from when the stage started; at the end
-//! of it the script's whole process group is killed and the stage fails.
+//! A step never waits for the script: the first step starts the job and returns `Continue`,
+//! each later step copies the job's new output to the stage log and looks whether it ended.
+//! The job is named by the deployment, the stage and the attempt, so a step delivered twice,
+//! or one that crashed after starting the job, finds the job it started: the script runs
+//! once. Exit code 0 is success. The stage's time (`with.timeout`, 6h by default, and never
+//! more than the stage's own timeout) counts from when the stage started; at the end of it the
+//! job (the script and what it started) is stopped and the stage fails. A cancelled deployment
+//! stops it the same way ([`Plugin::stop`]).
 //!
 //! A rollback stage runs in the app's directory at the running commit (the commit being
 //! returned to), or at the deployment's commit on a first deployment. As PipeCD documents, a
 //! rollback runs only for SCRIPT_RUN stages that started.
-//!
-//! A step is the whole script run. If it is interrupted (a crash, a lost lease), the next step
-//! runs the script again and the log says so; scripts should tolerate that. Two copies never
-//! run at once: what the interrupted attempt left running is killed first (see [`orphan`]).
 
 mod context;
 mod options;
-mod orphan;
-mod runner;
 
 use std::path::Path;
 
 use async_trait::async_trait;
 use gannet_core::deployment::{Stage, StageStatus};
 use gannet_core::ids::StageId;
+use gannet_core::jobs::{Follow, JobEnd, JobKey, JobSpec, Progress};
 use gannet_core::plugin::{
     PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
+    StopContext,
 };
-use gannet_core::ports::Metadata;
 use gannet_core::registry::{PluginSettings, PluginSpec};
 use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
@@ -36,15 +35,11 @@ use serde_json::Value;
 
 use crate::context::{context_env, RunKind};
 use crate::options::{ScriptOptions, DEFAULT_TIMEOUT};
-use crate::runner::{OnDrop, RunError, Script, ScriptEnd};
 
 /// The stage that runs `with.run`.
 pub const STAGE_SCRIPT_RUN: &str = "SCRIPT_RUN";
 /// The hidden stage that runs a SCRIPT_RUN's `with.onRollback`.
 pub const STAGE_SCRIPT_RUN_ROLLBACK: &str = "SCRIPT_RUN_ROLLBACK";
-
-/// Stage metadata key: how many times a step has started the script.
-const ATTEMPTS: &str = "attempts";
 
 /// What every script gets of gannet's environment: what a shell needs to find programs and
 /// speak the locale, never a credential.
@@ -70,17 +65,13 @@ pub const BASE_ENV: [&str; 10] = [
 pub struct ScriptRunPlugin {
     /// Names of gannet's environment variables scripts get, beside [`BASE_ENV`].
     allow_env: Vec<String>,
-    on_drop: OnDrop,
 }
 
 impl ScriptRunPlugin {
     /// A plugin whose scripts also get the variables named in `allow_env` from gannet's
     /// environment.
     pub fn allowing_env(allow_env: Vec<String>) -> Self {
-        Self {
-            allow_env,
-            on_drop: OnDrop::default(),
-        }
+        Self { allow_env }
     }
 
     /// The part of gannet's environment a script gets.
@@ -188,16 +179,76 @@ impl Plugin for ScriptRunPlugin {
         let stage = ctx.stage;
         let opts = ScriptOptions::parse(&stage.name, &stage.with)
             .map_err(|e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
-        let kind = if stage.name == STAGE_SCRIPT_RUN_ROLLBACK {
+        let follow = Follow {
+            jobs: ctx.jobs,
+            io: ctx.io,
+            metadata: &stage.metadata,
+        };
+        let limit = stage.timeout.min(opts.timeout);
+        let elapsed = ctx.now.since(stage.started_at.unwrap_or(ctx.now));
+        let progress = match follow.key() {
+            Some(key) => {
+                let progress = follow.poll(&key, ctx.now).await?;
+                if matches!(progress, Progress::Running { .. }) && elapsed >= limit {
+                    ctx.jobs.cancel(&key).await?;
+                    return Ok(timed_out(&ctx, limit).await);
+                }
+                progress
+            }
+            None => match self.start(&ctx, &opts, &follow, limit, elapsed).await? {
+                Some(progress) => progress,
+                None => return Ok(StepOutcome::Done(StageResult::Success)),
+            },
+        };
+        let end = match progress {
+            Progress::Running { after } => return Ok(StepOutcome::Continue { after }),
+            Progress::Ended(end) => end,
+        };
+        let result = match end {
+            JobEnd::Exited(0) => StageResult::Success,
+            JobEnd::TimedOut { .. } => return Ok(timed_out(&ctx, limit).await),
+            other => StageResult::Failure {
+                reason: format!("script {other}"),
+            },
+        };
+        match &result {
+            StageResult::Success => ctx.io.log("Script finished successfully").await,
+            StageResult::Failure { reason } => ctx.io.log(reason).await,
+        }
+        Ok(StepOutcome::Done(result))
+    }
+
+    /// A cancel or a timeout stops the script and what it started.
+    async fn stop(&self, ctx: StopContext<'_>) -> Result<(), StepError> {
+        let follow = Follow {
+            jobs: ctx.jobs,
+            io: ctx.io,
+            metadata: &ctx.stage.metadata,
+        };
+        if let Some(key) = follow.key() {
+            follow.cancel().await?;
+            ctx.io.log(&format!("stopped the script (job {key})")).await;
+        }
+        Ok(())
+    }
+}
+
+impl ScriptRunPlugin {
+    /// The first step: starts the script's job, unless there is nothing to do (`None`: a
+    /// rollback of a stage that never ran) or no time left.
+    async fn start(
+        &self,
+        ctx: &StepContext<'_>,
+        opts: &ScriptOptions,
+        follow: &Follow<'_>,
+        limit: GoDuration,
+        elapsed: GoDuration,
+    ) -> Result<Option<Progress>, StepError> {
+        let kind = if ctx.stage.name == STAGE_SCRIPT_RUN_ROLLBACK {
             RunKind::Rollback
         } else {
             RunKind::Forward
         };
-
-        orphan::kill_previous(&stage.metadata, ctx.deployment.id.as_str(), ctx.io)
-            .await
-            .map_err(|e| StepError::transient("killing the previous attempt's script", e))?;
-
         if let Some(undone) = opts.rollback_of.as_deref() {
             let undone = ctx
                 .deployment
@@ -211,34 +262,12 @@ impl Plugin for ScriptRunPlugin {
                         undone.id
                     ))
                     .await;
-                return Ok(StepOutcome::Done(StageResult::Success));
+                return Ok(None);
             }
         }
-
-        let limit = stage.timeout.min(opts.timeout);
-        let elapsed = ctx.now.since(stage.started_at.unwrap_or(ctx.now));
         if elapsed >= limit {
-            return Ok(timed_out(&ctx, limit).await);
+            return Ok(Some(Progress::Ended(JobEnd::TimedOut { after: limit })));
         }
-        let remaining = limit.get() - elapsed.get();
-
-        let attempts: u64 = stage
-            .metadata
-            .get(ATTEMPTS)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let attempt = attempts.saturating_add(1);
-        ctx.io
-            .save_metadata(Metadata::from([(ATTEMPTS.to_owned(), attempt.to_string())]))
-            .await?;
-        if attempt > 1 {
-            ctx.io
-                .log(&format!(
-                    "An earlier run of this script was interrupted; running it again (attempt {attempt})"
-                ))
-                .await;
-        }
-
         let dir: &Path = match kind {
             RunKind::Rollback => ctx.running_app_dir.unwrap_or(ctx.app_dir),
             RunKind::Forward => ctx.app_dir,
@@ -249,33 +278,16 @@ impl Plugin for ScriptRunPlugin {
         }
         let mut env = self.inherited_env();
         env.extend(context_env(ctx.deployment, kind));
-        env.extend(opts.env);
-        let script = Script {
-            run: &opts.run,
+        env.extend(opts.env.clone());
+        let key = JobKey::new(&ctx.deployment.id, &ctx.stage.id, 1);
+        let spec = JobSpec {
+            key: &key,
+            script: &opts.run,
             dir,
-            env,
-            limit: remaining,
-            on_drop: self.on_drop,
+            env: &env,
+            timeout: GoDuration::from_millis(limit.as_millis() - elapsed.as_millis()),
         };
-        let end = runner::run(script, ctx.io).await.map_err(|e| match e {
-            RunError::RecordGroup { source } => source,
-            other => StepError::permanent(other),
-        })?;
-        let result = match end {
-            ScriptEnd::Exited(0) => StageResult::Success,
-            ScriptEnd::Exited(code) => StageResult::Failure {
-                reason: format!("script exited with code {code}"),
-            },
-            ScriptEnd::Signalled(signal) => StageResult::Failure {
-                reason: format!("script was killed by signal {signal}"),
-            },
-            ScriptEnd::TimedOut => return Ok(timed_out(&ctx, limit).await),
-        };
-        match &result {
-            StageResult::Success => ctx.io.log("Script finished successfully").await,
-            StageResult::Failure { reason } => ctx.io.log(reason).await,
-        }
-        Ok(StepOutcome::Done(result))
+        follow.start(spec, ctx.now).await.map(Some)
     }
 }
 

@@ -1,24 +1,24 @@
-//! Tests for SCRIPT_RUN: validation, real scripts run with `sh`, timeouts, the environment,
-//! output capture and rollback stages.
-
-#[cfg(target_os = "linux")]
-mod orphan;
+//! Tests for SCRIPT_RUN: validation, real scripts run with `sh` through the embedded job
+//! runner, timeouts, the environment, output capture and rollback stages.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome};
+use gannet_core::jobs::{JobRunner, MAX_LINE_BYTES, MAX_LOG_LINES};
+use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome, StopContext};
 use gannet_core::GoDuration;
+use gannet_embedded::ProcessJobs;
 use serde_json::{json, Value};
 
 use super::{rollback_stages_for, ScriptRunPlugin};
-use crate::runner::{MAX_LINES, MAX_LINE_BYTES};
 
 pub(crate) use gannet_core::fixture::RecordingIo as Recorder;
 
 const NOW: u64 = 1_700_000_000_000;
+/// A stage is run to its end within this.
+const LIMIT: Duration = Duration::from_secs(20);
 
 /// The script's own output: the log without the echoed commands and the closing line.
 fn output(io: &Recorder) -> Vec<String> {
@@ -54,6 +54,70 @@ struct Dirs<'a> {
     running: Option<&'a Path>,
 }
 
+/// A job runner of its own, in a temporary directory.
+struct Jobs {
+    _dir: tempfile::TempDir,
+    runner: ProcessJobs,
+}
+
+fn jobs() -> Jobs {
+    let dir = tempfile::tempdir().unwrap();
+    let runner = ProcessJobs::new(dir.path().join("jobs")).unwrap();
+    Jobs { _dir: dir, runner }
+}
+
+/// One step of `stage` at `now` ms after [`NOW`], with the metadata saved so far.
+async fn one_step(
+    plugin: &ScriptRunPlugin,
+    stage: &Stage,
+    deployment: &Deployment,
+    dirs: &Dirs<'_>,
+    io: &Recorder,
+    jobs: &dyn JobRunner,
+    now: u64,
+) -> Result<StepOutcome, StepError> {
+    let mut stage = stage.clone();
+    stage.metadata.extend(io.saved());
+    plugin
+        .execute_step(StepContext {
+            deployment,
+            stage: &stage,
+            app_dir: dirs.app,
+            running_app_dir: dirs.running,
+            now: Millis(NOW + now),
+            io,
+            jobs,
+        })
+        .await
+}
+
+/// Runs `stage` step by step, as the controller would, until it is done (or a step fails).
+async fn step_with(
+    plugin: &ScriptRunPlugin,
+    stage: &Stage,
+    deployment: &Deployment,
+    dirs: Dirs<'_>,
+    io: &Recorder,
+) -> Result<StepOutcome, StepError> {
+    let jobs = jobs();
+    let began = Instant::now();
+    loop {
+        let now = u64::try_from(began.elapsed().as_millis()).unwrap();
+        let outcome = one_step(plugin, stage, deployment, &dirs, io, &jobs.runner, now).await?;
+        match outcome {
+            StepOutcome::Continue { after } => {
+                assert!(
+                    began.elapsed() < LIMIT,
+                    "the stage never ended: {:?}",
+                    io.logs()
+                );
+                tokio::time::sleep(after.get().min(Duration::from_millis(100))).await;
+            }
+            done => return Ok(done),
+        }
+    }
+}
+
 async fn step_in(
     stage: &Stage,
     deployment: &Deployment,
@@ -63,33 +127,28 @@ async fn step_in(
     step_with(&ScriptRunPlugin::default(), stage, deployment, dirs, io).await
 }
 
-async fn step_with(
-    plugin: &ScriptRunPlugin,
-    stage: &Stage,
-    deployment: &Deployment,
-    dirs: Dirs<'_>,
-    io: &Recorder,
-) -> Result<StepOutcome, StepError> {
-    plugin
-        .execute_step(StepContext {
-            deployment,
-            stage,
-            app_dir: dirs.app,
-            running_app_dir: dirs.running,
-            now: Millis(NOW),
-            io,
-        })
-        .await
+async fn step(stage: &Stage, io: &Recorder) -> StepOutcome {
+    step_of(&ScriptRunPlugin::default(), stage, io).await
 }
 
-async fn step(stage: &Stage, io: &Recorder) -> StepOutcome {
+/// `stage`, alone in a test deployment, run to its end by `plugin` in an empty directory.
+async fn step_of(plugin: &ScriptRunPlugin, stage: &Stage, io: &Recorder) -> StepOutcome {
     let dir = tempfile::tempdir().unwrap();
     let deployment = Deployment::test().with_stages(vec![stage.clone()]);
     let dirs = Dirs {
         app: dir.path(),
         running: None,
     };
-    step_in(stage, &deployment, dirs, io).await.unwrap()
+    step_with(plugin, stage, &deployment, dirs, io)
+        .await
+        .unwrap()
+}
+
+/// True while `pid` is a live process (not a zombie).
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z") && !s.contains(") X"))
+        .unwrap_or(false)
 }
 
 fn failure(reason: &str) -> StepOutcome {
@@ -200,7 +259,7 @@ async fn a_killed_script_fails_the_stage() {
     let stage = run_script("kill -s TERM $$");
     assert_eq!(
         step(&stage, &Recorder::default()).await,
-        failure("script was killed by signal 15")
+        failure("script exited with code 143 (killed by signal 15)")
     );
 }
 
@@ -220,7 +279,6 @@ async fn the_script_is_killed_at_the_timeout() {
     assert_eq!(output(&io), ["started"]);
 }
 
-#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn the_timeout_kills_processes_the_script_started() {
     let mut stage = run_script("sleep 30 & echo $!; wait");
@@ -231,25 +289,15 @@ async fn the_timeout_kills_processes_the_script_started() {
         failure("script timed out after 1s")
     );
     let pid = &output(&io)[0];
-    let stat = format!("/proc/{pid}/stat");
-    let gone = (0..50).any(|_| {
-        let alive = std::fs::read_to_string(&stat)
-            .map(|s| !s.contains(") Z") && !s.contains(") X"))
-            .unwrap_or(false);
-        if alive {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        !alive
-    });
-    assert!(gone, "background sleep {pid} survived the timeout");
+    assert!(!alive(pid), "background sleep {pid} survived the timeout");
 }
 
 #[tokio::test]
 async fn the_timeout_counts_from_the_stage_start() {
-    let mut stage = run_script("touch ran");
+    let dir = tempfile::tempdir().unwrap();
+    let mut stage = script_stage(json!({"run": "touch \"$OUT/ran\"", "env": {"OUT": dir.path()}}));
     stage.timeout = GoDuration::from_secs(1);
     stage.started_at = Some(Millis(NOW - 2_000));
-    let dir = tempfile::tempdir().unwrap();
     let deployment = Deployment::test();
     let dirs = Dirs {
         app: dir.path(),
@@ -272,7 +320,7 @@ async fn with_timeout_bounds_a_longer_stage_timeout() {
 
 #[tokio::test]
 async fn background_processes_do_not_hold_the_stage() {
-    let stage = run_script("sleep 30 & echo done");
+    let stage = run_script("sleep 30 & echo $!; echo done");
     let io = Recorder::default();
     let began = Instant::now();
     assert_eq!(step(&stage, &io).await, SUCCESS);
@@ -281,12 +329,11 @@ async fn background_processes_do_not_hold_the_stage() {
         "{:?}",
         began.elapsed()
     );
-    assert_eq!(
-        output(&io),
-        [
-            "done",
-            "[the script exited; processes it left running were killed]"
-        ]
+    let out = output(&io);
+    assert_eq!(out[1], "done");
+    assert!(
+        !alive(&out[0]),
+        "what the script left running was not killed"
     );
 }
 
@@ -337,7 +384,8 @@ async fn the_script_sees_the_deployment_in_sr_variables() {
 #[tokio::test]
 async fn the_script_runs_in_the_app_directory() {
     let app = tempfile::tempdir().unwrap();
-    let stage = run_script("pwd -P; echo \"$SR_IS_ROLLBACK\"");
+    std::fs::write(app.path().join("which.txt"), "the app at the commit\n").unwrap();
+    let stage = run_script("cat which.txt; echo \"$SR_IS_ROLLBACK\"; touch made");
     let io = Recorder::default();
     let deployment = Deployment::test();
     let dirs = Dirs {
@@ -345,8 +393,11 @@ async fn the_script_runs_in_the_app_directory() {
         running: None,
     };
     step_in(&stage, &deployment, dirs, &io).await.unwrap();
-    let app_dir = app.path().canonicalize().unwrap();
-    assert_eq!(output(&io), [app_dir.to_str().unwrap(), "false"]);
+    assert_eq!(output(&io), ["the app at the commit", "false"]);
+    assert!(
+        !app.path().join("made").exists(),
+        "a script works in a copy; the checkout stays as it was"
+    );
 }
 
 fn rollback_of(forward: &Stage) -> Stage {
@@ -360,11 +411,13 @@ fn rollback_of(forward: &Stage) -> Stage {
 
 #[tokio::test]
 async fn rollback_runs_on_rollback_in_the_running_commit_directory() {
-    let forward = script_stage(json!({"run": "true", "onRollback": "pwd -P; echo \"$SR_IS_ROLLBACK $R\"", "env": {"R": "undo"}}))
+    let forward = script_stage(json!({"run": "true", "onRollback": "cat which.txt; echo \"$SR_IS_ROLLBACK $R\"", "env": {"R": "undo"}}))
         .finished(StageStatus::Failure);
     let rollback = rollback_of(&forward);
     let deployment = Deployment::test().with_stages(vec![forward, rollback.clone()]);
     let (app, running) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::write(app.path().join("which.txt"), "deployment's commit\n").unwrap();
+    std::fs::write(running.path().join("which.txt"), "running commit\n").unwrap();
 
     let io = Recorder::default();
     let dirs = Dirs {
@@ -373,8 +426,7 @@ async fn rollback_runs_on_rollback_in_the_running_commit_directory() {
     };
     let outcome = step_in(&rollback, &deployment, dirs, &io).await.unwrap();
     assert_eq!(outcome, SUCCESS);
-    let running_dir = running.path().canonicalize().unwrap();
-    assert_eq!(output(&io), [running_dir.to_str().unwrap(), "true undo"]);
+    assert_eq!(output(&io), ["running commit", "true undo"]);
 
     // A first deployment has no running commit: the rollback runs at the deployment's.
     let io = Recorder::default();
@@ -383,8 +435,7 @@ async fn rollback_runs_on_rollback_in_the_running_commit_directory() {
         running: None,
     };
     step_in(&rollback, &deployment, dirs, &io).await.unwrap();
-    let app_dir = app.path().canonicalize().unwrap();
-    assert_eq!(output(&io)[0], app_dir.to_str().unwrap());
+    assert_eq!(output(&io)[0], "deployment's commit");
 }
 
 #[tokio::test]
@@ -457,31 +508,107 @@ async fn output_past_the_line_cap_is_counted_not_kept() {
     let io = Recorder::default();
     assert_eq!(step(&stage, &io).await, SUCCESS);
     let out = output(&io);
-    assert_eq!(out.len(), MAX_LINES + 1);
+    let max = usize::try_from(MAX_LOG_LINES).unwrap();
+    assert_eq!(out.len(), max + 1);
     assert_eq!(out[0], "1");
-    assert_eq!(out[MAX_LINES - 1], "10000");
+    assert_eq!(out[max - 1], "10000");
     assert_eq!(
-        out[MAX_LINES],
+        out[max],
         "[5 more lines of output not shown: the log keeps the first 10000]"
     );
 }
 
 #[tokio::test]
-async fn a_repeated_step_says_it_runs_the_script_again() {
-    let mut stage = run_script("echo hi");
-    let io = Recorder::default();
-    step(&stage, &io).await;
-    assert_eq!(io.saved()["attempts"], "1");
-    assert!(!io.logs().iter().any(|l| l.contains("interrupted")));
-
-    stage.metadata.insert("attempts".into(), "1".into());
-    let io = Recorder::default();
-    step(&stage, &io).await;
-    assert_eq!(io.saved()["attempts"], "2");
-    assert_eq!(
-        io.logs()[0],
-        "An earlier run of this script was interrupted; running it again (attempt 2)"
+async fn a_step_delivered_twice_or_crashed_finds_its_job_and_the_script_runs_once() {
+    let out = tempfile::tempdir().unwrap();
+    let stage = script_stage(json!({
+        "run": "echo ran >> \"$OUT/runs\"; sleep 0.5; echo finished",
+        "env": {"OUT": out.path()},
+    }));
+    let (app, jobs) = (tempfile::tempdir().unwrap(), jobs());
+    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    let plugin = ScriptRunPlugin::default();
+    // The first step started the job, then its process died before the record was saved:
+    // the redelivered step starts the same key again.
+    let crashed = Recorder::default();
+    let first = one_step(
+        &plugin,
+        &stage,
+        &deployment,
+        &dirs,
+        &crashed,
+        &jobs.runner,
+        0,
+    )
+    .await;
+    assert!(
+        matches!(first, Ok(StepOutcome::Continue { .. })),
+        "{first:?}"
     );
+    let io = Recorder::default();
+    let mut outcome = StepOutcome::Continue {
+        after: GoDuration::default(),
+    };
+    let began = Instant::now();
+    while matches!(outcome, StepOutcome::Continue { .. }) {
+        assert!(began.elapsed() < LIMIT);
+        // Every step is delivered twice.
+        for _ in 0..2 {
+            outcome = one_step(&plugin, &stage, &deployment, &dirs, &io, &jobs.runner, 100)
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(outcome, SUCCESS);
+    let runs = std::fs::read_to_string(out.path().join("runs")).unwrap();
+    assert_eq!(runs, "ran\n", "the script ran once");
+    let finished = io.logs().iter().filter(|l| *l == "finished").count();
+    assert!(finished >= 1, "{:?}", io.logs());
+}
+
+#[tokio::test]
+async fn stop_kills_the_running_script_and_the_stage_reads_cancelled() {
+    let stage = run_script("sleep 30 & echo $!; echo started; wait");
+    let (app, jobs) = (tempfile::tempdir().unwrap(), jobs());
+    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    let plugin = ScriptRunPlugin::default();
+    let io = Recorder::default();
+    let began = Instant::now();
+    while !io.logs().iter().any(|l| l == "started") {
+        assert!(began.elapsed() < LIMIT, "{:?}", io.logs());
+        let outcome = one_step(&plugin, &stage, &deployment, &dirs, &io, &jobs.runner, 0).await;
+        assert!(
+            matches!(outcome, Ok(StepOutcome::Continue { .. })),
+            "{outcome:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut stopped = stage.clone();
+    stopped.metadata.extend(io.saved());
+    for _ in 0..2 {
+        plugin
+            .stop(StopContext {
+                deployment: &deployment,
+                stage: &stopped,
+                io: &io,
+                jobs: &jobs.runner,
+            })
+            .await
+            .unwrap();
+    }
+    let pid = output(&io)[0].clone();
+    assert!(!alive(&pid), "the script's child {pid} survived the stop");
+    let outcome = one_step(&plugin, &stage, &deployment, &dirs, &io, &jobs.runner, 0).await;
+    assert_eq!(outcome.unwrap(), failure("script was cancelled"));
 }
 
 #[tokio::test]
@@ -499,7 +626,7 @@ async fn a_missing_app_directory_is_a_permanent_error() {
         err @ StepError::Permanent(_) => {
             let message = err.reason();
             assert!(
-                message.starts_with("could not start `sh -c` in /nonexistent/gannet-app: "),
+                message.starts_with("cannot copy /nonexistent/gannet-app for the job: "),
                 "{message}"
             )
         }
@@ -516,22 +643,13 @@ async fn scripts_get_only_the_allowed_part_of_gannets_environment() {
         "run": "echo \"secret=[$GANNET_SCRIPT_RUN_TEST_SECRET] visible=[$GANNET_SCRIPT_RUN_TEST_VISIBLE] path=[${PATH:+set}] id=[$SR_DEPLOYMENT_ID]\"; env | wc -l",
         "env": {"FROM_WITH": "1"}
     }));
-    let dir = tempfile::tempdir().unwrap();
-    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
-    let dirs = Dirs {
-        app: dir.path(),
-        running: None,
-    };
     let io = Recorder::default();
     let plugin = ScriptRunPlugin::allowing_env(vec!["GANNET_SCRIPT_RUN_TEST_VISIBLE".into()]);
-    let outcome = step_with(&plugin, &stage, &deployment, dirs, &io)
-        .await
-        .unwrap();
-    assert_eq!(outcome, SUCCESS);
+    assert_eq!(step_of(&plugin, &stage, &io).await, SUCCESS);
     let logs = io.logs();
     let want = format!(
         "secret=[] visible=[shown] path=[set] id=[{}]",
-        deployment.id
+        Deployment::test().id
     );
     assert!(logs.contains(&want), "{logs:?}");
     // What a script sees is small and known: the base list, the SR_* variables, with.env.
@@ -569,24 +687,23 @@ fn the_operator_allows_variables_but_never_gannets_secrets() {
 }
 
 #[tokio::test]
-async fn a_script_leads_a_session_of_its_own() {
+async fn a_script_runs_in_a_session_of_its_own() {
     let stage = script_stage(json!({
-        "run": "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; echo \"session=[$([ \"$sid\" = \"$$\" ] && echo own || echo shared)] group=[$([ \"$pgrp\" = \"$$\" ] && echo own || echo shared)]\""
+        "run": "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; echo \"$sid $pgrp\""
     }));
-    let dir = tempfile::tempdir().unwrap();
-    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
-    let dirs = Dirs {
-        app: dir.path(),
-        running: None,
-    };
     let io = Recorder::default();
-    let outcome = step_with(&ScriptRunPlugin::default(), &stage, &deployment, dirs, &io)
-        .await
-        .unwrap();
-    assert_eq!(outcome, SUCCESS);
-    let logs = io.logs();
-    assert!(
-        logs.contains(&"session=[own] group=[own]".to_owned()),
-        "{logs:?}"
+    assert_eq!(step(&stage, &io).await, SUCCESS);
+    let out = output(&io);
+    let (sid, pgrp) = out[0].split_once(' ').expect("sid and group");
+    let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let own_sid = own[own.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(4)
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        sid, pgrp,
+        "the job's first process leads its session and group"
     );
+    assert_ne!(sid, own_sid, "the script shares gannet's session");
 }

@@ -42,6 +42,7 @@ async fn step(stage: &Stage, now: u64, io: &Recorder) -> StepOutcome {
             running_app_dir: None,
             now: Millis(now),
             io,
+            jobs: &gannet_core::jobs::NoJobs,
         })
         .await
         .unwrap()

@@ -32,6 +32,7 @@ async fn step(stage: &Stage, now: u64, io: &Recorder) -> Result<StepOutcome, Ste
             running_app_dir: None,
             now: Millis(now),
             io,
+            jobs: &gannet_core::jobs::NoJobs,
         })
         .await
 }

@@ -1,0 +1,383 @@
+//! The job runner port: a command that outlives the step that starts it (a script, a
+//! `terraform apply`).
+//!
+//! A step starts a job and returns `Continue`; later steps poll it, copying its new output to
+//! the stage log, until it finishes. A job is named by a [`JobKey`] derived from the
+//! deployment, the stage and the attempt, so starting the same key again (a redelivered
+//! message, a step that crashed after starting) finds the job already started and never starts
+//! a second copy. Adapters: child processes that survive a restart of `gannet up`
+//! (`gannet-embedded`), and CodeBuild builds on AWS (`gannet-aws`).
+//!
+//! [`Follow`] is the part every stage that runs a job shares: the key and the output cursor in
+//! stage metadata, the output copied to the stage log (capped), the end mapped to a result.
+
+use std::fmt;
+use std::path::Path;
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use crate::duration::{GoDuration, Millis};
+use crate::ids::{DeploymentId, StageId};
+use crate::plugin::{StepError, StepIo};
+use crate::ports::{BoxError, Metadata};
+
+/// A job's name: the same deployment, stage and attempt always give the same key.
+///
+/// Readable (`<deployment>-<stage>-<attempt>`, cut and reduced to `[A-Za-z0-9-]`) with a hash
+/// of the exact parts at the end, so two stages whose ids differ only in dropped characters
+/// still get different keys. At most 96 characters; safe as a file name and a tag value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct JobKey(String);
+
+impl JobKey {
+    pub fn new(deployment: &DeploymentId, stage: &StageId, attempt: u32) -> Self {
+        let digest = Sha256::digest(format!("{deployment}\n{stage}\n{attempt}"));
+        let readable = |s: &str, max: usize| -> String {
+            s.chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .take(max)
+                .collect()
+        };
+        Self(format!(
+            "{}-{}-{attempt}-{}",
+            readable(deployment.as_str(), 40),
+            readable(stage.as_str(), 24),
+            &hex::encode(digest)[..12]
+        ))
+    }
+
+    /// A key as stored (stage metadata); `None` unless it has a key's shape.
+    pub fn parse(stored: &str) -> Option<Self> {
+        let ok = !stored.is_empty()
+            && stored.len() <= 96
+            && stored
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        ok.then(|| Self(stored.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for JobKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a job runs.
+#[derive(Clone, Copy, Debug)]
+pub struct JobSpec<'a> {
+    pub key: &'a JobKey,
+    /// A shell script, run with `sh -c`.
+    pub script: &'a str,
+    /// Its working directory's contents: the app's directory at the commit. The adapter copies
+    /// it (locally, or to the job's machine); the job never writes here.
+    pub dir: &'a Path,
+    /// The job's whole environment. Nothing of gannet's own environment is added.
+    pub env: &'a [(String, String)],
+    /// The job is killed this long after it starts.
+    pub timeout: GoDuration,
+}
+
+/// How a job ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobEnd {
+    /// The script's exit code (a shell reports a signal `N` as `128 + N`).
+    Exited(i32),
+    /// Killed when its time was up.
+    TimedOut { after: GoDuration },
+    /// Stopped by [`JobRunner::cancel`].
+    Cancelled,
+    /// Gone without an exit code: killed outside gannet, its machine stopped, or it never
+    /// started. `reason` says which, as far as the adapter can tell.
+    Lost { reason: String },
+}
+
+impl fmt::Display for JobEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Exited(0) => f.write_str("exited with code 0"),
+            Self::Exited(code) if *code > 128 && *code < 128 + 65 => {
+                write!(
+                    f,
+                    "exited with code {code} (killed by signal {})",
+                    code - 128
+                )
+            }
+            Self::Exited(code) => write!(f, "exited with code {code}"),
+            Self::TimedOut { after } => write!(f, "timed out after {after}"),
+            Self::Cancelled => f.write_str("was cancelled"),
+            Self::Lost { reason } => write!(f, "was lost: {reason}"),
+        }
+    }
+}
+
+/// What one poll found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobPoll {
+    /// Output lines written since the cursor given, in order, each without its newline.
+    pub lines: Vec<String>,
+    /// Where the next poll reads from.
+    pub cursor: String,
+    /// `None` while the job runs; once it is `Some`, `lines` holds all that was left.
+    pub end: Option<JobEnd>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The runner could not be reached or failed; retrying may help.
+    #[error("job runner unavailable during {operation}")]
+    Unavailable {
+        operation: &'static str,
+        #[source]
+        source: BoxError,
+    },
+    /// The job cannot run as asked (its directory cannot be read, the runner is not set up);
+    /// retrying will not help.
+    #[error("{0}")]
+    Refused(String),
+    /// No job was started with this key.
+    #[error("no job {0} was started")]
+    Unknown(JobKey),
+}
+
+impl From<JobError> for StepError {
+    fn from(err: JobError) -> Self {
+        match err {
+            JobError::Unavailable { .. } => StepError::transient("the job runner", err),
+            other => StepError::permanent(other),
+        }
+    }
+}
+
+/// Runs jobs. Every method is safe to call again with the same arguments.
+#[async_trait]
+pub trait JobRunner: Send + Sync {
+    /// Starts the job, or does nothing when a job with this key was started before (whatever
+    /// its state now).
+    async fn start(&self, spec: JobSpec<'_>) -> Result<(), JobError>;
+
+    /// The job's state and its output after `cursor` (`""` for the start). Bounded: a poll
+    /// returns within a few seconds however much output there is (the rest comes next time).
+    async fn poll(&self, key: &JobKey, cursor: &str) -> Result<JobPoll, JobError>;
+
+    /// Stops the job and everything it started; a job that has ended is left as it is.
+    async fn cancel(&self, key: &JobKey) -> Result<(), JobError>;
+
+    /// How long to wait before polling a job that has run for `running_for`.
+    fn poll_interval(&self, running_for: GoDuration) -> GoDuration;
+}
+
+/// The runner of a runtime that runs no jobs: every start is refused, saying so.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoJobs;
+
+#[async_trait]
+impl JobRunner for NoJobs {
+    async fn start(&self, _spec: JobSpec<'_>) -> Result<(), JobError> {
+        Err(JobError::Refused(
+            "this runtime has no job runner configured, so it cannot run commands".into(),
+        ))
+    }
+
+    async fn poll(&self, key: &JobKey, _cursor: &str) -> Result<JobPoll, JobError> {
+        Err(JobError::Unknown(key.clone()))
+    }
+
+    async fn cancel(&self, _key: &JobKey) -> Result<(), JobError> {
+        Ok(())
+    }
+
+    fn poll_interval(&self, _running_for: GoDuration) -> GoDuration {
+        GoDuration::from_secs(1)
+    }
+}
+
+/// Stage metadata keys of the job a stage runs.
+pub const META_JOB: &str = "job";
+pub const META_JOB_STARTED: &str = "jobStartedAt";
+pub const META_CURSOR: &str = "jobCursor";
+pub const META_LINES: &str = "jobLines";
+
+/// A longer output line is cut to this many bytes.
+pub const MAX_LINE_BYTES: usize = 4096;
+/// The stage log keeps this many lines of a job's output; the rest are counted, not kept.
+pub const MAX_LOG_LINES: u64 = 10_000;
+
+/// Cuts `line` to [`MAX_LINE_BYTES`] on a character boundary, saying so.
+pub fn cut_line(mut line: String) -> String {
+    if line.len() > MAX_LINE_BYTES {
+        let end = (0..=MAX_LINE_BYTES)
+            .rev()
+            .find(|&i| line.is_char_boundary(i))
+            .unwrap_or(0);
+        line.truncate(end);
+        line.push_str(&format!(" [line cut at {MAX_LINE_BYTES} bytes]"));
+    }
+    line
+}
+
+/// One stage's job, as its metadata records it: the shared steps of every stage that runs
+/// a job (start once, copy output to the log, end).
+pub struct Follow<'a> {
+    pub jobs: &'a dyn JobRunner,
+    pub io: &'a dyn StepIo,
+    pub metadata: &'a Metadata,
+}
+
+/// What a step of a job-running stage does next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The job runs: poll again after this long.
+    Running {
+        after: GoDuration,
+    },
+    Ended(JobEnd),
+}
+
+impl Follow<'_> {
+    /// The job this stage started, if it started one.
+    pub fn key(&self) -> Option<JobKey> {
+        self.metadata.get(META_JOB).and_then(|k| JobKey::parse(k))
+    }
+
+    /// When the job was started (as the stage recorded it).
+    pub fn started_at(&self) -> Option<Millis> {
+        self.metadata
+            .get(META_JOB_STARTED)
+            .and_then(|s| s.parse().ok())
+            .map(Millis)
+    }
+
+    /// Starts the job `spec` describes and records it in the stage's metadata. Safe to repeat:
+    /// a start that crashed before the record was saved finds its job by key.
+    pub async fn start(&self, spec: JobSpec<'_>, now: Millis) -> Result<Progress, StepError> {
+        self.jobs.start(spec).await?;
+        self.io
+            .save_metadata(Metadata::from([
+                (META_JOB.to_owned(), spec.key.to_string()),
+                (META_JOB_STARTED.to_owned(), now.0.to_string()),
+                (META_CURSOR.to_owned(), String::new()),
+                (META_LINES.to_owned(), "0".to_owned()),
+            ]))
+            .await?;
+        Ok(Progress::Running {
+            after: self.jobs.poll_interval(GoDuration::default()),
+        })
+    }
+
+    /// Polls the job `key`: its new output goes to the stage log (then the cursor is saved, so
+    /// a crash in between repeats lines rather than losing them).
+    pub async fn poll(&self, key: &JobKey, now: Millis) -> Result<Progress, StepError> {
+        let cursor = self.metadata.get(META_CURSOR).map_or("", String::as_str);
+        let poll = self.jobs.poll(key, cursor).await?;
+        let mut logged: u64 = self
+            .metadata
+            .get(META_LINES)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        for line in poll.lines {
+            logged += 1;
+            if logged <= MAX_LOG_LINES {
+                self.io.log(&cut_line(line)).await;
+            }
+        }
+        if poll.end.is_some() && logged > MAX_LOG_LINES {
+            self.io
+                .log(&format!(
+                    "[{} more lines of output not shown: the log keeps the first {MAX_LOG_LINES}]",
+                    logged - MAX_LOG_LINES
+                ))
+                .await;
+        }
+        let lines_before = self.metadata.get(META_LINES).map(String::as_str);
+        if poll.cursor != cursor || lines_before != Some(logged.to_string().as_str()) {
+            self.io
+                .save_metadata(Metadata::from([
+                    (META_CURSOR.to_owned(), poll.cursor),
+                    (META_LINES.to_owned(), logged.to_string()),
+                ]))
+                .await?;
+        }
+        Ok(match poll.end {
+            Some(end) => Progress::Ended(end),
+            None => Progress::Running {
+                after: self
+                    .jobs
+                    .poll_interval(now.since(self.started_at().unwrap_or(now))),
+            },
+        })
+    }
+
+    /// Stops the stage's job, if it started one (a cancel, a timeout).
+    pub async fn cancel(&self) -> Result<(), StepError> {
+        match self.key() {
+            Some(key) => Ok(self.jobs.cancel(&key).await?),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_stable_safe_and_distinct() {
+        let d = DeploymentId::parse("web-5f2c1a-0a1b2c3d").unwrap();
+        let a = JobKey::new(&d, &StageId::parse("run/script").unwrap(), 1);
+        assert_eq!(
+            a,
+            JobKey::new(&d, &StageId::parse("run/script").unwrap(), 1)
+        );
+        assert_ne!(
+            a,
+            JobKey::new(&d, &StageId::parse("run-script").unwrap(), 1)
+        );
+        assert_ne!(
+            a,
+            JobKey::new(&d, &StageId::parse("run/script").unwrap(), 2)
+        );
+        assert!(
+            a.as_str().starts_with("web-5f2c1a-0a1b2c3d-run-script-1-"),
+            "{a}"
+        );
+        assert_eq!(JobKey::parse(a.as_str()), Some(a.clone()));
+        let long = StageId::parse(&"s/".repeat(100)).unwrap();
+        let key = JobKey::new(&d, &long, u32::MAX);
+        assert!(key.as_str().len() <= 96, "{key}");
+        assert!(JobKey::parse(key.as_str()).is_some());
+        for bad in ["", "../x", "a b", &"a".repeat(97)] {
+            assert_eq!(JobKey::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ends_read_as_a_reason() {
+        assert_eq!(JobEnd::Exited(3).to_string(), "exited with code 3");
+        assert_eq!(
+            JobEnd::Exited(137).to_string(),
+            "exited with code 137 (killed by signal 9)"
+        );
+        assert_eq!(
+            JobEnd::TimedOut {
+                after: GoDuration::from_secs(90)
+            }
+            .to_string(),
+            "timed out after 1m30s"
+        );
+    }
+
+    #[test]
+    fn long_lines_are_cut_on_a_character_boundary() {
+        let line = "é".repeat(MAX_LINE_BYTES);
+        let cut = cut_line(line);
+        assert!(cut.ends_with(" [line cut at 4096 bytes]"));
+        assert!(cut.len() <= MAX_LINE_BYTES + 30);
+        assert_eq!(cut_line("short".into()), "short");
+    }
+}

@@ -1,0 +1,554 @@
+//! The embedded job runner: each job is a detached process tree that outlives `gannet up`.
+//!
+//! A job lives in its own directory under the runner's root, named by its key:
+//!
+//! | file         | written by | holds                                                      |
+//! |--------------|------------|------------------------------------------------------------|
+//! | `job.json`   | start      | when it was started, its timeout                           |
+//! | `script`     | start      | the script                                                 |
+//! | `work/`      | start      | a copy of the app's directory: the job's working directory |
+//! | `claim`      | the job    | created (exclusively) by the process that runs the script  |
+//! | `pid`        | the job    | that process's id, which leads the job's session and group |
+//! | `output.log` | the job    | the script's stdout and stderr                             |
+//! | `exit`       | the job    | the script's exit code, written when it ends               |
+//! | `stopped`    | cancel     | why gannet stopped it (`cancelled`, `timeout`, `output`)   |
+//!
+//! The directory is prepared aside and renamed into place, so a job either exists whole or
+//! not at all. The process is started through `setsid -f`: it leads a session of its own, is
+//! no child of gannet, and a SIGKILL of `gannet up` leaves it running. It runs the script only
+//! after creating `claim` with `O_EXCL`, so however many times a start is retried, the script
+//! runs once; a job that never claimed within [`LAUNCH_GRACE`] is claimed by the poll and
+//! reported lost, so a late process cannot run it after that.
+//!
+//! A job is running while a live process of its group carries `GANNET_JOB=<key>` in its
+//! environment (`/proc`): a reused process id never makes gannet wait for, or kill, a
+//! process that is not the job's. Its processes gone and no `exit` written means lost.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write as _};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use gannet_core::duration::Millis;
+use gannet_core::jobs::{JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec};
+use gannet_core::GoDuration;
+use serde::{Deserialize, Serialize};
+
+/// A job that has not claimed its run this long after it was started never will.
+pub const LAUNCH_GRACE: Duration = Duration::from_secs(30);
+/// A job whose output passes this size is killed (the disk is not the job's to fill).
+pub const OUTPUT_CAP: u64 = 256 * 1024 * 1024;
+/// One poll reads at most this much output; the rest comes at the next.
+const READ_CHUNK: usize = 1024 * 1024;
+/// How long a killed job's processes may take to disappear.
+const GONE_LIMIT: Duration = Duration::from_secs(5);
+/// The environment variable that marks a job's processes.
+pub const MARKER: &str = "GANNET_JOB";
+
+/// Where setsid(1) may be.
+const SETSID: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
+
+/// The job's first process: claims the run, records itself, runs the script, records its
+/// exit code. Shell builtins only (the job's PATH is the user's to set) and `/bin/sh`.
+const WRAPPER: &str = r#"d=$1
+set -C
+{ : >"$d/claim"; } 2>/dev/null || exit 0
+set +C
+echo $$ >"$d/pid"
+cd "$d/work" || { echo 126 >"$d/exit"; exit 126; }
+/bin/sh "$d/script" </dev/null >>"$d/output.log" 2>&1
+echo $? >"$d/exit"
+"#;
+
+/// `job.json`.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Record {
+    started_at: Millis,
+    timeout: GoDuration,
+}
+
+/// Runs jobs as detached processes under `root` (`gannet up` uses `<state dir>/jobs`).
+#[derive(Clone, Debug)]
+pub struct ProcessJobs {
+    root: PathBuf,
+}
+
+impl ProcessJobs {
+    /// A runner keeping its jobs under `root`, created (mode 0700) if missing.
+    pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        fs::create_dir_all(&root)?;
+        set_mode(&root, 0o700)?;
+        Ok(Self { root })
+    }
+
+    fn dir(&self, key: &JobKey) -> PathBuf {
+        self.root.join(key.as_str())
+    }
+
+    /// Removes the directories of jobs that ended (or were lost) and started more than
+    /// `older_than` ago; returns how many. Running jobs are kept whatever their age.
+    pub fn prune(&self, older_than: Duration) -> io::Result<usize> {
+        let now = now_ms();
+        let mut removed = 0;
+        for entry in fs::read_dir(&self.root)?.flatten() {
+            let dir = entry.path();
+            let name = entry.file_name();
+            let Some(key) = name.to_str().and_then(JobKey::parse) else {
+                // A start that crashed mid-way leaves `.tmp-*`; an hour later it is junk.
+                if name.to_string_lossy().starts_with(".tmp-") && age(&dir) > HOUR {
+                    fs::remove_dir_all(&dir)?;
+                }
+                continue;
+            };
+            let Ok(record) = read_record(&dir) else {
+                continue;
+            };
+            let old = now.since(record.started_at).get() > older_than;
+            if old && !group_alive(&dir, &key) {
+                fs::remove_dir_all(&dir)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn start_blocking(&self, spec: &Owned) -> Result<(), JobError> {
+        let dir = self.dir(&spec.key);
+        if !dir.join("job.json").is_file() {
+            self.prepare(spec, &dir)?;
+        }
+        if !dir.join("claim").exists() {
+            launch(&dir, &spec.key, &spec.env).map_err(|source| JobError::Unavailable {
+                operation: "starting the job's process",
+                source: source.into(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Builds the job's directory aside and renames it into place.
+    fn prepare(&self, spec: &Owned, dir: &Path) -> Result<(), JobError> {
+        let unavailable = |operation| {
+            move |source: io::Error| JobError::Unavailable {
+                operation,
+                source: source.into(),
+            }
+        };
+        // Unique to this start: others of the same key may prepare theirs at the same time.
+        static STARTS: AtomicU64 = AtomicU64::new(0);
+        let n = STARTS.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .root
+            .join(format!(".tmp-{}-{}-{n}", spec.key, std::process::id()));
+        fs::create_dir(&tmp).map_err(unavailable("creating the job's directory"))?;
+        copy_tree(&spec.dir, &tmp.join("work")).map_err(|source| {
+            let _ = fs::remove_dir_all(&tmp);
+            JobError::Refused(format!(
+                "cannot copy {} for the job: {source}",
+                spec.dir.display()
+            ))
+        })?;
+        let record = Record {
+            started_at: now_ms(),
+            timeout: spec.timeout,
+        };
+        let written = fs::write(tmp.join("script"), &spec.script).and_then(|()| {
+            let json = serde_json::to_vec(&record).map_err(io::Error::other)?;
+            fs::write(tmp.join("job.json"), json)
+        });
+        if let Err(err) = written.and_then(|()| fs::rename(&tmp, dir)) {
+            let _ = fs::remove_dir_all(&tmp);
+            // Another start of the same key got there first.
+            if !dir.join("job.json").is_file() {
+                return Err(unavailable("writing the job's directory")(err));
+            }
+        }
+        Ok(())
+    }
+
+    fn poll_blocking(&self, key: &JobKey, cursor: &str) -> Result<JobPoll, JobError> {
+        let dir = self.dir(key);
+        let record = read_record(&dir).map_err(|_| JobError::Unknown(key.clone()))?;
+        let end = self.state(&dir, key, &record);
+        let (lines, cursor, rest) = read_output(&dir.join("output.log"), cursor, end.is_some())
+            .map_err(|source| JobError::Unavailable {
+                operation: "reading the job's output",
+                source: source.into(),
+            })?;
+        // Ended with output still unread: report the end once all of it has been read.
+        let end = if rest { None } else { end };
+        Ok(JobPoll { lines, cursor, end })
+    }
+
+    /// The job's end, `None` while it runs. Kills it when its time or output is up.
+    fn state(&self, dir: &Path, key: &JobKey, record: &Record) -> Option<JobEnd> {
+        if let Some(end) = recorded_end(dir, record) {
+            // What the script left running in the background goes with it.
+            kill_group(dir, key);
+            return Some(end);
+        }
+        let age = now_ms().since(record.started_at).get();
+        if !dir.join("claim").exists() {
+            if age < LAUNCH_GRACE {
+                return None;
+            }
+            // Claim it, so that a process that starts late cannot run the script.
+            if create_new(&dir.join("claim")).is_ok() {
+                return Some(JobEnd::Lost {
+                    reason: format!(
+                        "its process never started within {}s",
+                        LAUNCH_GRACE.as_secs()
+                    ),
+                });
+            }
+            return None;
+        }
+        if group_alive(dir, key) {
+            if age > record.timeout.get() {
+                self.stop(dir, key, "timeout");
+                return Some(JobEnd::TimedOut {
+                    after: record.timeout,
+                });
+            }
+            let size = fs::metadata(dir.join("output.log")).map_or(0, |m| m.len());
+            if size > OUTPUT_CAP {
+                self.stop(dir, key, "output");
+                return recorded_end(dir, record);
+            }
+            return None;
+        }
+        // It may have ended between the two looks.
+        recorded_end(dir, record).or_else(|| {
+            let pid = fs::read_to_string(dir.join("pid")).unwrap_or_default();
+            if pid.trim().is_empty() && age < LAUNCH_GRACE {
+                // Claimed a moment ago, pid not written yet.
+                return None;
+            }
+            Some(JobEnd::Lost {
+                reason: "its processes are gone and it recorded no exit code (killed outside \
+                         gannet, or the machine restarted)"
+                    .into(),
+            })
+        })
+    }
+
+    /// Records why the job is stopped, then kills its group and waits (bounded) for it.
+    fn stop(&self, dir: &Path, key: &JobKey, why: &str) {
+        let _ = create_new(&dir.join("stopped")).and_then(|mut f| f.write_all(why.as_bytes()));
+        // A job not yet claimed never runs.
+        let _ = create_new(&dir.join("claim"));
+        kill_group(dir, key);
+    }
+
+    fn cancel_blocking(&self, key: &JobKey) -> Result<(), JobError> {
+        let dir = self.dir(key);
+        let Ok(record) = read_record(&dir) else {
+            return Ok(());
+        };
+        if recorded_end(&dir, &record).is_none() {
+            self.stop(&dir, key, "cancelled");
+        }
+        Ok(())
+    }
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A [`JobSpec`] that can cross into a blocking task.
+struct Owned {
+    key: JobKey,
+    script: String,
+    dir: PathBuf,
+    env: Vec<(String, String)>,
+    timeout: GoDuration,
+}
+
+#[async_trait]
+impl JobRunner for ProcessJobs {
+    async fn start(&self, spec: JobSpec<'_>) -> Result<(), JobError> {
+        let owned = Owned {
+            key: spec.key.clone(),
+            script: spec.script.to_owned(),
+            dir: spec.dir.to_owned(),
+            env: spec.env.to_vec(),
+            timeout: spec.timeout,
+        };
+        let me = self.clone();
+        blocking(move || me.start_blocking(&owned)).await
+    }
+
+    async fn poll(&self, key: &JobKey, cursor: &str) -> Result<JobPoll, JobError> {
+        let (me, key, cursor) = (self.clone(), key.clone(), cursor.to_owned());
+        blocking(move || me.poll_blocking(&key, &cursor)).await
+    }
+
+    async fn cancel(&self, key: &JobKey) -> Result<(), JobError> {
+        let (me, key) = (self.clone(), key.clone());
+        blocking(move || me.cancel_blocking(&key)).await
+    }
+
+    /// Often at first, so a short script ends its stage quickly; then every 2 s.
+    fn poll_interval(&self, running_for: GoDuration) -> GoDuration {
+        match running_for.as_millis() {
+            0..2_000 => GoDuration::from_millis(200),
+            2_000..60_000 => GoDuration::from_millis(500),
+            _ => GoDuration::from_secs(2),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, JobError> + Send + 'static,
+) -> Result<T, JobError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|err| JobError::Unavailable {
+            operation: "the job runner's worker",
+            source: err.into(),
+        })?
+}
+
+/// Starts the job's first process in a session of its own, detached from gannet.
+fn launch(dir: &Path, key: &JobKey, env: &[(String, String)]) -> io::Result<()> {
+    let mut command = match SETSID.iter().find(|p| Path::new(p).is_file()) {
+        // `-f`: always fork, so the session leader is a new process that init adopts.
+        Some(setsid) => {
+            let mut c = Command::new(setsid);
+            c.arg("-f").arg("/bin/sh");
+            c
+        }
+        None => {
+            let mut c = Command::new("/bin/sh");
+            c.process_group(0);
+            c
+        }
+    };
+    let mut child = command
+        .arg("-c")
+        .arg(WRAPPER)
+        .arg("gannet-job")
+        .arg(dir)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(MARKER, key.as_str())
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    // setsid returns at once; without it, the shell is ours to reap when it ends.
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
+/// The end the job's files record, if they record one.
+fn recorded_end(dir: &Path, record: &Record) -> Option<JobEnd> {
+    if let Ok(why) = fs::read_to_string(dir.join("stopped")) {
+        return Some(match why.as_str() {
+            "timeout" => JobEnd::TimedOut {
+                after: record.timeout,
+            },
+            "output" => JobEnd::Lost {
+                reason: format!(
+                    "its output passed {} MiB, so it was killed",
+                    OUTPUT_CAP / (1024 * 1024)
+                ),
+            },
+            _ => JobEnd::Cancelled,
+        });
+    }
+    let code = fs::read_to_string(dir.join("exit")).ok()?;
+    code.trim().parse().ok().map(JobEnd::Exited)
+}
+
+fn read_record(dir: &Path) -> io::Result<Record> {
+    let bytes = fs::read(dir.join("job.json"))?;
+    serde_json::from_slice(&bytes).map_err(io::Error::other)
+}
+
+/// Output lines after `cursor` (a byte offset), the new cursor, and whether more is left.
+/// A last line without its newline is returned only when `ended`.
+fn read_output(path: &Path, cursor: &str, ended: bool) -> io::Result<(Vec<String>, String, bool)> {
+    let offset: u64 = cursor.parse().unwrap_or(0);
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            return Ok((Vec::new(), offset.to_string(), false))
+        }
+        Err(err) => return Err(err),
+    };
+    let size = file.metadata()?.len();
+    file.seek(SeekFrom::Start(offset.min(size)))?;
+    let mut buf = Vec::new();
+    file.take(READ_CHUNK as u64).read_to_end(&mut buf)?;
+    let rest = offset + (buf.len() as u64) < size;
+    let mut used = 0;
+    let mut lines = Vec::new();
+    while let Some(newline) = buf[used..].iter().position(|&b| b == b'\n') {
+        lines.push(text(&buf[used..used + newline]));
+        used += newline + 1;
+    }
+    // A line longer than a whole chunk is cut where the chunk ends.
+    if (used == 0 && buf.len() == READ_CHUNK) || (ended && !rest && used < buf.len()) {
+        lines.push(text(&buf[used..]));
+        used = buf.len();
+    }
+    Ok((lines, (offset + used as u64).to_string(), rest))
+}
+
+fn text(bytes: &[u8]) -> String {
+    let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Copies a directory tree: files with their permissions, symlinks as symlinks (a checkout
+/// holds no link that leaves it), directories writable by the owner.
+fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    fs::create_dir(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(&src)?, &dst)?;
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else if kind.is_file() {
+            fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+fn create_new(path: &Path) -> io::Result<File> {
+    OpenOptions::new().write(true).create_new(true).open(path)
+}
+
+fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+}
+
+fn now_ms() -> Millis {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    Millis(u64::try_from(ms).unwrap_or(u64::MAX))
+}
+
+fn age(path: &Path) -> Duration {
+    fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .unwrap_or_default()
+}
+
+/// The job's process group (its first process's id), when recorded and above 1.
+fn recorded_group(dir: &Path) -> Option<u32> {
+    fs::read_to_string(dir.join("pid"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&pgid| pgid > 1)
+}
+
+/// True while a live process of the job's group carries the job's marker.
+fn group_alive(dir: &Path, key: &JobKey) -> bool {
+    recorded_group(dir).is_some_and(|pgid| proc::scan(pgid, Some(&marker(key))).carries_marker)
+}
+
+fn marker(key: &JobKey) -> String {
+    format!("{MARKER}={key}")
+}
+
+/// Kills the job's group if it still holds the job's processes, and waits (bounded) until
+/// they are gone. Never gannet's own group, never a group that is not the job's.
+fn kill_group(dir: &Path, key: &JobKey) {
+    let Some(pgid) = recorded_group(dir) else {
+        return;
+    };
+    if !proc::scan(pgid, Some(&marker(key))).carries_marker || proc::own_group() == Some(pgid) {
+        return;
+    }
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    let deadline = std::time::Instant::now() + GONE_LIMIT;
+    while proc::scan(pgid, None).members > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What `/proc` shows of a process group.
+mod proc {
+    use std::fs;
+
+    #[derive(Debug, Default)]
+    pub(super) struct Group {
+        /// Live (not zombie) processes in the group.
+        pub(super) members: usize,
+        /// Whether one of them has the marker (`NAME=value`) in its environment.
+        pub(super) carries_marker: bool,
+    }
+
+    pub(super) fn scan(pgid: u32, marker: Option<&str>) -> Group {
+        let mut group = Group::default();
+        let Ok(entries) = fs::read_dir("/proc") else {
+            return group;
+        };
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if process_group(pid) != Some(pgid) {
+                continue;
+            }
+            group.members += 1;
+            if let Some(marker) = marker {
+                group.carries_marker |= environ_has(pid, marker);
+            }
+        }
+        group
+    }
+
+    /// The group of a live process; `None` if it is gone, a zombie, or unreadable.
+    fn process_group(pid: u32) -> Option<u32> {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name, in parentheses, may hold spaces and ')': fields follow the last ')'.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let mut fields = rest.split_whitespace();
+        let state = fields.next()?;
+        let _parent = fields.next()?;
+        let pgrp = fields.next()?.parse().ok()?;
+        (state != "Z" && state != "X").then_some(pgrp)
+    }
+
+    fn environ_has(pid: u32, marker: &str) -> bool {
+        fs::read(format!("/proc/{pid}/environ"))
+            .map(|env| env.split(|&b| b == 0).any(|var| var == marker.as_bytes()))
+            .unwrap_or(false)
+    }
+
+    pub(super) fn own_group() -> Option<u32> {
+        process_group(std::process::id())
+    }
+}
+
+#[cfg(test)]
+mod tests;
