@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use gannet_aws::QueueUrls;
+use gannet_aws::{JobsConfig, QueueUrls};
 use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Supersede};
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
@@ -27,6 +27,10 @@ pub const RESUME_INTERVAL: &str = "GANNET_RESUME_INTERVAL";
 pub const DRIFT_INTERVAL: &str = "GANNET_DRIFT_INTERVAL";
 pub const RECEIVERS: &str = "GANNET_RECEIVERS";
 pub const CALLER_NAMES: &str = "GANNET_CALLER_NAMES";
+/// The job runner's CodeBuild project, S3 bucket and log group (all three, or none).
+pub const JOBS_PROJECT: &str = "GANNET_JOBS_PROJECT";
+pub const JOBS_BUCKET: &str = "GANNET_JOBS_BUCKET";
+pub const JOBS_LOG_GROUP: &str = "GANNET_JOBS_LOG_GROUP";
 pub const REGION: &str = "AWS_REGION";
 pub const ENDPOINT: &str = "AWS_ENDPOINT_URL";
 
@@ -142,6 +146,8 @@ pub struct FunctionConfig {
     pub receivers: Vec<Receiver>,
     /// People's names for IAM principal ARNs (or ARN prefixes ending in `*`), for the API.
     pub caller_names: BTreeMap<String, String>,
+    /// Where stages run long commands (CodeBuild); `None` when the stack has no job runner.
+    pub jobs: Option<JobsConfig>,
     /// Local git's cache directory.
     pub git_cache: PathBuf,
 }
@@ -263,6 +269,30 @@ impl FunctionConfig {
             Some(text) => json::<BTreeMap<String, String>>(CALLER_NAMES, &text)?,
             None => BTreeMap::new(),
         };
+        let jobs = match (get(JOBS_PROJECT), get(JOBS_BUCKET), get(JOBS_LOG_GROUP)) {
+            (Some(project), Some(bucket), Some(log_group)) => Some(JobsConfig {
+                project,
+                bucket,
+                log_group,
+            }),
+            (None, None, None) => None,
+            (project, bucket, _) => {
+                let missing = if project.is_none() {
+                    JOBS_PROJECT
+                } else if bucket.is_none() {
+                    JOBS_BUCKET
+                } else {
+                    JOBS_LOG_GROUP
+                };
+                return Err(invalid(
+                    missing,
+                    format!(
+                        "is not set, but the other job runner settings are: set all of \
+                         {JOBS_PROJECT}, {JOBS_BUCKET} and {JOBS_LOG_GROUP}, or none"
+                    ),
+                ));
+            }
+        };
         Ok(Self {
             region,
             endpoint: get(ENDPOINT),
@@ -275,6 +305,7 @@ impl FunctionConfig {
             intervals,
             receivers,
             caller_names,
+            jobs,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
         })
     }

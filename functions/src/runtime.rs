@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use gannet_aws::{
-    sdk_config, ClientOptions, DynamoStore, SqsOptions, SqsQueue, StoreOptions, SystemClock,
+    sdk_config, ClientOptions, CodeBuildJobs, DynamoStore, SqsOptions, SqsQueue, StoreOptions,
+    SystemClock,
 };
 use gannet_controller::{Controller, Secret, Settings};
 use gannet_core::ports::{BoxError, Clock};
@@ -63,6 +64,10 @@ pub struct Clients {
     pub sqs: aws_sdk_sqs::Client,
     pub secrets: aws_sdk_secretsmanager::Client,
     pub ssm: aws_sdk_ssm::Client,
+    /// The job runner's: CodeBuild, S3 (path-style, which every endpoint serves) and logs.
+    pub codebuild: aws_sdk_codebuild::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub logs: aws_sdk_cloudwatchlogs::Client,
 }
 
 impl Clients {
@@ -72,6 +77,13 @@ impl Clients {
             sqs: aws_sdk_sqs::Client::new(sdk),
             secrets: aws_sdk_secretsmanager::Client::new(sdk),
             ssm: aws_sdk_ssm::Client::new(sdk),
+            codebuild: aws_sdk_codebuild::Client::new(sdk),
+            s3: aws_sdk_s3::Client::from_conf(
+                aws_sdk_s3::config::Builder::from(sdk)
+                    .force_path_style(true)
+                    .build(),
+            ),
+            logs: aws_sdk_cloudwatchlogs::Client::new(sdk),
         }
     }
 }
@@ -152,6 +164,15 @@ impl Runtime {
             config.plugins.clone(),
             settings,
         );
+        // Only the stage function runs steps (and stops their jobs).
+        if let (Function::Stage, Some(jobs)) = (function, &config.jobs) {
+            controller = controller.with_jobs(Arc::new(CodeBuildJobs::new(
+                clients.codebuild.clone(),
+                clients.s3.clone(),
+                clients.logs.clone(),
+                jobs.clone(),
+            )));
+        }
         if let (Function::Notify, Some(client)) = (function, github) {
             let statuses =
                 GithubStatuses::new(client, github_repos(config)).map_err(StartError::Github)?;

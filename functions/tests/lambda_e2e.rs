@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use gannet_core::app::SyncStatus;
 use gannet_core::deployment::{DeploymentStatus, StageStatus};
-use gannet_core::ports::QueueName;
+use gannet_core::ports::{QueueName, Store};
 use gannet_core::DeploymentId;
 use gannet_functions::{Function, Runtime};
 use lambda_moto as moto;
@@ -381,6 +381,45 @@ fn a_failing_script_after_the_promote_rolls_the_canary_back_to_the_old_version()
         "the alias routes everything to the old version again"
     );
     assert_eq!(c.versions(), ["1", "2"]);
+}
+
+#[test]
+fn a_script_runs_as_a_codebuild_job_not_in_the_stage_function_and_its_output_reaches_the_log() {
+    let script = "      - name: SCRIPT_RUN
+        with:
+          run: 'echo \"from $SR_APPLICATION_NAME at $(pwd | sed s,.*/,,)\"; test -z \"$GANNET_TABLE\" && echo no-gannet-env'
+";
+    let mut c = Canary::new("job", LabOptions::default());
+    let v2 = c.commit("v2", &format!("{script}      - name: LAMBDA_SYNC\n"));
+    let id = c.push(&v2);
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    let stage = &d.stages[0];
+    assert_eq!(stage.name, "SCRIPT_RUN");
+    let key = stage
+        .metadata
+        .get("job")
+        .expect("the stage recorded its job");
+    assert!(c.lab.played.contains(key), "the job ran as a build: {key}");
+    let log: Vec<String> = c
+        .lab
+        .rt
+        .block_on(c.lab.store.logs(&d.id, &stage.id, 0))
+        .expect("stage log")
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    for want in [
+        "from fn at work",
+        "no-gannet-env",
+        "Script finished successfully",
+    ] {
+        assert!(log.iter().any(|l| l == want), "{want:?} not in {log:?}");
+    }
+    assert!(
+        !log.iter().any(|l| l.starts_with("[Container]")),
+        "CodeBuild's own lines stay out of the stage log: {log:?}"
+    );
 }
 
 #[test]

@@ -37,6 +37,8 @@ use serde_json::{json, Value};
 
 use counting::CountingProxy;
 
+pub mod builds;
+
 pub const REGION: &str = "us-east-1";
 pub const SECRET: &str = "functions-e2e-webhook-secret";
 /// How long a record received by the harness stays hidden (the template's is 6× the timeout).
@@ -232,6 +234,9 @@ pub struct Lab {
     pub esm: BTreeMap<&'static str, u64>,
     /// Reads state without going through any function.
     pub store: DynamoStore,
+    /// The jobs' project, bucket and log group, and the keys of the builds played so far.
+    pub jobs: gannet_aws::JobsConfig,
+    pub played: std::collections::BTreeSet<String>,
     _git_cache: tempfile::TempDir,
 }
 
@@ -292,6 +297,7 @@ impl Lab {
             .arn()
             .expect("secret ARN")
             .to_owned();
+        let jobs = rt.block_on(builds::provision_jobs(&direct, &name));
         let repo = Repo::new();
         let repo_id = unique("shop");
         let git_cache = tempfile::tempdir().expect("tempdir");
@@ -324,6 +330,9 @@ impl Lab {
                 options.resume_interval.unwrap_or("1s").to_owned(),
             ),
             ("GANNET_POLL_INTERVAL", "1m".to_owned()),
+            ("GANNET_JOBS_PROJECT", jobs.project.clone()),
+            ("GANNET_JOBS_BUCKET", jobs.bucket.clone()),
+            ("GANNET_JOBS_LOG_GROUP", jobs.log_group.clone()),
             (
                 "GANNET_CALLER_NAMES",
                 json!({"arn:aws:sts::123456789012:assumed-role/Deployer/*": "alice"}).to_string(),
@@ -368,6 +377,8 @@ impl Lab {
             busy: BTreeMap::new(),
             esm: BTreeMap::new(),
             store,
+            jobs,
+            played: std::collections::BTreeSet::new(),
             _git_cache: git_cache,
         }
     }
@@ -597,13 +608,20 @@ impl Lab {
         messages.len()
     }
 
-    /// One poll of every queue a function consumes.
+    /// One poll of every queue a function consumes (after playing the builds started since
+    /// the last round, as CodeBuild would run them).
     pub fn round(&mut self) -> usize {
-        Function::ALL
+        let played = self.rt.block_on(builds::play_builds(
+            &self.direct,
+            &self.jobs,
+            &mut self.played,
+        ));
+        let delivered: usize = Function::ALL
             .into_iter()
             .filter_map(Function::queue)
             .map(|q| self.deliver(q))
-            .sum()
+            .sum();
+        played + delivered
     }
 
     /// Delivers messages until a round finds none and `done` holds; panics after `limit`.

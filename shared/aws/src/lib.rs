@@ -95,6 +95,7 @@ mod callers;
 mod client;
 mod clock;
 mod dynamo;
+mod jobs;
 mod provision;
 mod sqs;
 #[cfg(test)]
@@ -104,5 +105,6 @@ pub use callers::IamCallers;
 pub use client::{sdk_config, ClientOptions};
 pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};
+pub use jobs::{CodeBuildJobs, JobsConfig, BUCKET_VARIABLE, JOB_VARIABLE};
 pub use provision::{provision, ProvisionError, ProvisionOptions, Provisioned};
 pub use sqs::{QueueUrls, SqsOptions, SqsQueue, DUE_AT};

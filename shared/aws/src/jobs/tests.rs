@@ -1,0 +1,599 @@
+//! The CodeBuild job runner against moto (CodeBuild, S3 and CloudWatch Logs on loopback), and,
+//! for what moto cannot do, against a fake CodeBuild that replays the shapes of real responses.
+//!
+//! moto runs no container: a build it starts never runs the buildspec, it reports every
+//! build SUCCEEDED the first time it is read (and again after StopBuild), and it keeps no
+//! environment variables of a build. So the tests here write what the build would have
+//! written (its log events, its exit code) themselves, and the parts that depend on a build's
+//! real life (running, failing in a phase, timing out, stopped, found again by its
+//! environment after a crash) run against [`FakeCodeBuild`], a fake, serving responses
+//! shaped like CodeBuild's API reference examples.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+use aws_sdk_codebuild::types::{
+    ArtifactsType, ComputeType, EnvironmentType, ProjectArtifacts, ProjectEnvironment,
+    ProjectSource, SourceType,
+};
+use gannet_core::ids::{DeploymentId, StageId};
+use gannet_core::jobs::{JobEnd, JobKey, JobRunner, JobSpec};
+use gannet_core::GoDuration;
+use serde_json::{json, Value};
+
+use super::{CodeBuildJobs, JobsConfig};
+use crate::test_moto::{moto_config, unique};
+
+struct Moto {
+    jobs: CodeBuildJobs,
+    s3: aws_sdk_s3::Client,
+    logs: aws_sdk_cloudwatchlogs::Client,
+    codebuild: aws_sdk_codebuild::Client,
+    config: JobsConfig,
+}
+
+/// A bucket, a log group and a CodeBuild project on moto, and the runner on them; its
+/// CodeBuild client goes to `codebuild_endpoint` instead when given (the fake).
+async fn moto(codebuild_endpoint: Option<&str>) -> Moto {
+    let sdk = moto_config().await;
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&sdk);
+    let mut codebuild = aws_sdk_codebuild::config::Builder::from(&sdk);
+    if let Some(endpoint) = codebuild_endpoint {
+        codebuild = codebuild.endpoint_url(endpoint);
+    }
+    let codebuild = aws_sdk_codebuild::Client::from_conf(codebuild.build());
+    let config = JobsConfig {
+        project: unique("jobs"),
+        bucket: unique("gannet-jobs"),
+        log_group: format!("/gannet/{}", unique("jobs")),
+    };
+    s3.create_bucket()
+        .bucket(&config.bucket)
+        .send()
+        .await
+        .expect("bucket");
+    logs.create_log_group()
+        .log_group_name(&config.log_group)
+        .send()
+        .await
+        .expect("log group");
+    if codebuild_endpoint.is_none() {
+        codebuild
+            .create_project()
+            .name(&config.project)
+            .source(
+                // The template's project has no source (NO_SOURCE); moto insists on a
+                // location, so the test's project names the bucket (never read: builds get
+                // the job from it by the buildspec).
+                ProjectSource::builder()
+                    .r#type(SourceType::S3)
+                    .location(format!("{}/jobs/", config.bucket))
+                    .build()
+                    .unwrap(),
+            )
+            .artifacts(
+                ProjectArtifacts::builder()
+                    .r#type(ArtifactsType::NoArtifacts)
+                    .build()
+                    .unwrap(),
+            )
+            .environment(
+                ProjectEnvironment::builder()
+                    .r#type(EnvironmentType::ArmContainer)
+                    .image("aws/codebuild/amazonlinux-aarch64-standard:3.0")
+                    .compute_type(ComputeType::BuildGeneral1Small)
+                    .build()
+                    .unwrap(),
+            )
+            .service_role("arn:aws:iam::123456789012:role/gannet-jobs")
+            .send()
+            .await
+            .expect("project");
+    }
+    let jobs = CodeBuildJobs::new(codebuild.clone(), s3.clone(), logs.clone(), config.clone());
+    Moto {
+        jobs,
+        s3,
+        logs,
+        codebuild,
+        config,
+    }
+}
+
+fn key(stage: &str) -> JobKey {
+    JobKey::new(
+        &DeploymentId::parse("web-0123abcd").unwrap(),
+        &StageId::parse(stage).unwrap(),
+        1,
+    )
+}
+
+fn app_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("infra")).unwrap();
+    std::fs::write(dir.path().join("infra/main.tf"), "# the app\n").unwrap();
+    dir
+}
+
+impl Moto {
+    async fn start(&self, key: &JobKey, dir: &std::path::Path) {
+        let env = vec![
+            ("SR_DEPLOYMENT_ID".to_owned(), "web-0123abcd".to_owned()),
+            ("WITH_ENV".to_owned(), "a value with spaces".to_owned()),
+        ];
+        self.jobs
+            .start(JobSpec {
+                key,
+                script: "terraform plan",
+                dir,
+                env: &env,
+                timeout: GoDuration::from_secs(90),
+            })
+            .await
+            .expect("start");
+    }
+
+    async fn object(&self, key: &JobKey, name: &str) -> Option<Vec<u8>> {
+        let got = self
+            .s3
+            .get_object()
+            .bucket(&self.config.bucket)
+            .key(format!("jobs/{key}/{name}"))
+            .send()
+            .await
+            .ok()?;
+        Some(got.body.collect().await.unwrap().into_bytes().to_vec())
+    }
+
+    /// What the build would have written: its exit code, and its log lines in the stream
+    /// CodeBuild names `<key>/<build uuid>`.
+    async fn build_writes(&self, key: &JobKey, exit: Option<&str>, lines: &[&str]) {
+        if let Some(code) = exit {
+            self.s3
+                .put_object()
+                .bucket(&self.config.bucket)
+                .key(format!("jobs/{key}/exit"))
+                .body(format!("{code}\n").into_bytes().into())
+                .send()
+                .await
+                .unwrap();
+        }
+        let build = String::from_utf8(self.object(key, "build").await.unwrap()).unwrap();
+        let stream = format!("{key}/{}", build.rsplit_once(':').unwrap().1);
+        let _ = self
+            .logs
+            .create_log_stream()
+            .log_group_name(&self.config.log_group)
+            .log_stream_name(&stream)
+            .send()
+            .await;
+        let now = i64::try_from(gannet_core_now()).unwrap();
+        let events = lines
+            .iter()
+            .map(|l| {
+                InputLogEvent::builder()
+                    .timestamp(now)
+                    .message(format!("{l}\n"))
+                    .build()
+                    .unwrap()
+            })
+            .collect();
+        self.logs
+            .put_log_events()
+            .log_group_name(&self.config.log_group)
+            .log_stream_name(&stream)
+            .set_log_events(Some(events))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    async fn builds(&self) -> usize {
+        self.codebuild
+            .list_builds_for_project()
+            .project_name(&self.config.project)
+            .send()
+            .await
+            .unwrap()
+            .ids
+            .unwrap_or_default()
+            .len()
+    }
+}
+
+fn gannet_core_now() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// Polls until the job ends (bounded); every line and the end.
+async fn finish(jobs: &CodeBuildJobs, key: &JobKey) -> (Vec<String>, JobEnd) {
+    let (mut lines, mut cursor) = (Vec::new(), String::new());
+    for _ in 0..20 {
+        let poll = jobs.poll(key, &cursor).await.expect("poll");
+        lines.extend(poll.lines);
+        cursor = poll.cursor;
+        if let Some(end) = poll.end {
+            return (lines, end);
+        }
+    }
+    panic!("job {key} did not end in 20 polls: {lines:?}");
+}
+
+#[tokio::test]
+async fn on_moto_a_start_packs_the_job_and_starting_it_again_starts_no_second_build() {
+    let m = moto(None).await;
+    let (k, dir) = (key("plan"), app_dir());
+    m.start(&k, dir.path()).await;
+    m.start(&k, dir.path()).await;
+    assert_eq!(m.builds().await, 1, "one build for one key");
+
+    let packed = m
+        .object(&k, "source.tar.gz")
+        .await
+        .expect("the job's tarball");
+    let mut files = BTreeMap::new();
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(&packed[..]));
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let path = entry.path().unwrap().display().to_string();
+        let mut body = String::new();
+        entry.read_to_string(&mut body).unwrap();
+        files.insert(path, body);
+    }
+    assert_eq!(files["work/infra/main.tf"], "# the app\n");
+    assert_eq!(files["script"], "terraform plan");
+    assert_eq!(
+        files["env"],
+        "SR_DEPLOYMENT_ID=web-0123abcd\0WITH_ENV=a value with spaces\0"
+    );
+}
+
+#[tokio::test]
+async fn on_moto_a_poll_reads_the_output_without_codebuilds_lines_then_the_exit_code() {
+    let m = moto(None).await;
+    let (k, dir) = (key("apply"), app_dir());
+    m.start(&k, dir.path()).await;
+    m.build_writes(
+        &k,
+        Some("3"),
+        &[
+            "[Container] 2026/11/25 12:00:00.000000 Running command sh ../script",
+            "Plan: 1 to add, 0 to change, 0 to destroy.",
+            "Error: boom",
+        ],
+    )
+    .await;
+    let (lines, end) = finish(&m.jobs, &k).await;
+    assert_eq!(
+        lines,
+        ["Plan: 1 to add, 0 to change, 0 to destroy.", "Error: boom"]
+    );
+    assert_eq!(end, JobEnd::Exited(3));
+}
+
+#[tokio::test]
+async fn on_moto_cancel_stops_the_build_and_an_unknown_job_is_said_so() {
+    let m = moto(None).await;
+    let (k, dir) = (key("cancel"), app_dir());
+    m.start(&k, dir.path()).await;
+    m.jobs.cancel(&k).await.expect("cancel");
+    m.jobs
+        .cancel(&key("never-started"))
+        .await
+        .expect("cancel of nothing");
+    let err = m.jobs.poll(&key("never-started"), "").await.unwrap_err();
+    assert!(err.to_string().contains("no job"), "{err}");
+}
+
+#[tokio::test]
+async fn on_moto_a_build_codebuild_no_longer_knows_is_lost() {
+    let m = moto(None).await;
+    let k = key("gone");
+    m.s3.put_object()
+        .bucket(&m.config.bucket)
+        .key(format!("jobs/{k}/build"))
+        .body(
+            b"some-project:0b7d8e5c-0000-0000-0000-000000000000"
+                .to_vec()
+                .into(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (_, end) = finish(&m.jobs, &k).await;
+    assert!(
+        matches!(&end, JobEnd::Lost { reason } if reason.contains("no longer knows")),
+        "{end:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_app_directory_is_refused_before_anything_starts() {
+    let m = moto(None).await;
+    let k = key("nodir");
+    let err = m
+        .jobs
+        .start(JobSpec {
+            key: &k,
+            script: "true",
+            dir: std::path::Path::new("/nonexistent/gannet-app"),
+            env: &[],
+            timeout: GoDuration::from_secs(60),
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("cannot pack /nonexistent/gannet-app"),
+        "{err}"
+    );
+    assert_eq!(m.builds().await, 0);
+}
+
+// ---- What moto cannot do: a fake CodeBuild replaying the shapes of its responses ----
+
+/// A fake CodeBuild endpoint (JSON 1.1 over HTTP on loopback): it answers the four calls the
+/// runner makes from a table of builds, shaped like the API reference's examples, and counts
+/// StartBuild calls.
+struct FakeCodeBuild {
+    url: String,
+    builds: Arc<Mutex<Vec<Value>>>,
+    starts: Arc<Mutex<usize>>,
+}
+
+impl FakeCodeBuild {
+    fn new(builds: Vec<Value>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let builds = Arc::new(Mutex::new(builds));
+        let starts = Arc::new(Mutex::new(0));
+        let (b, s) = (builds.clone(), starts.clone());
+        std::thread::spawn(move || {
+            // Bounded: a test makes a handful of calls.
+            for stream in listener.incoming().take(200) {
+                let Ok(mut stream) = stream else { return };
+                let (target, body) = read_request(&mut stream);
+                let (status, reply) = answer(&target, &body, &b, &s);
+                let reply = reply.to_string();
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/x-amz-json-1.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+            }
+        });
+        Self {
+            url,
+            builds,
+            starts,
+        }
+    }
+}
+
+fn read_request(stream: &mut std::net::TcpStream) -> (String, Value) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let header_end = loop {
+        let n = stream.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return (String::new(), Value::Null);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let length: usize = header("content-length").parse().unwrap_or(0);
+    while buf.len() < header_end + length {
+        let n = stream.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let body = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
+    (header("x-amz-target"), body)
+}
+
+fn answer(
+    target: &str,
+    body: &Value,
+    builds: &Mutex<Vec<Value>>,
+    starts: &Mutex<usize>,
+) -> (u16, Value) {
+    let builds = builds.lock().unwrap();
+    match target.rsplit('.').next().unwrap_or_default() {
+        "ListBuildsForProject" => (
+            200,
+            json!({"ids": builds.iter().map(|b| b["id"].clone()).collect::<Vec<_>>()}),
+        ),
+        "BatchGetBuilds" => {
+            let ids = body["ids"].as_array().cloned().unwrap_or_default();
+            let found: Vec<_> = builds
+                .iter()
+                .filter(|b| ids.contains(&b["id"]))
+                .cloned()
+                .collect();
+            (200, json!({"builds": found, "buildsNotFound": []}))
+        }
+        "StartBuild" => {
+            *starts.lock().unwrap() += 1;
+            (
+                200,
+                json!({"build": build("jobs:11111111-2222-3333-4444-555555555555", "IN_PROGRESS", "other")}),
+            )
+        }
+        "StopBuild" => (
+            400,
+            json!({"__type": "InvalidInputException", "message": "Build jobs:x is not in progress"}),
+        ),
+        other => (
+            400,
+            json!({"__type": "InvalidInputException", "message": format!("unexpected {other}")}),
+        ),
+    }
+}
+
+/// A build as BatchGetBuilds returns it (fields as in the API reference).
+fn build(id: &str, status: &str, job: &str) -> Value {
+    json!({
+        "id": id,
+        "arn": format!("arn:aws:codebuild:us-east-1:123456789012:build/{id}"),
+        "buildNumber": 7,
+        "startTime": 1_764_072_000.0,
+        "currentPhase": if status == "IN_PROGRESS" { "BUILD" } else { "COMPLETED" },
+        "buildStatus": status,
+        "projectName": "jobs",
+        "phases": [
+            {"phaseType": "SUBMITTED", "phaseStatus": "SUCCEEDED", "durationInSeconds": 0},
+            {"phaseType": "PROVISIONING", "phaseStatus": "SUCCEEDED", "durationInSeconds": 21}
+        ],
+        "environment": {
+            "type": "ARM_CONTAINER",
+            "image": "aws/codebuild/amazonlinux-aarch64-standard:3.0",
+            "computeType": "BUILD_GENERAL1_SMALL",
+            "environmentVariables": [
+                {"name": "GANNET_JOB", "value": job, "type": "PLAINTEXT"},
+                {"name": "GANNET_JOBS_BUCKET", "value": "bucket", "type": "PLAINTEXT"}
+            ],
+            "privilegedMode": false,
+            "imagePullCredentialsType": "CODEBUILD"
+        },
+        "logs": {
+            "groupName": "/gannet/jobs",
+            "streamName": format!("{job}/{}", id.rsplit(':').next().unwrap()),
+            "cloudWatchLogs": {"status": "ENABLED"}
+        },
+        "timeoutInMinutes": 30,
+        "queuedTimeoutInMinutes": 480,
+        "buildComplete": status != "IN_PROGRESS",
+        "initiator": "gannet-stage"
+    })
+}
+
+/// Records `key`'s build as `id` in the bucket, as a start does.
+async fn record(m: &Moto, k: &JobKey, id: &str) {
+    m.s3.put_object()
+        .bucket(&m.config.bucket)
+        .key(format!("jobs/{k}/build"))
+        .body(id.as_bytes().to_vec().into())
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_start_that_crashed_after_startbuild_finds_the_build_by_its_job_and_starts_none() {
+    let k = key("crashed");
+    let fake = FakeCodeBuild::new(vec![
+        build(
+            "jobs:aaaaaaaa-0000-0000-0000-000000000001",
+            "SUCCEEDED",
+            "another-job",
+        ),
+        build(
+            "jobs:aaaaaaaa-0000-0000-0000-000000000002",
+            "IN_PROGRESS",
+            k.as_str(),
+        ),
+    ]);
+    let m = moto(Some(&fake.url)).await;
+    m.start(&k, app_dir().path()).await;
+    assert_eq!(
+        *fake.starts.lock().unwrap(),
+        0,
+        "no second build was started"
+    );
+    let recorded = m.object(&k, "build").await.expect("the build is recorded");
+    assert_eq!(recorded, b"jobs:aaaaaaaa-0000-0000-0000-000000000002");
+    // A fresh key starts one build.
+    m.start(&key("fresh"), app_dir().path()).await;
+    assert_eq!(*fake.starts.lock().unwrap(), 1);
+}
+
+#[tokio::test]
+async fn a_builds_status_becomes_the_jobs_end() {
+    let failed_fetch = {
+        let mut b = build("jobs:bbbbbbbb-0000-0000-0000-000000000003", "FAILED", "x");
+        b["phases"].as_array_mut().unwrap().push(json!({
+            "phaseType": "BUILD",
+            "phaseStatus": "FAILED",
+            "contexts": [{"statusCode": "COMMAND_EXECUTION_ERROR", "message": "Error while executing command: ... Reason: exit status 125"}]
+        }));
+        b
+    };
+    let cases = [
+        (build("jobs:bbbbbbbb-0000-0000-0000-000000000001", "IN_PROGRESS", "x"), None),
+        (build("jobs:bbbbbbbb-0000-0000-0000-000000000002", "STOPPED", "x"), Some(JobEnd::Cancelled)),
+        (
+            build("jobs:bbbbbbbb-0000-0000-0000-000000000004", "TIMED_OUT", "x"),
+            Some(JobEnd::TimedOut { after: GoDuration::from_secs(30 * 60) }),
+        ),
+        (
+            failed_fetch.clone(),
+            Some(JobEnd::Lost {
+                reason: "its build failed in phase BUILD: COMMAND_EXECUTION_ERROR: Error while executing command: ... Reason: exit status 125".into(),
+            }),
+        ),
+        (
+            build("jobs:bbbbbbbb-0000-0000-0000-000000000005", "FAULT", "x"),
+            Some(JobEnd::Lost {
+                reason: "its build ended FAULT: its build failed without recording an exit code".into(),
+            }),
+        ),
+    ];
+    let fake = FakeCodeBuild::new(cases.iter().map(|(b, _)| b.clone()).collect());
+    let m = moto(Some(&fake.url)).await;
+    for (i, (b, want)) in cases.iter().enumerate() {
+        let k = key(&format!("status-{i}"));
+        record(&m, &k, b["id"].as_str().unwrap()).await;
+        let poll = m.jobs.poll(&k, "").await.expect("poll");
+        assert_eq!(&poll.end, want, "{}", b["buildStatus"]);
+    }
+    // A failed build that recorded its exit code ended with it.
+    let k = key("failed-with-code");
+    record(&m, &k, failed_fetch["id"].as_str().unwrap()).await;
+    m.s3.put_object()
+        .bucket(&m.config.bucket)
+        .key(format!("jobs/{k}/exit"))
+        .body(b"2\n".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        m.jobs.poll(&k, "").await.unwrap().end,
+        Some(JobEnd::Exited(2))
+    );
+    // Cancelling a build that has ended is no error.
+    m.jobs.cancel(&k).await.expect("cancel of an ended build");
+    assert_eq!(fake.builds.lock().unwrap().len(), cases.len());
+}
+
+#[test]
+fn timeouts_are_whole_minutes_within_codebuilds_bounds() {
+    use super::timeout_minutes;
+    assert_eq!(timeout_minutes(GoDuration::from_secs(1)), 5);
+    assert_eq!(timeout_minutes(GoDuration::from_secs(6 * 3600)), 360);
+    assert_eq!(timeout_minutes(GoDuration::from_secs(361)), 7);
+    assert_eq!(timeout_minutes(GoDuration::from_secs(100 * 3600)), 2160);
+}
