@@ -18,6 +18,8 @@ mod plan;
 mod resume;
 mod settings;
 mod stage;
+#[cfg(test)]
+mod test_support;
 mod trigger;
 mod webhook;
 

@@ -389,3 +389,6 @@ impl StepIo for StageIo {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

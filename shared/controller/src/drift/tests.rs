@@ -4,7 +4,6 @@
 //! `trigger.onOutOfSync` says (off by default, one deployment per drift, minWindow, a pending
 //! deployment first).
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +20,7 @@ use gannet_embedded::{RuntimeOptions, SqliteRuntime};
 use gannet_git::{LocalGit, Location, RepoSpec};
 
 use super::*;
+use crate::test_support::git;
 use crate::{Disposition, RepoSettings, Settings};
 
 const CONFIG: &str = "app/app.pipecd.yaml";
@@ -147,19 +147,6 @@ struct Lab {
     repo: tempfile::TempDir,
     _cache: tempfile::TempDir,
     id: AppId,
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 impl Lab {
