@@ -11,65 +11,20 @@ use std::io::Read;
 use std::process::Command;
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use aws_sdk_codebuild::types::{
-    ArtifactsType, ComputeType, EnvironmentType, ProjectArtifacts, ProjectEnvironment,
-    ProjectSource, SourceType,
-};
 use gannet_aws::JobsConfig;
 use gannet_functions::Clients;
 
 /// Creates the jobs' bucket, log group and CodeBuild project on moto.
 pub async fn provision_jobs(clients: &Clients, name: &str) -> JobsConfig {
-    let config = JobsConfig {
-        project: format!("{name}-jobs"),
-        bucket: format!("{name}-jobs").to_lowercase(),
-        log_group: format!("/gannet/{name}/jobs"),
-    };
-    clients
-        .s3
-        .create_bucket()
-        .bucket(&config.bucket)
-        .send()
-        .await
-        .expect("jobs bucket");
-    clients
-        .logs
-        .create_log_group()
-        .log_group_name(&config.log_group)
-        .send()
-        .await
-        .expect("jobs log group");
-    clients
-        .codebuild
-        .create_project()
-        .name(&config.project)
-        // NO_SOURCE in the template; moto insists on a location.
-        .source(
-            ProjectSource::builder()
-                .r#type(SourceType::S3)
-                .location(format!("{}/jobs/", config.bucket))
-                .build()
-                .expect("source"),
-        )
-        .artifacts(
-            ProjectArtifacts::builder()
-                .r#type(ArtifactsType::NoArtifacts)
-                .build()
-                .expect("artifacts"),
-        )
-        .environment(
-            ProjectEnvironment::builder()
-                .r#type(EnvironmentType::ArmContainer)
-                .image("aws/codebuild/amazonlinux-aarch64-standard:3.0")
-                .compute_type(ComputeType::BuildGeneral1Small)
-                .build()
-                .expect("environment"),
-        )
-        .service_role("arn:aws:iam::123456789012:role/gannet-jobs")
-        .send()
-        .await
-        .expect("jobs project");
-    config
+    gannet_aws::provision_jobs(
+        &clients.codebuild,
+        &clients.s3,
+        &clients.logs,
+        name,
+        "arn:aws:iam::123456789012:role/gannet-jobs",
+    )
+    .await
+    .expect("the jobs' resources on moto")
 }
 
 /// Plays every started build not played yet (a fake of CodeBuild running the buildspec);

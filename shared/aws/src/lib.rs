@@ -106,5 +106,5 @@ pub use client::{sdk_config, ClientOptions};
 pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};
 pub use jobs::{CodeBuildJobs, JobsConfig, BUCKET_VARIABLE, JOB_VARIABLE};
-pub use provision::{provision, ProvisionError, ProvisionOptions, Provisioned};
+pub use provision::{provision, provision_jobs, ProvisionError, ProvisionOptions, Provisioned};
 pub use sqs::{QueueUrls, SqsOptions, SqsQueue, DUE_AT};

@@ -1,5 +1,6 @@
 //! Creates what the adapters need on an endpoint (moto in tests, an account for local
-//! tooling): the table with its indexes and TTL, and a queue with a DLQ per handler. Running
+//! tooling): the table with its indexes and TTL, a queue with a DLQ per handler, and the job
+//! runner's bucket, log group and CodeBuild project. Running
 //! it again on the same names changes nothing.
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use gannet_core::ports::{BoxError, QueueName};
 use crate::dynamo::{
     APP_KEY, BY_APP, BY_STATUS, CREATED_KEY, EXPIRES_AT, PK, SK, STATUS, STATUS_KEY,
 };
+use crate::jobs::JobsConfig;
 use crate::sqs::QueueUrls;
 
 /// Seconds to wait for a new table to become active.
@@ -66,6 +68,12 @@ pub enum ProvisionError {
     #[error("creating queue {queue}")]
     CreateQueue {
         queue: String,
+        #[source]
+        source: BoxError,
+    },
+    #[error("creating the jobs' {what}")]
+    CreateJobs {
+        what: &'static str,
         #[source]
         source: BoxError,
     },
@@ -271,4 +279,65 @@ async fn create_queue(
         queue: url,
         dead_letter,
     })
+}
+
+/// Creates the job runner's bucket, log group and CodeBuild project named after `name`, as
+/// the template does (tests and local tooling; the project's role is `service_role`).
+pub async fn provision_jobs(
+    codebuild: &aws_sdk_codebuild::Client,
+    s3: &aws_sdk_s3::Client,
+    logs: &aws_sdk_cloudwatchlogs::Client,
+    name: &str,
+    service_role: &str,
+) -> Result<JobsConfig, ProvisionError> {
+    use aws_sdk_codebuild::types::{
+        ArtifactsType, ComputeType, EnvironmentType, ProjectArtifacts, ProjectEnvironment,
+        ProjectSource, SourceType,
+    };
+    let failed =
+        |what: &'static str| move |source: BoxError| ProvisionError::CreateJobs { what, source };
+    let config = JobsConfig {
+        project: format!("{name}-jobs"),
+        bucket: format!("{name}-jobs").to_lowercase(),
+        log_group: format!("/gannet/{name}/jobs"),
+    };
+    s3.create_bucket()
+        .bucket(&config.bucket)
+        .send()
+        .await
+        .map_err(|e| failed("bucket")(e.into()))?;
+    logs.create_log_group()
+        .log_group_name(&config.log_group)
+        .send()
+        .await
+        .map_err(|e| failed("log group")(e.into()))?;
+    // The template's project has no source (NO_SOURCE, its buildspec comes with each build);
+    // moto insists on a location, so this one names the bucket, which a build never reads as
+    // its source.
+    let source = ProjectSource::builder()
+        .r#type(SourceType::S3)
+        .location(format!("{}/jobs/", config.bucket))
+        .build()
+        .map_err(|e| failed("project")(e.into()))?;
+    let artifacts = ProjectArtifacts::builder()
+        .r#type(ArtifactsType::NoArtifacts)
+        .build()
+        .map_err(|e| failed("project")(e.into()))?;
+    let environment = ProjectEnvironment::builder()
+        .r#type(EnvironmentType::ArmContainer)
+        .image("aws/codebuild/amazonlinux-aarch64-standard:3.0")
+        .compute_type(ComputeType::BuildGeneral1Small)
+        .build()
+        .map_err(|e| failed("project")(e.into()))?;
+    codebuild
+        .create_project()
+        .name(&config.project)
+        .source(source)
+        .artifacts(artifacts)
+        .environment(environment)
+        .service_role(service_role)
+        .send()
+        .await
+        .map_err(|e| failed("project")(e.into()))?;
+    Ok(config)
 }

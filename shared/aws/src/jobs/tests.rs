@@ -15,10 +15,6 @@ use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use aws_sdk_codebuild::types::{
-    ArtifactsType, ComputeType, EnvironmentType, ProjectArtifacts, ProjectEnvironment,
-    ProjectSource, SourceType,
-};
 use gannet_core::ids::{DeploymentId, StageId};
 use gannet_core::jobs::{JobEnd, JobKey, JobRunner, JobSpec};
 use gannet_core::GoDuration;
@@ -26,6 +22,8 @@ use serde_json::{json, Value};
 
 use super::{CodeBuildJobs, JobsConfig};
 use crate::test_moto::{moto_config, unique};
+
+const ROLE: &str = "arn:aws:iam::123456789012:role/gannet-jobs";
 
 struct Moto {
     jobs: CodeBuildJobs,
@@ -45,59 +43,16 @@ async fn moto(codebuild_endpoint: Option<&str>) -> Moto {
             .build(),
     );
     let logs = aws_sdk_cloudwatchlogs::Client::new(&sdk);
+    let on_moto = aws_sdk_codebuild::Client::new(&sdk);
     let mut codebuild = aws_sdk_codebuild::config::Builder::from(&sdk);
     if let Some(endpoint) = codebuild_endpoint {
         codebuild = codebuild.endpoint_url(endpoint);
     }
     let codebuild = aws_sdk_codebuild::Client::from_conf(codebuild.build());
-    let config = JobsConfig {
-        project: unique("jobs"),
-        bucket: unique("gannet-jobs"),
-        log_group: format!("/gannet/{}", unique("jobs")),
-    };
-    s3.create_bucket()
-        .bucket(&config.bucket)
-        .send()
+    // The project is made on moto; with a fake, the runner's CodeBuild calls go to the fake.
+    let config = crate::provision_jobs(&on_moto, &s3, &logs, &unique("jobs"), ROLE)
         .await
-        .expect("bucket");
-    logs.create_log_group()
-        .log_group_name(&config.log_group)
-        .send()
-        .await
-        .expect("log group");
-    if codebuild_endpoint.is_none() {
-        codebuild
-            .create_project()
-            .name(&config.project)
-            .source(
-                // The template's project has no source (NO_SOURCE); moto insists on a
-                // location, so the test's project names the bucket (never read: builds get
-                // the job from it by the buildspec).
-                ProjectSource::builder()
-                    .r#type(SourceType::S3)
-                    .location(format!("{}/jobs/", config.bucket))
-                    .build()
-                    .unwrap(),
-            )
-            .artifacts(
-                ProjectArtifacts::builder()
-                    .r#type(ArtifactsType::NoArtifacts)
-                    .build()
-                    .unwrap(),
-            )
-            .environment(
-                ProjectEnvironment::builder()
-                    .r#type(EnvironmentType::ArmContainer)
-                    .image("aws/codebuild/amazonlinux-aarch64-standard:3.0")
-                    .compute_type(ComputeType::BuildGeneral1Small)
-                    .build()
-                    .unwrap(),
-            )
-            .service_role("arn:aws:iam::123456789012:role/gannet-jobs")
-            .send()
-            .await
-            .expect("project");
-    }
+        .expect("the jobs' resources on moto");
     let jobs = CodeBuildJobs::new(codebuild.clone(), s3.clone(), logs.clone(), config.clone());
     Moto {
         jobs,

@@ -66,6 +66,43 @@ fn jobs() -> Jobs {
     Jobs { _dir: dir, runner }
 }
 
+/// `stage` alone in a test deployment, in an empty app directory, with a job runner: for
+/// tests that take the steps one at a time.
+struct Alone {
+    app: tempfile::TempDir,
+    jobs: Jobs,
+    deployment: Deployment,
+    plugin: ScriptRunPlugin,
+}
+
+impl Alone {
+    fn new(stage: &Stage) -> Self {
+        Self {
+            app: tempfile::tempdir().unwrap(),
+            jobs: jobs(),
+            deployment: Deployment::test().with_stages(vec![stage.clone()]),
+            plugin: ScriptRunPlugin::default(),
+        }
+    }
+
+    async fn step(&self, stage: &Stage, io: &Recorder, now: u64) -> Result<StepOutcome, StepError> {
+        let dirs = Dirs {
+            app: self.app.path(),
+            running: None,
+        };
+        one_step(
+            &self.plugin,
+            stage,
+            &self.deployment,
+            &dirs,
+            io,
+            &self.jobs.runner,
+            now,
+        )
+        .await
+    }
+}
+
 /// One step of `stage` at `now` ms after [`NOW`], with the metadata saved so far.
 async fn one_step(
     plugin: &ScriptRunPlugin,
@@ -525,26 +562,11 @@ async fn a_step_delivered_twice_or_crashed_finds_its_job_and_the_script_runs_onc
         "run": "echo ran >> \"$OUT/runs\"; sleep 0.5; echo finished",
         "env": {"OUT": out.path()},
     }));
-    let (app, jobs) = (tempfile::tempdir().unwrap(), jobs());
-    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
-    let dirs = Dirs {
-        app: app.path(),
-        running: None,
-    };
-    let plugin = ScriptRunPlugin::default();
+    let alone = Alone::new(&stage);
     // The first step started the job, then its process died before the record was saved:
     // the redelivered step starts the same key again.
     let crashed = Recorder::default();
-    let first = one_step(
-        &plugin,
-        &stage,
-        &deployment,
-        &dirs,
-        &crashed,
-        &jobs.runner,
-        0,
-    )
-    .await;
+    let first = alone.step(&stage, &crashed, 0).await;
     assert!(
         matches!(first, Ok(StepOutcome::Continue { .. })),
         "{first:?}"
@@ -558,9 +580,7 @@ async fn a_step_delivered_twice_or_crashed_finds_its_job_and_the_script_runs_onc
         assert!(began.elapsed() < LIMIT);
         // Every step is delivered twice.
         for _ in 0..2 {
-            outcome = one_step(&plugin, &stage, &deployment, &dirs, &io, &jobs.runner, 100)
-                .await
-                .unwrap();
+            outcome = alone.step(&stage, &io, 100).await.unwrap();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -574,18 +594,12 @@ async fn a_step_delivered_twice_or_crashed_finds_its_job_and_the_script_runs_onc
 #[tokio::test]
 async fn stop_kills_the_running_script_and_the_stage_reads_cancelled() {
     let stage = run_script("sleep 30 & echo $!; echo started; wait");
-    let (app, jobs) = (tempfile::tempdir().unwrap(), jobs());
-    let deployment = Deployment::test().with_stages(vec![stage.clone()]);
-    let dirs = Dirs {
-        app: app.path(),
-        running: None,
-    };
-    let plugin = ScriptRunPlugin::default();
+    let alone = Alone::new(&stage);
     let io = Recorder::default();
     let began = Instant::now();
     while !io.logs().iter().any(|l| l == "started") {
         assert!(began.elapsed() < LIMIT, "{:?}", io.logs());
-        let outcome = one_step(&plugin, &stage, &deployment, &dirs, &io, &jobs.runner, 0).await;
+        let outcome = alone.step(&stage, &io, 0).await;
         assert!(
             matches!(outcome, Ok(StepOutcome::Continue { .. })),
             "{outcome:?}"
@@ -595,19 +609,20 @@ async fn stop_kills_the_running_script_and_the_stage_reads_cancelled() {
     let mut stopped = stage.clone();
     stopped.metadata.extend(io.saved());
     for _ in 0..2 {
-        plugin
+        alone
+            .plugin
             .stop(StopContext {
-                deployment: &deployment,
+                deployment: &alone.deployment,
                 stage: &stopped,
                 io: &io,
-                jobs: &jobs.runner,
+                jobs: &alone.jobs.runner,
             })
             .await
             .unwrap();
     }
     let pid = output(&io)[0].clone();
     assert!(!alive(&pid), "the script's child {pid} survived the stop");
-    let outcome = one_step(&plugin, &stage, &deployment, &dirs, &io, &jobs.runner, 0).await;
+    let outcome = alone.step(&stage, &io, 0).await;
     assert_eq!(outcome.unwrap(), failure("script was cancelled"));
 }
 
