@@ -53,8 +53,8 @@ mod start;
 use gannet_core::ports::QueueName;
 
 pub use config::{ConfigError, FunctionConfig};
-pub use runtime::{Clients, Runtime, StartError};
-pub use start::{init_tracing, start};
+pub use runtime::{codebuild_jobs, Clients, JobClients, JobsFactory, Runtime, StartError};
+pub use start::{init_tracing, start, start_with_jobs};
 
 /// The Lambda functions, one binary each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use aws_config::SdkConfig;
 use gannet_aws::{
-    sdk_config, ClientOptions, CodeBuildJobs, DynamoStore, SqsOptions, SqsQueue, StoreOptions,
-    SystemClock,
+    sdk_config, ClientOptions, CodeBuildJobs, DynamoStore, JobsConfig, SqsOptions, SqsQueue,
+    StoreOptions, SystemClock,
 };
 use gannet_controller::{Controller, Secret, Settings};
+use gannet_core::jobs::JobRunner;
 use gannet_core::ports::{BoxError, Clock};
 use gannet_core::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
@@ -64,10 +65,6 @@ pub struct Clients {
     pub sqs: aws_sdk_sqs::Client,
     pub secrets: aws_sdk_secretsmanager::Client,
     pub ssm: aws_sdk_ssm::Client,
-    /// The job runner's: CodeBuild, S3 (path-style, which every endpoint serves) and logs.
-    pub codebuild: aws_sdk_codebuild::Client,
-    pub s3: aws_sdk_s3::Client,
-    pub logs: aws_sdk_cloudwatchlogs::Client,
 }
 
 impl Clients {
@@ -77,6 +74,23 @@ impl Clients {
             sqs: aws_sdk_sqs::Client::new(sdk),
             secrets: aws_sdk_secretsmanager::Client::new(sdk),
             ssm: aws_sdk_ssm::Client::new(sdk),
+        }
+    }
+}
+
+/// The job runner's clients: CodeBuild, S3 (path-style, which every endpoint serves) and
+/// CloudWatch Logs. Apart from [`Clients`] so that only the stage function, whose `main`
+/// names [`codebuild_jobs`], links their SDKs: the other functions' zips stay small.
+#[derive(Clone, Debug)]
+pub struct JobClients {
+    pub codebuild: aws_sdk_codebuild::Client,
+    pub s3: aws_sdk_s3::Client,
+    pub logs: aws_sdk_cloudwatchlogs::Client,
+}
+
+impl JobClients {
+    pub fn new(sdk: &SdkConfig) -> Self {
+        Self {
             codebuild: aws_sdk_codebuild::Client::new(sdk),
             s3: aws_sdk_s3::Client::from_conf(
                 aws_sdk_s3::config::Builder::from(sdk)
@@ -86,6 +100,24 @@ impl Clients {
             logs: aws_sdk_cloudwatchlogs::Client::new(sdk),
         }
     }
+
+    /// The CodeBuild job runner on these clients.
+    pub fn runner(&self, jobs: &JobsConfig) -> Arc<dyn JobRunner> {
+        Arc::new(CodeBuildJobs::new(
+            self.codebuild.clone(),
+            self.s3.clone(),
+            self.logs.clone(),
+            jobs.clone(),
+        ))
+    }
+}
+
+/// Builds a function's job runner from the SDK configuration and the stack's jobs settings.
+pub type JobsFactory = fn(&SdkConfig, &JobsConfig) -> Arc<dyn JobRunner>;
+
+/// The stage function's job runner: CodeBuild builds of the stack's jobs project.
+pub fn codebuild_jobs(sdk: &SdkConfig, jobs: &JobsConfig) -> Arc<dyn JobRunner> {
+    JobClients::new(sdk).runner(jobs)
 }
 
 /// One function's runtime: its controller and the queue adapter it settles messages with.
@@ -100,14 +132,30 @@ pub struct Runtime {
 
 impl Runtime {
     /// Builds everything from `config`, with clients on the standard AWS chain.
-    pub async fn start(function: Function, config: &FunctionConfig) -> Result<Self, StartError> {
+    /// `jobs` builds the job runner (the stage function's; `None` for the others, whose
+    /// stages never run).
+    pub async fn start(
+        function: Function,
+        config: &FunctionConfig,
+        jobs: Option<JobsFactory>,
+    ) -> Result<Self, StartError> {
         let sdk = sdk_config(&ClientOptions {
             region: config.region.clone(),
             endpoint: config.endpoint.clone(),
             credentials: None,
         })
         .await;
-        Self::with_clients(function, config, &Clients::new(&sdk)).await
+        let runtime = Self::with_clients(function, config, &Clients::new(&sdk)).await?;
+        Ok(match (jobs, &config.jobs) {
+            (Some(make), Some(settings)) => runtime.with_jobs(make(&sdk, settings)),
+            _ => runtime,
+        })
+    }
+
+    /// The same runtime, running its stages' jobs on `jobs`.
+    pub fn with_jobs(mut self, jobs: Arc<dyn JobRunner>) -> Self {
+        self.controller = self.controller.with_jobs(jobs);
+        self
     }
 
     /// Builds everything from `config` on the given clients.
@@ -164,15 +212,6 @@ impl Runtime {
             config.plugins.clone(),
             settings,
         );
-        // Only the stage function runs steps (and stops their jobs).
-        if let (Function::Stage, Some(jobs)) = (function, &config.jobs) {
-            controller = controller.with_jobs(Arc::new(CodeBuildJobs::new(
-                clients.codebuild.clone(),
-                clients.s3.clone(),
-                clients.logs.clone(),
-                jobs.clone(),
-            )));
-        }
         if let (Function::Notify, Some(client)) = (function, github) {
             let statuses =
                 GithubStatuses::new(client, github_repos(config)).map_err(StartError::Github)?;

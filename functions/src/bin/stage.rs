@@ -1,5 +1,9 @@
-//! The `stage` Lambda function (see the crate docs for what invokes it).
+//! The `stage` Lambda function (see the crate docs for what invokes it). It alone runs jobs,
+//! so it alone links the job runner's SDKs (CodeBuild, S3, CloudWatch Logs).
 
 fn main() -> std::process::ExitCode {
-    gannet_functions::start(gannet_functions::Function::Stage)
+    gannet_functions::start_with_jobs(
+        gannet_functions::Function::Stage,
+        gannet_functions::codebuild_jobs,
+    )
 }

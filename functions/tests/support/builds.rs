@@ -12,7 +12,7 @@ use std::process::Command;
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use gannet_aws::JobsConfig;
-use gannet_functions::Clients;
+use gannet_functions::JobClients as Clients;
 
 /// Creates the jobs' bucket, log group and CodeBuild project on moto.
 pub async fn provision_jobs(clients: &Clients, name: &str) -> JobsConfig {

@@ -31,7 +31,7 @@ use gannet_aws::{
 use gannet_core::deployment::{Deployment, StageStatus};
 use gannet_core::ports::{DeploymentFilter, QueueName, Store};
 use gannet_core::DeploymentId;
-use gannet_functions::{Clients, Function, FunctionConfig, Runtime};
+use gannet_functions::{Clients, Function, FunctionConfig, JobClients, Runtime};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
@@ -234,8 +234,10 @@ pub struct Lab {
     pub esm: BTreeMap<&'static str, u64>,
     /// Reads state without going through any function.
     pub store: DynamoStore,
-    /// The jobs' project, bucket and log group, and the keys of the builds played so far.
+    /// The jobs' project, bucket and log group, clients straight to moto for them, and the
+    /// keys of the builds played so far.
     pub jobs: gannet_aws::JobsConfig,
+    pub direct_jobs: JobClients,
     pub played: std::collections::BTreeSet<String>,
     _git_cache: tempfile::TempDir,
 }
@@ -297,7 +299,8 @@ impl Lab {
             .arn()
             .expect("secret ARN")
             .to_owned();
-        let jobs = rt.block_on(builds::provision_jobs(&direct, &name));
+        let direct_jobs = JobClients::new(&rt.block_on(sdk_on(&moto)));
+        let jobs = rt.block_on(builds::provision_jobs(&direct_jobs, &name));
         let repo = Repo::new();
         let repo_id = unique("shop");
         let git_cache = tempfile::tempdir().expect("tempdir");
@@ -344,12 +347,18 @@ impl Lab {
             .expect("the lab's environment is a valid config");
         config.git_cache = git_cache.path().to_owned();
         let via_proxy = rt.block_on(clients_on(&proxy.url));
+        let jobs_via_proxy = JobClients::new(&rt.block_on(sdk_on(&proxy.url))).runner(&jobs);
         let functions = Function::ALL
             .into_iter()
             .map(|f| {
                 let runtime = rt
                     .block_on(Runtime::with_clients(f, &config, &via_proxy))
                     .unwrap_or_else(|e| panic!("the {f} function starts: {e:?}"));
+                // As the stage function's main does.
+                let runtime = match f {
+                    Function::Stage => runtime.with_jobs(jobs_via_proxy.clone()),
+                    _ => runtime,
+                };
                 (f, runtime)
             })
             .collect();
@@ -378,6 +387,7 @@ impl Lab {
             esm: BTreeMap::new(),
             store,
             jobs,
+            direct_jobs,
             played: std::collections::BTreeSet::new(),
             _git_cache: git_cache,
         }
@@ -612,7 +622,7 @@ impl Lab {
     /// the last round, as CodeBuild would run them).
     pub fn round(&mut self) -> usize {
         let played = self.rt.block_on(builds::play_builds(
-            &self.direct,
+            &self.direct_jobs,
             &self.jobs,
             &mut self.played,
         ));
