@@ -43,6 +43,19 @@ fn waiting_for_approval(opts: &UpOptions) -> (Repo, tempfile::TempDir, Gannet, S
     assert_eq!(status, 202, "{body}");
     let id = g.deployment_of(&head, LIMIT);
     g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    // The stage's start is stored before its first step's outcome: wait for that outcome (a
+    // step message for the stored seq that no worker has received yet, due in 30 s), so tests
+    // that compare stored state start from a settled one.
+    g.wait_until(LIMIT, "the first approval step is stored", || {
+        let seq = g.stored().deployments.iter().find(|d| d.0 == id)?.2;
+        let step = format!("\"deployment\":\"{id}\",\"seq\":{seq}}}");
+        let waiting: Vec<String> = g
+            .db()
+            .prepare("SELECT body FROM messages WHERE queue = 'stage' AND attempts = 0")
+            .and_then(|mut q| q.query_map([], |r| r.get(0))?.collect())
+            .ok()?;
+        waiting.iter().any(|b| b.ends_with(&step)).then_some(())
+    });
     (repo, state, g, id)
 }
 
