@@ -12,10 +12,10 @@ use std::process::Command;
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use gannet_aws::JobsConfig;
-use gannet_functions::JobClients as Clients;
+use gannet_functions::JobClients;
 
 /// Creates the jobs' bucket, log group and CodeBuild project on moto.
-pub async fn provision_jobs(clients: &Clients, name: &str) -> JobsConfig {
+pub async fn provision_jobs(clients: &JobClients, name: &str) -> JobsConfig {
     gannet_aws::provision_jobs(
         &clients.codebuild,
         &clients.s3,
@@ -30,7 +30,7 @@ pub async fn provision_jobs(clients: &Clients, name: &str) -> JobsConfig {
 /// Plays every started build not played yet (a fake of CodeBuild running the buildspec);
 /// returns how many it played.
 pub async fn play_builds(
-    clients: &Clients,
+    clients: &JobClients,
     config: &JobsConfig,
     played: &mut BTreeSet<String>,
 ) -> usize {
@@ -64,7 +64,7 @@ pub async fn play_builds(
     count
 }
 
-async fn object(clients: &Clients, config: &JobsConfig, key: &str, name: &str) -> Vec<u8> {
+async fn object(clients: &JobClients, config: &JobsConfig, key: &str, name: &str) -> Vec<u8> {
     clients
         .s3
         .get_object()
@@ -81,7 +81,7 @@ async fn object(clients: &Clients, config: &JobsConfig, key: &str, name: &str) -
         .to_vec()
 }
 
-async fn play(clients: &Clients, config: &JobsConfig, key: &str) {
+async fn play(clients: &JobClients, config: &JobsConfig, key: &str) {
     let build = String::from_utf8(object(clients, config, key, "build").await).expect("build id");
     let source = object(clients, config, key, "source.tar.gz").await;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -313,12 +313,13 @@ impl Follow<'_> {
         })
     }
 
-    /// Stops the stage's job, if it started one (a cancel, a timeout).
-    pub async fn cancel(&self) -> Result<(), StepError> {
-        match self.key() {
-            Some(key) => Ok(self.jobs.cancel(&key).await?),
-            None => Ok(()),
-        }
+    /// Stops the stage's job, if it started one (a cancel, a timeout); returns its key.
+    pub async fn cancel(&self) -> Result<Option<JobKey>, StepError> {
+        let Some(key) = self.key() else {
+            return Ok(None);
+        };
+        self.jobs.cancel(&key).await?;
+        Ok(Some(key))
     }
 }
 

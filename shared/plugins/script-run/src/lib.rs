@@ -190,7 +190,7 @@ impl Plugin for ScriptRunPlugin {
             Some(key) => {
                 let progress = follow.poll(&key, ctx.now).await?;
                 if matches!(progress, Progress::Running { .. }) && elapsed >= limit {
-                    ctx.jobs.cancel(&key).await?;
+                    follow.cancel().await?;
                     return Ok(timed_out(&ctx, limit).await);
                 }
                 progress
@@ -225,8 +225,7 @@ impl Plugin for ScriptRunPlugin {
             io: ctx.io,
             metadata: &ctx.stage.metadata,
         };
-        if let Some(key) = follow.key() {
-            follow.cancel().await?;
+        if let Some(key) = follow.cancel().await? {
             ctx.io.log(&format!("stopped the script (job {key})")).await;
         }
         Ok(())
