@@ -11,6 +11,12 @@
 //! No GitHub credential and no gannet secret reaches the build; the bucket's lifecycle rule
 //! expires `jobs/` after a week.
 //!
+//! Files: the files of earlier jobs a job is given are copied (in S3) to `jobs/<key>/in/`
+//! before the build starts, and the build downloads them into the directory named by
+//! `GANNET_JOB_IN`; what the script leaves in `GANNET_JOB_OUT` is uploaded to
+//! `jobs/<key>/out/` before the exit code is written, so a job with an exit code has its
+//! files in place.
+//!
 //! # Once per key
 //!
 //! `jobs/<key>/build` holds the build's id once it started. A start that finds it does
@@ -37,8 +43,11 @@ use aws_sdk_codebuild::types::{
     Build, CloudWatchLogsConfig, EnvironmentVariable, EnvironmentVariableType, LogsConfig,
     LogsConfigStatusType, SortOrderType, StatusType,
 };
+use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
-use gannet_core::jobs::{JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec};
+use gannet_core::jobs::{
+    self, JobEnd, JobError, JobInput, JobKey, JobPoll, JobRunner, JobSpec, MAX_OUTPUT_BYTES,
+};
 use gannet_core::GoDuration;
 
 /// The environment variable that names a build's job.
@@ -65,10 +74,14 @@ phases:
         job="s3://$GANNET_JOBS_BUCKET/jobs/$GANNET_JOB"
         mkdir -p /tmp/gannet-job && cd /tmp/gannet-job
         aws s3 cp --only-show-errors "$job/source.tar.gz" - | tar -xzf - || { echo "gannet: cannot fetch the job from $job" >&2; exit 125; }
+        mkdir -p in out
+        aws s3 cp --only-show-errors --recursive "$job/in/" in/ || { echo "gannet: cannot fetch the job's files from $job/in/" >&2; exit 125; }
         while IFS= read -r -d '' kv; do export "$kv"; done < env
+        export GANNET_JOB_IN=/tmp/gannet-job/in GANNET_JOB_OUT=/tmp/gannet-job/out
         cd work
         sh ../script </dev/null
         code=$?
+        aws s3 cp --only-show-errors --recursive /tmp/gannet-job/out/ "$job/out/" || { echo "gannet: cannot keep the job's files at $job/out/" >&2; code=125; }
         echo "$code" | aws s3 cp --only-show-errors - "$job/exit"
         exit "$code"
 "#;
@@ -153,6 +166,43 @@ impl CodeBuildJobs {
             .send()
             .await
             .map_err(unavailable("writing the job to S3"))?;
+        Ok(())
+    }
+
+    /// Copies each input (`jobs/<job>/out/<file>`) to `jobs/<key>/in/<file>`.
+    async fn give_inputs(&self, key: &JobKey, inputs: &[JobInput<'_>]) -> Result<(), JobError> {
+        for input in inputs {
+            if !jobs::valid_file_name(input.file) {
+                return Err(JobError::Refused(format!(
+                    "{:?} is not a job file's name",
+                    input.file
+                )));
+            }
+            let from = Self::object(input.job, &format!("out/{}", input.file));
+            let copied = self
+                .s3
+                .copy_object()
+                .bucket(&self.config.bucket)
+                .copy_source(format!("{}/{from}", self.config.bucket))
+                .key(Self::object(key, &format!("in/{}", input.file)))
+                .send()
+                .await;
+            match copied {
+                Ok(_) => {}
+                // CopyObject's model has no NoSuchKey: it comes as an unmodelled code.
+                Err(err)
+                    if err.as_service_error().and_then(ProvideErrorMetadata::code)
+                        == Some("NoSuchKey") =>
+                {
+                    return Err(JobError::Refused(format!(
+                        "job {} left no file {} (it failed before writing it, or the bucket's \
+                         lifecycle rule expired it)",
+                        input.job, input.file
+                    )))
+                }
+                Err(err) => return Err(unavailable("giving the job its files")(err)),
+            }
+        }
         Ok(())
     }
 
@@ -326,6 +376,7 @@ impl JobRunner for CodeBuildJobs {
             .await
             .map_err(unavailable("packing the job"))??;
         self.write(spec.key, "source.tar.gz", source).await?;
+        self.give_inputs(spec.key, spec.inputs).await?;
         let id = match self.find_build(spec.key).await? {
             Some(id) => id,
             None => self.start_build(spec.key, spec.timeout).await?,
@@ -372,6 +423,41 @@ impl JobRunner for CodeBuildJobs {
             }
             Err(err) => Err(unavailable("stopping the job's build")(err)),
         }
+    }
+
+    async fn output(&self, key: &JobKey, name: &str) -> Result<Option<Vec<u8>>, JobError> {
+        if !jobs::valid_file_name(name) {
+            return Err(JobError::Refused(format!(
+                "{name:?} is not a job file's name"
+            )));
+        }
+        let got = self
+            .s3
+            .get_object()
+            .bucket(&self.config.bucket)
+            .key(Self::object(key, &format!("out/{name}")))
+            .send()
+            .await;
+        let object = match got {
+            Ok(object) => object,
+            Err(err) if err.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
+                return Ok(None)
+            }
+            Err(err) => return Err(unavailable("reading a file the job left")(err)),
+        };
+        let size = u64::try_from(object.content_length.unwrap_or(0)).unwrap_or(0);
+        if size > MAX_OUTPUT_BYTES {
+            return Err(JobError::Refused(format!(
+                "the job's {name} has {size} bytes, over the {MAX_OUTPUT_BYTES} read back"
+            )));
+        }
+        let bytes = object
+            .body
+            .collect()
+            .await
+            .map_err(unavailable("reading a file the job left"))?
+            .into_bytes();
+        Ok(Some(bytes.to_vec()))
     }
 
     /// A build takes half a minute to start; polls come every 5 s, then every 15 s.

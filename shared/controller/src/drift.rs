@@ -18,7 +18,7 @@ use gannet_core::config::AppConfig;
 use gannet_core::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKind};
 use gannet_core::drift::{self, LiveState};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{LiveContext, Plugins, StepError};
+use gannet_core::plugin::{Live, LiveContext, Plugins, StepError};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, CommitSha, RepoId};
@@ -47,8 +47,9 @@ impl Finding {
 }
 
 enum Examined {
-    /// Nothing to compare: no plugin reads this app's live state. The status stays what the
-    /// last deployment left (an app of scripts only is as synced as its last run).
+    /// Nothing to compare now: no plugin reads this app's live state (the status stays what the
+    /// last deployment left: an app of scripts only is as synced as its last run), or its
+    /// check runs as a job that has not finished (the next sweep looks again).
     NotWatched { why: String },
     /// No live state was read (bad config, repository gone, the platform refused).
     Done(Finding),
@@ -234,14 +235,19 @@ impl Controller {
             app_id: &app.id,
             app: &cfg,
             app_dir: &root.join(app.id.dir()),
+            head: &head,
+            last_deployed: app.last_deployment_finished_at,
+            now: inner.clock.now(),
+            jobs: inner.jobs.as_ref(),
         };
         let finding = match plugin.live_state(ctx).await {
-            Ok(None) => {
+            Ok(Live::NotRead) => {
                 return Ok(Examined::NotWatched {
                     why: format!("the {} plugin does not read live state", plugin.name()),
                 })
             }
-            Ok(Some(live)) => {
+            Ok(Live::Pending { what }) => return Ok(Examined::NotWatched { why: what }),
+            Ok(Live::Read(live)) => {
                 let status = if live.drift.is_empty() {
                     SyncStatus::Synced
                 } else {

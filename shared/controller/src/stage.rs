@@ -137,6 +137,9 @@ impl Controller {
             let line = match result {
                 StageResult::Success => "stage succeeded".to_owned(),
                 StageResult::Failure { reason } => format!("stage failed: {reason}"),
+                StageResult::Exited { reason } => {
+                    format!("stage succeeded and ended the deployment: {reason}")
+                }
             };
             io.log(&line).await;
         }

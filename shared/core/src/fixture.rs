@@ -13,11 +13,16 @@ use crate::ids::{AppId, CommitSha, DeploymentId, StageId};
 use crate::plugin::{StepError, StepIo};
 use crate::ports::Metadata;
 
+/// The commit fixtures are at (`ccc…`).
+pub fn sha() -> CommitSha {
+    CommitSha::parse(&"c".repeat(40)).expect("fixture sha")
+}
+
 impl Deployment {
     /// A PLANNED deployment of `demo:app/app.pipecd.yaml` with no stages, planned at t=1000.
     pub fn test() -> Self {
         let app = AppId::parse("demo:app/app.pipecd.yaml").expect("fixture app id");
-        let sha = CommitSha::parse(&"c".repeat(40)).expect("fixture sha");
+        let sha = sha();
         Self {
             id: DeploymentId::derive(&app, &sha, "ON_COMMIT"),
             app,

@@ -32,19 +32,30 @@ pub struct JobKey(String);
 
 impl JobKey {
     pub fn new(deployment: &DeploymentId, stage: &StageId, attempt: u32) -> Self {
-        let digest = Sha256::digest(format!("{deployment}\n{stage}\n{attempt}"));
-        let readable = |s: &str, max: usize| -> String {
-            s.chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                .take(max)
-                .collect()
-        };
-        Self(format!(
-            "{}-{}-{attempt}-{}",
-            readable(deployment.as_str(), 40),
-            readable(stage.as_str(), 24),
-            &hex::encode(digest)[..12]
-        ))
+        Self::of(&[
+            (deployment.as_str(), 40),
+            (stage.as_str(), 24),
+            (&attempt.to_string(), 10),
+        ])
+    }
+
+    /// A key made of `parts`, each shown cut to its length (the whole key is at most 96
+    /// characters when the lengths add up to at most 70), then a hash of all of them: for a
+    /// job that belongs to no stage, such as a drift check.
+    pub fn of(parts: &[(&str, usize)]) -> Self {
+        let exact: Vec<&str> = parts.iter().map(|(p, _)| *p).collect();
+        let digest = Sha256::digest(exact.join("\n"));
+        let mut key = String::new();
+        for (part, max) in parts {
+            key.extend(
+                part.chars()
+                    .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                    .take(*max),
+            );
+            key.push('-');
+        }
+        key.push_str(&hex::encode(digest)[..12]);
+        Self(key)
     }
 
     /// A key as stored (stage metadata); `None` unless it has a key's shape.
@@ -68,6 +79,33 @@ impl fmt::Display for JobKey {
     }
 }
 
+/// The directory a job writes the files it leaves behind to, named by this environment
+/// variable: what it writes there is kept with the job ([`JobRunner::output`]).
+pub const OUT_ENV: &str = "GANNET_JOB_OUT";
+/// The directory holding the files a job was given ([`JobSpec::inputs`]), by this variable.
+pub const IN_ENV: &str = "GANNET_JOB_IN";
+/// A file a job leaves is read back up to this size; a larger one is refused.
+pub const MAX_OUTPUT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A file an earlier job left ([`OUT_ENV`]), given to a new one in its [`IN_ENV`] directory
+/// under the same name: how a plan made by one job reaches the job that applies it.
+#[derive(Clone, Copy, Debug)]
+pub struct JobInput<'a> {
+    pub job: &'a JobKey,
+    pub file: &'a str,
+}
+
+/// True when `name` may name a file a job leaves: one plain file name (letters, digits, `.`,
+/// `_`, `-`; not starting with `.`; at most 100 characters).
+pub fn valid_file_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
 /// What a job runs.
 #[derive(Clone, Copy, Debug)]
 pub struct JobSpec<'a> {
@@ -81,6 +119,8 @@ pub struct JobSpec<'a> {
     pub env: &'a [(String, String)],
     /// The job is killed this long after it starts.
     pub timeout: GoDuration,
+    /// Files of earlier jobs this one gets; a missing one refuses the start.
+    pub inputs: &'a [JobInput<'a>],
 }
 
 /// How a job ended.
@@ -168,6 +208,10 @@ pub trait JobRunner: Send + Sync {
     /// Stops the job and everything it started; a job that has ended is left as it is.
     async fn cancel(&self, key: &JobKey) -> Result<(), JobError>;
 
+    /// The file `name` the job left in its [`OUT_ENV`] directory; `None` when it left none by
+    /// that name. A file over [`MAX_OUTPUT_BYTES`] is refused. Read it once the job ended.
+    async fn output(&self, key: &JobKey, name: &str) -> Result<Option<Vec<u8>>, JobError>;
+
     /// How long to wait before polling a job that has run for `running_for`.
     fn poll_interval(&self, running_for: GoDuration) -> GoDuration;
 }
@@ -190,6 +234,10 @@ impl JobRunner for NoJobs {
 
     async fn cancel(&self, _key: &JobKey) -> Result<(), JobError> {
         Ok(())
+    }
+
+    async fn output(&self, key: &JobKey, _name: &str) -> Result<Option<Vec<u8>>, JobError> {
+        Err(JobError::Unknown(key.clone()))
     }
 
     fn poll_interval(&self, _running_for: GoDuration) -> GoDuration {

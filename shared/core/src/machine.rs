@@ -199,6 +199,41 @@ pub fn apply_outcome(
             let reason = format!("stage {} failed: {reason}", d.stages[index].id);
             fail_current(d, now, reason)
         }
+        StepOutcome::Done(StageResult::Exited { reason }) => exit_early(d, index, reason, now),
+    }
+}
+
+/// Stage `index` ended the deployment early: it is EXITED, the forward stages after it are
+/// SKIPPED, and the deployment ends SUCCESS. A rollback stage that exits is just done.
+fn exit_early(d: &Deployment, index: usize, reason: &str, now: Millis) -> Transition {
+    let mut next = d.clone();
+    let s = &mut next.stages[index];
+    s.completed_at = Some(now);
+    if s.rollback {
+        s.status = StageStatus::Success;
+        return advance(next, now);
+    }
+    s.status = StageStatus::Exited;
+    s.status_reason = reason.to_owned();
+    let exited_by = s.id.clone();
+    for later in next
+        .stages
+        .iter_mut()
+        .filter(|s| !s.rollback && s.status == StageStatus::NotStartedYet)
+    {
+        later.status = StageStatus::Skipped;
+        later.status_reason = format!("stage {exited_by} ended the deployment: {reason}");
+        later.completed_at = Some(now);
+    }
+    finish(
+        &mut next,
+        DeploymentStatus::Success,
+        format!("stage {exited_by} ended the deployment early: {reason}"),
+        now,
+    );
+    Transition {
+        deployment: next,
+        next: Next::Finished,
     }
 }
 

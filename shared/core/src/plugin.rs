@@ -87,7 +87,14 @@ pub enum StepOutcome {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StageResult {
     Success,
-    Failure { reason: String },
+    Failure {
+        reason: String,
+    },
+    /// The stage succeeded and the deployment has nothing left to do: it ends SUCCESS and its
+    /// later stages are skipped (PipeCD's EXITED, such as a plan with no changes).
+    Exited {
+        reason: String,
+    },
 }
 
 /// Why a step could not finish. Either way the cause is kept: a stage's failure reason and
@@ -187,6 +194,36 @@ pub struct LiveContext<'a> {
     pub app: &'a AppConfig,
     /// The app's directory in a checkout of the branch head (the desired state).
     pub app_dir: &'a Path,
+    /// The branch head `app_dir` is at.
+    pub head: &'a CommitSha,
+    /// When the app's last deployment ended: live state read before then is stale.
+    pub last_deployed: Option<Millis>,
+    pub now: Millis,
+    /// Where a check that is a command runs ([`Live::Pending`] while it does).
+    pub jobs: &'a dyn JobRunner,
+}
+
+/// What a live-state check found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Live {
+    /// This plugin does not read live state.
+    NotRead,
+    Read(LiveState),
+    /// The check runs as a job and has not finished: the next drift sweep looks again, and
+    /// until then the app's recorded status stands.
+    Pending {
+        what: String,
+    },
+}
+
+impl Live {
+    /// The live state read, if it was.
+    pub fn read(self) -> Option<LiveState> {
+        match self {
+            Self::Read(state) => Some(state),
+            _ => None,
+        }
+    }
 }
 
 /// An approval refused.
@@ -267,10 +304,10 @@ pub trait Plugin: Send + Sync {
     }
 
     /// The live-state and drift faces: reads the app's live resources and compares them with
-    /// the desired state in `ctx.app_dir` (see [`crate::drift`]). `Ok(None)` when this plugin
-    /// cannot read live state. Must not change anything on the platform.
-    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
-        Ok(None)
+    /// the desired state in `ctx.app_dir` (see [`crate::drift`]). Must not change anything on
+    /// the platform, and must be safe to repeat.
+    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Live, StepError> {
+        Ok(Live::NotRead)
     }
 
     /// True when stages named `stage` wait for approvals ([`Plugin::approve`]).

@@ -12,6 +12,8 @@
 //! | `output.log` | the job    | the script's stdout and stderr                             |
 //! | `exit`       | the job    | the script's exit code, written when it ends               |
 //! | `stopped`    | cancel     | why gannet stopped it (`cancelled`, `timeout`, `output`)   |
+//! | `in/`        | start      | the files of earlier jobs it was given (`GANNET_JOB_IN`)   |
+//! | `out/`       | the job    | the files it leaves (`GANNET_JOB_OUT`), read by `output`   |
 //!
 //! The directory is prepared aside and renamed into place, so a job either exists whole or
 //! not at all. The process is started through `setsid -f`: it leads a session of its own, is
@@ -34,7 +36,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use gannet_core::duration::Millis;
-use gannet_core::jobs::{JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec};
+use gannet_core::jobs::{
+    self, JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec, IN_ENV, MAX_OUTPUT_BYTES, OUT_ENV,
+};
 use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
 
@@ -154,6 +158,10 @@ impl ProcessJobs {
                 spec.dir.display()
             ))
         })?;
+        if let Err(err) = self.give_inputs(spec, &tmp) {
+            let _ = fs::remove_dir_all(&tmp);
+            return Err(err);
+        }
         let record = Record {
             started_at: now_ms(),
             timeout: spec.timeout,
@@ -170,6 +178,76 @@ impl ProcessJobs {
             }
         }
         Ok(())
+    }
+
+    /// Creates the job's `out/`, and its `in/` with a copy of each file it is given.
+    fn give_inputs(&self, spec: &Owned, tmp: &Path) -> Result<(), JobError> {
+        let unavailable = |source: io::Error| JobError::Unavailable {
+            operation: "giving the job its files",
+            source: source.into(),
+        };
+        fs::create_dir(tmp.join("out")).map_err(unavailable)?;
+        fs::create_dir(tmp.join("in")).map_err(unavailable)?;
+        for (job, file) in &spec.inputs {
+            if !jobs::valid_file_name(file) {
+                return Err(JobError::Refused(format!(
+                    "{file:?} is not a job file's name"
+                )));
+            }
+            let from = self.dir(job).join("out").join(file);
+            match fs::copy(&from, tmp.join("in").join(file)) {
+                Ok(_) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    return Err(JobError::Refused(format!(
+                        "job {job} left no file {file} (it failed before writing it, or it was \
+                         removed: ended jobs are kept for 7 days)"
+                    )))
+                }
+                Err(err) => return Err(unavailable(err)),
+            }
+        }
+        Ok(())
+    }
+
+    fn output_blocking(&self, key: &JobKey, name: &str) -> Result<Option<Vec<u8>>, JobError> {
+        if !jobs::valid_file_name(name) {
+            return Err(JobError::Refused(format!(
+                "{name:?} is not a job file's name"
+            )));
+        }
+        let dir = self.dir(key);
+        if !dir.join("job.json").is_file() {
+            return Err(JobError::Unknown(key.clone()));
+        }
+        let path = dir.join("out").join(name);
+        // Not a link: the job wrote the directory, and may have put anything there.
+        match fs::symlink_metadata(&path) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(JobError::Unavailable {
+                    operation: "reading a file the job left",
+                    source: source.into(),
+                })
+            }
+            Ok(meta) if !meta.is_file() => {
+                return Err(JobError::Refused(format!(
+                    "the job's {name} is not a plain file"
+                )))
+            }
+            Ok(meta) if meta.len() > MAX_OUTPUT_BYTES => {
+                return Err(JobError::Refused(format!(
+                    "the job's {name} has {} bytes, over the {MAX_OUTPUT_BYTES} read back",
+                    meta.len()
+                )))
+            }
+            Ok(_) => {}
+        }
+        fs::read(&path)
+            .map(Some)
+            .map_err(|source| JobError::Unavailable {
+                operation: "reading a file the job left",
+                source: source.into(),
+            })
     }
 
     fn poll_blocking(&self, key: &JobKey, cursor: &str) -> Result<JobPoll, JobError> {
@@ -267,6 +345,8 @@ struct Owned {
     dir: PathBuf,
     env: Vec<(String, String)>,
     timeout: GoDuration,
+    /// (job, file) of each input.
+    inputs: Vec<(JobKey, String)>,
 }
 
 #[async_trait]
@@ -278,6 +358,11 @@ impl JobRunner for ProcessJobs {
             dir: spec.dir.to_owned(),
             env: spec.env.to_vec(),
             timeout: spec.timeout,
+            inputs: spec
+                .inputs
+                .iter()
+                .map(|i| (i.job.clone(), i.file.to_owned()))
+                .collect(),
         };
         let me = self.clone();
         blocking(move || me.start_blocking(&owned)).await
@@ -291,6 +376,11 @@ impl JobRunner for ProcessJobs {
     async fn cancel(&self, key: &JobKey) -> Result<(), JobError> {
         let (me, key) = (self.clone(), key.clone());
         blocking(move || me.cancel_blocking(&key)).await
+    }
+
+    async fn output(&self, key: &JobKey, name: &str) -> Result<Option<Vec<u8>>, JobError> {
+        let (me, key, name) = (self.clone(), key.clone(), name.to_owned());
+        blocking(move || me.output_blocking(&key, &name)).await
     }
 
     /// Often at first, so a short script ends its stage quickly; then every 2 s.
@@ -337,6 +427,8 @@ fn launch(dir: &Path, key: &JobKey, env: &[(String, String)]) -> io::Result<()> 
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env(MARKER, key.as_str())
+        .env(OUT_ENV, dir.join("out"))
+        .env(IN_ENV, dir.join("in"))
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

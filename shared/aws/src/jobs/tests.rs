@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobEnd, JobKey, JobRunner, JobSpec};
+use gannet_core::jobs::{JobEnd, JobError, JobInput, JobKey, JobRunner, JobSpec};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
@@ -91,6 +91,7 @@ impl Moto {
                 dir,
                 env: &env,
                 timeout: GoDuration::from_secs(90),
+                inputs: &[],
             })
             .await
             .expect("start");
@@ -274,6 +275,66 @@ async fn on_moto_a_build_codebuild_no_longer_knows_is_lost() {
 }
 
 #[tokio::test]
+async fn on_moto_a_jobs_files_are_read_back_and_given_to_a_later_job() {
+    let m = moto(None).await;
+    let (plan, apply) = (key("plan"), key("apply"));
+    m.start(&plan, app_dir().path()).await;
+    // What the buildspec uploads from GANNET_JOB_OUT once the script ends.
+    m.s3.put_object()
+        .bucket(&m.config.bucket)
+        .key(format!("jobs/{plan}/out/plan.bin"))
+        .body(b"the plan".to_vec().into())
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(
+        m.jobs.output(&plan, "plan.bin").await.expect("read"),
+        Some(b"the plan".to_vec())
+    );
+    assert_eq!(m.jobs.output(&plan, "absent").await.expect("read"), None);
+    assert!(matches!(
+        m.jobs.output(&plan, "../build").await,
+        Err(JobError::Refused(_))
+    ));
+
+    let dir = app_dir();
+    let given = [JobInput {
+        job: &plan,
+        file: "plan.bin",
+    }];
+    let spec = |key, inputs| JobSpec {
+        key,
+        script: "terraform apply \"$GANNET_JOB_IN/plan.bin\"",
+        dir: dir.path(),
+        env: &[],
+        timeout: GoDuration::from_secs(90),
+        inputs,
+    };
+    m.jobs.start(spec(&apply, &given)).await.expect("start");
+    assert_eq!(
+        m.object(&apply, "in/plan.bin").await,
+        Some(b"the plan".to_vec()),
+        "the buildspec downloads jobs/<key>/in/ into GANNET_JOB_IN"
+    );
+    assert!(super::BUILDSPEC.contains("\"$job/in/\" in/"));
+    assert!(super::BUILDSPEC.contains("out/ \"$job/out/\""));
+
+    // A file the earlier job did not leave refuses the start before any build.
+    let missing = [JobInput {
+        job: &plan,
+        file: "other.bin",
+    }];
+    let builds = m.builds().await;
+    let err = m
+        .jobs
+        .start(spec(&key("third"), &missing))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("left no file other.bin"), "{err}");
+    assert_eq!(m.builds().await, builds);
+}
+
+#[tokio::test]
 async fn a_missing_app_directory_is_refused_before_anything_starts() {
     let m = moto(None).await;
     let k = key("nodir");
@@ -285,6 +346,7 @@ async fn a_missing_app_directory_is_refused_before_anything_starts() {
             dir: std::path::Path::new("/nonexistent/gannet-app"),
             env: &[],
             timeout: GoDuration::from_secs(60),
+            inputs: &[],
         })
         .await
         .unwrap_err();

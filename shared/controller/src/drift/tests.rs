@@ -12,7 +12,8 @@ use gannet_core::deployment::Deployment;
 use gannet_core::drift::{DriftField, Health, LiveResource};
 use gannet_core::duration::GoDuration;
 use gannet_core::plugin::{
-    AppFileError, PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepOutcome,
+    AppFileError, Live as Found, PlanContext, Plugin, StageConfigError, StageResult, StepContext,
+    StepOutcome,
 };
 use gannet_core::ports::{Clock, Queue, QueueName, Received, Store};
 use gannet_core::RepoId;
@@ -35,6 +36,8 @@ enum Live {
     InSync,
     Drifted(&'static str),
     NotSupported,
+    /// The check runs as a job that has not ended.
+    Pending,
     Refused,
     Throttled,
 }
@@ -90,7 +93,7 @@ impl Plugin for Platform {
         Ok(StepOutcome::Done(StageResult::Success))
     }
 
-    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Found, StepError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         assert!(
             ctx.app_dir.join("function.yaml").is_file(),
@@ -105,11 +108,11 @@ impl Plugin for Platform {
             summary: "version 1 100%".into(),
         }];
         match script {
-            Live::InSync => Ok(Some(LiveState {
+            Live::InSync => Ok(Found::Read(LiveState {
                 resources,
                 drift: Vec::new(),
             })),
-            Live::Drifted(field) => Ok(Some(LiveState {
+            Live::Drifted(field) => Ok(Found::Read(LiveState {
                 resources,
                 drift: vec![DriftField {
                     field: field.into(),
@@ -117,7 +120,10 @@ impl Plugin for Platform {
                     live: "1024".into(),
                 }],
             })),
-            Live::NotSupported => Ok(None),
+            Live::NotSupported => Ok(Found::NotRead),
+            Live::Pending => Ok(Found::Pending {
+                what: "the check's job runs".into(),
+            }),
             Live::Refused => Err(StepError::Permanent(
                 "Lambda GetAlias was refused: AccessDeniedException: no".into(),
             )),
@@ -361,6 +367,8 @@ async fn status_changes_raise_one_event_and_a_steady_app_is_not_written() {
         (Live::InSync, SyncStatus::Synced, vec![SYNCED], true),
         // A plugin without a live-state face leaves the status alone.
         (Live::NotSupported, SyncStatus::Synced, vec![], false),
+        // Nor does a check whose job has not ended: the next sweep looks again.
+        (Live::Pending, SyncStatus::Synced, vec![], false),
         (Live::Refused, SyncStatus::Unknown, vec![], true),
         (Live::InSync, SyncStatus::Synced, vec![SYNCED], true),
         (Live::Refused, SyncStatus::Unknown, vec![], true),

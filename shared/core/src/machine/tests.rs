@@ -263,3 +263,28 @@ fn pending_and_terminal_deployments_do_nothing() {
         );
     }
 }
+
+#[test]
+fn an_exiting_stage_skips_the_rest_and_ends_success() {
+    let d = pipeline();
+    let exited = StepOutcome::Done(StageResult::Exited {
+        reason: "no changes".into(),
+    });
+    let t = step(&d, exited, 2000);
+    assert_eq!(t.next, Next::Finished);
+    assert_eq!(t.deployment.status, D::Success);
+    assert_eq!(
+        statuses(&t.deployment),
+        vec![
+            ("build", S::Exited),
+            ("wait", S::Skipped),
+            ("rollback-build", S::NotStartedYet)
+        ]
+    );
+    assert!(
+        t.deployment.status_reason.contains("no changes"),
+        "{}",
+        t.deployment.status_reason
+    );
+    assert_eq!(next_action(&t.deployment, Millis(3000)), Action::Nothing);
+}

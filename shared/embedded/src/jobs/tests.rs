@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobEnd, JobKey, JobRunner, JobSpec};
+use gannet_core::jobs::{JobEnd, JobError, JobInput, JobKey, JobRunner, JobSpec};
 use gannet_core::GoDuration;
 
 use super::{ProcessJobs, LAUNCH_GRACE};
@@ -64,6 +64,7 @@ impl Fixture {
                 dir: &self.app,
                 env: &env,
                 timeout,
+                inputs: &[],
             })
             .await
             .expect("start");
@@ -167,6 +168,7 @@ async fn starting_the_same_key_again_or_at_once_runs_the_script_once() {
                     dir: &app,
                     env: &env,
                     timeout: LONG,
+                    inputs: &[],
                 };
                 jobs.start(spec).await
             })
@@ -345,4 +347,76 @@ async fn prune_removes_old_ended_jobs_and_keeps_running_ones() {
     assert!(f.job_dir(&running).exists());
     f.jobs.cancel(&running).await.unwrap();
     assert_eq!(f.jobs.prune(Duration::from_secs(3600)).unwrap(), 0);
+}
+
+#[tokio::test]
+async fn a_job_leaves_files_that_a_later_job_is_given() {
+    let f = fixture();
+    let (plan, apply) = (key("plan"), key("apply"));
+    f.start(
+        &plan,
+        "printf 'the plan' > \"$GANNET_JOB_OUT/plan.bin\"; ln -s /etc/passwd \"$GANNET_JOB_OUT/link\"",
+        LONG,
+    )
+    .await;
+    assert_eq!(f.finish(&plan).await.1, JobEnd::Exited(0));
+    assert_eq!(
+        f.jobs.output(&plan, "plan.bin").await.expect("read"),
+        Some(b"the plan".to_vec())
+    );
+    assert_eq!(f.jobs.output(&plan, "absent").await.expect("read"), None);
+    // What a job writes is the job's: a link is not followed out of its directory.
+    let link = f.jobs.output(&plan, "link").await.unwrap_err();
+    assert!(link.to_string().contains("not a plain file"), "{link}");
+    for bad in ["../job.json", ".hidden", "a/b", ""] {
+        let err = f.jobs.output(&plan, bad).await.unwrap_err();
+        assert!(matches!(err, JobError::Refused(_)), "{bad:?}: {err}");
+    }
+
+    let env = env(&f);
+    let inputs = [JobInput {
+        job: &plan,
+        file: "plan.bin",
+    }];
+    f.jobs
+        .start(JobSpec {
+            key: &apply,
+            script: "cat \"$GANNET_JOB_IN/plan.bin\"",
+            dir: &f.app,
+            env: &env,
+            timeout: LONG,
+            inputs: &inputs,
+        })
+        .await
+        .expect("start");
+    let (lines, end) = f.finish(&apply).await;
+    assert_eq!(
+        (lines, end),
+        (vec!["the plan".to_owned()], JobEnd::Exited(0))
+    );
+
+    // A file the earlier job did not leave refuses the start, and nothing runs.
+    let missing = [JobInput {
+        job: &plan,
+        file: "other.bin",
+    }];
+    let third = key("third");
+    let err = f
+        .jobs
+        .start(JobSpec {
+            key: &third,
+            script: "echo ran > \"$OUT/third\"",
+            dir: &f.app,
+            env: &env,
+            timeout: LONG,
+            inputs: &missing,
+        })
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("left no file other.bin"), "{err}");
+    assert!(!f.job_dir(&third).exists());
+    assert!(matches!(
+        f.jobs.poll(&third, "").await,
+        Err(JobError::Unknown(_))
+    ));
 }

@@ -40,10 +40,9 @@ mod traffic;
 use async_trait::async_trait;
 use gannet_core::config::AppConfig;
 use gannet_core::deployment::Stage;
-use gannet_core::drift::LiveState;
 use gannet_core::plugin::{
-    AppFileError, LiveContext, PlanContext, Plugin, StageConfigError, StageResult, StepContext,
-    StepError, StepOutcome,
+    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
+    StepContext, StepError, StepOutcome,
 };
 use gannet_core::registry::{PluginSettings, PluginSpec};
 use gannet_core::stage_options;
@@ -260,9 +259,10 @@ impl Plugin for EcsPlugin {
     }
 
     /// What the service serves against the manifests at the branch head (see `drift`).
-    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;
-        drift::read(target.api().await, ctx.app, ctx.app_dir).await
+        let read = drift::read(target.api().await, ctx.app, ctx.app_dir).await?;
+        Ok(read.map_or(Live::NotRead, Live::Read))
     }
 }
 

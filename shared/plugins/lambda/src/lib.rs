@@ -35,9 +35,8 @@ mod target;
 use async_trait::async_trait;
 use gannet_core::config::{AppConfig, Percentage};
 use gannet_core::deployment::Stage;
-use gannet_core::drift::LiveState;
 use gannet_core::plugin::{
-    AppFileError, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
+    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
     StepOutcome,
 };
 use gannet_core::registry::{PluginSettings, PluginSpec};
@@ -210,7 +209,7 @@ impl Plugin for LambdaPlugin {
     }
 
     /// What the alias serves against the manifest at the branch head (see `live`).
-    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Option<LiveState>, StepError> {
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;
         let api = target.api().await;
         live::read(
@@ -221,7 +220,7 @@ impl Plugin for LambdaPlugin {
             ctx.app_dir,
         )
         .await
-        .map(Some)
+        .map(Live::Read)
     }
 }
 

@@ -212,8 +212,8 @@ impl Plugin for ScriptRunPlugin {
             },
         };
         match &result {
-            StageResult::Success => ctx.io.log("Script finished successfully").await,
             StageResult::Failure { reason } => ctx.io.log(reason).await,
+            _ => ctx.io.log("Script finished successfully").await,
         }
         Ok(StepOutcome::Done(result))
     }
@@ -285,6 +285,7 @@ impl ScriptRunPlugin {
             dir,
             env: &env,
             timeout: GoDuration::from_millis(limit.as_millis() - elapsed.as_millis()),
+            inputs: &[],
         };
         follow.start(spec, ctx.now).await.map(Some)
     }

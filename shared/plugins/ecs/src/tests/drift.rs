@@ -26,9 +26,14 @@ async fn live(commit: &Commit) -> LiveState {
             ),
             app: &app,
             app_dir: &dir,
+            head: &gannet_core::fixture::sha(),
+            last_deployed: None,
+            now: gannet_core::duration::Millis(0),
+            jobs: &gannet_core::jobs::NoJobs,
         })
         .await
         .expect("live state")
+        .read()
         .expect("the ecs plugin reads a service's live state")
 }
 

@@ -25,9 +25,14 @@ async fn live(plugin: &LambdaPlugin, commit: &Commit) -> LiveState {
             ),
             app: &app,
             app_dir: &dir,
+            head: &gannet_core::fixture::sha(),
+            last_deployed: None,
+            now: gannet_core::duration::Millis(0),
+            jobs: &gannet_core::jobs::NoJobs,
         })
         .await
         .expect("live state")
+        .read()
         .expect("the lambda plugin reads live state")
 }
 
