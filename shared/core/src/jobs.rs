@@ -245,6 +245,66 @@ impl JobRunner for NoJobs {
     }
 }
 
+/// What every job gets of gannet's environment: what a shell needs to find programs and speak
+/// the locale, never a credential.
+pub const BASE_ENV: [&str; 10] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+];
+
+/// True when `name` can name an environment variable (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Checks a list of gannet's environment variables an operator lets jobs have (written at
+/// `at`, such as `plugins.script-run.allowEnv`): each a variable name, none of them holding
+/// one of gannet's own secrets (`secret_env`).
+pub fn check_allowed_env(
+    at: &str,
+    names: &[String],
+    secret_env: &[String],
+) -> Result<(), crate::typed::FieldError> {
+    for (i, name) in names.iter().enumerate() {
+        let error = |message: String| crate::typed::FieldError {
+            path: format!("{at}[{i}]"),
+            message,
+        };
+        if !valid_env_name(name) {
+            return Err(error(format!("{name:?} is not a variable name")));
+        }
+        if secret_env.contains(name) {
+            return Err(error(format!(
+                "{name} holds one of gannet's own secrets; jobs never get it"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The part of gannet's environment a job gets: [`BASE_ENV`] and the variables in `allowed`
+/// that are set.
+pub fn inherited_env(allowed: &[String]) -> Vec<(String, String)> {
+    BASE_ENV
+        .iter()
+        .copied()
+        .chain(allowed.iter().map(String::as_str))
+        .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
+        .collect()
+}
+
 /// Stage metadata keys of the job a stage runs.
 pub const META_JOB: &str = "job";
 pub const META_JOB_STARTED: &str = "jobStartedAt";

@@ -27,6 +27,35 @@ pub use platform::*;
 pub use spec::*;
 pub use unsupported::Unsupported;
 
+/// Why a step could not read its app's config from the app's directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read the app config {path}: {source}")]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid app config: {0}")]
+    Config(#[from] ConfigError),
+}
+
+/// The config of app `app` from the app's directory (in a checkout of some commit), as a
+/// platform plugin's step reads it.
+pub fn load_app_config(
+    app_dir: &std::path::Path,
+    app: &crate::ids::AppId,
+) -> Result<AppConfig, LoadError> {
+    let config_path = app.config_path();
+    let file_name = config_path.rsplit('/').next().unwrap_or(config_path);
+    let path = app_dir.join(file_name);
+    let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(parse_app_config(config_path, &text)?)
+}
+
 /// The only apiVersion PipeCD has.
 pub const API_VERSION: &str = "pipecd.dev/v1beta1";
 

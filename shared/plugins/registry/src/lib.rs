@@ -14,6 +14,7 @@ pub fn registry() -> Registry {
         gannet_plugin_script_run::SPEC,
         gannet_plugin_lambda::SPEC,
         gannet_plugin_ecs::SPEC,
+        gannet_plugin_terraform::SPEC,
     ])
 }
 

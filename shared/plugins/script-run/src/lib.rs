@@ -23,7 +23,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use gannet_core::deployment::{Stage, StageStatus};
 use gannet_core::ids::StageId;
-use gannet_core::jobs::{Follow, JobEnd, JobKey, JobSpec, Progress};
+use gannet_core::jobs::{self, Follow, JobEnd, JobKey, JobSpec, Progress};
 use gannet_core::plugin::{
     PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
     StopContext,
@@ -41,20 +41,7 @@ pub const STAGE_SCRIPT_RUN: &str = "SCRIPT_RUN";
 /// The hidden stage that runs a SCRIPT_RUN's `with.onRollback`.
 pub const STAGE_SCRIPT_RUN_ROLLBACK: &str = "SCRIPT_RUN_ROLLBACK";
 
-/// What every script gets of gannet's environment: what a shell needs to find programs and
-/// speak the locale, never a credential.
-pub const BASE_ENV: [&str; 10] = [
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "LC_MESSAGES",
-    "TZ",
-    "TMPDIR",
-];
+pub use gannet_core::jobs::BASE_ENV;
 
 /// Runs `SCRIPT_RUN` and `SCRIPT_RUN_ROLLBACK` stages.
 ///
@@ -76,12 +63,7 @@ impl ScriptRunPlugin {
 
     /// The part of gannet's environment a script gets.
     fn inherited_env(&self) -> Vec<(String, String)> {
-        BASE_ENV
-            .iter()
-            .copied()
-            .chain(self.allow_env.iter().map(String::as_str))
-            .filter_map(|name| Some((name.to_owned(), std::env::var(name).ok()?)))
-            .collect()
+        jobs::inherited_env(&self.allow_env)
     }
 }
 
@@ -103,20 +85,11 @@ pub const SPEC: PluginSpec = PluginSpec {
 
 fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
     let written: Settings = settings.parse()?;
-    for (i, name) in written.allow_env.iter().enumerate() {
-        let at = |message: String| FieldError {
-            path: format!("{}.allowEnv[{i}]", settings.at()),
-            message,
-        };
-        if name.is_empty() || name.contains(['=', '\0']) {
-            return Err(at(format!("{name:?} is not a variable name")));
-        }
-        if settings.runtime.secret_env.contains(name) {
-            return Err(at(format!(
-                "{name} holds one of gannet's own secrets; scripts never get it"
-            )));
-        }
-    }
+    jobs::check_allowed_env(
+        &format!("{}.allowEnv", settings.at()),
+        &written.allow_env,
+        &settings.runtime.secret_env,
+    )?;
     Ok(std::sync::Arc::new(ScriptRunPlugin::allowing_env(
         written.allow_env,
     )))

@@ -691,7 +691,7 @@ fn the_operator_allows_variables_but_never_gannets_secrets() {
     assert_eq!(build(json!({"allowEnv": ["KUBECONFIG"]})), Ok(()));
     assert_eq!(
         build(json!({"allowEnv": ["KUBECONFIG", "GANNET_WEBHOOK_SECRET"]})),
-        Err("plugins.script-run.allowEnv[1]: GANNET_WEBHOOK_SECRET holds one of gannet's own secrets; scripts never get it".into())
+        Err("plugins.script-run.allowEnv[1]: GANNET_WEBHOOK_SECRET holds one of gannet's own secrets; jobs never get it".into())
     );
     assert!(build(json!({"allowEnv": ["A=B"]}))
         .unwrap_err()

