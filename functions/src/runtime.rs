@@ -79,8 +79,8 @@ impl Clients {
 }
 
 /// The job runner's clients: CodeBuild, S3 (path-style, which every endpoint serves) and
-/// CloudWatch Logs. Apart from [`Clients`] so that only the stage function, whose `main`
-/// names [`codebuild_jobs`], links their SDKs: the other functions' zips stay small.
+/// CloudWatch Logs. Apart from [`Clients`] so that only the stage and drift functions, whose
+/// `main` names [`codebuild_jobs`], link their SDKs: the other functions' zips stay small.
 #[derive(Clone, Debug)]
 pub struct JobClients {
     pub codebuild: aws_sdk_codebuild::Client,
@@ -115,7 +115,7 @@ impl JobClients {
 /// Builds a function's job runner from the SDK configuration and the stack's jobs settings.
 pub type JobsFactory = fn(&SdkConfig, &JobsConfig) -> Arc<dyn JobRunner>;
 
-/// The stage function's job runner: CodeBuild builds of the stack's jobs project.
+/// The stage and drift functions' job runner: CodeBuild builds of the stack's jobs project.
 pub fn codebuild_jobs(sdk: &SdkConfig, jobs: &JobsConfig) -> Arc<dyn JobRunner> {
     JobClients::new(sdk).runner(jobs)
 }

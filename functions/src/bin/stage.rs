@@ -1,5 +1,5 @@
-//! The `stage` Lambda function (see the crate docs for what invokes it). It alone runs jobs,
-//! so it alone links the job runner's SDKs (CodeBuild, S3, CloudWatch Logs).
+//! The `stage` Lambda function (see the crate docs for what invokes it). It and `drift` run
+//! jobs, so they alone link the job runner's SDKs (CodeBuild, S3, CloudWatch Logs).
 
 fn main() -> std::process::ExitCode {
     gannet_functions::start_with_jobs(

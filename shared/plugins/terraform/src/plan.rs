@@ -131,10 +131,12 @@ impl Plan {
     }
 
     /// The plan as drift: each attribute the plan would change, with Git's value (after) and
-    /// the live one (before); a resource to create or destroy as a whole.
+    /// the live one (before); a resource to create or destroy as a whole. Attributes known only
+    /// after apply are left out: they follow from the others, Git does not set them.
     pub fn drift(&self) -> Vec<DriftField> {
         let mut out = Vec::new();
         for c in &self.changes {
+            let set: Vec<&Attribute> = c.attributes.iter().filter(|a| a.after != UNKNOWN).collect();
             let creates = c.actions.iter().any(|a| a == "create");
             let deletes = c.actions.iter().any(|a| a == "delete");
             match (creates, deletes) {
@@ -148,12 +150,12 @@ impl Plan {
                     git: "(not in the configuration)".into(),
                     live: "(exists)".into(),
                 }),
-                _ if c.attributes.is_empty() => out.push(DriftField {
+                _ if set.is_empty() => out.push(DriftField {
                     field: c.address.clone(),
                     git: format!("({})", c.actions.join(", ")),
                     live: "(differs)".into(),
                 }),
-                _ => out.extend(c.attributes.iter().map(|a| DriftField {
+                _ => out.extend(set.iter().map(|a| DriftField {
                     field: format!("{}.{}", c.address, a.name),
                     git: a.after.clone(),
                     live: a.before.clone(),

@@ -1,1 +1,392 @@
-//! tests
+//! The terraform plugin's steps against a real terraform (the pinned one `make test` puts on
+//! PATH) through the embedded job runner, with a local state file: every step delivered twice
+//! runs each command once, an apply applies the plan its PLAN stage saved, and drift is a plan
+//! job that later checks read. The S3 backend, approvals, rollback and a SIGKILL of gannet are
+//! in the end-to-end tests (tests/e2e_terraform.rs).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use gannet_core::deployment::{Deployment, Stage, StageStatus};
+use gannet_core::duration::Millis;
+use gannet_core::fixture::RecordingIo;
+use gannet_core::plugin::{
+    Live, LiveContext, Plugin, StageResult, StepContext, StepError, StepOutcome,
+};
+use gannet_core::{AppId, GoDuration};
+use gannet_embedded::ProcessJobs;
+use serde_json::{json, Value};
+
+use super::*;
+
+const NOW: u64 = 1_700_000_000_000;
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Lab {
+    tmp: tempfile::TempDir,
+    jobs: ProcessJobs,
+    plugin: TerraformPlugin,
+}
+
+impl Lab {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let jobs = ProcessJobs::new(tmp.path().join("jobs")).expect("jobs");
+        std::fs::write(tmp.path().join("terraformrc"), "").expect("rc");
+        let mut target = DeployTarget::new("local");
+        target.env.insert(
+            "TF_CLI_CONFIG_FILE".into(),
+            tmp.path().join("terraformrc").display().to_string(),
+        );
+        Self {
+            tmp,
+            jobs,
+            plugin: TerraformPlugin::new(vec![target]),
+        }
+    }
+
+    /// An app directory (`name`) at `image`, whose state is a local file outside it, and whose
+    /// apply leaves a line in `applies`.
+    fn app(&self, name: &str, image: &str) -> PathBuf {
+        let dir = self.tmp.path().join(name);
+        std::fs::create_dir_all(&dir).expect("app dir");
+        std::fs::write(
+            dir.join("app.pipecd.yaml"),
+            format!("apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n  input:\n    vars: [\"image={image}\"]\n"),
+        )
+        .expect("config");
+        std::fs::write(
+            dir.join("main.tf"),
+            format!(
+                r#"terraform {{
+  backend "local" {{ path = "{state}" }}
+}}
+variable "image" {{ type = string }}
+resource "terraform_data" "app" {{
+  input = var.image
+  provisioner "local-exec" {{ command = "echo applied >> {applies}" }}
+}}
+"#,
+                state = self.state().display(),
+                applies = self.applies().display(),
+            ),
+        )
+        .expect("main.tf");
+        dir
+    }
+
+    fn state(&self) -> PathBuf {
+        self.tmp.path().join("terraform.tfstate")
+    }
+
+    fn applies(&self) -> PathBuf {
+        self.tmp.path().join("applies")
+    }
+
+    fn applied(&self) -> usize {
+        std::fs::read_to_string(self.applies()).map_or(0, |t| t.lines().count())
+    }
+
+    fn serial(&self) -> u64 {
+        let text = std::fs::read_to_string(self.state()).unwrap_or_default();
+        serde_json::from_str::<Value>(&text).map_or(0, |s| s["serial"].as_u64().unwrap_or(0))
+    }
+
+    /// One step of `d.stages[index]` (with what it saved so far) at `now`.
+    async fn step(
+        &self,
+        d: &Deployment,
+        index: usize,
+        io: &RecordingIo,
+        dir: &Path,
+    ) -> Result<StepOutcome, StepError> {
+        let mut stage = d.stages[index].clone();
+        stage.metadata.extend(io.saved());
+        self.plugin
+            .execute_step(StepContext {
+                deployment: d,
+                stage: &stage,
+                app_dir: dir,
+                running_app_dir: None,
+                now: Millis(NOW),
+                io,
+                jobs: &self.jobs,
+            })
+            .await
+    }
+
+    /// Runs stage `index` to its end, every step delivered twice.
+    async fn run_twice_each(
+        &self,
+        d: &Deployment,
+        index: usize,
+        dir: &Path,
+    ) -> (StageResult, RecordingIo) {
+        let io = RecordingIo::default();
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let first = self.step(d, index, &io, dir).await.expect("step");
+            let again = self
+                .step(d, index, &io, dir)
+                .await
+                .expect("the same step again");
+            match (first, again) {
+                (StepOutcome::Done(a), StepOutcome::Done(b)) => {
+                    assert_eq!(a, b, "a redelivered last step decides the same");
+                    return (a, io);
+                }
+                (StepOutcome::Done(a), StepOutcome::Continue { .. }) => {
+                    panic!("a step ended the stage ({a:?}) and its redelivery did not")
+                }
+                _ => {}
+            }
+            assert!(
+                Instant::now() < deadline,
+                "stage did not end: {:#?}",
+                io.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn stage(id: &str, name: &str, with: Value) -> Stage {
+    let mut s = Stage::test(id, name).running_since(NOW);
+    s.with = TerraformPlugin::default()
+        .validate_stage(name, &with)
+        .expect("valid with");
+    s.timeout = GoDuration::from_secs(600);
+    s
+}
+
+fn deployment(stages: Vec<Stage>) -> Deployment {
+    let mut d = Deployment::test().with_stages(stages);
+    d.app = AppId::parse("demo:infra/app.pipecd.yaml").expect("app id");
+    d
+}
+
+#[tokio::test]
+async fn a_sync_with_every_step_delivered_twice_applies_once() {
+    let lab = Lab::new();
+    let dir = lab.app("v1", "nginx:1");
+    let d = deployment(vec![stage("sync", STAGE_SYNC, json!({}))]);
+    let (result, io) = lab.run_twice_each(&d, 0, &dir).await;
+    assert_eq!(result, StageResult::Success, "{:#?}", io.logs());
+    assert_eq!(lab.applied(), 1);
+    assert_eq!(lab.serial(), 1);
+    let logs = io.logs();
+    assert!(
+        logs.iter()
+            .any(|l| l == "Plan: 1 to add, 0 to change, 0 to destroy."),
+        "{logs:#?}"
+    );
+    assert!(logs.iter().any(|l| l == "Applied the plan"), "{logs:#?}");
+    assert_eq!(io.saved()[META_HAS_CHANGES], "true");
+}
+
+#[tokio::test]
+async fn an_apply_delivered_twice_applies_the_saved_plan_once_and_a_second_plan_has_no_changes() {
+    let lab = Lab::new();
+    let dir = lab.app("v1", "nginx:1");
+    let mut d = deployment(vec![
+        stage("plan", STAGE_PLAN, json!({"exitOnNoChanges": true})),
+        stage("apply", STAGE_APPLY, json!({})),
+    ]);
+    let (planned, io) = lab.run_twice_each(&d, 0, &dir).await;
+    assert_eq!(planned, StageResult::Success, "{:#?}", io.logs());
+    assert_eq!(lab.applied(), 0, "a plan applies nothing");
+    d.stages[0].status = StageStatus::Success;
+    d.stages[0].metadata.extend(io.saved());
+    let view: Plan = serde_json::from_str(&io.saved()[META_PLAN]).expect("kept plan");
+    assert_eq!(view.add, 1);
+
+    // The configuration moves on after the plan: the apply still applies the saved plan.
+    let moved = lab.app("v2", "nginx:2");
+    let (applied, io) = lab.run_twice_each(&d, 1, &moved).await;
+    assert_eq!(applied, StageResult::Success, "{:#?}", io.logs());
+    assert_eq!(lab.applied(), 1);
+    let state = std::fs::read_to_string(lab.state()).expect("state");
+    assert!(
+        state.contains("nginx:1") && !state.contains("nginx:2"),
+        "{state}"
+    );
+
+    // A new deployment's plan of the applied configuration has no changes: it exits.
+    let d2 = deployment(vec![
+        stage("plan", STAGE_PLAN, json!({"exitOnNoChanges": true})),
+        stage("apply", STAGE_APPLY, json!({})),
+    ]);
+    let mut d2 = d2;
+    d2.id = gannet_core::DeploymentId::parse("d-second-0001").expect("id");
+    let (result, io) = lab.run_twice_each(&d2, 0, &dir).await;
+    assert!(
+        matches!(result, StageResult::Exited { .. }),
+        "{result:?} {:#?}",
+        io.logs()
+    );
+    assert_eq!(io.saved()[META_HAS_CHANGES], "false");
+}
+
+#[tokio::test]
+async fn an_apply_without_a_plan_before_it_fails_saying_so() {
+    let lab = Lab::new();
+    let dir = lab.app("v1", "nginx:1");
+    let d = deployment(vec![stage("apply", STAGE_APPLY, json!({}))]);
+    let err = lab
+        .step(&d, 0, &RecordingIo::default(), &dir)
+        .await
+        .expect_err("no plan");
+    assert!(
+        err.reason().contains("TERRAFORM_PLAN stage before it"),
+        "{}",
+        err.reason()
+    );
+    assert_eq!(lab.applied(), 0);
+}
+
+#[tokio::test]
+async fn drift_is_a_plan_job_that_later_checks_read() {
+    let lab = Lab::new();
+    let dir = lab.app("v1", "nginx:1");
+    let d = deployment(vec![stage("sync", STAGE_SYNC, json!({}))]);
+    lab.run_twice_each(&d, 0, &dir).await;
+    // Git now says nginx:2: live (nginx:1) differs.
+    let head = lab.app("head", "nginx:2");
+    let text = std::fs::read_to_string(head.join("app.pipecd.yaml")).expect("config");
+    let app =
+        gannet_core::config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
+    let app_id = AppId::parse("demo:infra/app.pipecd.yaml").expect("app id");
+    let sha = gannet_core::fixture::sha();
+    let check = || {
+        lab.plugin.live_state(LiveContext {
+            app_id: &app_id,
+            app: &app,
+            app_dir: &head,
+            head: &sha,
+            last_deployed: Some(Millis(NOW)),
+            now: Millis(NOW + 1000),
+            jobs: &lab.jobs,
+        })
+    };
+    assert!(matches!(
+        check().await.expect("check"),
+        Live::Pending { .. }
+    ));
+    let deadline = Instant::now() + LIMIT;
+    let live = loop {
+        match check().await.expect("check") {
+            Live::Read(live) => break live,
+            Live::Pending { .. } => {}
+            Live::NotRead => panic!("the terraform plugin reads live state"),
+        }
+        assert!(Instant::now() < deadline, "the drift plan did not end");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let fields: Vec<&str> = live.drift.iter().map(|f| f.field.as_str()).collect();
+    assert_eq!(fields, ["terraform_data.app.input"], "{live:#?}");
+    assert_eq!(live.drift[0].live, "\"nginx:1\"");
+    assert_eq!(live.resources[0].id, "terraform_data.app");
+    assert_eq!(lab.applied(), 1, "a drift check applies nothing");
+    // Read again in the same interval: the same job's result, no new plan.
+    let again = check().await.expect("check");
+    assert_eq!(again, Live::Read(live));
+}
+
+#[test]
+fn stage_options_and_targets_are_checked_with_the_field_named() {
+    let p = TerraformPlugin::default();
+    assert_eq!(
+        p.validate_stage(STAGE_PLAN, &json!({})).expect("plan"),
+        json!({"exitOnNoChanges": false})
+    );
+    assert!(p
+        .validate_stage(STAGE_PLAN, &json!({"exitOnNoChange": true}))
+        .is_err());
+    let retries = p
+        .validate_stage(STAGE_APPLY, &json!({"retries": 2}))
+        .unwrap_err();
+    assert_eq!(retries.field, "retries");
+    assert!(p.validate_stage(STAGE_ROLLBACK, &json!({})).is_err());
+
+    let runtime = gannet_core::registry::RuntimeInfo {
+        secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
+    };
+    let build = |value: Value| {
+        (SPEC.build)(&gannet_core::registry::PluginSettings::new(
+            "plugins.terraform",
+            &value,
+            &runtime,
+        ))
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    };
+    assert_eq!(build(json!({"deployTargets": [{"name": "local"}]})), Ok(()));
+    for (bad, field) in [
+        (
+            json!({"name": "a", "vars": ["novalue"]}),
+            "plugins.terraform.deployTargets[0].vars[0]",
+        ),
+        (
+            json!({"name": "a", "allowEnv": ["GANNET_WEBHOOK_SECRET"]}),
+            "plugins.terraform.deployTargets[0].allowEnv[0]",
+        ),
+        (
+            json!({"name": "a", "env": {"A B": "x"}}),
+            "plugins.terraform.deployTargets[0].env",
+        ),
+        (
+            json!({"name": "a", "driftInterval": "0s"}),
+            "plugins.terraform.deployTargets[0].driftInterval",
+        ),
+        (
+            json!({"name": "a", "terraform": ""}),
+            "plugins.terraform.deployTargets[0].terraform",
+        ),
+    ] {
+        let err = build(json!({"deployTargets": [bad]})).unwrap_err();
+        assert!(err.starts_with(&format!("{field}:")), "{err}");
+    }
+}
+
+#[test]
+fn scripts_quote_every_value_from_git() {
+    let input = gannet_core::config::TerraformInput {
+        vars: vec!["image=x'; rm -rf / #".into()],
+        workspace: "prod".into(),
+        ..Default::default()
+    };
+    let commands = script::Commands {
+        terraform: "terraform",
+        input: &input,
+        target_vars: &[],
+    };
+    let plan = commands.plan_script();
+    assert!(plan.contains(r#"-var 'image=x'\''; rm -rf / #'"#), "{plan}");
+    assert!(
+        plan.contains("workspace select -or-create -no-color 'prod'"),
+        "{plan}"
+    );
+    assert_eq!(
+        check_input(&gannet_core::config::TerraformInput {
+            workspace: "a b".into(),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .0,
+        "spec.input.workspace"
+    );
+}
+
+#[test]
+fn terraforms_error_paragraph_is_the_reason() {
+    let stderr = "\nError: Saved plan is stale\n\nThe given plan file can no longer be applied because the state was changed by\nanother operation after the plan was created.\n\nError: second\n";
+    assert_eq!(
+        script::error_summary(stderr).as_deref(),
+        Some("Error: Saved plan is stale The given plan file can no longer be applied because the state was changed by another operation after the plan was created.")
+    );
+    assert_eq!(
+        script::error_summary("a\nb\nc\nd\n").as_deref(),
+        Some("b c d")
+    );
+    assert_eq!(script::error_summary(""), None);
+}
