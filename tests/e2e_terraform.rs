@@ -431,7 +431,7 @@ fn a_change_by_hand_is_drift_named_by_address_until_a_deployment_puts_it_back() 
     let first = lab.commit(quick, &lab.main_tf(""), "add infra");
     let g = lab.start(
         "{poll: 1m, resume: 1s, drift: 1s}",
-        "        driftInterval: 2s\n",
+        "        driftInterval: 3s\n",
     );
     let (_, d) = deploy(&g, &first, "tf-1");
     assert_eq!(d["status"], "SUCCESS", "{d}");

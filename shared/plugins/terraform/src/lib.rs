@@ -298,7 +298,10 @@ impl Plugin for TerraformPlugin {
         Ok(())
     }
 
-    /// A plan at the branch head, run as a job once per drift interval and head.
+    /// A plan at the branch head, run as a job once per drift interval and head. The newest
+    /// plan that ended in this interval or the [`DRIFT_LOOK_BACK`] before it is the answer; a
+    /// new plan starts only when none of those runs, so a plan slower than the interval still
+    /// ends and is read.
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;
         if !target.drift_detection_enabled {
@@ -306,35 +309,59 @@ impl Plugin for TerraformPlugin {
         }
         let input = input_of(ctx.app)?;
         let window = ctx.now.0 / target.drift_interval.as_millis().max(1);
-        let deployed = ctx.last_deployed.map_or(0, |m| m.0);
-        let key = JobKey::of(&[
-            ("drift", 5),
-            (ctx.app_id.as_str(), 30),
-            (ctx.head.as_str(), 8),
-            (&window.to_string(), 10),
-            (&deployed.to_string(), 13),
-        ]);
-        let poll = match ctx.jobs.poll(&key, "").await {
-            Ok(poll) => poll,
-            Err(jobs::JobError::Unknown(_)) => {
-                let commands = commands(target, &input);
-                let env = job_env(target, &input);
-                ctx.jobs
-                    .start(JobSpec {
-                        key: &key,
-                        script: &commands.drift_script(),
-                        dir: ctx.app_dir,
-                        env: &env,
-                        timeout: target.drift_interval,
-                        inputs: &[],
-                    })
-                    .await?;
-                return Ok(pending(&key));
-            }
-            Err(err) => return Err(err.into()),
+        let key_of = |window: u64| {
+            JobKey::of(&[
+                ("drift", 5),
+                (ctx.app_id.as_str(), 30),
+                (ctx.head.as_str(), 8),
+                (&window.to_string(), 10),
+                (&ctx.last_deployed.map_or(0, |m| m.0).to_string(), 13),
+            ])
         };
-        let Some(end) = poll.end else {
-            return Ok(pending(&key));
+        let mut ended = None;
+        let mut running = None;
+        let mut started_now = false;
+        for back in 0..=DRIFT_LOOK_BACK {
+            let key = key_of(window.saturating_sub(back));
+            match ctx.jobs.poll(&key, "").await {
+                Ok(poll) => match poll.end {
+                    Some(end) => {
+                        ended = Some((key, end));
+                        break;
+                    }
+                    None => running = running.or(Some(key)),
+                },
+                Err(jobs::JobError::Unknown(_)) => {
+                    if back == 0 {
+                        started_now = true;
+                    }
+                }
+                Err(err) => return Err(err.into()),
+            }
+            if back >= window {
+                break;
+            }
+        }
+        if started_now && running.is_none() {
+            let key = key_of(window);
+            let env = job_env(target);
+            ctx.jobs
+                .start(JobSpec {
+                    key: &key,
+                    script: &commands(target, &input).drift_script(),
+                    dir: ctx.app_dir,
+                    env: &env,
+                    timeout: target.drift_interval.max(DRIFT_JOB_MIN_TIME),
+                    inputs: &[],
+                })
+                .await?;
+            running = Some(key);
+        }
+        let Some((key, end)) = ended else {
+            return Ok(match running {
+                Some(key) => pending(&key),
+                None => Live::NotRead,
+            });
         };
         let what = format!("the drift check's terraform plan (job {key})");
         if end != JobEnd::Exited(0) {
@@ -353,6 +380,11 @@ impl Plugin for TerraformPlugin {
         }))
     }
 }
+
+/// How many intervals before the current one a drift check looks for a plan.
+const DRIFT_LOOK_BACK: u64 = 2;
+/// A drift plan may run at least this long, however short the interval.
+const DRIFT_JOB_MIN_TIME: GoDuration = GoDuration::from_secs(600);
 
 fn pending(key: &JobKey) -> Live {
     Live::Pending {
@@ -450,7 +482,7 @@ impl TerraformPlugin {
             }));
         }
         let key = JobKey::new(&ctx.deployment.id, &stage.id, 1);
-        let env = job_env(target, &input);
+        let env = job_env(target);
         let spec = JobSpec {
             key: &key,
             script: &script,
@@ -473,7 +505,7 @@ fn commands<'a>(target: &'a DeployTarget, input: &'a TerraformInput) -> Commands
 
 /// The job's environment: the base, what the target allows of gannet's, the target's own,
 /// and terraform's settings for running unattended.
-fn job_env(target: &DeployTarget, _input: &TerraformInput) -> Vec<(String, String)> {
+fn job_env(target: &DeployTarget) -> Vec<(String, String)> {
     let mut env = jobs::inherited_env(&target.allow_env);
     env.extend(target.env.iter().map(|(k, v)| (k.clone(), v.clone())));
     for (k, v) in [

@@ -257,17 +257,18 @@ async fn drift_is_a_plan_job_that_later_checks_read() {
         gannet_core::config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
     let app_id = AppId::parse("demo:infra/app.pipecd.yaml").expect("app id");
     let sha = gannet_core::fixture::sha();
-    let check = || {
+    let check_at = |now: u64| {
         lab.plugin.live_state(LiveContext {
             app_id: &app_id,
             app: &app,
             app_dir: &head,
             head: &sha,
             last_deployed: Some(Millis(NOW)),
-            now: Millis(NOW + 1000),
+            now: Millis(now),
             jobs: &lab.jobs,
         })
     };
+    let check = || check_at(NOW + 1000);
     assert!(matches!(
         check().await.expect("check"),
         Live::Pending { .. }
@@ -289,7 +290,11 @@ async fn drift_is_a_plan_job_that_later_checks_read() {
     assert_eq!(lab.applied(), 1, "a drift check applies nothing");
     // Read again in the same interval: the same job's result, no new plan.
     let again = check().await.expect("check");
-    assert_eq!(again, Live::Read(live));
+    assert_eq!(again, Live::Read(live.clone()));
+    // The next interval starts a new plan, and until it ends the last one is the answer: a
+    // plan slower than the interval is still read.
+    let next = NOW + 1000 + target::DEFAULT_DRIFT_INTERVAL.as_millis();
+    assert_eq!(check_at(next).await.expect("check"), Live::Read(live));
 }
 
 #[test]
