@@ -2,9 +2,9 @@
 //! task and service definitions it names, checked ([`Desired`]); plus gannet's tags.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use gannet_core::config::{parse_app_config, AppConfig, ConfigError, EcsInput, EcsSpec};
+use gannet_core::config::{AppConfig, EcsInput, EcsSpec, LoadError};
 use gannet_core::plugin::AppFileError;
 use gannet_core::{AppId, CommitSha};
 
@@ -27,14 +27,8 @@ pub(crate) const PIPECD_MANAGED_BY: (&str, &str) = ("pipecd-dev-managed-by", "pi
 /// Why a step cannot read what it deploys.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("cannot read the app config {path}: {source}")]
-    ReadConfig {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("invalid app config: {0}")]
-    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Config(#[from] LoadError),
     #[error("{field}: {message}")]
     Input { field: String, message: String },
     #[error("{field}: the file {file} does not exist or cannot be read")]
@@ -59,14 +53,7 @@ pub(crate) struct Desired {
 
 /// The app config file in the app's directory.
 pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, SourceError> {
-    let config_path = app.config_path();
-    let file_name = config_path.rsplit('/').next().unwrap_or(config_path);
-    let path = app_dir.join(file_name);
-    let text = std::fs::read_to_string(&path).map_err(|source| SourceError::ReadConfig {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(parse_app_config(config_path, &text)?)
+    Ok(gannet_core::config::load_app_config(app_dir, app)?)
 }
 
 /// Where the ECS input sits in the config (`spec.input` of an `ECSApp`, or

@@ -3,9 +3,9 @@
 //! with gannet's managed-by, app and commit tags.
 
 use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 
-use gannet_core::config::{parse_app_config, AppConfig, ConfigError};
+use gannet_core::config::{AppConfig, LoadError};
 use gannet_core::plugin::AppFileError;
 use gannet_core::{AppId, CommitSha};
 
@@ -27,14 +27,8 @@ const MAX_ZIP_BYTES: u64 = 50 * 1024 * 1024;
 /// Why a step cannot read what it deploys.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
-    #[error("cannot read the app config {path}: {source}")]
-    ReadConfig {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("invalid app config: {0}")]
-    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Config(#[from] LoadError),
     #[error("{field}: the function manifest {file} does not exist or cannot be read")]
     ManifestMissing { field: String, file: String },
     #[error("invalid function manifest: {0}")]
@@ -45,14 +39,7 @@ pub enum SourceError {
 
 /// The app config file in the app's directory.
 pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, SourceError> {
-    let config_path = app.config_path();
-    let file_name = config_path.rsplit('/').next().unwrap_or(config_path);
-    let path = app_dir.join(file_name);
-    let text = std::fs::read_to_string(&path).map_err(|source| SourceError::ReadConfig {
-        path: path.clone(),
-        source,
-    })?;
-    Ok(parse_app_config(config_path, &text)?)
+    Ok(gannet_core::config::load_app_config(app_dir, app)?)
 }
 
 /// The manifest file the app names, and the config field that names it.
