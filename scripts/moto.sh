@@ -23,20 +23,8 @@ installed_version() {
   "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true
 }
 
-make_venv() {
-  rm -rf "$VENV"
-  if "$PYTHON" -m venv "$VENV" >&2; then
-    return 0
-  fi
-  # Debian's python3 leaves ensurepip out of the base package.
-  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    log "python3 -m venv failed; installing python3-venv"
-    rm -rf "$VENV"
-    apt-get install -y -q python3-venv >&2 || { apt-get update -q >&2 && apt-get install -y -q python3-venv >&2; }
-    "$PYTHON" -m venv "$VENV" >&2 && return 0
-  fi
-  die "could not create $VENV with '$PYTHON -m venv' (on Debian or Ubuntu: apt-get install python3-venv)"
-}
+# shellcheck source=scripts/venv.sh
+. "$ROOT/scripts/venv.sh"
 
 ensure() {
   if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
