@@ -1074,3 +1074,102 @@ fn the_webhook_checks_signatures_with_the_secret_from_secrets_manager_or_ssm() {
         }
     }
 }
+
+/// A `TerraformApp` whose state is in a moto bucket (S3 backend, S3 lockfile); only the
+/// built-in `terraform_data` resource, so nothing is downloaded.
+fn terraform_app(bucket: &str, image: &str, stages: &str) -> [(String, String); 2] {
+    let main_tf = format!(
+        r#"terraform {{
+  backend "s3" {{
+    bucket                      = "{bucket}"
+    key                         = "infra/terraform.tfstate"
+    region                      = "us-east-1"
+    endpoints                   = {{ s3 = "{moto}" }}
+    use_path_style              = true
+    skip_credentials_validation = true
+    skip_requesting_account_id  = true
+    skip_metadata_api_check     = true
+    skip_region_validation      = true
+    use_lockfile                = true
+  }}
+}}
+resource "terraform_data" "app" {{
+  input = "{image}"
+}}
+"#,
+        moto = support::moto_endpoint(),
+    );
+    let config = format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n{stages}"
+    );
+    [
+        ("apps/infra/app.pipecd.yaml".to_owned(), config),
+        ("apps/infra/main.tf".to_owned(), main_tf),
+    ]
+}
+
+#[test]
+fn terraform_plans_and_applies_as_codebuild_jobs_with_the_plan_carried_in_the_jobs_bucket() {
+    let mut lab = Lab::new(LabOptions::default());
+    let state = moto::unique("tfstate").to_lowercase();
+    moto::create_bucket(&state);
+    let commit = |lab: &Lab, image: &str, stages: &str| {
+        let files = terraform_app(&state, image, stages);
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        lab.repo.commit(&files, image)
+    };
+    let first = commit(&lab, "nginx:1", "");
+    let (status, body) = lab.push(&first);
+    assert_eq!(status, 202, "{body}");
+    let id = lab.deployment_of(&first);
+    let d = lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "the quick sync: {d:?}");
+
+    let pipeline =
+        "  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n      - name: TERRAFORM_APPLY\n";
+    let second = commit(&lab, "nginx:2", pipeline);
+    let (status, body) = lab.push(&second);
+    assert_eq!(status, 202, "{body}");
+    let id = lab.deployment_of(&second);
+    let d = lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    let (plan, apply) = (&d.stages[0], &d.stages[1]);
+    let plan_job = plan.metadata.get("job").expect("the plan's job");
+    assert!(lab.played.contains(plan_job), "the plan ran as a build");
+    assert_eq!(
+        plan.metadata.get("planSummary").map(String::as_str),
+        Some("Plan: 0 to add, 1 to change, 0 to destroy.")
+    );
+    let log: Vec<String> = lab
+        .rt
+        .block_on(lab.store.logs(&d.id, &apply.id, 0))
+        .expect("stage log")
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    assert!(
+        log.iter().any(|l| l.contains(plan_job.as_str())),
+        "the apply applies the plan's job's file: {log:?}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("Apply complete! Resources: 0 added, 1 changed")),
+        "{log:?}"
+    );
+    let apply_job = apply.metadata.get("job").expect("the apply's job");
+    let given = lab.rt.block_on(
+        lab.direct_jobs
+            .s3
+            .head_object()
+            .bucket(&lab.jobs.bucket)
+            .key(format!("jobs/{apply_job}/in/plan.tfplan"))
+            .send(),
+    );
+    assert!(
+        given.is_ok(),
+        "the saved plan was given to the apply's job: {given:?}"
+    );
+}

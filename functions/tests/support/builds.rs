@@ -2,9 +2,11 @@
 //!
 //! moto accepts StartBuild but runs no container. This fake plays the build for the lab: for
 //! each job the stage function started (its `jobs/<key>/build` record in the bucket), it does
-//! what the template's buildspec does: fetches `source.tar.gz`, runs `sh ../script` in `work/`
-//! with the job's environment, writes the output to the build's log stream and the exit code
-//! to `jobs/<key>/exit`. It runs jobs on this machine, synchronously, once each.
+//! what the template's buildspec does: fetches `source.tar.gz` and the files in `jobs/<key>/in/`
+//! (into `GANNET_JOB_IN`), runs `sh ../script` in `work/` with the job's environment, writes the
+//! output to the build's log stream, uploads what the script left in `GANNET_JOB_OUT` to
+//! `jobs/<key>/out/`, then the exit code to `jobs/<key>/exit`. It runs jobs on this machine,
+//! synchronously, once each.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -101,14 +103,37 @@ async fn play(clients: &JobClients, config: &JobsConfig, key: &str) {
             let (k, v) = kv.split_once('=')?;
             Some((k.to_owned(), v.to_owned()))
         });
+    let (given, left) = (dir.path().join("in"), dir.path().join("out"));
+    std::fs::create_dir(&left).expect("out/");
+    fetch_inputs(clients, config, key, &given).await;
     let output = Command::new("/bin/sh")
         .arg("../script")
         .current_dir(dir.path().join("work"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(vars)
+        .env("GANNET_JOB_IN", &given)
+        .env("GANNET_JOB_OUT", &left)
         .output()
         .expect("run the job's script");
+    for file in std::fs::read_dir(&left).expect("out/").flatten() {
+        clients
+            .s3
+            .put_object()
+            .bucket(&config.bucket)
+            .key(format!(
+                "jobs/{key}/out/{}",
+                file.file_name().to_string_lossy()
+            ))
+            .body(
+                std::fs::read(file.path())
+                    .expect("a file the job left")
+                    .into(),
+            )
+            .send()
+            .await
+            .expect("keep the job's file");
+    }
     let code = output.status.code().unwrap_or(128);
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&output.stderr));
@@ -157,4 +182,23 @@ async fn play(clients: &JobClients, config: &JobsConfig, key: &str) {
         .send()
         .await
         .expect("exit code");
+}
+
+/// Downloads `jobs/<key>/in/*` into `to` (`aws s3 cp --recursive` in the buildspec).
+async fn fetch_inputs(clients: &JobClients, config: &JobsConfig, key: &str, to: &std::path::Path) {
+    std::fs::create_dir(to).expect("in/");
+    let prefix = format!("jobs/{key}/in/");
+    let listed = clients
+        .s3
+        .list_objects_v2()
+        .bucket(&config.bucket)
+        .prefix(&prefix)
+        .send()
+        .await
+        .expect("list the job's files");
+    for object in listed.contents().iter().filter_map(|o| o.key()) {
+        let name = object.trim_start_matches(&prefix);
+        let bytes = self::object(clients, config, key, &format!("in/{name}")).await;
+        std::fs::write(to.join(name), bytes).expect("write a job's file");
+    }
 }

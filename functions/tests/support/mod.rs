@@ -325,8 +325,14 @@ impl Lab {
             ("GANNET_WEBHOOK_SECRET_ARN", secret_arn),
             (
                 "GANNET_PLUGINS",
-                json!({"lambda": {"deployTargets": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]}})
-                    .to_string(),
+                json!({
+                    "lambda": {"deployTargets": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]},
+                    // Terraform (on PATH in `make test`) with moto's credentials.
+                    "terraform": {"deployTargets": [{"name": "moto", "env": {
+                        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                        "AWS_REGION": REGION, "TF_CLI_CONFIG_FILE": "/dev/null"}}]},
+                })
+                .to_string(),
             ),
             (
                 "GANNET_RESUME_INTERVAL",
