@@ -22,6 +22,9 @@
 //! runs once; a job that never claimed within [`LAUNCH_GRACE`] is claimed by the poll and
 //! reported lost, so a late process cannot run it after that.
 //!
+//! Stopping a job (a cancel, its timeout) sends its group SIGTERM and kills what is left after
+//! [`STOP_GRACE`]: a terraform apply stops gracefully and releases its state lock.
+//!
 //! A job is running while a live process of its group carries `GANNET_JOB=<key>` in its
 //! environment (`/proc`): a reused process id never makes gannet wait for, or kill, a
 //! process that is not the job's. Its processes gone and no `exit` written means lost.
@@ -50,6 +53,9 @@ pub const OUTPUT_CAP: u64 = 256 * 1024 * 1024;
 const READ_CHUNK: usize = 1024 * 1024;
 /// How long a killed job's processes may take to disappear.
 const GONE_LIMIT: Duration = Duration::from_secs(5);
+/// How long a stopped job has to end by itself after SIGTERM (terraform stops gracefully and
+/// releases its state lock) before its processes are killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
 /// The environment variable that marks a job's processes.
 pub const MARKER: &str = "GANNET_JOB";
 
@@ -321,7 +327,7 @@ impl ProcessJobs {
         let _ = create_new(&dir.join("stopped")).and_then(|mut f| f.write_all(why.as_bytes()));
         // A job not yet claimed never runs.
         let _ = create_new(&dir.join("claim"));
-        kill_group(dir, key);
+        terminate_group(dir, key);
     }
 
     fn cancel_blocking(&self, key: &JobKey) -> Result<(), JobError> {
@@ -564,21 +570,39 @@ fn marker(key: &JobKey) -> String {
 /// Kills the job's group if it still holds the job's processes, and waits (bounded) until
 /// they are gone. Never gannet's own group, never a group that is not the job's.
 fn kill_group(dir: &Path, key: &JobKey) {
+    signal_group(dir, key, rustix::process::Signal::KILL, GONE_LIMIT);
+}
+
+/// Asks the job's processes to stop (SIGTERM), gives them [`STOP_GRACE`], then kills what is
+/// left.
+fn terminate_group(dir: &Path, key: &JobKey) {
+    if signal_group(dir, key, rustix::process::Signal::TERM, STOP_GRACE) {
+        kill_group(dir, key);
+    }
+}
+
+/// Sends `signal` to the job's group, if it is still the job's, and waits (bounded by `wait`)
+/// for its processes to end; true when some are left.
+fn signal_group(dir: &Path, key: &JobKey, signal: rustix::process::Signal, wait: Duration) -> bool {
     let Some(pgid) = recorded_group(dir) else {
-        return;
+        return false;
     };
     if !proc::scan(pgid, Some(&marker(key))).carries_marker || proc::own_group() == Some(pgid) {
-        return;
+        return false;
     }
     let Some(pid) = i32::try_from(pgid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
     else {
-        return;
+        return false;
     };
-    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    let deadline = std::time::Instant::now() + GONE_LIMIT;
-    while proc::scan(pgid, None).members > 0 && std::time::Instant::now() < deadline {
+    let _ = rustix::process::kill_process_group(pid, signal);
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        let left = proc::scan(pgid, None).members > 0;
+        if !left || std::time::Instant::now() >= deadline {
+            return left;
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
 }

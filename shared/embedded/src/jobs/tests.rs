@@ -208,6 +208,38 @@ async fn cancel_kills_the_script_and_what_it_started() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_lets_the_job_stop_gracefully_then_kills_what_ignores_it() {
+    let f = fixture();
+    // A job that cleans up on SIGTERM (as terraform releases its state lock).
+    let graceful = key("graceful");
+    let script = "trap 'echo cleaned > \"$OUT/cleanup\"; exit 130' TERM; echo $$ > \"$OUT/g\"; while :; do sleep 0.1; done";
+    f.start(&graceful, script, LONG).await;
+    f.wait_for("g").await;
+    f.jobs.cancel(&graceful).await.expect("cancel");
+    assert_eq!(
+        lines_of(&f.out.join("cleanup")),
+        ["cleaned"],
+        "its TERM handler ran"
+    );
+    assert_eq!(f.finish(&graceful).await.1, JobEnd::Cancelled);
+
+    // One that ignores SIGTERM is killed after the grace.
+    let stubborn = key("stubborn");
+    let script = "trap '' TERM; echo $$ > \"$OUT/s\"; while :; do sleep 0.1; done";
+    f.start(&stubborn, script, LONG).await;
+    let shell: u32 = f.wait_for("s").await.trim().parse().unwrap();
+    let began = Instant::now();
+    f.jobs.cancel(&stubborn).await.expect("cancel");
+    assert!(!alive(shell), "a job that ignores SIGTERM is killed");
+    assert!(
+        began.elapsed() >= super::STOP_GRACE,
+        "{:?}",
+        began.elapsed()
+    );
+    assert_eq!(f.finish(&stubborn).await.1, JobEnd::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_past_its_timeout_is_killed() {
     let f = fixture();
     let k = key("slow");
