@@ -247,6 +247,16 @@ fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
         .expect("the input attribute");
     assert_eq!(input["before"], "\"nginx:0\"");
     assert_eq!(input["after"], "\"nginx:1\"");
+    // The CLI shows it too.
+    let (code, shown) = g.cli(&["deployments", "show", &id]);
+    assert_eq!(code, 0, "{shown}");
+    for want in [
+        "Plan of stage",
+        "~ terraform_data.app (update)",
+        "input: \"nginx:0\" -> \"nginx:1\"",
+    ] {
+        assert!(shown.contains(want), "{want:?} not in:\n{shown}");
+    }
 
     let (status, body) = g.post_as(
         token_of("alice"),

@@ -143,6 +143,44 @@ pub fn deployment(d: &DeploymentView) {
         println!();
         table(&["STAGE", "NAME", "STATUS", "REASON"], &rows);
     }
+    for s in d.stages.iter().filter(|s| s.visible) {
+        let plan = s.metadata.get(gannet_plugin_terraform::META_PLAN);
+        if let Some(plan) = plan.and_then(|p| serde_json::from_str(p).ok()) {
+            println!();
+            print!("{}", plan_changes(s.id.as_str(), &plan));
+        }
+    }
+}
+
+/// What a Terraform plan changes, as `deployments show` prints it: one line per resource
+/// (`+` create, `~` update, `-` destroy, `-/+` replace) and one per changed attribute.
+pub fn plan_changes(stage: &str, plan: &gannet_plugin_terraform::Plan) -> String {
+    let mut out = format!("Plan of stage {stage}: {}\n", plan.summary());
+    for c in &plan.changes {
+        let has = |a: &str| c.actions.iter().any(|x| x == a);
+        let sign = match (has("create"), has("delete"), has("update")) {
+            (true, true, _) => "-/+",
+            (true, false, _) => "+",
+            (false, true, _) => "-",
+            _ => "~",
+        };
+        out.push_str(&format!(
+            "  {sign} {} ({})\n",
+            c.address,
+            c.actions.join(", ")
+        ));
+        for a in &c.attributes {
+            if a.before.is_empty() && a.after.is_empty() {
+                out.push_str(&format!("      {}\n", a.name));
+            } else {
+                out.push_str(&format!("      {}: {} -> {}\n", a.name, a.before, a.after));
+            }
+        }
+    }
+    if plan.omitted > 0 {
+        out.push_str(&format!("  … and {} more (not kept)\n", plan.omitted));
+    }
+    out
 }
 
 /// Writes what changed between two views of a deployment to `out`, one line per change.
