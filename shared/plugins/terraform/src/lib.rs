@@ -136,6 +136,19 @@ fn check_input(input: &TerraformInput) -> Result<(), (String, String)> {
     for (i, v) in input.vars.iter().enumerate() {
         target::check_assignment(v, "-var").map_err(|m| (format!("spec.input.vars[{i}]"), m))?;
     }
+    for (i, f) in input.var_files.iter().enumerate() {
+        let path = Path::new(f);
+        let outside = path.is_absolute()
+            || path
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir));
+        if outside || f.is_empty() {
+            return Err((
+                format!("spec.input.varFiles[{i}]"),
+                format!("{f:?}: a var file is a path inside the app's directory"),
+            ));
+        }
+    }
     let envs = &input.command_envs;
     for (list, entries) in [
         ("shared", &envs.shared),

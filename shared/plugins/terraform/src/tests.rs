@@ -380,6 +380,14 @@ fn scripts_quote_every_value_from_git() {
         .0,
         "spec.input.workspace"
     );
+    for escape in ["../other/secret.tfvars", "/etc/passwd", "a/../../b"] {
+        let err = check_input(&gannet_core::config::TerraformInput {
+            var_files: vec!["ok.tfvars".into(), escape.into()],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert_eq!(err.0, "spec.input.varFiles[1]", "{escape}");
+    }
 }
 
 #[test]
