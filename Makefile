@@ -26,7 +26,7 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus demo bench bench-functions
+.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus demo bench bench-terraform bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
 test: lint infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus
@@ -83,6 +83,10 @@ demo:
 ## bench: the webhook benchmark on a release `gannet up`; prints a markdown table (BENCHMARKS.md)
 bench:
 	cargo bench -p gannet-cli --bench webhooks
+
+## bench-terraform: gannet's overhead per Terraform deployment against the same terraform run by hand; prints a markdown table (BENCHMARKS.md)
+bench-terraform:
+	cargo bench -p gannet-cli --bench terraform
 
 ## bench-functions: each function's arm64 zip size and its init time under `cargo lambda watch` (BENCHMARKS.md)
 bench-functions: lambda-ensure
