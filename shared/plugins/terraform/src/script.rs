@@ -79,15 +79,14 @@ run() {{
   return $c
 }}
 fail() {{ printf 'Error: %s\n' "$1" | tee "$out/{error}" >&2; exit 1; }}
-version=$("$TF" version 2>&1 | head -n 1) || fail "cannot run terraform ($TF): $version"
-echo "Using $version"
 "#,
             tf = quote(self.terraform),
             error = ERROR,
         );
+        // Only a pinned version is checked: `terraform version` costs a start of terraform.
         if !want.is_empty() {
             s.push_str(&format!(
-                "[ \"$version\" = {} ] || fail \"the app pins terraformVersion {want} but the deploy target's terraform is $version: name a binary for it in the target's versions\"\n",
+                "version=$(\"$TF\" version 2>&1 | head -n 1) || fail \"cannot run terraform ($TF): $version\"\necho \"Using $version\"\n[ \"$version\" = {} ] || fail \"the app pins terraformVersion {want} but the deploy target's terraform is $version: name a binary for it in the target's versions\"\n",
                 quote(&format!("Terraform v{want}")),
             ));
         }
