@@ -191,6 +191,19 @@ resource "terraform_data" "app" {{
     }
 }
 
+impl Lab {
+    /// Starts `gannet up` (`intervals`, extra deploy target lines `target`) and deploys the
+    /// app at `image` with no pipeline: a first deployment is a quick sync (PipeCD's rule).
+    fn deployed(&self, image: &str, intervals: &str, target: &str) -> Gannet {
+        let spec = format!("  input:\n    vars: [\"image={image}\"]\n");
+        let first = self.commit(&spec, &self.main_tf(""), "add infra");
+        let g = self.start(intervals, target);
+        let (_, d) = deploy(&g, &first, "tf-0");
+        assert_eq!(d["status"], "SUCCESS", "the first deployment: {d}");
+        g
+    }
+}
+
 /// Deploys `commit` and waits for the deployment's end.
 fn deploy(g: &Gannet, commit: &str, delivery: &str) -> (String, Value) {
     let (status, body) = g.push(commit, delivery);
@@ -212,12 +225,7 @@ fn logs(g: &Gannet, id: &str, d: &Value, name: &str) -> Vec<String> {
 #[test]
 fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
     let lab = Lab::new("plan");
-    // A first deployment is a quick sync (PipeCD's rule): nginx:0.
-    let quick = "  input:\n    vars: [\"image=nginx:0\"]\n";
-    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
-    let g = lab.start(DEFAULTS, "");
-    let (_, d) = deploy(&g, &first, "tf-0");
-    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let g = lab.deployed("nginx:0", DEFAULTS, "");
     assert_eq!(lab.serial(), 1);
 
     let commit = lab.commit(PLAN_APPROVE_APPLY, &lab.main_tf(""), "nginx 1");
@@ -285,11 +293,7 @@ fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
 fn a_plan_made_stale_while_it_waits_fails_the_apply_with_terraforms_message() {
     let lab = Lab::new("stale");
     // The first deployment, a quick sync, applies nginx:1.
-    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
-    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
-    let g = lab.start(DEFAULTS, "");
-    let (_, d) = deploy(&g, &first, "tf-1");
-    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let g = lab.deployed("nginx:1", DEFAULTS, "");
     assert_eq!(lab.serial(), 1);
 
     // Without a rollback, which would apply the running commit over the operator's change.
@@ -334,11 +338,7 @@ fn a_plan_made_stale_while_it_waits_fails_the_apply_with_terraforms_message() {
 #[test]
 fn exit_on_no_changes_ends_the_deployment_after_the_plan() {
     let lab = Lab::new("exit");
-    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
-    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
-    let g = lab.start(DEFAULTS, "");
-    let (_, d) = deploy(&g, &first, "tf-1");
-    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let g = lab.deployed("nginx:1", DEFAULTS, "");
 
     let spec = "  input:\n    vars: [\"image=nginx:1\"]\n  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n        with: {exitOnNoChanges: true}\n      - name: TERRAFORM_APPLY\n";
     // A change to a file terraform does not read: the plan has nothing to do.
@@ -359,11 +359,7 @@ fn exit_on_no_changes_ends_the_deployment_after_the_plan() {
 #[test]
 fn a_failing_apply_rolls_back_by_applying_the_running_commit() {
     let lab = Lab::new("rollback");
-    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
-    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
-    let g = lab.start(DEFAULTS, "");
-    let (_, d) = deploy(&g, &first, "tf-1");
-    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let g = lab.deployed("nginx:1", DEFAULTS, "");
 
     // nginx:2, and a resource whose creation fails.
     let failing = "resource \"terraform_data\" \"broken\" {\n  depends_on = [terraform_data.app]\n  provisioner \"local-exec\" {\n    command = \"echo cannot create; exit 3\"\n  }\n}\n";
@@ -395,11 +391,7 @@ fn a_failing_apply_rolls_back_by_applying_the_running_commit() {
 fn sigkill_of_gannet_mid_apply_the_same_apply_completes_once() {
     let lab = Lab::new("kill");
     let marker = lab.state.path().join("applies");
-    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
-    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
-    let mut g = lab.start(DEFAULTS, "");
-    let (_, d) = deploy(&g, &first, "tf-1");
-    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let mut g = lab.deployed("nginx:1", DEFAULTS, "");
     let before = lab.serial();
 
     // An apply that takes 8 s and marks its start and end.
@@ -437,14 +429,11 @@ fn sigkill_of_gannet_mid_apply_the_same_apply_completes_once() {
 #[test]
 fn a_change_by_hand_is_drift_named_by_address_until_a_deployment_puts_it_back() {
     let lab = Lab::new("drift");
-    let quick = "  input:\n    vars: [\"image=nginx:1\"]\n";
-    let first = lab.commit(quick, &lab.main_tf(""), "add infra");
-    let g = lab.start(
+    let g = lab.deployed(
+        "nginx:1",
         "{poll: 1m, resume: 1s, drift: 1s}",
         "        driftInterval: 3s\n",
     );
-    let (_, d) = deploy(&g, &first, "tf-1");
-    assert_eq!(d["status"], "SUCCESS", "{d}");
     let app_key = "infra";
     g.wait_until(LIMIT, "a drift check finds the app in sync", || {
         let app = g.app_view(app_key);

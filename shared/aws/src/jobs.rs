@@ -134,6 +134,26 @@ impl CodeBuildJobs {
 
     /// The text of `jobs/<key>/<name>`, `None` when it does not exist.
     async fn read(&self, key: &JobKey, name: &str) -> Result<Option<String>, JobError> {
+        let bytes = self
+            .get(
+                key,
+                name,
+                MAX_OUTPUT_BYTES,
+                "reading the job's record from S3",
+            )
+            .await?;
+        Ok(bytes.map(|b| String::from_utf8_lossy(&b).trim().to_owned()))
+    }
+
+    /// The bytes of `jobs/<key>/<name>`, `None` when it does not exist; an object over `max`
+    /// bytes is refused before it is read.
+    async fn get(
+        &self,
+        key: &JobKey,
+        name: &str,
+        max: u64,
+        operation: &'static str,
+    ) -> Result<Option<Vec<u8>>, JobError> {
         let got = self
             .s3
             .get_object()
@@ -146,15 +166,21 @@ impl CodeBuildJobs {
             Err(err) if err.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
                 return Ok(None)
             }
-            Err(err) => return Err(unavailable("reading the job's record from S3")(err)),
+            Err(err) => return Err(unavailable(operation)(err)),
         };
+        let size = u64::try_from(object.content_length.unwrap_or(0)).unwrap_or(0);
+        if size > max {
+            return Err(JobError::Refused(format!(
+                "the job's {name} has {size} bytes, over the {max} read back"
+            )));
+        }
         let bytes = object
             .body
             .collect()
             .await
-            .map_err(unavailable("reading the job's record from S3"))?
+            .map_err(unavailable(operation))?
             .into_bytes();
-        Ok(Some(String::from_utf8_lossy(&bytes).trim().to_owned()))
+        Ok(Some(bytes.to_vec()))
     }
 
     async fn write(&self, key: &JobKey, name: &str, body: Vec<u8>) -> Result<(), JobError> {
@@ -431,33 +457,13 @@ impl JobRunner for CodeBuildJobs {
                 "{name:?} is not a job file's name"
             )));
         }
-        let got = self
-            .s3
-            .get_object()
-            .bucket(&self.config.bucket)
-            .key(Self::object(key, &format!("out/{name}")))
-            .send()
-            .await;
-        let object = match got {
-            Ok(object) => object,
-            Err(err) if err.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
-                return Ok(None)
-            }
-            Err(err) => return Err(unavailable("reading a file the job left")(err)),
-        };
-        let size = u64::try_from(object.content_length.unwrap_or(0)).unwrap_or(0);
-        if size > MAX_OUTPUT_BYTES {
-            return Err(JobError::Refused(format!(
-                "the job's {name} has {size} bytes, over the {MAX_OUTPUT_BYTES} read back"
-            )));
-        }
-        let bytes = object
-            .body
-            .collect()
-            .await
-            .map_err(unavailable("reading a file the job left"))?
-            .into_bytes();
-        Ok(Some(bytes.to_vec()))
+        self.get(
+            key,
+            &format!("out/{name}"),
+            MAX_OUTPUT_BYTES,
+            "reading a file the job left",
+        )
+        .await
     }
 
     /// A build takes half a minute to start; polls come every 5 s, then every 15 s.
