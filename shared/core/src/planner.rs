@@ -153,6 +153,7 @@ impl PlanError {
         match self {
             Self::PlatformNotSupported { .. } | Self::StageNotSupported { .. } => true,
             Self::InvalidAppFile(e) => e.unsupported,
+            Self::InvalidStage { source, .. } => source.unsupported,
             _ => false,
         }
     }

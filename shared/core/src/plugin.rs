@@ -24,6 +24,8 @@ pub struct StageConfigError {
     /// The offending field inside `with`, such as `duration`.
     pub field: String,
     pub message: String,
+    /// Valid PipeCD that gannet does not support (`config check` says so, not "invalid").
+    pub unsupported: bool,
 }
 
 impl StageConfigError {
@@ -31,6 +33,15 @@ impl StageConfigError {
         Self {
             field: field.into(),
             message: message.into(),
+            unsupported: false,
+        }
+    }
+
+    /// A field PipeCD accepts that gannet does not support.
+    pub fn unsupported(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            unsupported: true,
+            ..Self::new(field, message)
         }
     }
 }

@@ -101,7 +101,7 @@ impl Default for LambdaInput {
     }
 }
 
-/// Options of a quick sync that takes none (`LAMBDA_SYNC`, `CLOUDRUN_SYNC`, `TERRAFORM_APPLY`).
+/// Options of a quick sync that takes none (`LAMBDA_SYNC`, `CLOUDRUN_SYNC`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EmptyOptions {}
@@ -247,7 +247,15 @@ impl Default for CloudRunInput {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TerraformSpec {
     pub input: TerraformInput,
-    pub quick_sync: EmptyOptions,
+    pub quick_sync: TerraformQuickSync,
+}
+
+/// A TerraformApp's `quickSync` (PipeCD's TERRAFORM_SYNC options).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TerraformQuickSync {
+    /// PipeCD retries a failed apply this many times; gannet does not (reported as unsupported).
+    pub retries: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

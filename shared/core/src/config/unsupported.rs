@@ -66,6 +66,12 @@ pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
             "mentioning users in notifications is not supported yet",
         ));
     }
+    if app.terraform().is_some_and(|t| t.quick_sync.retries > 0) {
+        out.push(Unsupported::new(
+            "spec.quickSync.retries",
+            "retrying a failed apply is not supported: gannet applies a plan once",
+        ));
+    }
     if spec
         .drift_detection
         .as_ref()

@@ -110,6 +110,9 @@ struct PlanOptions {
     exit_on_no_changes: bool,
 }
 
+/// Why PipeCD's `retries` is refused.
+const RETRIES_UNSUPPORTED: &str = "retrying a failed apply is not supported: gannet applies a plan once, and a failed apply rolls back (autoRollback) or waits for a new commit";
+
 /// TERRAFORM_APPLY's and TERRAFORM_SYNC's `with`: PipeCD's `retries`, which gannet does not
 /// support (an apply runs once per plan).
 #[derive(serde::Deserialize, Default)]
@@ -201,10 +204,7 @@ impl Plugin for TerraformPlugin {
             STAGE_APPLY | STAGE_SYNC => {
                 let opts: ApplyOptions = stage_options::parse(with)?;
                 if opts.retries > 0 {
-                    return Err(StageConfigError::new(
-                        "retries",
-                        "PipeCD's retries is not supported: gannet applies a plan once, and a failed apply rolls back (autoRollback) or waits for a new commit",
-                    ));
+                    return Err(StageConfigError::unsupported("retries", RETRIES_UNSUPPORTED));
                 }
                 Ok(json!({}))
             }

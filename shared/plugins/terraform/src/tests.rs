@@ -403,3 +403,25 @@ fn terraforms_error_paragraph_is_the_reason() {
     );
     assert_eq!(script::error_summary(""), None);
 }
+
+#[test]
+fn pipecds_retries_is_reported_as_unsupported_by_name_not_as_invalid() {
+    let plugins =
+        gannet_core::plugin::Plugins::new(vec![std::sync::Arc::new(TerraformPlugin::default())]);
+    let text = "apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n  quickSync:\n    retries: 3\n  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n      - name: TERRAFORM_APPLY\n        with:\n          retries: 2\n";
+    let checked = gannet_core::check::check_app("infra/app.pipecd.yaml", text, &plugins, &|_| None);
+    let found: Vec<(&str, bool, Option<usize>)> = checked
+        .errors
+        .iter()
+        .map(|i| (i.field.as_str(), i.unsupported, i.line))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            ("spec.quickSync.retries", true, Some(6)),
+            ("spec.pipeline.stages[1].with.retries", true, Some(12)),
+        ],
+        "{:#?}",
+        checked.errors
+    );
+}
