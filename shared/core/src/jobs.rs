@@ -347,7 +347,25 @@ pub enum Progress {
     Ended(JobEnd),
 }
 
-impl Follow<'_> {
+impl<'a> Follow<'a> {
+    /// The job of the stage a step runs.
+    pub fn of_step(ctx: &crate::plugin::StepContext<'a>) -> Self {
+        Self {
+            jobs: ctx.jobs,
+            io: ctx.io,
+            metadata: &ctx.stage.metadata,
+        }
+    }
+
+    /// The job of a stage being stopped ([`crate::plugin::Plugin::stop`]).
+    pub fn of_stop(ctx: &crate::plugin::StopContext<'a>) -> Self {
+        Self {
+            jobs: ctx.jobs,
+            io: ctx.io,
+            metadata: &ctx.stage.metadata,
+        }
+    }
+
     /// The job this stage started, if it started one.
     pub fn key(&self) -> Option<JobKey> {
         self.metadata.get(META_JOB).and_then(|k| JobKey::parse(k))

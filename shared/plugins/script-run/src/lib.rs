@@ -152,11 +152,7 @@ impl Plugin for ScriptRunPlugin {
         let stage = ctx.stage;
         let opts = ScriptOptions::parse(&stage.name, &stage.with)
             .map_err(|e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
-        let follow = Follow {
-            jobs: ctx.jobs,
-            io: ctx.io,
-            metadata: &stage.metadata,
-        };
+        let follow = Follow::of_step(&ctx);
         let limit = stage.timeout.min(opts.timeout);
         let elapsed = ctx.now.since(stage.started_at.unwrap_or(ctx.now));
         let progress = match follow.key() {
@@ -193,11 +189,7 @@ impl Plugin for ScriptRunPlugin {
 
     /// A cancel or a timeout stops the script and what it started.
     async fn stop(&self, ctx: StopContext<'_>) -> Result<(), StepError> {
-        let follow = Follow {
-            jobs: ctx.jobs,
-            io: ctx.io,
-            metadata: &ctx.stage.metadata,
-        };
+        let follow = Follow::of_stop(&ctx);
         if let Some(key) = follow.cancel().await? {
             ctx.io.log(&format!("stopped the script (job {key})")).await;
         }

@@ -271,11 +271,7 @@ impl Plugin for TerraformPlugin {
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
-        let follow = Follow {
-            jobs: ctx.jobs,
-            io: ctx.io,
-            metadata: &stage.metadata,
-        };
+        let follow = Follow::of_step(&ctx);
         let elapsed = ctx.now.since(stage.started_at.unwrap_or(ctx.now));
         let progress = match follow.key() {
             Some(key) => follow.poll(&key, ctx.now).await?,
@@ -296,11 +292,7 @@ impl Plugin for TerraformPlugin {
 
     /// A cancel or a timeout stops terraform. Mid-apply that may leave the state lock held.
     async fn stop(&self, ctx: StopContext<'_>) -> Result<(), StepError> {
-        let follow = Follow {
-            jobs: ctx.jobs,
-            io: ctx.io,
-            metadata: &ctx.stage.metadata,
-        };
+        let follow = Follow::of_stop(&ctx);
         if let Some(key) = follow.cancel().await? {
             let mut line = format!("stopped terraform (job {key})");
             if ctx.stage.name != STAGE_PLAN {
