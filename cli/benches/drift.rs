@@ -16,6 +16,8 @@
 
 #[path = "../../tests/lambda_moto/mod.rs"]
 mod lambda_moto;
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -25,6 +27,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lambda_moto as moto;
 use lambda_moto::Proxy;
+use stats::{env_number, shown};
 use support::Gannet;
 
 /// The bound on the deployments of the whole fleet.
@@ -37,15 +40,6 @@ struct Settings {
     sweeps: usize,
     workers: usize,
     keep: bool,
-}
-
-fn env_number(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
 }
 
 impl Settings {
@@ -291,26 +285,6 @@ fn sweep(g: Gannet, proxy: &Proxy, moto_pid: Option<u32>, apps: usize) -> (Ganne
         sample.wall_ms, sample.calls, sample.gannet_cpu_ms
     );
     (g, sample)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// The median of `values`, with the min–max range when there are several.
-fn shown(values: &[f64], decimals: usize, unit: &str) -> String {
-    let mid = median(values.to_vec());
-    if values.len() < 2 {
-        return format!("{mid:.decimals$}{unit}");
-    }
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{mid:.decimals$}{unit} ({lo:.decimals$}–{hi:.decimals$})")
 }
 
 fn row(label: &str, samples: &[Sample], apps: usize) -> String {

@@ -24,6 +24,8 @@
 //! Settings (environment): BENCH_RUNS (5 measured deployments each, after BENCH_WARMUP = 1),
 //! BENCH_KEEP (set: keep the work directory, gannet's log and jobs included).
 
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -33,6 +35,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use stats::{env_number, median, shown};
 use support::{Gannet, Repo};
 
 /// The bound on every wait: a deployment, a terraform command.
@@ -45,15 +48,6 @@ const APP: &str = "apps/infra";
 const TERRAFORM: &str = "Terraform v1.15.5";
 /// The pause between two measured runs, so one run's tail does not land in the next.
 const SETTLE: Duration = Duration::from_millis(500);
-
-fn env_number(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
-}
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -394,26 +388,6 @@ fn by_hand(tf: &Terraform, dir: &Path, image: &str, init: bool, gannet_pid: &str
         gannet_idle_ms: g_own1.saturating_sub(g_own0) as f64,
         elsewhere,
     }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// The median with the min–max range.
-fn shown(values: &[f64], decimals: usize, unit: &str) -> String {
-    let mid = median(values.to_vec());
-    if values.len() < 2 {
-        return format!("{mid:.decimals$}{unit}");
-    }
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("{mid:.decimals$}{unit} ({lo:.decimals$}–{hi:.decimals$})")
 }
 
 fn main() {

@@ -20,6 +20,8 @@
 //! often a sender looks at its deployment), BENCH_KEEP (set: keep the work directory, gannet's
 //! log included). With more than one run the table quotes medians and the min–max range.
 
+#[path = "common/stats.rs"]
+mod stats;
 #[path = "../../tests/support/mod.rs"]
 mod support;
 
@@ -35,6 +37,7 @@ use std::time::{Duration, Instant};
 use driver::{Driver, Phase};
 use report::{measure, print_table, RunResult};
 use setup::{build_repo, write_config, AppRepo, Up};
+use stats::env_number;
 
 struct Settings {
     runs: usize,
@@ -43,15 +46,6 @@ struct Settings {
     concurrency: usize,
     rate: usize,
     poll: Duration,
-}
-
-fn env_number(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
-        Err(_) => default,
-    }
 }
 
 impl Settings {

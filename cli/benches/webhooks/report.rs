@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::driver::{Driver, Phase};
 use crate::setup::{cpu_ticks, machine_ticks};
+use crate::stats::median;
 use crate::Settings;
 
 /// The targets.
@@ -95,15 +96,6 @@ pub(crate) fn measure(driver: &Driver<'_>, phase: &Phase, concurrency: usize) ->
         cpu_ms,
         others_pct,
         wall_s,
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
     }
 }
 

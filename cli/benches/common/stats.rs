@@ -1,0 +1,33 @@
+//! What the benchmarks share: their settings from the environment, medians and ranges.
+#![allow(dead_code)] // each benchmark uses a different part of these helpers
+
+/// A whole number from the environment variable `name`, or `default` when it is not set.
+pub fn env_number(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
+/// The median (the mean of the middle two for an even count); NaN for none.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The median of `values`, with the min–max range when there are several.
+pub fn shown(values: &[f64], decimals: usize, unit: &str) -> String {
+    let mid = median(values.to_vec());
+    if values.len() < 2 {
+        return format!("{mid:.decimals$}{unit}");
+    }
+    let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{mid:.decimals$}{unit} ({lo:.decimals$}–{hi:.decimals$})")
+}
