@@ -20,8 +20,11 @@ pub mod plugin;
 pub mod ports;
 pub mod registry;
 pub mod report;
+pub mod stage_meta;
 pub mod stage_options;
 pub mod targets;
+#[cfg(feature = "test-util")]
+pub mod test_run;
 pub mod trigger;
 pub mod typed;
 

@@ -51,7 +51,8 @@ impl StageConfigError {
 pub struct AppFileError {
     /// The app config's field that names the file, such as `spec.input.functionManifestFile`.
     pub named_by: String,
-    /// The file, relative to the app's directory.
+    /// The file, relative to the app's directory; empty when the error is in the app config
+    /// itself (then `named_by` is the field at fault).
     pub file: String,
     /// 1-based, in `file`, when known.
     pub line: Option<usize>,
@@ -65,11 +66,14 @@ pub struct AppFileError {
 
 impl std::fmt::Display for AppFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
+        // An error in the app config itself names no other file.
+        if !self.file.is_empty() {
+            f.write_str(&self.file)?;
+            if let Some(line) = self.line {
+                write!(f, ":{line}")?;
+            }
+            f.write_str(": ")?;
         }
-        f.write_str(": ")?;
         if !self.field.is_empty() {
             write!(f, "{}: ", self.field)?;
         }

@@ -5,12 +5,11 @@
 
 mod config;
 mod errors;
-mod meta;
 mod target;
 
 pub use config::{sdk_config, LazyClients};
 pub use errors::{build_error, ApiError, ErrorCodes, ErrorKind};
-pub use meta::StageMeta;
+pub use gannet_core::stage_meta::StageMeta;
 pub use target::{check_target, AwsFields, AwsTarget};
 #[cfg(feature = "test-util")]
 pub mod test_util;

@@ -1,9 +1,9 @@
 //! Stage metadata as a step sees it: what a step records before it depends on it, so a
 //! repeated step (a duplicate message, a restart) picks up where the last one stopped.
 
-use gannet_core::deployment::Stage;
-use gannet_core::plugin::{StepError, StepIo};
-use gannet_core::ports::Metadata;
+use crate::deployment::Stage;
+use crate::plugin::{StepError, StepIo};
+use crate::ports::Metadata;
 
 /// A stage's metadata as this step sees it, saved through the step's IO.
 pub struct StageMeta<'a> {
