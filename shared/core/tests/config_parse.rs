@@ -207,8 +207,8 @@ spec:
             "spec.postSync.chain",
             "spec.trigger.onChain",
             "spec.notification.mentions",
-            "spec.driftDetection.ignoreFields",
-        ]
+        ],
+        "a KubernetesApp's driftDetection.ignoreFields are supported (the Kubernetes plugin honours them)"
     );
 }
 
@@ -474,4 +474,16 @@ fn app_config_paths() {
     for (path, want) in cases {
         assert_eq!(is_app_config_path(path), want, "{path}");
     }
+}
+
+#[test]
+fn ignore_fields_are_unsupported_outside_kubernetes() {
+    let text = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: f\n  driftDetection:\n    ignoreFields: [\"x#y\"]\n";
+    let cfg = parse_app_config("app.pipecd.yaml", text).expect("valid");
+    let fields: Vec<String> = cfg
+        .unsupported_features()
+        .into_iter()
+        .map(|u| u.field)
+        .collect();
+    assert_eq!(fields, ["spec.driftDetection.ignoreFields"]);
 }

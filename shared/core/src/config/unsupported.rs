@@ -72,10 +72,12 @@ pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
             "retrying a failed apply is not supported: gannet applies a plan once",
         ));
     }
-    if spec
-        .drift_detection
-        .as_ref()
-        .is_some_and(|d| !d.ignore_fields.is_empty())
+    // Kubernetes drift honours them; no other platform's does.
+    if app.platform() != Some("kubernetes")
+        && spec
+            .drift_detection
+            .as_ref()
+            .is_some_and(|d| !d.ignore_fields.is_empty())
     {
         out.push(Unsupported::new(
             "spec.driftDetection.ignoreFields",

@@ -15,6 +15,7 @@ pub fn registry() -> Registry {
         gannet_plugin_lambda::SPEC,
         gannet_plugin_ecs::SPEC,
         gannet_plugin_terraform::SPEC,
+        gannet_plugin_kubernetes::SPEC,
     ])
 }
 

@@ -1,0 +1,358 @@
+//! One deploy target's API server, through kube-rs: server-side apply under gannet's field
+//! manager, list by label selector, get and delete. Errors become step errors a person can act
+//! on: a conflict names each field and the manager that owns it; throttling and server errors
+//! are retried after the time the server asks for.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use gannet_core::plugin::StepError;
+use gannet_core::GoDuration;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{GroupVersionKind, Status};
+use kube::discovery::Scope;
+use kube::{Client, Config};
+use serde_json::Value;
+
+use crate::kinds::{self, Kind};
+use crate::manifest::ObjectRef;
+use crate::target::DeployTarget;
+
+/// The field manager of everything gannet applies.
+pub const FIELD_MANAGER: &str = "gannet";
+
+pub(crate) struct Cluster {
+    client: Client,
+    /// The kubeconfig context's namespace, or `default`.
+    default_namespace: String,
+    /// Kinds found through discovery, by `(apiVersion, kind)`.
+    discovered: Mutex<HashMap<(String, String), Kind>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("default_namespace", &self.default_namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cluster {
+    /// A client for `target` (no request is made yet).
+    pub async fn connect(target: &DeployTarget) -> Result<Self, StepError> {
+        let name = &target.name;
+        let bad = |what: String| StepError::permanent(format!("deploy target {name}: {what}"));
+        let mut config = if target.in_cluster {
+            Config::incluster().map_err(|e| bad(format!("not running in a cluster: {e}")))?
+        } else {
+            let kubeconfig = if target.kube_config_path.is_empty() {
+                Kubeconfig::read().map_err(|e| bad(format!("no kubeconfig: {e}")))?
+            } else {
+                Kubeconfig::read_from(&target.kube_config_path)
+                    .map_err(|e| bad(format!("kubeConfigPath {}: {e}", target.kube_config_path)))?
+            };
+            let options = KubeConfigOptions {
+                context: (!target.context.is_empty()).then(|| target.context.clone()),
+                ..KubeConfigOptions::default()
+            };
+            Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| bad(format!("kubeconfig: {e}")))?
+        };
+        if !target.master_url.is_empty() {
+            config.cluster_url = target
+                .master_url
+                .parse()
+                .map_err(|e| bad(format!("masterURL: {e}")))?;
+        }
+        config.connect_timeout = Some(Duration::from_secs(10));
+        config.read_timeout = Some(Duration::from_secs(30));
+        config.write_timeout = Some(Duration::from_secs(30));
+        // No step waits: a throttled or failed call goes back to the controller, which retries
+        // it after the time the server asked for (a transient step error).
+        config.default_retry = false;
+        let default_namespace = config.default_namespace.clone();
+        let client = Client::try_from(config).map_err(|e| bad(format!("client: {e}")))?;
+        Ok(Self {
+            client,
+            default_namespace,
+            discovered: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn default_namespace(&self) -> &str {
+        &self.default_namespace
+    }
+
+    /// The REST resource and scope of `kind` in `api_version`: a well-known kind at once, any
+    /// other through discovery (once per cluster).
+    pub async fn kind(&self, api_version: &str, kind: &str) -> Result<Kind, StepError> {
+        if let Some(k) = kinds::known(api_version, kind) {
+            return Ok(k);
+        }
+        let key = (api_version.to_owned(), kind.to_owned());
+        if let Some(k) = self.lock().get(&key) {
+            return Ok(k.clone());
+        }
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps) = kube::discovery::pinned_kind(&self.client, &gvk)
+            .await
+            .map_err(|e| api_error(format!("find {kind} in {api_version} (discovery)"), e))?;
+        let found = Kind {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        self.lock().insert(key, found.clone());
+        Ok(found)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Kind>> {
+        self.discovered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn api(&self, kind: &Kind, namespace: &str) -> Api<DynamicObject> {
+        if kind.namespaced && !namespace.is_empty() {
+            Api::namespaced_with(self.client.clone(), namespace, &kind.resource)
+        } else {
+            Api::all_with(self.client.clone(), &kind.resource)
+        }
+    }
+
+    /// Server-side apply of `body` (a whole object) under gannet's field manager. A field
+    /// another manager owns with another value is a conflict, reported by field; when every
+    /// conflicting field was last written by hand (a `kubectl…` manager), gannet takes them
+    /// back (a forced apply) and returns them (`.spec.replicas (conflict with "kubectl-edit" …)`).
+    pub async fn apply(
+        &self,
+        kind: &Kind,
+        at: &ObjectRef,
+        body: &Value,
+    ) -> Result<Vec<String>, StepError> {
+        let api = self.api(kind, &at.namespace);
+        let params = PatchParams::apply(FIELD_MANAGER);
+        let error = match api.patch(&at.name, &params, &Patch::Apply(body)).await {
+            Ok(_) => return Ok(Vec::new()),
+            Err(e) => e,
+        };
+        let taken_back = match &error {
+            kube::Error::Api(status) => hand_conflicts(status),
+            _ => None,
+        };
+        let Some(taken_back) = taken_back else {
+            return Err(api_error(format!("apply {at}"), error));
+        };
+        api.patch(&at.name, &params.force(), &Patch::Apply(body))
+            .await
+            .map_err(|e| api_error(format!("apply {at}"), e))?;
+        Ok(taken_back)
+    }
+
+    /// The object, or `None` when it does not exist.
+    pub async fn get(&self, kind: &Kind, at: &ObjectRef) -> Result<Option<Value>, StepError> {
+        let got = self
+            .api(kind, &at.namespace)
+            .get_opt(&at.name)
+            .await
+            .map_err(|e| api_error(format!("read {at}"), e))?;
+        got.map(to_value).transpose()
+    }
+
+    /// Every object of `kind` in every namespace with the labels `selector` names, each with
+    /// its `apiVersion` and `kind` (a list leaves them out).
+    pub async fn list(&self, kind: &Kind, selector: &str) -> Result<Vec<Value>, StepError> {
+        let list = self
+            .api(kind, "")
+            .list(&ListParams::default().labels(selector))
+            .await
+            .map_err(|e| api_error(format!("list {} ({selector})", kind.resource.plural), e))?;
+        list.items
+            .into_iter()
+            .map(|mut o| {
+                o.types = Some(kube::core::TypeMeta {
+                    api_version: kind.resource.api_version.clone(),
+                    kind: kind.resource.kind.clone(),
+                });
+                to_value(o)
+            })
+            .collect()
+    }
+
+    /// Deletes the object and, in the background, what it owns. False when it was not there.
+    pub async fn delete(&self, kind: &Kind, at: &ObjectRef) -> Result<bool, StepError> {
+        match self
+            .api(kind, &at.namespace)
+            .delete(&at.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(api_error(format!("delete {at}"), e)),
+        }
+    }
+}
+
+/// The conflicting fields of a conflict status, when every one was written by hand.
+fn hand_conflicts(status: &Status) -> Option<Vec<String>> {
+    if status.code != 409 {
+        return None;
+    }
+    let causes: Vec<_> = status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .filter(|c| c.reason == "FieldManagerConflict")
+        .collect();
+    let by_hand = |message: &str| message.split('"').nth(1).is_some_and(crate::drift::by_hand);
+    (!causes.is_empty() && causes.iter().all(|c| by_hand(&c.message))).then(|| {
+        causes
+            .iter()
+            .map(|c| format!("{} ({})", c.field, c.message))
+            .collect()
+    })
+}
+
+fn to_value(object: DynamicObject) -> Result<Value, StepError> {
+    serde_json::to_value(object)
+        .map_err(|e| StepError::permanent(format!("an object from the API server: {e}")))
+}
+
+/// A kube error as a step error: throttling, server errors and lost connections are retried
+/// (after the server's `retryAfterSeconds` when it gives one); the rest fail the stage with
+/// the server's words.
+pub(crate) fn api_error(operation: String, error: kube::Error) -> StepError {
+    match error {
+        kube::Error::Api(status) => status_error(operation, &status),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            StepError::transient(operation, error)
+        }
+        other => StepError::permanent(format!("{operation}: {other}")),
+    }
+}
+
+fn status_error(operation: String, status: &Status) -> StepError {
+    let code = status.code;
+    let message = if status.message.is_empty() {
+        status.reason.clone()
+    } else {
+        status.message.clone()
+    };
+    if code == 429 || code >= 500 {
+        let error = StepError::transient(
+            operation,
+            format!(
+                "the API server answered {code} {}: {message}",
+                status.reason
+            ),
+        );
+        let after = status
+            .details
+            .as_ref()
+            .map(|d| d.retry_after_seconds)
+            .filter(|s| *s > 0)
+            .unwrap_or(1);
+        return error.retry_after(GoDuration::from_secs(u64::from(after)));
+    }
+    if code == 409 && status.reason == "Conflict" {
+        let causes: Vec<String> = status
+            .details
+            .iter()
+            .flat_map(|d| d.causes.iter())
+            .filter(|c| c.reason == "FieldManagerConflict")
+            .map(|c| format!("{} ({})", c.field, c.message))
+            .collect();
+        if !causes.is_empty() {
+            return StepError::permanent(format!(
+                "{operation}: {} field(s) are owned by another field manager, and gannet never takes them: {}. Remove them from Git, or stop the other manager from setting them",
+                causes.len(),
+                causes.join("; ")
+            ));
+        }
+    }
+    let hint = match code {
+        401 => ": the deploy target's credentials were refused",
+        403 => ": the deploy target's user may not do this (RBAC)",
+        _ => "",
+    };
+    StepError::permanent(format!("{operation}: {message}{hint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A `Status` as the API server sends it.
+    fn status(code: u16, reason: &str, details: Value) -> Status {
+        serde_json::from_value(json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "the server said so", "reason": reason, "code": code, "details": details
+        }))
+        .expect("a Status")
+    }
+
+    #[test]
+    fn throttling_is_retried_after_the_time_the_server_asks_for() {
+        let e = status_error(
+            "apply x".into(),
+            &status(429, "TooManyRequests", json!({"retryAfterSeconds": 7})),
+        );
+        match e {
+            StepError::Transient { retry_after, .. } => {
+                assert_eq!(retry_after, Some(GoDuration::from_secs(7)));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            status_error("x".into(), &status(503, "ServiceUnavailable", json!({}))),
+            StepError::Transient { .. }
+        ));
+    }
+
+    #[test]
+    fn a_conflict_names_each_field_and_its_manager() {
+        let details = json!({"causes": [{"reason": "FieldManagerConflict",
+            "message": "conflict with \"kube-controller-manager\" using apps/v1", "field": ".spec.replicas"}]});
+        let conflict = status(409, "Conflict", details);
+        let reason = status_error("apply Deployment/default/web".into(), &conflict).reason();
+        assert!(
+            reason.contains(
+                ".spec.replicas (conflict with \"kube-controller-manager\" using apps/v1)"
+            ),
+            "{reason}"
+        );
+        assert!(
+            reason.starts_with("apply Deployment/default/web: 1 field(s)"),
+            "{reason}"
+        );
+        assert_eq!(
+            hand_conflicts(&conflict),
+            None,
+            "a controller's field is never taken"
+        );
+        let by_hand = status(
+            409,
+            "Conflict",
+            json!({"causes": [{"reason": "FieldManagerConflict",
+            "message": "conflict with \"kubectl-edit\" using apps/v1", "field": ".spec.replicas"}]}),
+        );
+        assert_eq!(hand_conflicts(&by_hand).map(|f| f.len()), Some(1));
+    }
+
+    #[test]
+    fn refusals_fail_the_stage_with_the_servers_words() {
+        for (code, reason, hint) in [
+            (422, "Invalid", "the server said so"),
+            (403, "Forbidden", "RBAC"),
+            (401, "Unauthorized", "credentials"),
+        ] {
+            let e = status_error("apply x".into(), &status(code, reason, json!({})));
+            assert!(matches!(e, StepError::Permanent(_)), "{code}");
+            assert!(e.reason().contains(hint), "{code}: {}", e.reason());
+        }
+    }
+}

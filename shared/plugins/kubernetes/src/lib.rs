@@ -1,0 +1,396 @@
+//! Kubernetes deployments of PipeCD's `KubernetesApp` (and of an `Application` with
+//! `spec.plugins.kubernetes`), unchanged, through kube-rs and **server-side apply** under
+//! gannet's field manager (`gannet`): a field another manager owns is never overwritten; the
+//! stage fails naming the field and the manager. Fields last changed by hand (`kubectl …`
+//! managers) are taken back, as a sync of Git means to.
+//!
+//! - **K8S_SYNC** `{addVariantLabelToSelector, prune}` (the quick sync, with `spec.quickSync`):
+//!   applies every object, waits until the workloads have rolled out, and with `prune`
+//!   deletes what gannet applied before that Git no longer has.
+//! - **K8S_CANARY_ROLLOUT** `{replicas, suffix, createService}`: a copy of each workload (and
+//!   of the Service) named `<name>-<suffix>`, selecting its own pods by the variant label, with
+//!   a number of replicas or a percentage of the primary's.
+//! - **K8S_BASELINE_ROLLOUT** `{replicas, suffix, createService}`: the same of the running
+//!   commit's workloads.
+//! - **K8S_PRIMARY_ROLLOUT** `{suffix, createService, addVariantLabelToSelector, prune}`: this
+//!   commit's objects as the primary.
+//! - **K8S_TRAFFIC_ROUTING** `{all | primary, canary, baseline}`: by `podselector` (the
+//!   Service selects one variant's pods) or `istio` (the VirtualService's weights).
+//! - **K8S_CANARY_CLEAN**, **K8S_BASELINE_CLEAN**: the variant's objects are deleted.
+//! - **K8S_ROLLBACK** (hidden): the running commit's objects, all traffic to the primary, no
+//!   canary or baseline left.
+//!
+//! Waiting for a rollout is `Continue`: no step sleeps. Live state and drift: one list per kind
+//! the app uses, compared with the manifests at the branch head (see `drift`).
+
+mod cluster;
+mod drift;
+mod fields;
+mod kinds;
+pub mod manifest;
+mod objects;
+mod options;
+mod rollout;
+mod routing;
+mod stages;
+mod step;
+mod target;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gannet_core::config::{load_app_config, AppConfig, KubernetesSpec, TrafficRoutingMethod};
+use gannet_core::deployment::Stage;
+use gannet_core::ids::AppId;
+use gannet_core::plugin::{
+    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
+    StepContext, StepError, StepOutcome,
+};
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_meta::StageMeta;
+use gannet_core::stage_options;
+use gannet_core::targets::{self, Platform};
+use gannet_core::typed::FieldError;
+use gannet_core::{GoDuration, StageId};
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+pub use cluster::FIELD_MANAGER;
+pub use manifest::{Manifest, ObjectRef};
+pub use objects::{
+    app_label, ANNOTATION_COMMIT, ANNOTATION_RESOURCE_KEY, ANNOTATION_VARIANT, LABEL_APPLICATION,
+    LABEL_MANAGED_BY, MANAGED_BY,
+};
+pub use target::DeployTarget;
+
+use crate::cluster::Cluster;
+use crate::objects::Variant;
+use crate::options::{RoutingOptions, SyncOptions};
+use crate::step::Step;
+
+pub const STAGE_SYNC: &str = "K8S_SYNC";
+pub const STAGE_PRIMARY_ROLLOUT: &str = "K8S_PRIMARY_ROLLOUT";
+pub const STAGE_CANARY_ROLLOUT: &str = "K8S_CANARY_ROLLOUT";
+pub const STAGE_CANARY_CLEAN: &str = "K8S_CANARY_CLEAN";
+pub const STAGE_BASELINE_ROLLOUT: &str = "K8S_BASELINE_ROLLOUT";
+pub const STAGE_BASELINE_CLEAN: &str = "K8S_BASELINE_CLEAN";
+pub const STAGE_TRAFFIC_ROUTING: &str = "K8S_TRAFFIC_ROUTING";
+pub const STAGE_ROLLBACK: &str = "K8S_ROLLBACK";
+
+/// The stages that change the cluster; K8S_ROLLBACK undoes them.
+const FORWARD_STAGES: [&str; 7] = [
+    STAGE_SYNC,
+    STAGE_PRIMARY_ROLLOUT,
+    STAGE_CANARY_ROLLOUT,
+    STAGE_CANARY_CLEAN,
+    STAGE_BASELINE_ROLLOUT,
+    STAGE_BASELINE_CLEAN,
+    STAGE_TRAFFIC_ROUTING,
+];
+
+/// The quick sync stage's id.
+pub const QUICK_SYNC_STAGE_ID: &str = "k8s-sync";
+/// The hidden rollback stage's id.
+pub const ROLLBACK_STAGE_ID: &str = "k8s-rollback";
+
+const PLATFORM: Platform = Platform {
+    title: "Kubernetes",
+    key: "kubernetes",
+    kind: "KubernetesApp",
+};
+
+/// A deploy target and its client, made on first use and kept for later steps.
+#[derive(Debug)]
+struct Target {
+    config: DeployTarget,
+    cluster: OnceCell<Arc<Cluster>>,
+}
+
+impl targets::Named for Target {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+}
+
+impl Target {
+    async fn cluster(&self) -> Result<Arc<Cluster>, StepError> {
+        self.cluster
+            .get_or_try_init(|| async { Cluster::connect(&self.config).await.map(Arc::new) })
+            .await
+            .cloned()
+    }
+}
+
+/// Runs the Kubernetes stages on the configured deploy targets.
+#[derive(Debug, Default)]
+pub struct KubernetesPlugin {
+    targets: Vec<Target>,
+}
+
+impl KubernetesPlugin {
+    pub fn new(targets: Vec<DeployTarget>) -> Self {
+        Self {
+            targets: targets
+                .into_iter()
+                .map(|config| Target {
+                    config,
+                    cluster: OnceCell::new(),
+                })
+                .collect(),
+        }
+    }
+
+    async fn cluster_for(&self, app: &AppConfig) -> Result<Arc<Cluster>, StepError> {
+        targets::pick(PLATFORM, &self.targets, app)?.cluster().await
+    }
+}
+
+/// The registry's entry: `plugins.kubernetes.deployTargets`.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "kubernetes",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
+    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+    Ok(Arc::new(KubernetesPlugin::new(targets)))
+}
+
+/// The app's Kubernetes spec and manifests in `dir` (a checkout of some commit).
+pub(crate) fn load_at(dir: &Path, app: &AppId) -> Result<(KubernetesSpec, Vec<Manifest>), String> {
+    let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
+    let spec = manifest::spec_of(&config).map_err(|e| e.to_string())?;
+    let manifests = manifest::load(dir, &spec).map_err(|e| e.to_string())?;
+    Ok((spec, manifests))
+}
+
+fn planned(id: &str, name: &str, with: Value, desc: &str) -> Stage {
+    let mut stage = Stage::planned(
+        StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0)),
+        name,
+        0,
+        with,
+    );
+    stage.desc = desc.to_owned();
+    stage
+}
+
+fn is_forward(stage: &Stage) -> bool {
+    !stage.rollback && FORWARD_STAGES.contains(&stage.name.as_str())
+}
+
+#[async_trait]
+impl Plugin for KubernetesPlugin {
+    fn name(&self) -> &'static str {
+        "kubernetes"
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        &[
+            STAGE_SYNC,
+            STAGE_PRIMARY_ROLLOUT,
+            STAGE_CANARY_ROLLOUT,
+            STAGE_CANARY_CLEAN,
+            STAGE_BASELINE_ROLLOUT,
+            STAGE_BASELINE_CLEAN,
+            STAGE_TRAFFIC_ROUTING,
+            STAGE_ROLLBACK,
+        ]
+    }
+
+    fn deploys(&self, app: &AppConfig) -> bool {
+        app.platform() == Some("kubernetes")
+    }
+
+    fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        match name {
+            STAGE_SYNC => {
+                stage_options::parse::<SyncOptions>(with).map(|o| stage_options::to_value(&o))
+            }
+            STAGE_CANARY_ROLLOUT | STAGE_BASELINE_ROLLOUT => {
+                options::rollout(with, name == STAGE_CANARY_ROLLOUT)
+                    .map(|o| stage_options::to_value(&o))
+            }
+            STAGE_PRIMARY_ROLLOUT => stage_options::parse::<options::PrimaryOptions>(with)
+                .map(|o| stage_options::to_value(&o)),
+            STAGE_TRAFFIC_ROUTING => {
+                let o: RoutingOptions = stage_options::parse(with)?;
+                o.split()?;
+                Ok(stage_options::to_value(&o))
+            }
+            STAGE_ROLLBACK => Err(StageConfigError::new(
+                "",
+                "K8S_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
+            )),
+            _ => stage_options::none(with),
+        }
+    }
+
+    /// What planning can check: the config's Kubernetes part, the manifests it lists, and that
+    /// podselector routing stages send all traffic to one variant.
+    fn check_app(
+        &self,
+        ctx: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        let spec = manifest::spec_of(ctx.app)?;
+        let kustomized = ["kustomization.yaml", "kustomization.yml", "Kustomization"]
+            .iter()
+            .any(|n| read(n).is_some());
+        manifest::check_supported(&spec, kustomized)?;
+        for file in &spec.input.manifests {
+            let rel = file.trim_start_matches("./");
+            // A directory reads as nothing: its files are checked when the stage loads them.
+            if let Some(text) = read(rel) {
+                manifest::parse(rel, &text)?;
+            }
+        }
+        let podselector = spec
+            .traffic_routing
+            .as_ref()
+            .is_none_or(|t| t.method == TrafficRoutingMethod::PodSelector);
+        for (i, stage) in ctx.app.stages().iter().enumerate() {
+            if stage.name != STAGE_TRAFFIC_ROUTING || !podselector {
+                continue;
+            }
+            let split = serde_json::from_value::<RoutingOptions>(stage.with.clone())
+                .ok()
+                .and_then(|o| o.split().ok());
+            if let Some(split) = split.filter(|s| s.only().is_none()) {
+                return Err(manifest::config_error(
+                    &format!("spec.pipeline.stages[{i}].with"),
+                    format!("traffic routing by podselector switches the Service's selector, so one variant takes all traffic; {split} needs spec.trafficRouting.method: istio"),
+                    false,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn default_timeout(&self, _stage: &Stage) -> GoDuration {
+        // PipeCD's default for a Kubernetes stage is the deployment's; a rollout that takes
+        // longer than an hour has stalled.
+        GoDuration::from_secs(3600)
+    }
+
+    fn quick_sync_stages(&self, ctx: &PlanContext<'_>) -> Vec<Stage> {
+        let quick = manifest::spec_of(ctx.app)
+            .map(|s| s.quick_sync)
+            .unwrap_or_default();
+        let with = json!({
+            "addVariantLabelToSelector": quick.add_variant_label_to_selector,
+            "prune": quick.prune,
+        });
+        vec![planned(
+            QUICK_SYNC_STAGE_ID,
+            STAGE_SYNC,
+            with,
+            "Apply every manifest, wait for the rollout, and prune what Git no longer has",
+        )]
+    }
+
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned_stages: &[Stage]) -> Vec<Stage> {
+        let Some(last) = planned_stages.iter().rfind(|s| is_forward(s)) else {
+            return Vec::new();
+        };
+        let mut stage = planned(
+            ROLLBACK_STAGE_ID,
+            STAGE_ROLLBACK,
+            json!({}),
+            "Apply the running commit's manifests, route all traffic to the primary, and remove the canary and baseline",
+        );
+        stage.index = last.index;
+        vec![stage]
+    }
+
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        let d = ctx.deployment;
+        let stage = ctx.stage;
+        let rolling_back = stage.name == STAGE_ROLLBACK;
+        let started: Vec<&Stage> = d
+            .stages
+            .iter()
+            .filter(|s| is_forward(s) && s.started_at.is_some())
+            .collect();
+        if rolling_back && started.is_empty() {
+            ctx.io
+                .log("No Kubernetes stage of this deployment started; nothing to roll back")
+                .await;
+            return Ok(StepOutcome::Done(StageResult::Success));
+        }
+        let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
+            (Some(dir), Some(commit)) => load_at(dir, &d.app)
+                .map(|(spec, m)| (spec, m, commit.clone()))
+                .map_err(|e| {
+                    format!(
+                        "the running commit {}'s manifests do not load: {e}",
+                        commit.short()
+                    )
+                }),
+            _ => {
+                Err("this is the app's first deployment, so there is no running commit".to_owned())
+            }
+        };
+        let (spec, manifests, commit) = if rolling_back {
+            let (mut spec, manifests, commit) = running.clone().map_err(|why| {
+                StepError::permanent(format!(
+                    "cannot roll back: {why}; the cluster is left as this deployment made it"
+                ))
+            })?;
+            // Traffic goes back the way this deployment's routing stages sent it away.
+            if let Ok((this, _)) = load_at(ctx.app_dir, &d.app) {
+                spec.traffic_routing = this.traffic_routing.or(spec.traffic_routing);
+            }
+            (spec, manifests, commit)
+        } else {
+            let (spec, m) = load_at(ctx.app_dir, &d.app).map_err(StepError::permanent)?;
+            (spec, m, d.commit.sha.clone())
+        };
+        let config = load_app_config(ctx.app_dir, &d.app)
+            .map_err(|e| StepError::permanent(e.to_string()))?;
+        let cluster = self.cluster_for(&config).await?;
+        let mut step = Step {
+            ctx: &ctx,
+            cluster: &cluster,
+            spec,
+            manifests,
+            commit,
+            app_label: app_label(&d.app),
+            meta: StageMeta::new(ctx.io, stage),
+            running: running.map(|(_, m, _)| m),
+        };
+        match stage.name.as_str() {
+            STAGE_SYNC => {
+                let o: SyncOptions = stage_options::parse(&stage.with).map_err(|e| {
+                    StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
+                })?;
+                stages::sync(&mut step, o).await
+            }
+            STAGE_CANARY_ROLLOUT => stages::variant_rollout(&mut step, Variant::Canary).await,
+            STAGE_BASELINE_ROLLOUT => stages::variant_rollout(&mut step, Variant::Baseline).await,
+            STAGE_PRIMARY_ROLLOUT => stages::primary(&mut step).await,
+            STAGE_TRAFFIC_ROUTING => stages::route(&mut step).await,
+            STAGE_CANARY_CLEAN => stages::clean(&mut step, Variant::Canary).await,
+            STAGE_BASELINE_CLEAN => stages::clean(&mut step, Variant::Baseline).await,
+            STAGE_ROLLBACK => {
+                let routed = started.iter().any(|s| s.name == STAGE_TRAFFIC_ROUTING);
+                stages::rollback(&mut step, routed).await
+            }
+            other => Err(StepError::permanent(format!(
+                "the kubernetes plugin does not run stage {other}"
+            ))),
+        }
+    }
+
+    /// The live objects gannet applied for the app against the manifests at the branch head.
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
+        let cluster = self.cluster_for(ctx.app).await?;
+        let (spec, manifests) = load_at(ctx.app_dir, ctx.app_id).map_err(StepError::permanent)?;
+        let state = drift::read(&cluster, ctx.app_id, ctx.app, &spec, &manifests).await?;
+        Ok(Live::Read(state))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,499 @@
+//! The desired state: the app's Kubernetes manifests read from Git, plain YAML files or
+//! directories (every `*.yaml` and `*.yml` in the app's directory when the config names none).
+//! A repository is untrusted: files are measured before they are parsed (YAML bombs), must stay
+//! inside the app's directory, and are never followed through a symlink.
+
+use std::fmt;
+use std::path::{Component, Path};
+
+use gannet_core::config::{is_app_config_path, AppConfig, KubernetesSpec};
+use gannet_core::plugin::AppFileError;
+use serde_json::Value;
+
+/// One object of a manifest.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// The file, relative to the app's directory.
+    pub file: String,
+    /// The line its document starts at (1-based).
+    pub line: usize,
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    /// `metadata.namespace` as written; the app's `spec.input.namespace` wins over it.
+    pub namespace: Option<String>,
+    pub body: Value,
+}
+
+/// Where an object lives: `Deployment/default/web` (`Namespace/prod` when cluster-scoped).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    pub api_version: String,
+    pub kind: String,
+    /// Empty for a cluster-scoped object.
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}/{}", self.kind, self.name)
+        } else {
+            write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+impl ObjectRef {
+    /// PipeCD's resource key: `apps/v1:Deployment:default:web`.
+    pub fn pipecd_key(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.api_version, self.kind, self.namespace, self.name
+        )
+    }
+
+    /// The object `value` (as the API server returns it) names.
+    pub fn of(value: &Value) -> Self {
+        let text = |p: &str| {
+            value
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        Self {
+            api_version: text("/apiVersion"),
+            kind: text("/kind"),
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+        }
+    }
+
+    /// The same object under another name (a variant's copy).
+    pub fn renamed(&self, name: String) -> Self {
+        Self {
+            name,
+            ..self.clone()
+        }
+    }
+}
+
+/// The config field that names the manifests.
+const NAMED_BY: &str = "spec.input.manifests";
+
+fn error(file: &str, line: Option<usize>, field: &str, message: impl Into<String>) -> AppFileError {
+    AppFileError {
+        named_by: NAMED_BY.into(),
+        file: file.into(),
+        line,
+        field: field.into(),
+        message: message.into(),
+        unsupported: false,
+    }
+}
+
+/// An error in the app config itself, at `field`.
+pub(crate) fn config_error(field: &str, message: String, unsupported: bool) -> AppFileError {
+    AppFileError {
+        named_by: field.into(),
+        file: String::new(),
+        line: None,
+        field: String::new(),
+        message,
+        unsupported,
+    }
+}
+
+fn unsupported(field: &str, message: &str) -> AppFileError {
+    config_error(field, message.to_owned(), true)
+}
+
+/// The app's Kubernetes spec: a `KubernetesApp`'s, or `spec.plugins.kubernetes` of an
+/// `Application`.
+pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
+    if let Some(spec) = app.kubernetes() {
+        return Ok(spec.clone());
+    }
+    match app.plugin_config("kubernetes") {
+        None => Ok(KubernetesSpec::default()),
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| config_error("spec.plugins.kubernetes", e.to_string(), false)),
+    }
+}
+
+/// What gannet cannot render: Helm charts and kustomizations need their binaries, which
+/// gannet does not run; PipeCD's SMI routing and resource routes are not built.
+pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result<(), AppFileError> {
+    let input = &spec.input;
+    if input.helm_chart.is_some() || !input.helm_version.is_empty() {
+        return Err(unsupported(
+            "spec.input.helmChart",
+            "Helm charts are not supported yet: gannet applies plain manifests; render the chart into the repository (helm template) and list the files",
+        ));
+    }
+    if has_kustomization
+        || !input.kustomize_version.is_empty()
+        || !input.kustomize_options.is_empty()
+    {
+        return Err(unsupported(
+            "spec.input.kustomizeVersion",
+            "kustomize is not supported yet: gannet applies plain manifests; render the kustomization into the repository (kustomize build) and list the files",
+        ));
+    }
+    if spec
+        .traffic_routing
+        .as_ref()
+        .is_some_and(|t| t.method == gannet_core::config::TrafficRoutingMethod::Smi)
+    {
+        return Err(unsupported(
+            "spec.trafficRouting.method",
+            "traffic routing by SMI is not supported: use podselector or istio",
+        ));
+    }
+    if !spec.resource_routes.is_empty() {
+        return Err(unsupported(
+            "spec.resourceRoutes",
+            "resource routes (objects sent to other deploy targets) are not supported yet",
+        ));
+    }
+    Ok(())
+}
+
+/// True for a file name gannet reads as a manifest.
+fn is_manifest_file(name: &str) -> bool {
+    (name.ends_with(".yaml") || name.ends_with(".yml"))
+        && !is_app_config_path(name)
+        && !is_kustomization(name)
+}
+
+fn is_kustomization(name: &str) -> bool {
+    matches!(
+        name,
+        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
+    )
+}
+
+/// Every object the app's manifests hold, in file order.
+pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
+    let listed = &spec.input.manifests;
+    let has_kustomization = ["kustomization.yaml", "kustomization.yml", "Kustomization"]
+        .iter()
+        .any(|n| app_dir.join(n).exists());
+    check_supported(spec, has_kustomization)?;
+    let mut files = Vec::new();
+    if listed.is_empty() {
+        files = yaml_files_in(app_dir, "")?;
+    } else {
+        for name in listed {
+            let rel = name.trim_start_matches("./");
+            inside(rel).map_err(|m| error(rel, None, "", m))?;
+            let path = app_dir.join(rel);
+            let meta = std::fs::symlink_metadata(&path)
+                .map_err(|_| error(rel, None, "", "does not exist in the app directory"))?;
+            if meta.file_type().is_symlink() {
+                return Err(error(
+                    rel,
+                    None,
+                    "",
+                    "is a symlink; gannet reads only regular files of the repository",
+                ));
+            }
+            if meta.is_dir() {
+                files.extend(yaml_files_in(&path, rel)?);
+            } else {
+                files.push(rel.to_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(app_dir.join(&file))
+            .map_err(|e| error(&file, None, "", format!("cannot be read: {e}")))?;
+        out.extend(parse(&file, &text)?);
+    }
+    if out.is_empty() {
+        return Err(error("", None, "", "the app has no Kubernetes manifests: add YAML files to its directory, or list them in spec.input.manifests"));
+    }
+    check_unique(&out)?;
+    Ok(out)
+}
+
+/// A path that stays inside the app's directory.
+fn inside(rel: &str) -> Result<(), String> {
+    let path = Path::new(rel);
+    if rel.is_empty()
+        || path.is_absolute()
+        || path.components().any(|c| matches!(c, Component::ParentDir))
+    {
+        return Err(format!(
+            "{rel:?}: a manifest is a path inside the app's directory"
+        ));
+    }
+    Ok(())
+}
+
+/// The manifest files directly in `dir` (not in its subdirectories), sorted; `rel` is `dir`
+/// relative to the app's directory. Symlinks are skipped.
+fn yaml_files_in(dir: &Path, rel: &str) -> Result<Vec<String>, AppFileError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| error(rel, None, "", format!("cannot be listed: {e}")))?;
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if regular && is_manifest_file(&name) {
+            files.push(if rel.is_empty() {
+                name
+            } else {
+                format!("{}/{name}", rel.trim_end_matches('/'))
+            });
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The objects of one manifest file (documents separated by `---`; empty ones skipped).
+pub fn parse(file: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
+    gannet_core::bounded::check_yaml(text).map_err(|e| error(file, Some(1), "", e.to_string()))?;
+    let mut out = Vec::new();
+    for (line, doc) in documents(text) {
+        let value: Value = match serde_yaml::from_str::<Option<Value>>(doc) {
+            Ok(Some(v)) => v,
+            Ok(None) => continue,
+            Err(e) => {
+                let at = e.location().map_or(line, |l| line + l.line() - 1);
+                let message = e.to_string();
+                let message = message.split(" at line ").next().unwrap_or(&message);
+                return Err(error(file, Some(at), "", message));
+            }
+        };
+        if value.is_null() {
+            continue;
+        }
+        let Value::Object(map) = &value else {
+            return Err(error(
+                file,
+                Some(line),
+                "",
+                "a manifest document is a mapping with apiVersion, kind and metadata",
+            ));
+        };
+        let text_field = |name: &str| -> Result<String, AppFileError> {
+            match map.get(name) {
+                Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+                Some(_) => Err(error(file, Some(line), name, "must be a non-empty string")),
+                None => Err(error(file, Some(line), name, "is missing")),
+            }
+        };
+        let api_version = text_field("apiVersion")?;
+        let kind = text_field("kind")?;
+        if kind.ends_with("List") {
+            return Err(error(
+                file,
+                Some(line),
+                "kind",
+                format!("{kind}: write each object as a document of its own (separated by ---)"),
+            ));
+        }
+        let metadata = map.get("metadata").and_then(Value::as_object);
+        let name = match metadata.and_then(|m| m.get("name")) {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            _ => {
+                let generated = metadata.is_some_and(|m| m.contains_key("generateName"));
+                let why = if generated {
+                    "is required: generateName makes a new object on every apply, which gannet cannot track"
+                } else {
+                    "is missing"
+                };
+                return Err(error(file, Some(line), "metadata.name", why));
+            }
+        };
+        let namespace = metadata
+            .and_then(|m| m.get("namespace"))
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned);
+        out.push(Manifest {
+            file: file.to_owned(),
+            line,
+            api_version,
+            kind,
+            name,
+            namespace,
+            body: value,
+        });
+    }
+    Ok(out)
+}
+
+/// The documents of a YAML stream with the line each starts at.
+fn documents(text: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut start_line = 1;
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if line.trim_end() == "---" || line.starts_with("--- ") {
+            out.push((start_line, &text[start..offset]));
+            start = offset + line.len();
+            start_line = i + 2;
+        }
+        offset += line.len();
+    }
+    out.push((start_line, &text[start..]));
+    out
+}
+
+/// Two documents must not describe the same object.
+fn check_unique(manifests: &[Manifest]) -> Result<(), AppFileError> {
+    for (i, m) in manifests.iter().enumerate() {
+        let same = |o: &&Manifest| {
+            o.api_version == m.api_version
+                && o.kind == m.kind
+                && o.name == m.name
+                && o.namespace == m.namespace
+        };
+        if let Some(first) = manifests[..i].iter().find(same) {
+            return Err(error(
+                &m.file,
+                Some(m.line),
+                "metadata.name",
+                format!(
+                    "{} {} is also defined at {}:{}",
+                    m.kind, m.name, first.file, first.line
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(manifests: &[&str]) -> KubernetesSpec {
+        let mut spec = KubernetesSpec::default();
+        spec.input.manifests = manifests.iter().map(|s| (*s).to_owned()).collect();
+        spec
+    }
+
+    const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n";
+
+    #[test]
+    fn every_yaml_file_of_the_app_is_read_document_by_document_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = format!("{DEPLOYMENT}---\n# a comment only\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n");
+        std::fs::write(dir.path().join("app.yaml"), &text).unwrap();
+        std::fs::write(dir.path().join("app.pipecd.yaml"), "kind: KubernetesApp\n").unwrap();
+        std::fs::write(dir.path().join("notes.txt"), "not yaml").unwrap();
+        let loaded = load(dir.path(), &spec(&[])).unwrap();
+        let seen: Vec<(&str, usize, Option<&str>)> = loaded
+            .iter()
+            .map(|m| (m.kind.as_str(), m.line, m.namespace.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [("Deployment", 1, None), ("Service", 8, Some("shop"))]
+        );
+    }
+
+    #[test]
+    fn bad_manifests_are_refused_naming_the_file_line_and_field() {
+        let cases: Vec<(&str, String, &str, &str)> = vec![
+            (
+                "no kind",
+                "apiVersion: v1\nmetadata:\n  name: x\n".into(),
+                "kind",
+                "is missing",
+            ),
+            (
+                "no name",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n".into(),
+                "metadata.name",
+                "is missing",
+            ),
+            (
+                "generateName",
+                "apiVersion: v1\nkind: Pod\nmetadata:\n  generateName: x-\n".into(),
+                "metadata.name",
+                "generateName",
+            ),
+            (
+                "a list",
+                "apiVersion: v1\nkind: List\nitems: []\n".into(),
+                "kind",
+                "document of its own",
+            ),
+            ("not a map", "- a\n- b\n".into(), "", "a mapping"),
+            (
+                "twice",
+                format!("{DEPLOYMENT}---\n{DEPLOYMENT}"),
+                "metadata.name",
+                "also defined at m.yaml:1",
+            ),
+            ("a YAML bomb", gannet_core::fixture::yaml_bomb(9), "", ""),
+            ("bad syntax", "apiVersion: v1\nkind: [\n".into(), "", ""),
+            (
+                "huge",
+                format!("{DEPLOYMENT}data: \"{}\"\n", "x".repeat(20 << 20)),
+                "",
+                "",
+            ),
+        ];
+        for (what, text, field, says) in cases {
+            let e = parse("m.yaml", &text)
+                .and_then(|m| check_unique(&m))
+                .unwrap_err();
+            assert_eq!(e.file, "m.yaml", "{what}");
+            assert!(e.line.is_some(), "{what}: {e}");
+            assert_eq!(e.field, field, "{what}: {e}");
+            assert!(e.message.contains(says), "{what}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_manifest_outside_the_app_or_behind_a_symlink_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.yaml"), DEPLOYMENT).unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.yaml"),
+            dir.path().join("link.yaml"),
+        )
+        .unwrap();
+        for (listed, says) in [
+            ("../x.yaml", "inside the app's directory"),
+            ("/etc/passwd", "inside the app's directory"),
+            ("link.yaml", "is a symlink"),
+            ("missing.yaml", "does not exist"),
+        ] {
+            let e = load(dir.path(), &spec(&[listed])).unwrap_err();
+            assert!(e.message.contains(says), "{listed}: {e}");
+        }
+        // Not listed, a symlink is skipped; nothing else is there.
+        let e = load(dir.path(), &spec(&[])).unwrap_err();
+        assert!(e.message.contains("no Kubernetes manifests"), "{e}");
+    }
+
+    #[test]
+    fn helm_and_kustomize_are_named_as_unsupported() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("kustomization.yaml"), "resources: []\n").unwrap();
+        let e = load(dir.path(), &spec(&[])).unwrap_err();
+        assert!(
+            e.unsupported && e.named_by == "spec.input.kustomizeVersion",
+            "{e:?}"
+        );
+        let mut helm = spec(&[]);
+        helm.input.helm_chart = Some(gannet_core::config::HelmChart::default());
+        let e = check_supported(&helm, false).unwrap_err();
+        assert!(
+            e.unsupported && e.to_string().starts_with("Helm charts"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,880 @@
+//! The plugin against the fake API server (`gannet-kube-fake`: a fake, on loopback, reached
+//! through a kubeconfig and kube-rs exactly as a real cluster is). Deployments run through the
+//! core's planner and state machine one step at a time (`gannet_core::test_run`), most with
+//! every step delivered twice; the API server's objects are checked after each stage.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gannet_core::config::parse_app_config;
+use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
+use gannet_core::duration::Millis;
+use gannet_core::plugin::{Live, LiveContext, Plugin, StepContext, StepError};
+use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Recorder, Run, APP};
+use gannet_core::{AppId, GoDuration};
+use gannet_kube_fake::{FakeKube, Fault};
+use serde_json::{json, Value};
+
+use crate::{DeployTarget, KubernetesPlugin};
+
+/// The fake API server, and the plugin reaching it through a kubeconfig.
+#[derive(Clone)]
+struct Kube {
+    fake: FakeKube,
+    plugin: Arc<KubernetesPlugin>,
+    _dir: Arc<tempfile::TempDir>,
+}
+
+impl Kube {
+    fn new() -> Self {
+        let fake = FakeKube::start();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = fake.write_kubeconfig(dir.path());
+        let target = DeployTarget::kubeconfig("local", kubeconfig.to_string_lossy());
+        Self {
+            fake,
+            plugin: Arc::new(KubernetesPlugin::new(vec![target])),
+            _dir: Arc::new(dir),
+        }
+    }
+
+    fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
+        self.fake.get(api_version, kind, Some("default"), name)
+    }
+
+    fn deployment(&self, name: &str) -> Value {
+        self.get("apps/v1", "Deployment", name)
+            .unwrap_or_else(|| panic!("no Deployment {name}"))
+    }
+
+    fn image(&self, name: &str) -> String {
+        self.deployment(name)["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn names(&self, api_version: &str, kind: &str) -> Vec<String> {
+        self.fake
+            .list(api_version, kind)
+            .iter()
+            .map(|o| {
+                o["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    fn applies(&self) -> usize {
+        self.fake
+            .requests()
+            .iter()
+            .filter(|r| {
+                r.method == "PATCH"
+                    && r.content_type.as_deref() == Some("application/apply-patch+yaml")
+            })
+            .count()
+    }
+}
+
+impl Platform for Kube {
+    const KIND: &'static str = "KubernetesApp";
+    /// What a repeated step must not change: each object's generation, labels, annotations,
+    /// spec and data (status and resourceVersion move with the controller).
+    type State = Vec<Value>;
+
+    fn plugins(this: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
+        vec![this.plugin.clone()]
+    }
+
+    async fn state(&self, _: &gannet_core::deployment::Deployment) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (api_version, kind) in KINDS {
+            for o in self.fake.list(api_version, kind) {
+                let m = &o["metadata"];
+                out.push(json!([
+                    kind,
+                    m["name"],
+                    m["generation"],
+                    m["labels"],
+                    m["annotations"],
+                    o["spec"],
+                    o["data"]
+                ]));
+            }
+        }
+        out
+    }
+
+    /// The Deployment controller acts between steps only (never between a step and its
+    /// repeat): a stage's first step sees its rollout in progress, a later one sees it done.
+    async fn after_step(&self) {
+        self.fake.play_deployment_controller(Duration::ZERO);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        self.fake.stop_playing_deployment_controller();
+    }
+}
+
+const KINDS: [(&str, &str); 4] = [
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("networking.istio.io/v1beta1", "VirtualService"),
+];
+
+fn deployment(image: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels:
+    app: web
+spec:
+  replicas: {replicas}
+  selector:
+    matchLabels:
+      app: web
+      pipecd.dev/variant: primary
+  template:
+    metadata:
+      labels:
+        app: web
+        pipecd.dev/variant: primary
+    spec:
+      containers:
+        - name: web
+          image: {image}
+          ports:
+            - containerPort: 8080
+"
+    )
+}
+
+const SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector:
+    app: web
+  ports:
+    - port: 80
+      targetPort: 8080
+";
+
+const CONFIG: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+data:
+  greeting: hello
+";
+
+const VIRTUAL_SERVICE: &str = "apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata:
+  name: web
+spec:
+  hosts: [web]
+  http:
+    - name: main
+      route:
+        - destination:
+            host: web
+            subset: primary
+          weight: 100
+";
+
+const QUICK_SYNC: &str = "apiVersion: pipecd.dev/v1beta1
+kind: KubernetesApp
+spec:
+  name: web
+  quickSync:
+    prune: true
+";
+
+fn pipeline(routing: &str, stages: &str) -> String {
+    format!(
+        "apiVersion: pipecd.dev/v1beta1
+kind: KubernetesApp
+spec:
+  name: web
+  trafficRouting:
+{routing}
+  pipeline:
+    stages:
+{stages}"
+    )
+}
+
+const CANARY_STAGES_ISTIO: &str = "      - name: K8S_CANARY_ROLLOUT
+        with:
+          replicas: 50%
+      - name: K8S_TRAFFIC_ROUTING
+        with:
+          primary: 80
+          canary: 20
+      - name: K8S_PRIMARY_ROLLOUT
+      - name: K8S_TRAFFIC_ROUTING
+        with:
+          primary: 100
+      - name: K8S_CANARY_CLEAN
+";
+
+const ISTIO: &str = "    method: istio
+    istio:
+      host: web
+";
+
+fn commit(digit: char, app: &str, files: &[(&str, &str)]) -> Commit {
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, t)| (*n, t.as_bytes())).collect();
+    Commit::with_files(digit, app, &files)
+}
+
+async fn deploy(
+    kube: &Kube,
+    target: &Commit,
+    running: Option<&Commit>,
+    delivery: Delivery,
+) -> Run<Kube> {
+    let mut run = Run::plan(kube.clone(), target, running);
+    run.run_all(&Commits { target, running }, delivery).await;
+    run
+}
+
+fn weights(kube: &Kube) -> Vec<(String, u64)> {
+    let vs = kube
+        .get("networking.istio.io/v1beta1", "VirtualService", "web")
+        .expect("VirtualService");
+    vs["spec"]["http"][0]["route"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .map(|r| {
+            (
+                r["destination"]["subset"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                r["weight"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes_only_its_own() {
+    let kube = Kube::new();
+    // Not gannet's: applied by another tool, and never to be touched.
+    kube.fake
+        .apply_as(
+            "someone-else",
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "not-ours", "namespace": "default"}, "data": {"a": "1"}}),
+            false,
+        )
+        .expect("apply");
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:1", 2)),
+            ("service.yaml", SERVICE),
+            ("config.yaml", CONFIG),
+        ],
+    );
+    let run = deploy(&kube, &a, None, Delivery::Twice).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    let log = run.stage_log("k8s-sync");
+    assert!(log.contains("Applied Deployment/default/web"), "{log}");
+    assert!(
+        log.contains("Waiting for the rollout: Deployment/default/web"),
+        "{log}"
+    );
+    let d = kube.deployment("web");
+    let meta = &d["metadata"];
+    assert_eq!(meta["labels"]["pipecd.dev/managed-by"], "piped");
+    assert_eq!(
+        meta["labels"]["pipecd.dev/application"],
+        crate::app_label(&AppId::parse(APP).unwrap())
+    );
+    assert_eq!(
+        meta["annotations"]["pipecd.dev/commit-hash"],
+        a.sha.as_str()
+    );
+    assert_eq!(meta["annotations"]["pipecd.dev/application"], APP);
+    assert_eq!(
+        meta["annotations"]["pipecd.dev/resource-key"],
+        "apps/v1:Deployment:default:web"
+    );
+    assert_eq!(
+        meta["generation"], 1,
+        "a step delivered twice applies once: no new generation"
+    );
+    assert!(meta["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["manager"] == "gannet" && m["operation"] == "Apply"));
+
+    // The next commit drops the ConfigMap: it is pruned; the one gannet never applied stays.
+    kube.fake.clear_requests();
+    let b = commit(
+        'b',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:2", 2)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    let run = deploy(&kube, &b, Some(&a), Delivery::Twice).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    assert_eq!(kube.names("v1", "ConfigMap"), ["not-ours"]);
+    assert!(run
+        .stage_log("k8s-sync")
+        .contains("Pruned ConfigMap/default/web-config"));
+    assert_eq!(kube.image("web"), "web:2");
+    assert_eq!(kube.deployment("web")["metadata"]["generation"], 2);
+    assert_eq!(
+        kube.applies(),
+        2,
+        "one apply per object, each step delivered twice: {:#?}",
+        kube.fake.requests()
+    );
+
+    // The same manifests at a new commit: nothing changes, no new generation.
+    let c = commit(
+        'c',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:2", 2)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    let run = deploy(&kube, &c, Some(&b), Delivery::Once).await;
+    assert_eq!(run.deployment.status, DeploymentStatus::Success);
+    assert_eq!(kube.deployment("web")["metadata"]["generation"], 2);
+}
+
+#[tokio::test]
+async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_should() {
+    let kube = Kube::new();
+    let files = |image: &str| {
+        vec![
+            ("deployment.yaml", deployment(image, 4)),
+            ("service.yaml", SERVICE.to_owned()),
+            ("vs.yaml", VIRTUAL_SERVICE.to_owned()),
+        ]
+    };
+    let app = pipeline(ISTIO, CANARY_STAGES_ISTIO);
+    let a_files = files("web:1");
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &a_files
+            .iter()
+            .map(|(n, t)| (*n, t.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+
+    let b_files = files("web:2");
+    let b = commit(
+        'b',
+        &app,
+        &b_files
+            .iter()
+            .map(|(n, t)| (*n, t.as_str()))
+            .collect::<Vec<_>>(),
+    );
+    let commits = Commits {
+        target: &b,
+        running: Some(&a),
+    };
+    let mut run = Run::plan(kube.clone(), &b, Some(&a));
+    assert_eq!(
+        run.stage_names(),
+        [
+            "K8S_CANARY_ROLLOUT",
+            "K8S_TRAFFIC_ROUTING",
+            "K8S_PRIMARY_ROLLOUT",
+            "K8S_TRAFFIC_ROUTING",
+            "K8S_CANARY_CLEAN",
+            "K8S_ROLLBACK"
+        ]
+    );
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    let canary = kube.deployment("web-canary");
+    assert_eq!(canary["spec"]["replicas"], 2, "50% of 4");
+    assert_eq!(
+        canary["spec"]["selector"]["matchLabels"]["pipecd.dev/variant"],
+        "canary"
+    );
+    assert_eq!(
+        canary["spec"]["template"]["metadata"]["labels"]["pipecd.dev/variant"],
+        "canary"
+    );
+    assert_eq!(kube.image("web-canary"), "web:2");
+    assert_eq!(kube.image("web"), "web:1", "the primary is untouched");
+    assert_eq!(weights(&kube), [("primary".to_owned(), 100)]);
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(
+        weights(&kube),
+        [("primary".to_owned(), 80), ("canary".to_owned(), 20)]
+    );
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(kube.image("web"), "web:2");
+    assert_eq!(
+        weights(&kube),
+        [("primary".to_owned(), 80), ("canary".to_owned(), 20)],
+        "the primary rollout leaves routing to the routing stages"
+    );
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(weights(&kube), [("primary".to_owned(), 100)]);
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(kube.names("apps/v1", "Deployment"), ["web"]);
+    run.run_all(&commits, Delivery::Once).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    let rollback = run
+        .deployment
+        .stages
+        .iter()
+        .find(|s| s.name == "K8S_ROLLBACK")
+        .unwrap();
+    assert_eq!(rollback.status, StageStatus::NotStartedYet);
+}
+
+#[tokio::test]
+async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_traffic_on_the_primary(
+) {
+    let kube = Kube::new();
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:1", 2)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+
+    // podselector: the Service selects the canary's pods, then the primary rollout fails (the
+    // new commit changes the Deployment's selector, which the API server refuses: 422).
+    let stages = "      - name: K8S_CANARY_ROLLOUT
+        with:
+          createService: true
+      - name: K8S_TRAFFIC_ROUTING
+        with:
+          all: canary
+      - name: K8S_PRIMARY_ROLLOUT
+      - name: K8S_TRAFFIC_ROUTING
+        with:
+          all: primary
+      - name: K8S_CANARY_CLEAN
+";
+    let app = pipeline("    method: podselector\n", stages);
+    let changed = deployment("web:2", 2)
+        .replace(
+            "      app: web\n      pipecd.dev/variant: primary\n  template",
+            "      app: web\n      tier: front\n      pipecd.dev/variant: primary\n  template",
+        )
+        .replace(
+            "        app: web\n        pipecd.dev/variant: primary\n    spec",
+            "        app: web\n        tier: front\n        pipecd.dev/variant: primary\n    spec",
+        );
+    assert!(changed.contains("tier: front"));
+    let b = commit(
+        'b',
+        &app,
+        &[("deployment.yaml", &changed), ("service.yaml", SERVICE)],
+    );
+    let commits = Commits {
+        target: &b,
+        running: Some(&a),
+    };
+    let mut run = Run::plan(kube.clone(), &b, Some(&a));
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(kube.names("apps/v1", "Deployment"), ["web", "web-canary"]);
+    assert_eq!(kube.names("v1", "Service"), ["web", "web-canary"]);
+    let canary_service = kube.get("v1", "Service", "web-canary").unwrap();
+    assert_eq!(
+        canary_service["spec"]["selector"]["pipecd.dev/variant"],
+        "canary"
+    );
+    run.run_stage(&commits, Delivery::Twice).await;
+    let service = kube.get("v1", "Service", "web").unwrap();
+    assert_eq!(service["spec"]["selector"]["pipecd.dev/variant"], "canary");
+
+    run.run_all(&commits, Delivery::Twice).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Failure,
+        "{:#?}",
+        run.logs
+    );
+    let primary = run
+        .deployment
+        .stages
+        .iter()
+        .find(|s| s.name == "K8S_PRIMARY_ROLLOUT")
+        .unwrap();
+    assert_eq!(primary.status, StageStatus::Failure);
+    assert!(
+        primary.status_reason.contains("field is immutable"),
+        "{:?}",
+        primary
+    );
+    let rollback = run
+        .deployment
+        .stages
+        .iter()
+        .find(|s| s.name == "K8S_ROLLBACK")
+        .unwrap();
+    assert_eq!(rollback.status, StageStatus::Success, "{:#?}", run.logs);
+    assert_eq!(
+        kube.names("apps/v1", "Deployment"),
+        ["web"],
+        "no canary left"
+    );
+    assert_eq!(kube.names("v1", "Service"), ["web"]);
+    assert_eq!(kube.image("web"), "web:1");
+    assert_eq!(
+        kube.deployment("web")["metadata"]["annotations"]["pipecd.dev/commit-hash"],
+        a.sha.as_str()
+    );
+    let service = kube.get("v1", "Service", "web").unwrap();
+    assert_eq!(
+        service["spec"]["selector"]["pipecd.dev/variant"], "primary",
+        "all traffic on the primary"
+    );
+}
+
+#[tokio::test]
+async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_hand_is_taken_back() {
+    let kube = Kube::new();
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:1", 2)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+
+    // By hand: `kubectl edit` sets another image. The next sync takes it back, and says so.
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});
+    kube.fake
+        .merge_patch_as(
+            "kubectl-edit",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            patch,
+        )
+        .expect("patch");
+    let b = commit(
+        'b',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:1", 2)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    let run = deploy(&kube, &b, Some(&a), Delivery::Once).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    assert_eq!(kube.image("web"), "web:1");
+    assert!(
+        run.stage_log("k8s-sync")
+            .contains("Took back from a change by hand on Deployment/default/web"),
+        "{}",
+        run.stage_log("k8s-sync")
+    );
+
+    // A controller (an HPA) owns the replicas: a commit that sets them fails, naming the field
+    // and the manager, and changes nothing.
+    kube.fake
+        .merge_patch_as(
+            "kube-controller-manager",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            json!({"spec": {"replicas": 5}}),
+        )
+        .expect("patch");
+    let c = commit(
+        'c',
+        QUICK_SYNC,
+        &[
+            ("deployment.yaml", &deployment("web:2", 3)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    let run = deploy(&kube, &c, Some(&b), Delivery::Once).await;
+    assert_eq!(run.deployment.status, DeploymentStatus::Failure);
+    let reason = run.deployment.stages[0].status_reason.clone();
+    assert!(
+        reason.contains(".spec.replicas") && reason.contains("kube-controller-manager"),
+        "{reason}"
+    );
+    assert_eq!(kube.deployment("web")["spec"]["replicas"], 5);
+}
+
+fn live_context<'a>(
+    app_id: &'a AppId,
+    app: &'a gannet_core::config::AppConfig,
+    dir: &'a std::path::Path,
+    head: &'a gannet_core::CommitSha,
+) -> LiveContext<'a> {
+    LiveContext {
+        app_id,
+        app,
+        app_dir: dir,
+        head,
+        last_deployed: None,
+        now: Millis(1),
+        jobs: &gannet_core::jobs::NoJobs,
+    }
+}
+
+#[tokio::test]
+async fn drift_names_the_object_and_field_and_ignores_other_managers_and_defaults_in_one_list_per_kind(
+) {
+    let kube = Kube::new();
+    let app_yaml = format!("{QUICK_SYNC}  driftDetection:\n    ignoreFields:\n      - v1:Service:default:web#spec.ports\n");
+    let a = commit(
+        'a',
+        &app_yaml,
+        &[
+            ("deployment.yaml", &deployment("web:1", 2)),
+            ("service.yaml", SERVICE),
+            ("config.yaml", CONFIG),
+        ],
+    );
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+    let app_id = AppId::parse(APP).unwrap();
+    let check = |c: &Commit| {
+        let text = std::fs::read_to_string(c.app_dir().join("app.pipecd.yaml")).unwrap();
+        parse_app_config("app/app.pipecd.yaml", &text).unwrap()
+    };
+    let config = check(&a);
+    let dir = a.app_dir();
+    kube.fake.clear_requests();
+    let live = kube
+        .plugin
+        .live_state(live_context(&app_id, &config, &dir, &a.sha))
+        .await
+        .unwrap();
+    let Live::Read(state) = live else {
+        panic!("{live:?}")
+    };
+    assert!(state.drift.is_empty(), "{:?}", state.drift);
+    assert_eq!(state.resources.len(), 3);
+    // One list per kind: the app's three, and Secrets (listed for every app, to see one
+    // that Git dropped).
+    assert_eq!(
+        kube.fake.requests().len(),
+        4,
+        "one list per kind: {:#?}",
+        kube.fake.requests()
+    );
+
+    // An HPA's replicas are the HPA's; an image set by hand, a port changed by hand in an
+    // ignored field, a ConfigMap deleted by hand are drift or not as they should be.
+    kube.fake
+        .merge_patch_as(
+            "kube-controller-manager",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            json!({"spec": {"replicas": 7}}),
+        )
+        .unwrap();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand", "ports": [{"containerPort": 8080}]}]}}}});
+    kube.fake
+        .merge_patch_as(
+            "kubectl-edit",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            patch,
+        )
+        .unwrap();
+    kube.fake
+        .merge_patch_as(
+            "kubectl-edit",
+            "v1",
+            "Service",
+            Some("default"),
+            "web",
+            json!({"spec": {"ports": [{"port": 81, "targetPort": 8080}]}}),
+        )
+        .unwrap();
+    let live = kube
+        .plugin
+        .live_state(live_context(&app_id, &config, &dir, &a.sha))
+        .await
+        .unwrap();
+    let drift = live.read().unwrap().drift;
+    let fields: Vec<&str> = drift.iter().map(|d| d.field.as_str()).collect();
+    assert_eq!(
+        fields,
+        ["Deployment/default/web: spec.template.spec.containers[name=web].image"],
+        "{drift:?}"
+    );
+    assert_eq!(
+        (drift[0].git.as_str(), drift[0].live.as_str()),
+        ("\"web:1\"", "\"web:hand\"")
+    );
+
+    // Git drops the ConfigMap; a Deployment in Git is missing live.
+    let b = commit(
+        'b',
+        &app_yaml,
+        &[
+            ("deployment.yaml", &deployment("web:1", 2)),
+            ("service.yaml", SERVICE),
+        ],
+    );
+    let (config, dir) = (check(&b), b.app_dir());
+    kube.fake.merge_patch_as("kubectl-edit", "apps/v1", "Deployment", Some("default"), "web", json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:1", "ports": [{"containerPort": 8080}]}]}}}})).unwrap();
+    let live = kube
+        .plugin
+        .live_state(live_context(&app_id, &config, &dir, &b.sha))
+        .await
+        .unwrap();
+    let drift = live.read().unwrap().drift;
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(drift[0].field, "ConfigMap/default/web-config");
+    assert_eq!(drift[0].live, "applied by gannet, no longer in Git");
+}
+
+/// One step of a K8S_SYNC at `c`, straight through the plugin.
+async fn sync_step(kube: &Kube, c: &Commit) -> Result<gannet_core::plugin::StepOutcome, StepError> {
+    let run = Run::plan(kube.clone(), c, None);
+    let stage: Stage = run.deployment.stages[0].clone();
+    let io = Recorder::default();
+    let dir = c.app_dir();
+    kube.plugin
+        .execute_step(StepContext {
+            deployment: &run.deployment,
+            stage: &stage,
+            app_dir: &dir,
+            running_app_dir: None,
+            now: Millis(1),
+            io: &io,
+            jobs: &gannet_core::jobs::NoJobs,
+        })
+        .await
+}
+
+#[tokio::test]
+async fn throttling_is_retried_after_the_time_the_api_server_asks_for() {
+    let kube = Kube::new();
+    kube.fake.inject(Fault {
+        method: Some("PATCH".into()),
+        path_contains: "/deployments/".into(),
+        status: 429,
+        retry_after_secs: Some(3),
+        times: 1,
+    });
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &[("deployment.yaml", &deployment("web:1", 1))],
+    );
+    match sync_step(&kube, &a).await {
+        Err(StepError::Transient { retry_after, .. }) => {
+            assert_eq!(retry_after, Some(GoDuration::from_secs(3)))
+        }
+        other => panic!("{other:?}"),
+    }
+    // The retry applies.
+    assert!(sync_step(&kube, &a).await.is_ok());
+    assert!(kube.get("apps/v1", "Deployment", "web").is_some());
+}
+
+#[tokio::test]
+async fn a_namespace_that_does_not_exist_fails_clearly_unless_auto_created() {
+    let kube = Kube::new();
+    let app = format!("{QUICK_SYNC}  input:\n    namespace: shop\n");
+    let a = commit('a', &app, &[("deployment.yaml", &deployment("web:1", 1))]);
+    let e = sync_step(&kube, &a).await.unwrap_err();
+    assert!(
+        e.reason().contains("namespaces \"shop\" not found"),
+        "{}",
+        e.reason()
+    );
+
+    let app = format!("{QUICK_SYNC}  input:\n    namespace: shop\n    autoCreateNamespace: true\n");
+    let a = commit('a', &app, &[("deployment.yaml", &deployment("web:1", 1))]);
+    let run = deploy(&kube, &a, None, Delivery::Twice).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    assert!(kube
+        .fake
+        .get("apps/v1", "Deployment", Some("shop"), "web")
+        .is_some());
+    assert!(kube.fake.get("v1", "Namespace", None, "shop").is_some());
+}
