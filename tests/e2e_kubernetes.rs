@@ -1,0 +1,384 @@
+//! End to end on Kubernetes: a real `gannet up` deploys `KubernetesApp`s to the fake API
+//! server (`gannet-kube-fake`, a fake on loopback: no kube-apiserver can be installed here),
+//! reached through a kubeconfig exactly as a real cluster is; this test process plays the
+//! Deployment controller through the fake's status subresource.
+//!
+//! Shown here: a push deploys with one apply per object, and a SIGKILL of gannet mid-rollout
+//! resumes to completion without applying again; a canary with Istio routing runs to the end;
+//! a change by hand is drift named by object and field while a controller's field is not, and
+//! a sync puts it back; PipeCD's Kubernetes examples pass `config check` or name what is not
+//! supported.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use gannet_kube_fake::FakeKube;
+use serde_json::{json, Value};
+use support::{stage_named, Gannet, Repo, UpOptions};
+
+const LIMIT: Duration = Duration::from_secs(60);
+const APP: &str = "apps/web";
+
+/// The fake cluster, an app repository and gannet's state.
+struct Lab {
+    fake: FakeKube,
+    repo: Repo,
+    state: tempfile::TempDir,
+    kubeconfig: PathBuf,
+}
+
+impl Lab {
+    /// Rollouts finish `rollout` after each change.
+    fn new(rollout: Duration) -> Self {
+        let fake = FakeKube::start();
+        fake.play_deployment_controller(rollout);
+        let state = tempfile::tempdir().expect("tempdir");
+        let kubeconfig = fake.write_kubeconfig(state.path());
+        Self {
+            fake,
+            repo: Repo::new(),
+            state,
+            kubeconfig,
+        }
+    }
+
+    fn start(&self, intervals: &str) -> Gannet {
+        let opts = UpOptions {
+            extra_config: format!(
+                "intervals: {intervals}\nqueue: {{visibility: 3s}}\nplugins:\n  kubernetes:\n    deployTargets:\n      - name: local\n        kubeConfigPath: {}\n",
+                self.kubeconfig.display()
+            ),
+            ..UpOptions::default()
+        };
+        Gannet::start(&self.repo, self.state.path(), &opts)
+    }
+
+    /// Commits the app: its config (lines under `spec:`) and manifests.
+    fn commit(&self, spec: &str, files: &[(&str, String)], message: &str) -> String {
+        let config = format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: KubernetesApp\nspec:\n  name: web\n{spec}"
+        );
+        let mut all = vec![(format!("{APP}/app.pipecd.yaml"), config)];
+        all.extend(files.iter().map(|(n, t)| (format!("{APP}/{n}"), t.clone())));
+        let refs: Vec<(&str, &str)> = all.iter().map(|(n, t)| (n.as_str(), t.as_str())).collect();
+        self.repo.commit(&refs, message)
+    }
+
+    fn deployment(&self, name: &str) -> Value {
+        self.fake
+            .get("apps/v1", "Deployment", Some("default"), name)
+            .unwrap_or_else(|| panic!("no Deployment {name}"))
+    }
+
+    fn image(&self, name: &str) -> String {
+        self.deployment(name)["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// Server-side applies made so far, by object path.
+    fn applies(&self) -> Vec<String> {
+        self.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH" && r.field_manager.as_deref() == Some("gannet"))
+            .map(|r| r.path)
+            .collect()
+    }
+}
+
+fn deployment(image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 3
+  selector:
+    matchLabels:
+      app: web
+      pipecd.dev/variant: primary
+  template:
+    metadata:
+      labels:
+        app: web
+        pipecd.dev/variant: primary
+    spec:
+      containers:
+        - name: web
+          image: {image}
+"
+    )
+}
+
+const SERVICE: &str = "apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector:
+    app: web
+  ports:
+    - port: 80
+";
+
+const VIRTUAL_SERVICE: &str = "apiVersion: networking.istio.io/v1beta1
+kind: VirtualService
+metadata:
+  name: web
+spec:
+  hosts: [web]
+  http:
+    - name: main
+      route:
+        - destination: {host: web, subset: primary}
+          weight: 100
+";
+
+fn files(image: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("deployment.yaml", deployment(image)),
+        ("service.yaml", SERVICE.to_owned()),
+    ]
+}
+
+fn deploy(g: &Gannet, commit: &str, delivery: &str) -> (String, Value) {
+    let (status, body) = g.push(commit, delivery);
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(commit, LIMIT);
+    (id.clone(), g.wait_terminal(&id, LIMIT))
+}
+
+fn logs(g: &Gannet, id: &str, d: &Value, name: &str) -> Vec<String> {
+    g.stage_log(id, stage_named(d, name)["id"].as_str().expect("stage id"))
+}
+
+#[test]
+fn a_push_deploys_once_per_object_and_a_sigkill_mid_rollout_resumes_to_completion() {
+    // Each rollout takes 4 s: long enough to kill gannet while it waits.
+    let lab = Lab::new(Duration::from_secs(4));
+    let commit = lab.commit(
+        "  quickSync:\n    prune: true\n",
+        &files("web:1"),
+        "add web",
+    );
+    let mut g = lab.start("{poll: 1m, resume: 1s}");
+    let (status, body) = g.push(&commit, "k8s-1");
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(&commit, LIMIT);
+    g.wait_until(LIMIT, "the sync waits for the rollout", || {
+        let d = g.deployment(&id);
+        let stage = support::find_stage(&d, "k8s-sync")?;
+        let log = g.stage_log(&id, stage["id"].as_str()?);
+        log.iter()
+            .any(|l| l.starts_with("Waiting for the rollout"))
+            .then_some(())
+    });
+    g.kill();
+    let g = g.restart();
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.image("web"), "web:1");
+    let web = lab.deployment("web");
+    assert_eq!(web["metadata"]["labels"]["pipecd.dev/managed-by"], "piped");
+    assert_eq!(
+        web["metadata"]["annotations"]["pipecd.dev/commit-hash"],
+        commit
+    );
+    assert_eq!(web["status"]["availableReplicas"], 3);
+    let mut applies = lab.applies();
+    applies.sort();
+    assert_eq!(
+        applies,
+        [
+            "/api/v1/namespaces/default/services/web",
+            "/apis/apps/v1/namespaces/default/deployments/web"
+        ],
+        "one apply per object, through the kill"
+    );
+    let log = logs(&g, &id, &d, "K8S_SYNC");
+    assert!(
+        log.iter().any(|l| l.starts_with("Synced 2 object(s)")),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn a_canary_with_istio_routing_runs_to_the_end_on_gannet_up() {
+    let lab = Lab::new(Duration::from_millis(300));
+    let mut all = files("web:1");
+    all.push(("vs.yaml", VIRTUAL_SERVICE.to_owned()));
+    let first = lab.commit("", &all, "add web");
+    let g = lab.start("{poll: 1m, resume: 1s}");
+    assert_eq!(deploy(&g, &first, "k8s-1").1["status"], "SUCCESS");
+
+    let spec = "  trafficRouting:\n    method: istio\n    istio:\n      host: web\n  pipeline:\n    stages:\n      - name: K8S_CANARY_ROLLOUT\n        with: {replicas: 20%}\n      - name: K8S_TRAFFIC_ROUTING\n        with: {primary: 80, canary: 20}\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_TRAFFIC_ROUTING\n        with: {primary: 100}\n      - name: K8S_CANARY_CLEAN\n";
+    let mut all = files("web:2");
+    all.push(("vs.yaml", VIRTUAL_SERVICE.to_owned()));
+    let second = lab.commit(spec, &all, "web 2 by canary");
+    let (id, d) = deploy(&g, &second, "k8s-2");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let canary = logs(&g, &id, &d, "K8S_CANARY_ROLLOUT");
+    assert!(
+        canary
+            .iter()
+            .any(|l| l == "Applied Deployment/default/web-canary"),
+        "{canary:#?}"
+    );
+    let routed: Vec<String> = d["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .filter(|s| s["name"] == "K8S_TRAFFIC_ROUTING")
+        .flat_map(|s| g.stage_log(&id, s["id"].as_str().unwrap_or_default()))
+        .filter(|l| l.starts_with("Routed"))
+        .collect();
+    assert_eq!(
+        routed,
+        [
+            "Routed VirtualService/default/web: primary 80%, canary 20%, baseline 0%",
+            "Routed VirtualService/default/web: primary 100%, canary 0%, baseline 0%"
+        ]
+    );
+    assert_eq!(lab.image("web"), "web:2");
+    assert!(lab
+        .fake
+        .get("apps/v1", "Deployment", Some("default"), "web-canary")
+        .is_none());
+    let vs = lab
+        .fake
+        .get(
+            "networking.istio.io/v1beta1",
+            "VirtualService",
+            Some("default"),
+            "web",
+        )
+        .expect("vs");
+    assert_eq!(
+        vs["spec"]["http"][0]["route"],
+        json!([{"destination": {"host": "web", "subset": "primary"}, "weight": 100}])
+    );
+}
+
+#[test]
+fn a_change_by_hand_is_drift_named_by_object_and_field_and_a_controllers_field_is_not() {
+    let lab = Lab::new(Duration::from_millis(200));
+    let commit = lab.commit("", &files("web:1"), "add web");
+    let g = lab.start("{poll: 1m, resume: 1s, drift: 1s}");
+    assert_eq!(deploy(&g, &commit, "k8s-1").1["status"], "SUCCESS");
+    g.wait_until(LIMIT, "a drift check finds the app in sync", || {
+        let app = g.app_view("web");
+        (app["sync_status"] == "SYNCED" && app["live"].as_array().is_some_and(|l| l.len() == 2))
+            .then_some(())
+    });
+
+    // An HPA scales the Deployment: its manager owns the replicas, which are not drift.
+    lab.fake
+        .merge_patch_as(
+            "kube-controller-manager",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            json!({"spec": {"replicas": 6}}),
+        )
+        .expect("scale");
+    // Someone runs `kubectl set image`: drift.
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});
+    lab.fake
+        .merge_patch_as(
+            "kubectl-set",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            image,
+        )
+        .expect("set image");
+    let app = g.wait_until(LIMIT, "a drift check finds the change", || {
+        let app = g.app_view("web");
+        (app["sync_status"] == "OUT_OF_SYNC").then_some(app)
+    });
+    let drift = app["drift"].as_array().expect("drift");
+    assert_eq!(drift.len(), 1, "only the image: {app}");
+    assert_eq!(
+        drift[0]["field"],
+        "Deployment/default/web: spec.template.spec.containers[name=web].image"
+    );
+    assert_eq!(drift[0]["git"], "\"web:1\"");
+    assert_eq!(drift[0]["live"], "\"web:hand\"");
+
+    // The team lets the HPA own the replicas (Git drops them); the deployment takes the image
+    // back from the change by hand and leaves the HPA's replicas alone.
+    let no_replicas = deployment("web:1").replace("  replicas: 3\n", "");
+    let fixed = lab.commit(
+        "",
+        &[
+            ("deployment.yaml", no_replicas),
+            ("service.yaml", SERVICE.to_owned()),
+        ],
+        "let the HPA scale",
+    );
+    let (_, d) = deploy(&g, &fixed, "k8s-2");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.image("web"), "web:1");
+    assert_eq!(lab.deployment("web")["spec"]["replicas"], 6);
+    g.wait_until(LIMIT, "a drift check agrees", || {
+        let app = g.app_view("web");
+        (app["sync_status"] == "SYNCED" && app["drift"].as_array().is_some_and(Vec::is_empty))
+            .then_some(())
+    });
+}
+
+#[test]
+fn pipecds_kubernetes_examples_pass_config_check_or_name_what_is_unsupported() {
+    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+        return;
+    };
+    let dir: PathBuf = dir.join("v0/kubernetes");
+    let run = support::run_gannet(&["config", "check", "--json", &dir.to_string_lossy()], &[]);
+    let report: Value = serde_json::from_str(&run.stdout).expect("json report");
+    let apps = report["apps"].as_array().expect("apps");
+    assert!(apps.len() >= 20, "{report}");
+    let mut ok = Vec::new();
+    for app in apps {
+        let path = app["path"].as_str().unwrap_or_default();
+        for e in app["errors"].as_array().expect("errors") {
+            assert_eq!(
+                e["unsupported"], true,
+                "an example is reported invalid: {app}"
+            );
+            let field = e["field"].as_str().unwrap_or_default();
+            let message = e["message"].as_str().unwrap_or_default();
+            let known = field.starts_with("spec.input.helmChart")
+                || field.starts_with("spec.input.kustomizeVersion")
+                || field == "spec.encryption"
+                || field == "spec.notification.mentions"
+                || field.ends_with("with.patches")
+                || message.contains("ANALYSIS")
+                || message.contains("smi")
+                || message.contains("SMI");
+            assert!(known, "{path}: {field}: {message}");
+        }
+        if app["ok"] == true {
+            ok.push(path.rsplit('/').nth(1).unwrap_or_default().to_owned());
+        }
+    }
+    for example in [
+        "simple",
+        "canary",
+        "bluegreen",
+        "mesh-istio-canary",
+        "mesh-istio-bluegreen",
+        "canary-by-config-change",
+    ] {
+        assert!(
+            ok.iter().any(|o| o == example),
+            "{example} is not ok: {ok:?}"
+        );
+    }
+}
