@@ -44,7 +44,19 @@ impl Cluster {
     pub async fn connect(target: &DeployTarget) -> Result<Self, StepError> {
         let name = &target.name;
         let bad = |what: String| StepError::permanent(format!("deploy target {name}: {what}"));
-        let mut config = if target.in_cluster {
+        let mut config = if let Some(eks) = &target.eks {
+            let url = target
+                .master_url
+                .parse()
+                .map_err(|e| bad(format!("masterURL: {e}")))?;
+            let mut config = Config::new(url);
+            config.root_cert =
+                Some(crate::eks::ca_certificates(&target.certificate_authority_data).map_err(bad)?);
+            config.auth_info =
+                serde_json::from_value(serde_json::json!({"token": eks.token().await?}))
+                    .map_err(|e| bad(format!("EKS token: {e}")))?;
+            config
+        } else if target.in_cluster {
             Config::incluster().map_err(|e| bad(format!("not running in a cluster: {e}")))?
         } else {
             let kubeconfig = if target.kube_config_path.is_empty() {

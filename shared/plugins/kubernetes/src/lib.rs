@@ -25,6 +25,7 @@
 
 mod cluster;
 mod drift;
+mod eks;
 mod fields;
 mod kinds;
 pub mod manifest;
@@ -38,6 +39,7 @@ mod target;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use gannet_core::config::{load_app_config, AppConfig, KubernetesSpec, TrafficRoutingMethod};
@@ -54,7 +56,6 @@ use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
 use gannet_core::{GoDuration, StageId};
 use serde_json::{json, Value};
-use tokio::sync::OnceCell;
 
 pub use cluster::FIELD_MANAGER;
 pub use manifest::{Manifest, ObjectRef};
@@ -100,11 +101,12 @@ const PLATFORM: Platform = Platform {
     kind: "KubernetesApp",
 };
 
-/// A deploy target and its client, made on first use and kept for later steps.
+/// A deploy target and its client, made on first use and kept for later steps (an EKS
+/// target's for as long as its token lasts).
 #[derive(Debug)]
 struct Target {
     config: DeployTarget,
-    cluster: OnceCell<Arc<Cluster>>,
+    cluster: tokio::sync::Mutex<Option<(Arc<Cluster>, Instant)>>,
 }
 
 impl targets::Named for Target {
@@ -115,10 +117,15 @@ impl targets::Named for Target {
 
 impl Target {
     async fn cluster(&self) -> Result<Arc<Cluster>, StepError> {
-        self.cluster
-            .get_or_try_init(|| async { Cluster::connect(&self.config).await.map(Arc::new) })
-            .await
-            .cloned()
+        let mut cached = self.cluster.lock().await;
+        if let Some((cluster, made)) = cached.as_ref() {
+            if self.config.eks.is_none() || made.elapsed() < eks::TOKEN_LIFETIME {
+                return Ok(cluster.clone());
+            }
+        }
+        let cluster = Arc::new(Cluster::connect(&self.config).await?);
+        *cached = Some((cluster.clone(), Instant::now()));
+        Ok(cluster)
     }
 }
 
@@ -135,7 +142,7 @@ impl KubernetesPlugin {
                 .into_iter()
                 .map(|config| Target {
                     config,
-                    cluster: OnceCell::new(),
+                    cluster: tokio::sync::Mutex::new(None),
                 })
                 .collect(),
         }

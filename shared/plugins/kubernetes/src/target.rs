@@ -5,6 +5,8 @@ use gannet_core::targets::Named;
 use gannet_core::typed::FieldError;
 use serde::Deserialize;
 
+use crate::eks::{self, Eks};
+
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeployTarget {
@@ -24,9 +26,14 @@ pub struct DeployTarget {
     /// PipeCD's pinned kubectl: gannet talks to the API itself, so the value is only accepted.
     #[serde(default)]
     pub kubectl_version: String,
-    /// An EKS cluster reached with IAM authentication (not supported yet: refused by name).
+    /// An EKS cluster reached with IAM authentication (a token made as `aws eks get-token`
+    /// makes it), at `masterURL` with `certificateAuthorityData`.
     #[serde(default)]
-    pub eks: Option<serde_json::Value>,
+    pub eks: Option<Eks>,
+    /// The cluster's CA, base64 of PEM (`aws eks describe-cluster`'s
+    /// `cluster.certificateAuthority.data`), with `eks`.
+    #[serde(default)]
+    pub certificate_authority_data: String,
 }
 
 impl Named for DeployTarget {
@@ -46,6 +53,7 @@ impl DeployTarget {
             in_cluster: false,
             kubectl_version: String::new(),
             eks: None,
+            certificate_authority_data: String::new(),
         }
     }
 
@@ -55,11 +63,27 @@ impl DeployTarget {
             path: format!("{at}.{field}"),
             message: message.to_owned(),
         };
-        if self.eks.is_some() {
-            return Err(error(
-                "eks",
-                "EKS clusters with IAM authentication are not supported yet: give a kubeConfigPath whose user runs `aws eks get-token`, or run gannet in the cluster (inCluster)",
-            ));
+        if let Some(e) = &self.eks {
+            gannet_plugin_aws_common::check_target(&format!("{at}.eks"), e.fields())?;
+            if e.cluster_name.is_empty() {
+                return Err(error("eks.clusterName", "is required"));
+            }
+            if self.in_cluster || !self.kube_config_path.is_empty() {
+                return Err(error(
+                    "eks",
+                    "an EKS target is reached by masterURL with IAM authentication: leave out kubeConfigPath and inCluster",
+                ));
+            }
+            if !self.master_url.starts_with("https://") {
+                return Err(error(
+                    "masterURL",
+                    "an EKS target needs its API server endpoint (https://…eks.amazonaws.com, from aws eks describe-cluster)",
+                ));
+            }
+            eks::ca_certificates(&self.certificate_authority_data).map_err(|m| FieldError {
+                path: format!("{at}.certificateAuthorityData"),
+                message: m,
+            })?;
         }
         if self.in_cluster && !self.kube_config_path.is_empty() {
             return Err(error(
@@ -75,5 +99,65 @@ impl DeployTarget {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use base64::Engine;
+    use serde_json::json;
+
+    fn check(v: serde_json::Value) -> Result<(), FieldError> {
+        let t: DeployTarget = serde_json::from_value(v).map_err(|e| FieldError {
+            path: "parse".into(),
+            message: e.to_string(),
+        })?;
+        t.check("plugins.kubernetes.deployTargets[0]")
+    }
+
+    #[test]
+    fn targets_are_checked_field_by_field() {
+        let engine = base64::engine::general_purpose::STANDARD;
+        let ca = engine.encode(format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            engine.encode(b"der")
+        ));
+        let eks = json!({"clusterName": "prod", "region": "eu-west-1"});
+        assert!(check(json!({"name": "a", "kubeConfigPath": "/k"})).is_ok());
+        assert!(check(json!({"name": "a", "masterURL": "https://x.eks.amazonaws.com", "certificateAuthorityData": ca, "eks": eks})).is_ok());
+        for (target, field) in [
+            (
+                json!({"name": "a", "inCluster": true, "kubeConfigPath": "/k"}),
+                "inCluster",
+            ),
+            (
+                json!({"name": "a", "masterURL": "10.0.0.1:6443"}),
+                "masterURL",
+            ),
+            (
+                json!({"name": "a", "certificateAuthorityData": ca, "eks": eks}),
+                "masterURL",
+            ),
+            (
+                json!({"name": "a", "masterURL": "https://x", "eks": eks}),
+                "certificateAuthorityData",
+            ),
+            (
+                json!({"name": "a", "masterURL": "https://x", "certificateAuthorityData": ca, "eks": {"clusterName": "p", "region": "nowhere"}}),
+                "eks.region",
+            ),
+        ] {
+            let e = check(target.clone()).unwrap_err();
+            assert_eq!(
+                e.path,
+                format!("plugins.kubernetes.deployTargets[0].{field}"),
+                "{target}: {e:?}"
+            );
+        }
+        assert!(check(json!({"name": "a", "kubectl": "x"}))
+            .unwrap_err()
+            .message
+            .contains("unknown field"));
     }
 }
