@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine;
 use gannet_core::config::{AppConfig, KubernetesSpec};
 use gannet_core::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
 use gannet_core::ids::AppId;
@@ -106,7 +107,12 @@ pub(crate) async fn read(
             continue;
         };
         state.resources.push(resource(&at, &object));
-        let mut want = desired_fields(&m.body);
+        let secret = m.kind == "Secret" && m.api_version == "v1";
+        let mut want = desired_fields(&if secret {
+            secret_as_stored(&m.body)
+        } else {
+            m.body.clone()
+        });
         for path in others_fields(&object) {
             fields::remove_path(&mut want, &path);
         }
@@ -116,9 +122,12 @@ pub(crate) async fn read(
         }
         let have = fields::keyed(&object);
         for f in drift::diff(&want, &have, &Rules::default()) {
+            let hidden =
+                secret && (f.field.starts_with("data") || f.field.starts_with("stringData"));
             state.drift.push(DriftField {
                 field: format!("{at}: {}", f.field.replace(".[", "[")),
-                ..f
+                git: if hidden { HIDDEN.into() } else { f.git },
+                live: if hidden { HIDDEN.into() } else { f.live },
             });
         }
     }
@@ -138,6 +147,33 @@ pub(crate) async fn read(
         });
     }
     Ok(state)
+}
+
+/// What a drifted value of a Secret shows: never the value.
+const HIDDEN: &str = "(sensitive)";
+
+/// A Secret as the API server stores it: `stringData` folded into `data`, base64-encoded.
+fn secret_as_stored(body: &Value) -> Value {
+    let mut out = body.clone();
+    let Some(map) = out.as_object_mut() else {
+        return out;
+    };
+    let Some(Value::Object(plain)) = map.remove("stringData") else {
+        return out;
+    };
+    let data = map
+        .entry("data")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    if let Value::Object(data) = data {
+        for (k, v) in plain {
+            let text = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            data.insert(
+                k,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
+        }
+    }
+    out
 }
 
 /// The fields of a manifest that drift compares: all but its identity and status.

@@ -806,6 +806,51 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
     assert_eq!(drift[0].live, "applied by gannet, no longer in Git");
 }
 
+#[tokio::test]
+async fn a_secrets_drift_names_the_field_and_never_shows_a_value() {
+    let kube = Kube::new();
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\nstringData:\n  password: hunter2\n";
+    let a = commit('a', QUICK_SYNC, &[("secret.yaml", secret)]);
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+    let app_id = AppId::parse(APP).unwrap();
+    let text = std::fs::read_to_string(a.app_dir().join("app.pipecd.yaml")).unwrap();
+    let config = parse_app_config("app/app.pipecd.yaml", &text).unwrap();
+    let dir = a.app_dir();
+    let read = || {
+        kube.plugin
+            .live_state(live_context(&app_id, &config, &dir, &a.sha))
+    };
+    let drift = read().await.unwrap().read().unwrap().drift;
+    assert!(
+        drift.is_empty(),
+        "stringData compares as the data it is stored as: {drift:?}"
+    );
+
+    kube.fake
+        .merge_patch_as(
+            "kubectl-edit",
+            "v1",
+            "Secret",
+            Some("default"),
+            "creds",
+            json!({"data": {"password": "b3RoZXI="}}),
+        )
+        .unwrap();
+    let drift = read().await.unwrap().read().unwrap().drift;
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(drift[0].field, "Secret/default/creds: data.password");
+    let shown = format!("{drift:?}");
+    for value in ["hunter2", "aHVudGVyMg==", "b3RoZXI=", "other"] {
+        assert!(!shown.contains(value), "a secret's value is shown: {shown}");
+    }
+}
+
 /// One step of a K8S_SYNC at `c`, straight through the plugin.
 async fn sync_step(kube: &Kube, c: &Commit) -> Result<gannet_core::plugin::StepOutcome, StepError> {
     let run = Run::plan(kube.clone(), c, None);

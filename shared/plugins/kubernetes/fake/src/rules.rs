@@ -64,6 +64,7 @@ pub(crate) fn default(
         }
         "Pod" => pod_spec(map_at(object, &["spec"])),
         "Service" => service(object, old, allocate_ip),
+        "Secret" => secret(object),
         "Namespace" => {
             let name = object["metadata"]["name"].clone();
             fill_at(object, &[], json!({"status": {"phase": "Active"}}));
@@ -72,6 +73,21 @@ pub(crate) fn default(
             fill_at(object, &["metadata", "labels"], label);
         }
         _ => {}
+    }
+}
+
+/// `stringData` is write-only: the server folds it into `data`, base64-encoded.
+fn secret(object: &mut Value) {
+    use base64::Engine;
+    let Some(map) = object.as_object_mut() else { return };
+    let Some(Value::Object(plain)) = map.remove("stringData") else { return };
+    let data = map.entry("data").or_insert_with(|| json!({}));
+    if let Value::Object(data) = data {
+        for (k, v) in plain {
+            let text = v.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(k, Value::String(encoded));
+        }
     }
 }
 
