@@ -79,8 +79,9 @@ pub const STAGE_BASELINE_CLEAN: &str = "K8S_BASELINE_CLEAN";
 pub const STAGE_TRAFFIC_ROUTING: &str = "K8S_TRAFFIC_ROUTING";
 pub const STAGE_ROLLBACK: &str = "K8S_ROLLBACK";
 
-/// The stages that change the cluster; K8S_ROLLBACK undoes them.
-const FORWARD_STAGES: [&str; 7] = [
+/// Every stage of the plugin: the ones that change the cluster, then K8S_ROLLBACK, which
+/// undoes them.
+const STAGES: [&str; 8] = [
     STAGE_SYNC,
     STAGE_PRIMARY_ROLLOUT,
     STAGE_CANARY_ROLLOUT,
@@ -88,6 +89,7 @@ const FORWARD_STAGES: [&str; 7] = [
     STAGE_BASELINE_ROLLOUT,
     STAGE_BASELINE_CLEAN,
     STAGE_TRAFFIC_ROUTING,
+    STAGE_ROLLBACK,
 ];
 
 /// The quick sync stage's id.
@@ -183,8 +185,9 @@ fn planned(id: &str, name: &str, with: Value, desc: &str) -> Stage {
     stage
 }
 
+/// True for a stage of this plugin that changes the cluster (not a rollback).
 fn is_forward(stage: &Stage) -> bool {
-    !stage.rollback && FORWARD_STAGES.contains(&stage.name.as_str())
+    !stage.rollback && stage.name != STAGE_ROLLBACK && STAGES.contains(&stage.name.as_str())
 }
 
 #[async_trait]
@@ -194,16 +197,7 @@ impl Plugin for KubernetesPlugin {
     }
 
     fn stage_names(&self) -> &'static [&'static str] {
-        &[
-            STAGE_SYNC,
-            STAGE_PRIMARY_ROLLOUT,
-            STAGE_CANARY_ROLLOUT,
-            STAGE_CANARY_CLEAN,
-            STAGE_BASELINE_ROLLOUT,
-            STAGE_BASELINE_CLEAN,
-            STAGE_TRAFFIC_ROUTING,
-            STAGE_ROLLBACK,
-        ]
+        &STAGES
     }
 
     fn deploys(&self, app: &AppConfig) -> bool {

@@ -245,6 +245,24 @@ async fn deploy(
     run
 }
 
+/// The first deployment: `web:1` with two replicas and its Service, by quick sync.
+async fn deployed(kube: &Kube) -> Commit {
+    let files = [
+        ("deployment.yaml", deployment("web:1", 2)),
+        ("service.yaml", SERVICE.to_owned()),
+    ];
+    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
+    let a = commit('a', QUICK_SYNC, &files);
+    let run = deploy(kube, &a, None, Delivery::Once).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    a
+}
+
 fn weights(kube: &Kube) -> Vec<(String, u64)> {
     let vs = kube
         .get("networking.istio.io/v1beta1", "VirtualService", "web")
@@ -477,21 +495,7 @@ async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_s
 async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_traffic_on_the_primary(
 ) {
     let kube = Kube::new();
-    let a = commit(
-        'a',
-        QUICK_SYNC,
-        &[
-            ("deployment.yaml", &deployment("web:1", 2)),
-            ("service.yaml", SERVICE),
-        ],
-    );
-    assert_eq!(
-        deploy(&kube, &a, None, Delivery::Once)
-            .await
-            .deployment
-            .status,
-        DeploymentStatus::Success
-    );
+    let a = deployed(&kube).await;
 
     // podselector: the Service selects the canary's pods, then the primary rollout fails (the
     // new commit changes the Deployment's selector, which the API server refuses: 422).
@@ -588,21 +592,7 @@ async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_tr
 #[tokio::test]
 async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_hand_is_taken_back() {
     let kube = Kube::new();
-    let a = commit(
-        'a',
-        QUICK_SYNC,
-        &[
-            ("deployment.yaml", &deployment("web:1", 2)),
-            ("service.yaml", SERVICE),
-        ],
-    );
-    assert_eq!(
-        deploy(&kube, &a, None, Delivery::Once)
-            .await
-            .deployment
-            .status,
-        DeploymentStatus::Success
-    );
+    let a = deployed(&kube).await;
 
     // By hand: `kubectl edit` sets another image. The next sync takes it back, and says so.
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});

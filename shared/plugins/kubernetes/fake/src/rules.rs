@@ -79,8 +79,12 @@ pub(crate) fn default(
 /// `stringData` is write-only: the server folds it into `data`, base64-encoded.
 fn secret(object: &mut Value) {
     use base64::Engine;
-    let Some(map) = object.as_object_mut() else { return };
-    let Some(Value::Object(plain)) = map.remove("stringData") else { return };
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(plain)) = map.remove("stringData") else {
+        return;
+    };
     let data = map.entry("data").or_insert_with(|| json!({}));
     if let Value::Object(data) = data {
         for (k, v) in plain {
