@@ -3,7 +3,7 @@
 //! object changes nothing, a delete of what is gone is a no-op, and what a stage has done is
 //! saved in its metadata before the next part depends on it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gannet_core::config::{KubernetesSpec, TrafficRoutingMethod};
 use gannet_core::ids::CommitSha;
@@ -140,18 +140,35 @@ impl Step<'_> {
         self.meta.get(META_APPLIED) == Some(self.commit.as_str())
     }
 
-    /// Waits for the workloads among `objects` to roll out: `Continue` while one has not.
+    /// Waits for the workloads among `objects` to roll out: `Continue` while one has not. One
+    /// list per workload kind (by the app's label), not a read per workload.
     pub async fn wait_rollout(
         &mut self,
         objects: &[Desired],
     ) -> Result<Option<StepOutcome>, StepError> {
+        let workloads: Vec<&Desired> = objects
+            .iter()
+            .filter(|o| kinds::is_workload(&o.at.kind))
+            .collect();
+        let mut live: BTreeMap<ObjectRef, Value> = BTreeMap::new();
+        let selector = objects::owned_selector(&self.app_label);
+        let mut listed: Vec<&str> = Vec::new();
+        for o in &workloads {
+            if listed.contains(&o.at.kind.as_str()) {
+                continue;
+            }
+            listed.push(&o.at.kind);
+            for object in self.cluster.list(&o.kind, &selector).await? {
+                live.insert(ObjectRef::of(&object), object);
+            }
+        }
         let mut waiting = Vec::new();
-        for o in objects.iter().filter(|o| kinds::is_workload(&o.at.kind)) {
-            let Some(live) = self.cluster.get(&o.kind, &o.at).await? else {
+        for o in workloads {
+            let Some(live) = live.get(&o.at) else {
                 waiting.push(format!("{}: not found yet", o.at));
                 continue;
             };
-            match rollout::of(&live) {
+            match rollout::of(live) {
                 Rollout::Done(_) => {}
                 Rollout::Waiting(line) => waiting.push(format!("{}: {line}", o.at)),
                 Rollout::Failed(reason) => {
