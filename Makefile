@@ -26,7 +26,7 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus demo bench bench-terraform bench-functions
+.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
 test: lint infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus
@@ -87,6 +87,11 @@ bench:
 ## bench-terraform: gannet's overhead per Terraform deployment against the same terraform run by hand; prints a markdown table (BENCHMARKS.md)
 bench-terraform:
 	cargo bench -p gannet-cli --bench terraform
+
+## bench-kubernetes: K8S_SYNC of 100 manifests against the fake API server in its own process (API requests, gannet's and the server's CPU, drift's requests) next to kubectl apply --server-side; prints a markdown table (BENCHMARKS.md)
+bench-kubernetes:
+	cargo build --release -p gannet-kube-fake --bin gannet-kube-fake
+	cargo bench -p gannet-plugin-kubernetes --bench sync
 
 ## bench-functions: each function's arm64 zip size and its init time under `cargo lambda watch` (BENCHMARKS.md)
 bench-functions: lambda-ensure

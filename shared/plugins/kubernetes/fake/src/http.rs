@@ -43,8 +43,14 @@ async fn handle(
     };
     let query: HashMap<String, String> = Query::try_from_uri(&uri).map(|q| q.0).unwrap_or_default();
     let bearer = format!("Bearer {}", crate::FakeKube::TOKEN);
+    let authorized = header(AUTHORIZATION) == Some(bearer.as_str());
+    if authorized && method == Method::GET && uri.path() == crate::REQUESTS_PATH {
+        // The fake's own debug endpoint (no real API server has it): not logged, no faults.
+        let log = requests_json(&lock(&shared).requests);
+        return ([(CONTENT_TYPE, "application/json")], log.to_string()).into_response();
+    }
     let mut state = lock(&shared);
-    let (code, answer, retry_after) = if header(AUTHORIZATION) != Some(bearer.as_str()) {
+    let (code, answer, retry_after) = if !authorized {
         (401, status::for_code(401, None), None)
     } else if let Some(fault) = take_fault(&mut state.faults, &method, uri.path()) {
         let answer = status::for_code(fault.status, fault.retry_after_secs);
@@ -82,6 +88,21 @@ async fn handle(
             .insert(RETRY_AFTER, HeaderValue::from(seconds));
     }
     response
+}
+
+/// The request log as `GET /fake/requests` answers it: a JSON array, oldest first, each
+/// `{"method", "path", "query", "fieldManager", "contentType", "status"}` (null when absent).
+fn requests_json(requests: &[Request]) -> Value {
+    requests
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "method": r.method, "path": r.path, "query": r.query,
+                "fieldManager": r.field_manager, "contentType": r.content_type,
+                "status": r.status,
+            })
+        })
+        .collect()
 }
 
 /// Takes one use of the first fault a request matches.

@@ -15,7 +15,11 @@
 //!   Service type, cluster IP and ports) and a few real validations (422 `Invalid`);
 //! - test helpers: direct reads, applies and merge patches as any manager, a request log,
 //!   injected faults (429 with `Retry-After`, 500, 503, ...), and a stand-in Deployment
-//!   controller that marks Deployments rolled out.
+//!   controller that marks Deployments rolled out;
+//! - for a test or benchmark that runs the fake as a process of its own (the
+//!   `gannet-kube-fake` binary), the request log over HTTP: `GET /fake/requests` (with the
+//!   token) answers it as JSON (see [`REQUESTS_PATH`]). This endpoint is the fake's own, for
+//!   tests only: no real API server has it.
 //!
 //! ```no_run
 //! use gannet_kube_fake::FakeKube;
@@ -67,6 +71,12 @@ use tokio::sync::oneshot;
 use crate::http::{lock, Shared};
 use crate::kinds::Kind;
 use crate::store::{Change, State, Target};
+
+/// The fake's test-only debug endpoint: `GET` it (with the bearer token) for the request log
+/// so far as a JSON array, oldest first, of `{"method", "path", "query", "fieldManager",
+/// "contentType", "status"}` (the fields of [`Request`]). Requests to it are not logged, and
+/// injected faults do not apply to it.
+pub const REQUESTS_PATH: &str = "/fake/requests";
 
 /// A request the fake served (or refused), as [`FakeKube::requests`] lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -227,7 +237,13 @@ impl FakeKube {
     /// If the file cannot be written.
     pub fn write_kubeconfig(&self, dir: &Path) -> PathBuf {
         let path = dir.join("kubeconfig");
-        let kubeconfig = format!(
+        std::fs::write(&path, self.kubeconfig()).expect("the kubeconfig is written");
+        path
+    }
+
+    /// The text [`FakeKube::write_kubeconfig`] writes.
+    pub fn kubeconfig(&self) -> String {
+        format!(
             "apiVersion: v1\nkind: Config\n\
              clusters:\n- name: fake\n  cluster:\n    server: {}\n\
              users:\n- name: fake\n  user:\n    token: {}\n\
@@ -236,9 +252,7 @@ impl FakeKube {
              current-context: fake\n",
             self.url(),
             Self::TOKEN
-        );
-        std::fs::write(&path, kubeconfig).expect("the kubeconfig is written");
-        path
+        )
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

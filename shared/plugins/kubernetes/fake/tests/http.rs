@@ -101,6 +101,29 @@ fn requests_without_the_token_are_unauthorized() {
 }
 
 #[test]
+fn the_request_log_is_served_as_json_with_the_token_and_is_not_logged_itself() {
+    let fake = FakeKube::start();
+    apply(&fake, "gannet", &deployment("web", 1, "web:1"), false);
+    get(&fake, &format!("{DEPLOYMENTS}?labelSelector=app%3Dweb"));
+    let log = get(&fake, gannet_kube_fake::REQUESTS_PATH);
+    assert_eq!(log.code, 200);
+    assert_eq!(
+        log.body,
+        json!([
+            {"method": "PATCH", "path": format!("{DEPLOYMENTS}/web"),
+             "query": "fieldManager=gannet&force=false", "fieldManager": "gannet",
+             "contentType": APPLY, "status": 201},
+            {"method": "GET", "path": DEPLOYMENTS, "query": "labelSelector=app%3Dweb",
+             "fieldManager": null, "contentType": null, "status": 200}
+        ])
+    );
+    let url = format!("{}{}", fake.url(), gannet_kube_fake::REQUESTS_PATH);
+    let anonymous = reqwest::blocking::get(url).unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    assert_eq!(fake.requests().len(), 3, "only the refused one is logged");
+}
+
+#[test]
 fn discovery_lists_versions_groups_and_resources() {
     let fake = FakeKube::start();
     assert_eq!(get(&fake, "/version").body["gitVersion"], "v1.33.0");
