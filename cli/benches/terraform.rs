@@ -30,8 +30,7 @@ mod stats;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
@@ -94,32 +93,12 @@ fn machine_cpu_ms() -> (u64, u64) {
     ((busy) * 10, (busy + at(3) + at(4)) * 10)
 }
 
-/// Runs `cmd` to its end, killing it (by its PID) if it takes longer than `limit`.
-fn bounded(mut cmd: Command, limit: Duration, what: &str) -> Output {
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what} starts: {e}"));
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: {e}")),
-        Err(_) => {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-            let _ = rx.recv_timeout(Duration::from_secs(5));
-            panic!("{what} took longer than {limit:?}; killed it (pid {pid})");
-        }
-    }
-}
-
 /// The directory holding the pinned `terraform`.
 fn terraform_dir() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/terraform.sh");
     let mut cmd = Command::new(script);
     cmd.arg("path").stdout(Stdio::piped());
-    let out = bounded(cmd, INSTALL_LIMIT, "scripts/terraform.sh path");
+    let out = stats::bounded(&mut cmd, INSTALL_LIMIT, "scripts/terraform.sh path");
     assert!(out.status.success(), "scripts/terraform.sh path failed");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
@@ -159,7 +138,7 @@ impl Terraform {
             }
         }
         cmd.stderr(Stdio::piped());
-        let out = bounded(cmd, LIMIT, &format!("terraform {args:?}"));
+        let out = stats::bounded(&mut cmd, LIMIT, &format!("terraform {args:?}"));
         assert!(
             out.status.success(),
             "terraform {args:?} in {}: {}",
@@ -171,7 +150,7 @@ impl Terraform {
     fn version(&self, dir: &Path) -> String {
         let mut cmd = self.command(dir, &["version"]);
         cmd.stdout(Stdio::piped()).stderr(Stdio::null());
-        let out = bounded(cmd, LIMIT, "terraform version");
+        let out = stats::bounded(&mut cmd, LIMIT, "terraform version");
         assert!(out.status.success(), "terraform version failed");
         String::from_utf8_lossy(&out.stdout)
             .lines()

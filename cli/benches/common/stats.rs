@@ -1,4 +1,5 @@
-//! What the benchmarks share: their settings from the environment, medians and ranges.
+//! What the benchmarks share: their settings from the environment, medians and ranges, and
+//! commands run with a bound.
 #![allow(dead_code)] // each benchmark uses a different part of these helpers
 
 /// A whole number from the environment variable `name`, or `default` when it is not set.
@@ -30,4 +31,28 @@ pub fn shown(values: &[f64], decimals: usize, unit: &str) -> String {
     let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     format!("{mid:.decimals$}{unit} ({lo:.decimals$}–{hi:.decimals$})")
+}
+
+/// Runs `cmd` to its end, killing it (by its PID) if it takes longer than `limit`.
+pub fn bounded(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::Output {
+    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what} starts: {e}"));
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: {e}")),
+        Err(_) => {
+            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+            }
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(5));
+            panic!("{what} took longer than {limit:?}; killed it (pid {pid})");
+        }
+    }
 }

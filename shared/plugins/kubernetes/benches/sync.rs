@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -783,8 +783,9 @@ impl Peer {
         .expect("a kubeconfig");
         let cache = dir.join("cache");
         if self.version.is_none() {
-            let out = bounded(
+            let out = stats::bounded(
                 self.command(&kubeconfig, &cache).arg("version"),
+                LIMIT,
                 "kubectl version",
             );
             let text = String::from_utf8_lossy(&out.stdout);
@@ -801,10 +802,11 @@ impl Peer {
             let logged = server.requests().len();
             let (children, server_cpu) = (children_cpu_ms(), server.cpu_ns());
             let start = Instant::now();
-            let out = bounded(
+            let out = stats::bounded(
                 self.command(&kubeconfig, &cache)
                     .args(["apply", "--server-side", "--validate=false", "-f"])
                     .arg(manifests),
+                LIMIT,
                 what,
             );
             let wall = start.elapsed();
@@ -852,26 +854,6 @@ fn first_line(bytes: &[u8]) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("(nothing on stderr)")
         .to_owned()
-}
-
-/// Runs `cmd` to its end, killing it by its PID if it takes longer than [`LIMIT`].
-fn bounded(cmd: &mut Command, what: &str) -> Output {
-    let child = cmd.spawn().unwrap_or_else(|e| panic!("{what} starts: {e}"));
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(LIMIT) {
-        Ok(out) => out.unwrap_or_else(|e| panic!("{what}: {e}")),
-        Err(_) => {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
-            let _ = rx.recv_timeout(Duration::from_secs(5));
-            panic!("{what} took longer than {LIMIT:?}; killed it (pid {pid})");
-        }
-    }
 }
 
 /// A loopback proxy to `upstream` that adds the fake's bearer token to every request: kubectl
