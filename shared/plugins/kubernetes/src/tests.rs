@@ -245,14 +245,21 @@ async fn deploy(
     run
 }
 
+/// A commit of the app `app` with the Deployment at `image` and its Service.
+fn web(digit: char, app: &str, image: &str, replicas: u32) -> Commit {
+    commit(
+        digit,
+        app,
+        &[
+            ("deployment.yaml", &deployment(image, replicas)),
+            ("service.yaml", SERVICE),
+        ],
+    )
+}
+
 /// The first deployment: `web:1` with two replicas and its Service, by quick sync.
 async fn deployed(kube: &Kube) -> Commit {
-    let files = [
-        ("deployment.yaml", deployment("web:1", 2)),
-        ("service.yaml", SERVICE.to_owned()),
-    ];
-    let files: Vec<(&str, &str)> = files.iter().map(|(n, t)| (*n, t.as_str())).collect();
-    let a = commit('a', QUICK_SYNC, &files);
+    let a = web('a', QUICK_SYNC, "web:1", 2);
     let run = deploy(kube, &a, None, Delivery::Once).await;
     assert_eq!(
         run.deployment.status,
@@ -345,14 +352,7 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
 
     // The next commit drops the ConfigMap: it is pruned; the one gannet never applied stays.
     kube.fake.clear_requests();
-    let b = commit(
-        'b',
-        QUICK_SYNC,
-        &[
-            ("deployment.yaml", &deployment("web:2", 2)),
-            ("service.yaml", SERVICE),
-        ],
-    );
+    let b = web('b', QUICK_SYNC, "web:2", 2);
     let run = deploy(&kube, &b, Some(&a), Delivery::Twice).await;
     assert_eq!(
         run.deployment.status,
@@ -374,14 +374,7 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
     );
 
     // The same manifests at a new commit: nothing changes, no new generation.
-    let c = commit(
-        'c',
-        QUICK_SYNC,
-        &[
-            ("deployment.yaml", &deployment("web:2", 2)),
-            ("service.yaml", SERVICE),
-        ],
-    );
+    let c = web('c', QUICK_SYNC, "web:2", 2);
     let run = deploy(&kube, &c, Some(&b), Delivery::Once).await;
     assert_eq!(run.deployment.status, DeploymentStatus::Success);
     assert_eq!(kube.deployment("web")["metadata"]["generation"], 2);
@@ -606,14 +599,7 @@ async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_han
             patch,
         )
         .expect("patch");
-    let b = commit(
-        'b',
-        QUICK_SYNC,
-        &[
-            ("deployment.yaml", &deployment("web:1", 2)),
-            ("service.yaml", SERVICE),
-        ],
-    );
+    let b = web('b', QUICK_SYNC, "web:1", 2);
     let run = deploy(&kube, &b, Some(&a), Delivery::Once).await;
     assert_eq!(
         run.deployment.status,
@@ -641,14 +627,7 @@ async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_han
             json!({"spec": {"replicas": 5}}),
         )
         .expect("patch");
-    let c = commit(
-        'c',
-        QUICK_SYNC,
-        &[
-            ("deployment.yaml", &deployment("web:2", 3)),
-            ("service.yaml", SERVICE),
-        ],
-    );
+    let c = web('c', QUICK_SYNC, "web:2", 3);
     let run = deploy(&kube, &c, Some(&b), Delivery::Once).await;
     assert_eq!(run.deployment.status, DeploymentStatus::Failure);
     let reason = run.deployment.stages[0].status_reason.clone();
@@ -775,14 +754,7 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
     );
 
     // Git drops the ConfigMap; a Deployment in Git is missing live.
-    let b = commit(
-        'b',
-        &app_yaml,
-        &[
-            ("deployment.yaml", &deployment("web:1", 2)),
-            ("service.yaml", SERVICE),
-        ],
-    );
+    let b = web('b', &app_yaml, "web:1", 2);
     let (config, dir) = (check(&b), b.app_dir());
     kube.fake.merge_patch_as("kubectl-edit", "apps/v1", "Deployment", Some("default"), "web", json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:1", "ports": [{"containerPort": 8080}]}]}}}})).unwrap();
     let live = kube
