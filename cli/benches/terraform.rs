@@ -76,23 +76,6 @@ fn children_cpu_ms() -> u64 {
     cpu_ms("self").1
 }
 
-/// The whole machine's (busy, total) CPU time so far, in ms (from /proc/stat).
-fn machine_cpu_ms() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    let at = |i: usize| f.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal (guest time is already in user).
-    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
-    ((busy) * 10, (busy + at(3) + at(4)) * 10)
-}
-
 /// The directory holding the pinned `terraform`.
 fn terraform_dir() -> String {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/terraform.sh");
@@ -335,7 +318,7 @@ fn by_hand(tf: &Terraform, dir: &Path, image: &str, init: bool, gannet_pid: &str
     let var = format!("image={image}");
     let (g_own0, g_kids0) = cpu_ms(gannet_pid);
     let (me0, _) = cpu_ms("self");
-    let (busy0, total0) = machine_cpu_ms();
+    let (busy0, total0) = stats::machine_cpu_ms();
     let cpu0 = children_cpu_ms();
     let started = Instant::now();
     if init {
@@ -354,7 +337,7 @@ fn by_hand(tf: &Terraform, dir: &Path, image: &str, init: bool, gannet_pid: &str
     );
     let wall = started.elapsed();
     let cpu = children_cpu_ms().saturating_sub(cpu0);
-    let (busy1, total1) = machine_cpu_ms();
+    let (busy1, total1) = stats::machine_cpu_ms();
     let (me1, _) = cpu_ms("self");
     let (g_own1, g_kids1) = cpu_ms(gannet_pid);
     let gannet = g_own1.saturating_sub(g_own0) + g_kids1.saturating_sub(g_kids0);

@@ -56,3 +56,20 @@ pub fn bounded(
         }
     }
 }
+
+/// The whole machine's (busy, total) CPU time so far, in ms (from /proc/stat).
+pub fn machine_cpu_ms() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal (guest time is already in user).
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    (busy * 10, (busy + at(3) + at(4)) * 10)
+}

@@ -107,7 +107,7 @@ fn main() {
     for run in 0..runs {
         let dir = work.path().join(format!("run-{run}"));
         std::fs::create_dir_all(&dir).expect("a run directory");
-        let machine_before = machine_cpu_ms();
+        let machine_before = stats::machine_cpu_ms();
         let self_before = process_cpu_ns();
         let children_before = children_cpu_ms();
         let mut sample = Sample::default();
@@ -120,7 +120,7 @@ fn main() {
                 peer.run(&runtime, &fake_bin, &dir, &peer_dir, &mut sample);
             }
         }
-        let machine = machine_cpu_ms();
+        let machine = stats::machine_cpu_ms();
         let ours = (process_cpu_ns() - self_before) as f64 / 1e6
             + (children_cpu_ms() - children_before) as f64
             + sample.servers_ms;
@@ -280,23 +280,6 @@ fn process_cpu_ns_of(pid: u32) -> u64 {
     }
     let f = stat_fields(&pid.to_string());
     (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) * 10_000_000
-}
-
-/// The whole machine's (busy, total) CPU time so far, in ms (from /proc/stat).
-fn machine_cpu_ms() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let f: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    let at = |i: usize| f.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal
-    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
-    (busy * 10, (busy + at(3) + at(4)) * 10)
 }
 
 // ---------------------------------------------------------------------------------------------
