@@ -24,6 +24,7 @@
 //! the app uses, compared with the manifests at the branch head (see `drift`).
 
 mod cluster;
+mod configs;
 mod drift;
 mod eks;
 mod fields;

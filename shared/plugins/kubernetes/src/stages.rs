@@ -3,6 +3,7 @@
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{StageResult, StepError, StepOutcome};
 
+use crate::configs::{self, ConfigKind};
 use crate::objects::{self, Variant};
 use crate::options::{self, PrimaryOptions, RoutingOptions, Split, SyncOptions};
 use crate::step::{done, Desired, Step, META_SPLIT};
@@ -113,6 +114,27 @@ async fn variant_copies(
             )).await;
         }
     }
+    // The ConfigMaps and Secrets in Git that the workloads use get copies of their own, so the
+    // variant runs with its commit's config (PipeCD's config-change canary).
+    let mut configs: Vec<(ConfigKind, String)> = Vec::new();
+    for w in &picked {
+        for (kind, name) in configs::used_by(&w.body) {
+            let in_git = source
+                .iter()
+                .any(|m| m.kind == kind.kind() && m.name == name);
+            if in_git && !configs.contains(&(kind, name.clone())) {
+                configs.push((kind, name));
+            }
+        }
+    }
+    for (kind, name) in &configs {
+        if let Some(m) = source
+            .iter()
+            .find(|m| m.kind == kind.kind() && m.name == *name)
+        {
+            picked.push(m.clone());
+        }
+    }
     if opts.create_service {
         if let Some(service) = step.service(&source) {
             picked.push(service.clone());
@@ -127,7 +149,10 @@ async fn variant_copies(
             serde_json::json!(copy.at.pipecd_key());
         if m.kind == "Service" {
             objects::variant_service(&mut copy.body, &key, &value);
+        } else if m.kind == "ConfigMap" || m.kind == "Secret" {
+            // A copy of the config, as it is.
         } else {
+            configs::refer_to_copies(&mut copy.body, &configs, &suffix);
             let in_git = primary
                 .iter()
                 .find(|p| p.kind == m.kind && p.name == m.name)

@@ -352,7 +352,7 @@ impl Step<'_> {
     }
 
     /// Deletes every canary or baseline object gannet made for the app, among the kinds of
-    /// its workloads and Services.
+    /// its workloads, Services, ConfigMaps and Secrets.
     pub async fn clean(&mut self, variant: Variant) -> Result<usize, StepError> {
         let value = variant.value(&self.spec.variant_label).to_owned();
         let selector = format!(
@@ -365,7 +365,9 @@ impl Step<'_> {
             .iter()
             .map(|m| (m.api_version.clone(), m.kind.clone()))
             .collect();
-        kinds.push(("v1".into(), "Service".into()));
+        for kind in ["Service", "ConfigMap", "Secret"] {
+            kinds.push(("v1".into(), kind.into()));
+        }
         kinds.sort();
         kinds.dedup();
         let mut deleted = 0;

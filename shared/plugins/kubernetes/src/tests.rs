@@ -485,6 +485,87 @@ async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_s
 }
 
 #[tokio::test]
+async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes_it() {
+    let kube = Kube::new();
+    let with_config = deployment("web:1", 2).replace(
+        "          ports:\n",
+        "          envFrom:\n            - configMapRef:\n                name: web-config\n          ports:\n",
+    );
+    assert!(with_config.contains("configMapRef"));
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &[("deployment.yaml", &with_config), ("config.yaml", CONFIG)],
+    );
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+
+    // Only the config changes (PipeCD's canary-by-config-change).
+    let stages = "      - name: K8S_CANARY_ROLLOUT\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
+    let app = pipeline("    method: podselector\n", stages);
+    let b = commit(
+        'b',
+        &app,
+        &[
+            ("deployment.yaml", &with_config),
+            ("config.yaml", &CONFIG.replace("hello", "hola")),
+        ],
+    );
+    let commits = Commits {
+        target: &b,
+        running: Some(&a),
+    };
+    let mut run = Run::plan(kube.clone(), &b, Some(&a));
+    let greeting = |name: &str| {
+        kube.get("v1", "ConfigMap", name).map(|c| {
+            c["data"]["greeting"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+    };
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(greeting("web-config-canary").as_deref(), Some("hola"));
+    assert_eq!(
+        greeting("web-config").as_deref(),
+        Some("hello"),
+        "the primary's config is untouched"
+    );
+    let canary = kube.deployment("web-canary");
+    assert_eq!(
+        canary["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]["configMapRef"]["name"],
+        "web-config-canary"
+    );
+    assert_eq!(
+        kube.deployment("web")["spec"]["template"]["spec"]["containers"][0]["envFrom"][0]
+            ["configMapRef"]["name"],
+        "web-config"
+    );
+
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(greeting("web-config").as_deref(), Some("hola"));
+    run.run_all(&commits, Delivery::Twice).await;
+    assert_eq!(
+        run.deployment.status,
+        DeploymentStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    assert_eq!(
+        kube.names("v1", "ConfigMap"),
+        ["web-config"],
+        "the canary's config is cleaned with it"
+    );
+    assert_eq!(kube.names("apps/v1", "Deployment"), ["web"]);
+}
+
+#[tokio::test]
 async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_traffic_on_the_primary(
 ) {
     let kube = Kube::new();
