@@ -276,6 +276,14 @@ pub fn variant_service(body: &mut Value, key: &str, value: &str) {
                 p.remove("nodePort");
             }
         }
+    }
+    select_variant(body, key, value);
+}
+
+/// A Service that selects only the pods with the variant label `key: value`; nothing else of
+/// it changes.
+pub fn select_variant(body: &mut Value, key: &str, value: &str) {
+    if let Some(spec) = body.get_mut("spec").and_then(Value::as_object_mut) {
         map_at(spec, "selector").insert(key.into(), json!(value));
     }
 }
@@ -365,6 +373,27 @@ mod tests {
         assert_eq!(
             o["spec"]["template"]["metadata"]["labels"]["pipecd.dev/variant"],
             "primary"
+        );
+    }
+
+    #[test]
+    fn routing_changes_only_the_selector_while_a_variant_copy_drops_assigned_addresses() {
+        let service = json!({"spec": {"type": "NodePort", "clusterIP": "10.0.0.9",
+            "selector": {"app": "web"}, "ports": [{"port": 80, "nodePort": 30080}]}});
+        let mut routed = service.clone();
+        select_variant(&mut routed, "pipecd.dev/variant", "canary");
+        let mut want = service.clone();
+        want["spec"]["selector"]["pipecd.dev/variant"] = json!("canary");
+        assert_eq!(routed, want);
+        let mut copy = service;
+        variant_service(&mut copy, "pipecd.dev/variant", "canary");
+        assert_eq!(
+            copy["spec"]["selector"],
+            json!({"app": "web", "pipecd.dev/variant": "canary"})
+        );
+        assert!(
+            copy["spec"].get("clusterIP").is_none()
+                && copy["spec"]["ports"][0].get("nodePort").is_none()
         );
     }
 }

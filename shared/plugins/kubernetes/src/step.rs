@@ -335,15 +335,9 @@ impl Step<'_> {
                 };
                 let key = self.spec.variant_label.key.clone();
                 let value = variant.value(&self.spec.variant_label).to_owned();
-                objects::variant_service(&mut o.body, &key, &value);
-                // The Service keeps its address: only the selector changes.
-                if let Some(m_spec) = m.body.get("spec") {
-                    for kept in ["clusterIP", "clusterIPs"] {
-                        if let Some(v) = m_spec.get(kept) {
-                            o.body["spec"][kept] = v.clone();
-                        }
-                    }
-                }
+                // Only the selector changes: the Service keeps what Git gives it (addresses,
+                // node ports), or the apply would drop them.
+                objects::select_variant(&mut o.body, &key, &value);
             }
         }
         self.cluster.apply(&o.kind, &o.at, &o.body).await?;
