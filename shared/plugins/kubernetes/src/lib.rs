@@ -237,10 +237,7 @@ impl Plugin for KubernetesPlugin {
         read: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), AppFileError> {
         let spec = manifest::spec_of(ctx.app)?;
-        let kustomized = ["kustomization.yaml", "kustomization.yml", "Kustomization"]
-            .iter()
-            .any(|n| read(n).is_some());
-        manifest::check_supported(&spec, kustomized)?;
+        manifest::check_supported(&spec, manifest::has_kustomization(|n| read(n).is_some()))?;
         for file in &spec.input.manifests {
             let rel = file.trim_start_matches("./");
             // A directory reads as nothing: its files are checked when the stage loads them.
@@ -334,6 +331,10 @@ impl Plugin for KubernetesPlugin {
                 Err("this is the app's first deployment, so there is no running commit".to_owned())
             }
         };
+        // This commit's config names the deploy target, even for a rollback.
+        let config = load_app_config(ctx.app_dir, &d.app)
+            .map_err(|e| StepError::permanent(e.to_string()))?;
+        let this_spec = manifest::spec_of(&config);
         let (spec, manifests, commit) = if rolling_back {
             let (mut spec, manifests, commit) = running.clone().map_err(|why| {
                 StepError::permanent(format!(
@@ -341,16 +342,16 @@ impl Plugin for KubernetesPlugin {
                 ))
             })?;
             // Traffic goes back the way this deployment's routing stages sent it away.
-            if let Ok((this, _)) = load_at(ctx.app_dir, &d.app) {
+            if let Ok(this) = this_spec {
                 spec.traffic_routing = this.traffic_routing.or(spec.traffic_routing);
             }
             (spec, manifests, commit)
         } else {
-            let (spec, m) = load_at(ctx.app_dir, &d.app).map_err(StepError::permanent)?;
-            (spec, m, d.commit.sha.clone())
+            let spec = this_spec.map_err(|e| StepError::permanent(e.to_string()))?;
+            let manifests = manifest::load(ctx.app_dir, &spec)
+                .map_err(|e| StepError::permanent(e.to_string()))?;
+            (spec, manifests, d.commit.sha.clone())
         };
-        let config = load_app_config(ctx.app_dir, &d.app)
-            .map_err(|e| StepError::permanent(e.to_string()))?;
         let cluster = self.cluster_for(&config).await?;
         let mut step = Step {
             ctx: &ctx,

@@ -168,20 +168,22 @@ fn is_manifest_file(name: &str) -> bool {
         && !is_kustomization(name)
 }
 
+/// The file names that make a directory a kustomization.
+const KUSTOMIZATIONS: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
 fn is_kustomization(name: &str) -> bool {
-    matches!(
-        name,
-        "kustomization.yaml" | "kustomization.yml" | "Kustomization"
-    )
+    KUSTOMIZATIONS.contains(&name)
+}
+
+/// True when the app's directory is a kustomization; `exists` says whether a file of it does.
+pub fn has_kustomization(exists: impl Fn(&str) -> bool) -> bool {
+    KUSTOMIZATIONS.iter().any(|n| exists(n))
 }
 
 /// Every object the app's manifests hold, in file order.
 pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
     let listed = &spec.input.manifests;
-    let has_kustomization = ["kustomization.yaml", "kustomization.yml", "Kustomization"]
-        .iter()
-        .any(|n| app_dir.join(n).exists());
-    check_supported(spec, has_kustomization)?;
+    check_supported(spec, has_kustomization(|n| app_dir.join(n).exists()))?;
     let mut files = Vec::new();
     if listed.is_empty() {
         files = yaml_files_in(app_dir, "")?;

@@ -261,13 +261,22 @@ fn web(digit: char, app: &str, image: &str, replicas: u32) -> Commit {
 async fn deployed(kube: &Kube) -> Commit {
     let a = web('a', QUICK_SYNC, "web:1", 2);
     let run = deploy(kube, &a, None, Delivery::Once).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
+    assert_status(&run, DeploymentStatus::Success);
     a
+}
+
+/// The planned stage named `name`.
+fn stage<'r>(run: &'r Run<Kube>, name: &str) -> &'r Stage {
+    run.deployment
+        .stages
+        .iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("no stage {name}"))
+}
+
+/// The deployment ended `status` (its stage logs shown when it did not).
+fn assert_status(run: &Run<Kube>, status: DeploymentStatus) {
+    assert_eq!(run.deployment.status, status, "{:#?}", run.logs);
 }
 
 fn weights(kube: &Kube) -> Vec<(String, u64)> {
@@ -312,12 +321,7 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
         ],
     );
     let run = deploy(&kube, &a, None, Delivery::Twice).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
+    assert_status(&run, DeploymentStatus::Success);
     let log = run.stage_log("k8s-sync");
     assert!(log.contains("Applied Deployment/default/web"), "{log}");
     assert!(
@@ -354,12 +358,7 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
     kube.fake.clear_requests();
     let b = web('b', QUICK_SYNC, "web:2", 2);
     let run = deploy(&kube, &b, Some(&a), Delivery::Twice).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
+    assert_status(&run, DeploymentStatus::Success);
     assert_eq!(kube.names("v1", "ConfigMap"), ["not-ours"]);
     assert!(run
         .stage_log("k8s-sync")
@@ -469,18 +468,8 @@ async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_s
     run.run_stage(&commits, Delivery::Twice).await;
     assert_eq!(kube.names("apps/v1", "Deployment"), ["web"]);
     run.run_all(&commits, Delivery::Once).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
-    let rollback = run
-        .deployment
-        .stages
-        .iter()
-        .find(|s| s.name == "K8S_ROLLBACK")
-        .unwrap();
+    assert_status(&run, DeploymentStatus::Success);
+    let rollback = stage(&run, "K8S_ROLLBACK");
     assert_eq!(rollback.status, StageStatus::NotStartedYet);
 }
 
@@ -551,12 +540,7 @@ async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes
     run.run_stage(&commits, Delivery::Twice).await;
     assert_eq!(greeting("web-config").as_deref(), Some("hola"));
     run.run_all(&commits, Delivery::Twice).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
+    assert_status(&run, DeploymentStatus::Success);
     assert_eq!(
         kube.names("v1", "ConfigMap"),
         ["web-config"],
@@ -620,30 +604,15 @@ async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_tr
     assert_eq!(service["spec"]["selector"]["pipecd.dev/variant"], "canary");
 
     run.run_all(&commits, Delivery::Twice).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Failure,
-        "{:#?}",
-        run.logs
-    );
-    let primary = run
-        .deployment
-        .stages
-        .iter()
-        .find(|s| s.name == "K8S_PRIMARY_ROLLOUT")
-        .unwrap();
+    assert_status(&run, DeploymentStatus::Failure);
+    let primary = stage(&run, "K8S_PRIMARY_ROLLOUT");
     assert_eq!(primary.status, StageStatus::Failure);
     assert!(
         primary.status_reason.contains("field is immutable"),
         "{:?}",
         primary
     );
-    let rollback = run
-        .deployment
-        .stages
-        .iter()
-        .find(|s| s.name == "K8S_ROLLBACK")
-        .unwrap();
+    let rollback = stage(&run, "K8S_ROLLBACK");
     assert_eq!(rollback.status, StageStatus::Success, "{:#?}", run.logs);
     assert_eq!(
         kube.names("apps/v1", "Deployment"),
@@ -682,12 +651,7 @@ async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_han
         .expect("patch");
     let b = web('b', QUICK_SYNC, "web:1", 2);
     let run = deploy(&kube, &b, Some(&a), Delivery::Once).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
+    assert_status(&run, DeploymentStatus::Success);
     assert_eq!(kube.image("web"), "web:1");
     assert!(
         run.stage_log("k8s-sync")
@@ -954,12 +918,7 @@ async fn a_namespace_that_does_not_exist_fails_clearly_unless_auto_created() {
     let app = format!("{QUICK_SYNC}  input:\n    namespace: shop\n    autoCreateNamespace: true\n");
     let a = commit('a', &app, &[("deployment.yaml", &deployment("web:1", 1))]);
     let run = deploy(&kube, &a, None, Delivery::Twice).await;
-    assert_eq!(
-        run.deployment.status,
-        DeploymentStatus::Success,
-        "{:#?}",
-        run.logs
-    );
+    assert_status(&run, DeploymentStatus::Success);
     assert!(kube
         .fake
         .get("apps/v1", "Deployment", Some("shop"), "web")
