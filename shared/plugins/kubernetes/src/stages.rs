@@ -15,6 +15,15 @@ fn invalid(stage: &Stage, e: impl std::fmt::Display) -> StepError {
     StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
 }
 
+/// A variant copy's name suffix: the stage's `suffix`, or the variant's name.
+fn suffix_of(suffix: &str, variant: Variant) -> &str {
+    if suffix.is_empty() {
+        variant.name()
+    } else {
+        suffix
+    }
+}
+
 /// K8S_SYNC: apply everything, wait for the rollout, prune.
 pub(crate) async fn sync(
     step: &mut Step<'_>,
@@ -80,11 +89,7 @@ async fn variant_copies(
     variant: Variant,
     opts: &options::RolloutOptions,
 ) -> Result<Vec<Desired>, StepError> {
-    let suffix = if opts.suffix.is_empty() {
-        variant.name().to_owned()
-    } else {
-        opts.suffix.clone()
-    };
+    let suffix = suffix_of(&opts.suffix, variant).to_owned();
     // The primary's replica counts come from this commit; a baseline runs the running commit.
     let primary = step.manifests.clone();
     let source = if variant == Variant::Baseline {
@@ -143,10 +148,7 @@ async fn variant_copies(
     let mut copies = step.desired(&picked, variant, true).await?;
     let value = variant.value(&step.spec.variant_label).to_owned();
     for (copy, m) in copies.iter_mut().zip(&picked) {
-        copy.at = copy.at.renamed(format!("{}-{suffix}", m.name));
-        copy.body["metadata"]["name"] = serde_json::json!(copy.at.name);
-        copy.body["metadata"]["annotations"][objects::ANNOTATION_RESOURCE_KEY] =
-            serde_json::json!(copy.at.pipecd_key());
+        copy.rename_with_suffix(&suffix);
         if m.kind == "Service" {
             objects::variant_service(&mut copy.body, &key, &value);
         } else if m.kind == "ConfigMap" || m.kind == "Secret" {
@@ -200,17 +202,11 @@ pub(crate) async fn primary(step: &mut Step<'_>) -> Result<StepOutcome, StepErro
     }
     if opts.create_service {
         if let Some(service) = step.service(&manifests).cloned() {
-            let suffix = if opts.suffix.is_empty() {
-                "primary".to_owned()
-            } else {
-                opts.suffix.clone()
-            };
             let mut copy = step
                 .desired(std::slice::from_ref(&service), Variant::Primary, true)
                 .await?
                 .remove(0);
-            copy.at = copy.at.renamed(format!("{}-{suffix}", service.name));
-            copy.body["metadata"]["name"] = serde_json::json!(copy.at.name);
+            copy.rename_with_suffix(suffix_of(&opts.suffix, Variant::Primary));
             let (key, value) = (
                 step.spec.variant_label.key.clone(),
                 step.spec.variant_label.primary_value.clone(),

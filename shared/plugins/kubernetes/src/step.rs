@@ -39,6 +39,17 @@ pub(crate) struct Desired {
     pub body: Value,
 }
 
+impl Desired {
+    /// The same object as a variant's copy named `<name>-<suffix>` (the name and PipeCD's
+    /// resource key follow).
+    pub fn rename_with_suffix(&mut self, suffix: &str) {
+        self.at = self.at.renamed(format!("{}-{suffix}", self.at.name));
+        self.body["metadata"]["name"] = json!(self.at.name);
+        self.body["metadata"]["annotations"][objects::ANNOTATION_RESOURCE_KEY] =
+            json!(self.at.pipecd_key());
+    }
+}
+
 pub(crate) struct Step<'a> {
     pub ctx: &'a StepContext<'a>,
     pub cluster: &'a Cluster,
