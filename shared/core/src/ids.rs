@@ -126,6 +126,31 @@ impl AppId {
         let path = self.config_path();
         path.rsplit_once('/').map_or("", |(d, _)| d)
     }
+
+    /// A short name for the app that a platform's label value can hold (an app id, `repo:path`,
+    /// cannot): its directory's last part, cut to 40 characters, with characters other than
+    /// letters, digits, `-`, `_` (and `.` unless `strict`) as `-`, lowercased when `strict`,
+    /// and 10 hex digits of the id's hash, so it stays unique. Kubernetes label values take the
+    /// loose form; Google Cloud's labels the strict one.
+    pub fn label_value(&self, strict: bool) -> String {
+        let base = self.dir().rsplit('/').next().unwrap_or_default();
+        let readable: String = base
+            .chars()
+            .map(|c| match c {
+                c if c.is_ascii_alphanumeric() || matches!(c, '-' | '_') => c,
+                '.' if !strict => c,
+                _ => '-',
+            })
+            .map(|c| if strict { c.to_ascii_lowercase() } else { c })
+            .take(40)
+            .collect();
+        let readable = readable.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+        let hash = hex::encode(Sha256::digest(self.0.as_bytes()));
+        match readable {
+            "" => format!("app-{}", &hash[..10]),
+            r => format!("{r}-{}", &hash[..10]),
+        }
+    }
 }
 
 impl DeploymentId {

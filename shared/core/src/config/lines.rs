@@ -2,7 +2,7 @@
 //!
 //! serde_yaml keeps no positions once a document is parsed, so errors found after parsing
 //! (an unknown stage, a bad duration) would have no line. This is a small indentation scanner
-//! for the block style that app configs use. It records the line of every mapping key and
+//! for the block style that app configs and platform manifests use. It records the line of every mapping key and
 //! sequence item under a path written the way `serde_path_to_error` writes it
 //! (`spec.pipeline.stages[1].with.duration`). Flow collections (`{a: 1}`, `[1, 2]`) and
 //! block scalars are leaves: a path inside one resolves to its nearest indexed ancestor.
@@ -10,12 +10,12 @@
 use std::collections::HashMap;
 
 #[derive(Clone, Debug, Default)]
-pub(crate) struct LineIndex {
+pub struct LineIndex {
     lines: HashMap<String, usize>,
 }
 
 impl LineIndex {
-    pub(crate) fn build(text: &str) -> Self {
+    pub fn build(text: &str) -> Self {
         let mut scanner = Scanner::default();
         for (no, raw) in text.lines().enumerate() {
             if !scanner.line(no + 1, raw) {
@@ -28,12 +28,12 @@ impl LineIndex {
     }
 
     /// True when the document writes `path` itself (not only an ancestor of it).
-    pub(crate) fn contains(&self, path: &str) -> bool {
+    pub fn contains(&self, path: &str) -> bool {
         self.lines.contains_key(path)
     }
 
     /// The line of `path`, or of its nearest ancestor that is indexed; 1 when none is.
-    pub(crate) fn line_of(&self, path: &str) -> usize {
+    pub fn line_of(&self, path: &str) -> usize {
         let mut path = path;
         loop {
             if let Some(&line) = self.lines.get(path) {

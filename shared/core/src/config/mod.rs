@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::duration::GoDuration;
 
-pub(crate) use lines::LineIndex;
+pub use lines::LineIndex;
 pub use parse::parse_app_config;
 pub(crate) use parse::without_position;
 pub use platform::*;
@@ -54,6 +54,39 @@ pub fn load_app_config(
         source,
     })?;
     Ok(parse_app_config(config_path, &text)?)
+}
+
+/// A file the app config names (a manifest), read from the app's directory in a checkout as a
+/// plugin must read it: the path stays inside the directory (no absolute path, no `..`), the
+/// file is a regular file and not a symlink (a link could read any file of the machine), and it
+/// is no larger than the YAML limit ([`crate::bounded::MAX_BYTES`]), checked before it is read.
+/// The error says which rule the file broke.
+pub fn read_app_file(app_dir: &std::path::Path, rel: &str) -> Result<String, String> {
+    use std::path::{Component, Path};
+    let path = Path::new(rel);
+    if rel.is_empty()
+        || path.is_absolute()
+        || path.components().any(|c| matches!(c, Component::ParentDir))
+    {
+        return Err(format!("{rel:?}: name a file inside the app's directory"));
+    }
+    let full = app_dir.join(path);
+    let meta = std::fs::symlink_metadata(&full)
+        .map_err(|_| "does not exist in the app directory".to_owned())?;
+    if meta.file_type().is_symlink() {
+        return Err("is a symlink; gannet reads only regular files of the repository".into());
+    }
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    if meta.len() > crate::bounded::MAX_BYTES as u64 {
+        return Err(format!(
+            "is {} bytes, larger than the {} bytes gannet reads",
+            meta.len(),
+            crate::bounded::MAX_BYTES
+        ));
+    }
+    std::fs::read_to_string(&full).map_err(|e| format!("cannot be read: {e}"))
 }
 
 /// The only apiVersion PipeCD has.

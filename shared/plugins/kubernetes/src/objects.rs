@@ -11,7 +11,6 @@
 use gannet_core::config::VariantLabel;
 use gannet_core::ids::{AppId, CommitSha};
 use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
 
 use crate::kinds;
 use crate::manifest::{Manifest, ObjectRef};
@@ -59,27 +58,7 @@ pub fn app_label(app: &AppId) -> String {
     if valid_label_value(id) {
         return id.to_owned();
     }
-    let base = app.dir().rsplit('/').next().unwrap_or_default();
-    let mut readable: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(40)
-        .collect();
-    readable = readable
-        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
-        .to_owned();
-    let hash = hex::encode(Sha256::digest(id.as_bytes()));
-    if readable.is_empty() {
-        format!("app-{}", &hash[..10])
-    } else {
-        format!("{readable}-{}", &hash[..10])
-    }
+    app.label_value(false)
 }
 
 fn valid_label_value(v: &str) -> bool {
