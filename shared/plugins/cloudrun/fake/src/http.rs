@@ -1,0 +1,304 @@
+//! The HTTP side: routing, bearer auth, injected faults and the request log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::body::Bytes;
+use axum::extract::{Query, State as Extract};
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value};
+
+use crate::auth::{Auth, Fields};
+use crate::error::{self, Failure};
+use crate::run::{Platform, ServiceName, WriteMode};
+use crate::{Fault, Request, TokenKind, REQUESTS_PATH};
+
+/// Everything the server and the handle share.
+pub(crate) struct State {
+    /// "http://127.0.0.1:PORT".
+    pub(crate) url: String,
+    pub(crate) auth: Auth,
+    pub(crate) platform: Platform,
+    pub(crate) polls_until_done: u32,
+    /// Polls do not move operations on; [`crate::FakeRun::advance`] does.
+    pub(crate) held: bool,
+    pub(crate) faults: Vec<Fault>,
+    pub(crate) requests: Vec<Request>,
+}
+
+pub(crate) type Shared = Arc<Mutex<State>>;
+
+/// Locks the state; a panic elsewhere (a failed test assertion) does not poison it for good.
+pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Every path goes to one handler, which routes by hand (Google's paths have `:verb`s).
+pub(crate) fn router(shared: Shared) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+/// What `serve` needs of a request.
+struct Incoming<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: &'a HashMap<String, String>,
+    bearer: Option<TokenKind>,
+    /// The `Metadata-Flavor` header.
+    flavor: Option<&'a str>,
+    body: &'a [u8],
+}
+
+async fn handle(
+    Extract(shared): Extract<Shared>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let query: HashMap<String, String> = Query::try_from_uri(&uri).map(|q| q.0).unwrap_or_default();
+    let mut state = lock(&shared);
+    let bearer = state.auth.kind_of(header(AUTHORIZATION.as_str()));
+    if method == Method::GET && uri.path() == REQUESTS_PATH && bearer.is_some() {
+        // The fake's own debug endpoint: not logged, no faults.
+        return respond(200, requests_json(&state.requests), None);
+    }
+    let request = Incoming {
+        method: &method,
+        path: uri.path(),
+        query: &query,
+        bearer,
+        flavor: header("metadata-flavor"),
+        body: &body,
+    };
+    let (code, answer, retry_after) = match serve(&mut state, &request) {
+        Ok(answer) => (200, answer, None),
+        Err(failure) => (failure.code, failure.body, failure.retry_after_secs),
+    };
+    state.requests.push(Request {
+        method: method.to_string(),
+        path: uri.path().to_string(),
+        query: uri.query().unwrap_or_default().to_string(),
+        body: logged_body(&body),
+        authorization_kind: bearer,
+        status: code,
+    });
+    drop(state);
+    let mut response = respond(code, answer, retry_after);
+    if uri.path().starts_with("/computeMetadata/") {
+        let flavor = HeaderValue::from_static("Google");
+        response.headers_mut().insert("metadata-flavor", flavor);
+    }
+    response
+}
+
+/// JSON, or text for a string (the metadata server's answers).
+fn respond(code: u16, answer: Value, retry_after_secs: Option<u64>) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = match answer {
+        Value::String(text) => (code, [(CONTENT_TYPE, "text/plain; charset=utf-8")], text),
+        json => (
+            code,
+            [(CONTENT_TYPE, "application/json; charset=UTF-8")],
+            json.to_string(),
+        ),
+    }
+    .into_response();
+    if let Some(seconds) = retry_after_secs {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
+}
+
+fn serve(state: &mut State, request: &Incoming) -> Result<Value, Failure> {
+    let segments: Vec<&str> = request.path.trim_start_matches('/').split('/').collect();
+    match (request.method.as_str(), segments.as_slice()) {
+        ("POST", ["token"]) => {
+            let token_url = format!("{}/token", state.url);
+            state.auth.jwt_grant(&fields(request.body), &token_url)
+        }
+        ("POST", ["v1", "token"]) => state.auth.exchange(&fields(request.body)),
+        ("POST", ["v1", "projects", "-", "serviceAccounts", call]) => {
+            let email = call.strip_suffix(":generateAccessToken");
+            let email = percent_decode(email.ok_or_else(error::no_such_method)?);
+            let body = json_body(request.body)?;
+            state.auth.impersonate(request.bearer, &email, &body)
+        }
+        ("GET", ["computeMetadata", "v1", path @ ..]) => state.auth.metadata(request.flavor, path),
+        (_, ["v2", "projects", project, "locations", location, rest @ ..]) => {
+            let name = ServiceName {
+                project: project.to_string(),
+                location: location.to_string(),
+                service: String::new(),
+            };
+            cloud_run(state, request, name, rest)
+        }
+        _ => Err(error::no_such_method()),
+    }
+}
+
+/// The Cloud Run Admin API v2, under `/v2/projects/{p}/locations/{l}/`.
+fn cloud_run(
+    state: &mut State,
+    request: &Incoming,
+    mut name: ServiceName,
+    rest: &[&str],
+) -> Result<Value, Failure> {
+    let caller = match request.bearer {
+        Some(kind) if kind != TokenKind::Federated => state.auth.account(kind),
+        _ => return Err(error::unauthenticated()),
+    };
+    let query = |key: &str| request.query.get(key).map_or("", String::as_str);
+    name.service = match rest {
+        ["services"] => query("serviceId").to_string(),
+        ["services", service, ..] => service.to_string(),
+        _ => String::new(),
+    };
+    let method = request.method.as_str();
+    if let Some(fault) = take_fault(&mut state.faults, request.method, request.path) {
+        let permission = match (method, rest) {
+            ("POST", _) => "run.services.create",
+            ("PATCH", _) => "run.services.update",
+            (_, ["services", _, "revisions"]) => "run.revisions.list",
+            (_, ["services", _, "revisions", _]) => "run.revisions.get",
+            (_, ["operations", ..]) => "run.operations.get",
+            _ => "run.services.get",
+        };
+        let mut resource = request.path.trim_start_matches("/v2/").to_string();
+        if rest == ["services"] {
+            resource = format!("{resource}/{}", name.service);
+        }
+        let retry_after = fault.retry_after_secs;
+        return Err(error::injected(
+            fault.status,
+            permission,
+            &resource,
+            retry_after,
+        ));
+    }
+    let (polls, held) = (state.polls_until_done, state.held);
+    let platform = &mut state.platform;
+    match (method, rest) {
+        ("GET", ["services", _]) => platform.service(&name),
+        ("POST", ["services"]) if name.service.is_empty() => {
+            let request = "CreateServiceRequest";
+            Err(error::invalid(request, "service_id", "Field is required."))
+        }
+        ("POST", ["services"]) => {
+            let body = json_body(request.body)?;
+            platform.write(&name, &body, WriteMode::Create, &caller, polls)
+        }
+        ("PATCH", ["services", _]) => {
+            let mode = match query("allowMissing") {
+                "true" => WriteMode::CreateOrUpdate,
+                _ => WriteMode::Update,
+            };
+            let body = json_body(request.body)?;
+            platform.write(&name, &body, mode, &caller, polls)
+        }
+        ("GET", ["services", _, "revisions"]) => {
+            let revisions = platform.revisions(&name)?;
+            // Like Google's JSON, which leaves out empty lists.
+            Ok(if revisions.is_empty() {
+                json!({})
+            } else {
+                json!({ "revisions": revisions })
+            })
+        }
+        ("GET", ["services", _, "revisions", revision]) => platform.revision(&name, revision),
+        ("GET", ["operations", id]) => {
+            let operation = format!("{}/operations/{id}", name.parent());
+            platform.poll(&name, &operation, held)
+        }
+        _ => Err(error::no_such_method()),
+    }
+}
+
+/// Takes one use of the first fault a request matches.
+fn take_fault(faults: &mut Vec<Fault>, method: &Method, path: &str) -> Option<Fault> {
+    let index = faults.iter().position(|fault| {
+        let method_matches = fault.method.as_ref().is_none_or(|m| m == method);
+        fault.times > 0 && method_matches && path.contains(&fault.path_contains)
+    })?;
+    faults[index].times -= 1;
+    let fault = faults[index].clone();
+    if fault.times == 0 {
+        faults.remove(index);
+    }
+    Some(fault)
+}
+
+fn json_body(body: &[u8]) -> Result<Value, Failure> {
+    serde_json::from_slice(body).map_err(|e| {
+        let message = format!("Invalid JSON payload received. {e}");
+        error::bad_request("", &message)
+    })
+}
+
+/// A form body's fields, or a JSON object's string fields (STS takes both).
+fn fields(body: &[u8]) -> Fields {
+    if let Ok(Value::Object(object)) = serde_json::from_slice(body) {
+        let strings = object
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())));
+        return strings.collect();
+    }
+    let text = String::from_utf8_lossy(body);
+    let pairs = text.split('&').filter_map(|pair| pair.split_once('='));
+    let decode = |s: &str| percent_decode(&s.replace('+', " "));
+    pairs
+        .map(|(key, value)| (decode(key), decode(value)))
+        .collect()
+}
+
+/// Decodes `%XX` escapes (a malformed one stays as it is).
+pub(crate) fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = bytes.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
+        let escaped =
+            escaped.and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
+        match escaped {
+            Some(byte) => {
+                decoded.push(byte);
+                i += 3;
+            }
+            None => {
+                decoded.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&decoded).into_owned()
+}
+
+/// The body as the log keeps it: its JSON, or a form's fields as a JSON object.
+fn logged_body(body: &[u8]) -> Option<Value> {
+    if body.is_empty() {
+        return None;
+    }
+    let json = serde_json::from_slice(body).ok();
+    json.or_else(|| serde_json::to_value(fields(body)).ok())
+}
+
+/// The request log as `GET /fake/requests` answers it.
+fn requests_json(requests: &[Request]) -> Value {
+    let requests = requests.iter().map(|r| {
+        json!({"method": r.method, "path": r.path, "query": r.query, "body": r.body,
+               "authorizationKind": r.authorization_kind.map(TokenKind::as_str),
+               "status": r.status})
+    });
+    requests.collect()
+}

@@ -1,0 +1,463 @@
+//! **A FAKE of Google's Cloud Run Admin API v2, for tests only.** It listens on 127.0.0.1
+//! and replays the shapes of the real API's JSON (camelCase, int64 as strings, Google's error
+//! bodies and messages), so a Cloud Run client can be tested end to end without Google:
+//!
+//! - services (`GET`, `POST ?serviceId=`, `PATCH`, `PATCH ?allowMissing=true`), revisions
+//!   (`GET`, list), and the long-running operation of each write, done after
+//!   [`FakeRun::set_polls_until_done`] polls; meanwhile the service is `reconciling`, and only
+//!   when done does its new revision become ready and its traffic take effect;
+//! - a new revision only when the template changed, named by `template.revision` or generated
+//!   (`{service}-00001-abc`); the platform's defaults in the template; a revision whose image
+//!   contains `crash` fails its rollout and leaves the traffic where it was;
+//! - the real checks and errors: 400 for unknown fields, system labels or annotations, bad
+//!   traffic; 404; 409 for an existing service, a revision name reused with another template,
+//!   a stale `etag`, a write during a rollout; and injected faults ([`Fault`]: 403, 429 with
+//!   `Retry-After` and `RetryInfo`, 500, 503, ...);
+//! - Google's token endpoints, all on this server: the JWT-bearer grant of a service account
+//!   key file ([`FakeRun::service_account_key`]), STS's exchange of a signed AWS
+//!   `GetCallerIdentity` request (workload identity federation: the fake checks its shape,
+//!   not its SigV4 signature) then `generateAccessToken` impersonation, and the metadata
+//!   server (point `GCE_METADATA_HOST` at [`FakeRun::host`]). Cloud Run calls need a token the
+//!   fake issued ([`TokenKind`]);
+//! - a request log ([`FakeRun::requests`], and [`REQUESTS_PATH`] over HTTP: the fake's own
+//!   endpoint, which no Google API has).
+//!
+//! ```no_run
+//! use gannet_cloudrun_fake::FakeRun;
+//!
+//! let fake = FakeRun::start();
+//! let key_file = fake.service_account_key(); // token_uri is the fake's
+//! // ... point the code under test at fake.url() with that key, then look at what it did:
+//! let traffic = fake.traffic("web");
+//! // ... or play someone deploying by hand:
+//! fake.patch_by_hand("web", |s| s["template"]["containers"][0]["image"] = "web:hotfix".into());
+//! ```
+//!
+//! Like Google's JSON, it leaves out `false`, `0` and empty lists: an operation has no `done`
+//! until it is done, a service no `reconciling` once it is settled, a 0% traffic status no
+//! `percent`. Revision conditions carry the v2 `revisionReason`
+//! (`HEALTH_CHECK_CONTAINER_ERROR` for a crash), not v1's `reason`.
+//!
+//! It does **not** model: deletes, jobs, executions, IAM policies, pagination, `validateOnly`,
+//! `updateMask` (a write replaces every user field), real rollouts (a revision is ready after
+//! the polls, unless an image contains `crash`), revision retirement, or checks beyond those
+//! in this crate.
+
+mod auth;
+mod error;
+mod http;
+mod run;
+mod validate;
+
+use std::future::IntoFuture;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use axum::http::Method;
+use base64::Engine;
+use rand::Rng;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::auth::Auth;
+use crate::http::{lock, Shared, State};
+use crate::run::{Platform, WriteMode};
+
+/// The fake's test-only debug endpoint: `GET` it (with any token the fake issued) for the
+/// request log so far as a JSON array, oldest first, of `{"method", "path", "query", "body",
+/// "authorizationKind", "status"}`. Requests to it are not logged and get no faults.
+pub const REQUESTS_PATH: &str = "/fake/requests";
+
+/// Which credential a bearer token came from: each kind has one token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// The JWT-bearer grant of the service account key file (`POST /token`).
+    KeyFile,
+    /// STS's token for an AWS identity (`POST /v1/token`): good only to impersonate.
+    Federated,
+    /// The impersonated service account's token (`generateAccessToken`).
+    Impersonated,
+    /// The metadata server's token of the default compute service account.
+    Metadata,
+}
+
+impl TokenKind {
+    const ALL: [TokenKind; 4] = [
+        TokenKind::KeyFile,
+        TokenKind::Federated,
+        TokenKind::Impersonated,
+        TokenKind::Metadata,
+    ];
+
+    /// Its name, as `GET /fake/requests` writes it ("KeyFile", ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenKind::KeyFile => "KeyFile",
+            TokenKind::Federated => "Federated",
+            TokenKind::Impersonated => "Impersonated",
+            TokenKind::Metadata => "Metadata",
+        }
+    }
+}
+
+/// A request the fake served (or refused), as [`FakeRun::requests`] lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// "GET", "PATCH", ...
+    pub method: String,
+    /// The URL path, e.g. "/v2/projects/p/locations/l/services/web".
+    pub path: String,
+    /// The raw query string, "" if none.
+    pub query: String,
+    /// The JSON body, or a form body's fields as a JSON object.
+    pub body: Option<Value>,
+    /// The kind of the bearer token, if it is one the fake issued.
+    pub authorization_kind: Option<TokenKind>,
+    /// The HTTP status answered.
+    pub status: u16,
+}
+
+/// A fault to inject: the next `times` matching Cloud Run requests (with a valid token) get
+/// `status` in Google's shape instead of an answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fault {
+    /// The HTTP method to match, or any.
+    pub method: Option<Method>,
+    /// A substring the request path must contain ("" matches every path).
+    pub path_contains: String,
+    /// 403 PERMISSION_DENIED (naming the call's permission), 429 RESOURCE_EXHAUSTED, 404,
+    /// 409, 500, 503, ...
+    pub status: u16,
+    /// Sent as the `Retry-After` header and, on a 429, a `RetryInfo` detail.
+    pub retry_after_secs: Option<u64>,
+    /// How many requests get the fault.
+    pub times: usize,
+}
+
+impl Default for Fault {
+    /// One 500 on any request.
+    fn default() -> Self {
+        Fault {
+            method: None,
+            path_contains: String::new(),
+            status: 500,
+            retry_after_secs: None,
+            times: 1,
+        }
+    }
+}
+
+/// A running fake. Clones share the server; dropping the last one (or [`FakeRun::stop`])
+/// shuts it and its thread down.
+#[derive(Clone)]
+pub struct FakeRun {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: String,
+    state: Shared,
+    /// Tells the server to stop, and its thread; taken on stop.
+    shutdown: Mutex<Option<(oneshot::Sender<()>, JoinHandle<()>)>>,
+}
+
+impl Inner {
+    fn stop(&self) {
+        let running = self
+            .shutdown
+            .lock()
+            .ok()
+            .and_then(|mut running| running.take());
+        if let Some((shutdown, thread)) = running {
+            let _ = shutdown.send(());
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The account `patch_by_hand` writes as.
+const HAND_EDITOR: &str = "operator@example.com";
+
+impl FakeRun {
+    /// Starts a server on 127.0.0.1 at a free port, in a thread of its own with its own tokio
+    /// runtime (so sync and async tests alike can use it), with a new RSA key pair.
+    ///
+    /// # Panics
+    /// If no loopback port or thread can be had.
+    pub fn start() -> FakeRun {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        listener
+            .set_nonblocking(true)
+            .expect("a non-blocking listener");
+        let address = listener.local_addr().expect("the listener's address");
+        let url = format!("http://{address}");
+        let state = State {
+            url: url.clone(),
+            auth: Auth::new("gannet-test"),
+            platform: Platform::default(),
+            polls_until_done: 3,
+            held: false,
+            faults: Vec::new(),
+            requests: Vec::new(),
+        };
+        let state: Shared = Arc::new(Mutex::new(state));
+        let app = http::router(state.clone());
+        let (shutdown, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("fake-cloudrun".to_string())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("a tokio runtime");
+                runtime.block_on(async move {
+                    let listener = tokio::net::TcpListener::from_std(listener).expect("a listener");
+                    tokio::select! {
+                        _ = axum::serve(listener, app).into_future() => {}
+                        _ = stopped => {}
+                    }
+                });
+            })
+            .expect("a thread for the fake Cloud Run API");
+        FakeRun {
+            inner: Arc::new(Inner {
+                url,
+                state,
+                shutdown: Mutex::new(Some((shutdown, thread))),
+            }),
+        }
+    }
+
+    /// Shuts the server down now (also done when the last clone is dropped). What it stored
+    /// stays readable through the handle.
+    pub fn stop(&self) {
+        self.inner.stop();
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.inner.state)
+    }
+
+    /// "http://127.0.0.1:PORT": the base of every endpoint (Cloud Run's `/v2/...`, `/token`,
+    /// STS's `/v1/token`, IAM's `/v1/projects/-/serviceAccounts/...`, `/computeMetadata/v1`).
+    pub fn url(&self) -> String {
+        self.inner.url.clone()
+    }
+
+    /// "127.0.0.1:PORT", for `GCE_METADATA_HOST`.
+    pub fn host(&self) -> String {
+        self.inner.url.trim_start_matches("http://").to_string()
+    }
+
+    /// The project of the key file and the metadata server, "gannet-test" (paths may name any).
+    pub fn project(&self) -> String {
+        self.state().auth.project.clone()
+    }
+
+    /// "us-central1" (paths may name any location).
+    pub fn location(&self) -> String {
+        "us-central1".to_string()
+    }
+
+    /// A service account key file (JSON) whose `token_uri` is this fake's `/token`.
+    pub fn service_account_key(&self) -> String {
+        let token_uri = format!("{}/token", self.url());
+        let key_file = self.state().auth.key_file(&token_uri);
+        serde_json::to_string_pretty(&key_file).unwrap_or_default()
+    }
+
+    /// The workload identity provider STS accepts as `audience`.
+    pub fn wif_audience(&self) -> String {
+        auth::WIF_AUDIENCE.to_string()
+    }
+
+    /// The service account a federated AWS identity may impersonate.
+    pub fn impersonated_email(&self) -> String {
+        self.state().auth.impersonated_email()
+    }
+
+    /// The token of a kind, e.g. to call the API from a test without the token dance.
+    pub fn token(&self, kind: TokenKind) -> String {
+        self.state().auth.token(kind).to_string()
+    }
+
+    /// How many tokens of a kind the fake issued (to check a client caches its token).
+    pub fn token_requests(&self, kind: TokenKind) -> usize {
+        self.state().auth.issued.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// The AWS access key ids of the STS exchanges, oldest first.
+    pub fn aws_access_key_ids(&self) -> Vec<String> {
+        self.state().auth.aws_access_key_ids.clone()
+    }
+
+    /// The service of that name (in any project and location), as `GET` answers it.
+    pub fn service(&self, name: &str) -> Option<Value> {
+        let state = self.state();
+        let name = state.platform.find(name)?;
+        state.platform.service(&name).ok()
+    }
+
+    /// The service's revisions, newest first.
+    pub fn revisions(&self, service: &str) -> Vec<Value> {
+        let state = self.state();
+        let name = state.platform.find(service);
+        let revisions = name.and_then(|name| state.platform.revisions(&name).ok());
+        revisions.unwrap_or_default()
+    }
+
+    /// The traffic served, from `trafficStatuses`: (revision, percent), without the 0%s.
+    pub fn traffic(&self, service: &str) -> Vec<(String, i32)> {
+        let service = self.service(service).unwrap_or_default();
+        let statuses = service["trafficStatuses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let served = statuses.iter().filter_map(|status| {
+            let percent = i32::try_from(status["percent"].as_i64()?).ok()?;
+            let revision = status["revision"].as_str()?.to_string();
+            (percent > 0).then_some((revision, percent))
+        });
+        served.collect()
+    }
+
+    /// Plays another client (gcloud, the console) editing the service: `edit` changes its
+    /// user fields (without `template.revision`, so a changed template gets a generated
+    /// revision name), the write goes the API's way as "operator@example.com", and its
+    /// operation is done at once. Answers the done operation, or Google's error body.
+    pub fn patch_by_hand(
+        &self,
+        service: &str,
+        edit: impl FnOnce(&mut Value),
+    ) -> Result<Value, Value> {
+        let (name, mut body) = {
+            let state = self.state();
+            let not_found = || error::not_found("SERVICE", service, "-", "-").body;
+            let name = state.platform.find(service).ok_or_else(not_found)?;
+            (
+                name.clone(),
+                state.platform.service(&name).map_err(|f| f.body)?,
+            )
+        };
+        if let Some(service) = body.as_object_mut() {
+            service.retain(|field, _| validate::USER_FIELDS.split_whitespace().any(|f| f == field));
+        }
+        if let Some(template) = body["template"].as_object_mut() {
+            template.remove("revision");
+        }
+        edit(&mut body);
+        let mut state = self.state();
+        let written = state
+            .platform
+            .write(&name, &body, WriteMode::Update, HAND_EDITOR, 0);
+        written.map_err(|failure| failure.body)
+    }
+
+    /// How many polls of an operation it takes to be done (3 at start; 0: done at once).
+    pub fn set_polls_until_done(&self, polls: u32) {
+        self.state().polls_until_done = polls;
+    }
+
+    /// With `true`, polls of an operation no longer move it on: only [`FakeRun::advance`]
+    /// does, as the passing of time would (a test that runs each step twice, and wants the
+    /// repeat to see what the first saw, advances between steps).
+    pub fn hold_operations(&self, held: bool) {
+        self.state().held = held;
+    }
+
+    /// Brings every operation not yet done one poll closer to done.
+    pub fn advance(&self) {
+        self.state().platform.advance();
+    }
+
+    /// Injects a fault (see [`Fault`]); faults are matched in the order injected.
+    pub fn inject(&self, fault: Fault) {
+        self.state().faults.push(fault);
+    }
+
+    /// The requests served so far, oldest first.
+    pub fn requests(&self) -> Vec<Request> {
+        self.state().requests.clone()
+    }
+
+    /// Forgets the requests served so far.
+    pub fn clear_requests(&self) {
+        self.state().requests.clear();
+    }
+}
+
+pub(crate) fn now() -> String {
+    rfc3339(SystemTime::now())
+}
+
+/// RFC 3339 in UTC with microseconds, as Google writes timestamps.
+pub(crate) fn rfc3339(time: SystemTime) -> String {
+    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (days, seconds) = (since.as_secs() / 86_400, since.as_secs() % 86_400);
+    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
+    let z = days + 719_468;
+    let (era, day_of_era) = (z / 146_097, z % 146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let mp = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    let (hour, minute, second) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    let micros = since.subsec_micros();
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{micros:06}Z")
+}
+
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut rng = rand::thread_rng();
+    hex::encode((0..bytes).map(|_| rng.gen::<u8>()).collect::<Vec<u8>>())
+}
+
+pub(crate) fn random_letters(count: usize) -> String {
+    let mut rng = rand::thread_rng();
+    (0..count)
+        .map(|_| char::from(rng.gen_range(b'a'..=b'z')))
+        .collect()
+}
+
+/// A UUID4-shaped id.
+pub(crate) fn new_uid() -> String {
+    let hex = random_hex(16);
+    let part = |range: std::ops::Range<usize>| &hex[range];
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        part(0..8),
+        part(8..12),
+        part(13..16),
+        part(17..20),
+        part(20..32)
+    )
+}
+
+/// A quoted etag, new on every write.
+pub(crate) fn new_etag() -> String {
+    let bytes: [u8; 18] = rand::thread_rng().gen();
+    let tag = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    format!("\"{tag}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rfc3339_writes_utc_with_microseconds() {
+        let time = std::time::UNIX_EPOCH + std::time::Duration::from_micros(1_709_251_199_000_042);
+        assert_eq!(super::rfc3339(time), "2024-02-29T23:59:59.000042Z");
+        assert_eq!(
+            super::rfc3339(std::time::UNIX_EPOCH),
+            "1970-01-01T00:00:00.000000Z"
+        );
+    }
+}
