@@ -16,6 +16,7 @@ pub fn registry() -> Registry {
         gannet_plugin_ecs::SPEC,
         gannet_plugin_terraform::SPEC,
         gannet_plugin_kubernetes::SPEC,
+        gannet_plugin_cloudrun::SPEC,
     ])
 }
 

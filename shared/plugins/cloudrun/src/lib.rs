@@ -1,0 +1,400 @@
+//! Cloud Run deployments of PipeCD's `CloudRunApp` (and of an `Application` with
+//! `spec.plugins.cloudrun`), unchanged, through the Cloud Run Admin API v2.
+//!
+//! - **CLOUDRUN_SYNC** (the quick sync): the service gets the commit's template as a revision
+//!   named as PipeCD names it (`<service>-<image tag>-<commit7>`), and once that revision is
+//!   ready, 100% of the traffic.
+//! - **CLOUDRUN_PROMOTE** `{percent}`: the commit's revision (made first if it is not there)
+//!   gets `percent`, the running commit's revision the rest.
+//! - **CLOUDRUN_ROLLBACK** (hidden): all traffic back on the running commit's revision, made
+//!   again from the running commit's manifest if it is gone.
+//!
+//! Each step does one write at most and never waits: operations and revisions are polled by
+//! `Continue` across steps (see `converge`). Live state and drift: one GET of the service,
+//! compared with the manifest at the branch head (see `live`).
+//!
+//! The client is a small typed REST client (`api`), not Google's generated crate: the README
+//! says why, with the numbers.
+
+mod api;
+mod auth;
+mod converge;
+mod live;
+pub mod manifest;
+mod target;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_credential_types::provider::SharedCredentialsProvider;
+use gannet_core::config::{load_app_config, read_app_file, AppConfig, Percentage};
+use gannet_core::deployment::Stage;
+use gannet_core::ids::AppId;
+use gannet_core::plugin::{
+    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
+    StepContext, StepError, StepOutcome,
+};
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_meta::StageMeta;
+use gannet_core::stage_options;
+use gannet_core::targets::{self, Platform};
+use gannet_core::typed::FieldError;
+use gannet_core::{GoDuration, StageId};
+use serde_json::{json, Value};
+use tokio::sync::OnceCell;
+
+pub use converge::{
+    Split, LABEL_APPLICATION, LABEL_COMMIT, LABEL_MANAGED_BY, LABEL_PIPED, LABEL_REVISION,
+    MANAGED_BY,
+};
+pub use manifest::{revision_name, ServiceManifest};
+pub use target::{DeployTarget, WorkloadIdentity};
+
+use crate::api::Api;
+use crate::auth::Auth;
+use crate::converge::Want;
+
+pub const STAGE_SYNC: &str = "CLOUDRUN_SYNC";
+pub const STAGE_PROMOTE: &str = "CLOUDRUN_PROMOTE";
+pub const STAGE_ROLLBACK: &str = "CLOUDRUN_ROLLBACK";
+
+/// The quick sync stage's id.
+pub const QUICK_SYNC_STAGE_ID: &str = "cloudrun-sync";
+/// The hidden rollback stage's id.
+pub const ROLLBACK_STAGE_ID: &str = "cloudrun-rollback";
+
+const PLATFORM: Platform = Platform {
+    title: "Cloud Run",
+    key: "cloudrun",
+    kind: "CloudRunApp",
+};
+
+/// `pipecd-dev-piped`'s value: gannet has no piped.
+const PIPED: &str = "gannet";
+
+/// A deploy target and its API client, made on first use.
+struct Target {
+    config: DeployTarget,
+    aws: Option<SharedCredentialsProvider>,
+    api: OnceCell<Arc<Api>>,
+}
+
+impl targets::Named for Target {
+    fn name(&self) -> &str {
+        &self.config.name
+    }
+}
+
+impl Target {
+    async fn api(&self) -> Result<Arc<Api>, StepError> {
+        self.api
+            .get_or_try_init(|| async {
+                let http = api::http_client().map_err(StepError::permanent)?;
+                let auth = Auth::for_target(&self.config, self.aws.clone())
+                    .map_err(StepError::permanent)?;
+                Ok(Arc::new(Api::new(&self.config, http, auth)))
+            })
+            .await
+            .cloned()
+    }
+}
+
+/// Runs the Cloud Run stages on the configured deploy targets.
+pub struct CloudRunPlugin {
+    targets: Vec<Target>,
+}
+
+impl std::fmt::Debug for CloudRunPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self
+            .targets
+            .iter()
+            .map(|t| t.config.name.as_str())
+            .collect();
+        f.debug_struct("CloudRunPlugin")
+            .field("targets", &names)
+            .finish()
+    }
+}
+
+impl CloudRunPlugin {
+    pub fn new(targets: Vec<DeployTarget>) -> Self {
+        Self::with_aws_credentials(targets, None)
+    }
+
+    /// With fixed AWS credentials for workload identity federation (tests); the standard AWS
+    /// chain otherwise.
+    pub fn with_aws_credentials(
+        targets: Vec<DeployTarget>,
+        aws: Option<SharedCredentialsProvider>,
+    ) -> Self {
+        Self {
+            targets: targets
+                .into_iter()
+                .map(|config| Target {
+                    config,
+                    aws: aws.clone(),
+                    api: OnceCell::new(),
+                })
+                .collect(),
+        }
+    }
+
+    async fn api_for(&self, app: &AppConfig) -> Result<Arc<Api>, StepError> {
+        targets::pick(PLATFORM, &self.targets, app)?.api().await
+    }
+}
+
+/// The registry's entry: `plugins.cloudrun.deployTargets`.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "cloudrun",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
+    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+    Ok(Arc::new(CloudRunPlugin::new(targets)))
+}
+
+/// CLOUDRUN_PROMOTE's `with`.
+#[derive(serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct PromoteOptions {
+    /// How much traffic the new revision gets, 0 to 100.
+    percent: Percentage,
+}
+
+/// The manifest file the app names, and the config field that names it.
+fn manifest_file(app: &AppConfig) -> (String, &'static str) {
+    if let Some(spec) = app.cloudrun() {
+        return (
+            spec.input.service_manifest_file.clone(),
+            "spec.input.serviceManifestFile",
+        );
+    }
+    let named = app
+        .plugin_config("cloudrun")
+        .and_then(|c| c.pointer("/input/serviceManifestFile"))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    match named {
+        Some(file) => (
+            file.to_owned(),
+            "spec.plugins.cloudrun.input.serviceManifestFile",
+        ),
+        None => ("service.yaml".to_owned(), "spec.plugins.cloudrun"),
+    }
+}
+
+/// The app's service manifest; `read` gives a file by its path in the app's directory, or why
+/// it cannot.
+fn manifest_of(
+    app: &AppConfig,
+    read: impl Fn(&str) -> Result<String, String>,
+) -> Result<ServiceManifest, AppFileError> {
+    let (file, named_by) = manifest_file(app);
+    let rel = file.trim_start_matches("./");
+    let text = read(rel).map_err(|message| AppFileError {
+        named_by: named_by.to_owned(),
+        file: rel.to_owned(),
+        line: None,
+        field: String::new(),
+        message,
+        unsupported: false,
+    })?;
+    ServiceManifest::parse(named_by, rel, &text)
+}
+
+/// The app config and its service manifest in `dir` (a checkout of some commit), read through
+/// gannet's checked reader: no symlink, no path out of the app, no huge file.
+fn load_at(dir: &Path, app: &AppId) -> Result<(AppConfig, ServiceManifest), String> {
+    let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
+    let manifest =
+        manifest_of(&config, |rel| read_app_file(dir, rel)).map_err(|e| e.to_string())?;
+    Ok((config, manifest))
+}
+
+/// The service as a commit's manifest wants it, with its revision and gannet's labels.
+fn want(app: &AppId, manifest: &ServiceManifest, commit: &str, traffic: Option<Split>) -> Want {
+    let revision = revision_name(&manifest.name, &manifest.image, commit);
+    let mut body = manifest.body.clone();
+    let labels = [
+        (LABEL_MANAGED_BY, MANAGED_BY.to_owned()),
+        (LABEL_PIPED, PIPED.to_owned()),
+        (LABEL_APPLICATION, app.label_value(true)),
+        (LABEL_COMMIT, commit.to_owned()),
+    ];
+    for (k, v) in &labels {
+        body["labels"][*k] = json!(v);
+        body["template"]["labels"][*k] = json!(v);
+    }
+    body["template"]["labels"][LABEL_REVISION] = json!(revision);
+    body["template"]["revision"] = json!(revision);
+    Want {
+        service: manifest.name.clone(),
+        traffic: traffic.unwrap_or_else(|| Split::all(&revision)),
+        revision,
+        body,
+    }
+}
+
+fn planned(id: &str, name: &str, desc: &str) -> Stage {
+    let mut stage = Stage::planned(
+        StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0)),
+        name,
+        0,
+        json!({}),
+    );
+    stage.desc = desc.to_owned();
+    stage
+}
+
+/// True for a stage of this plugin that changes the service (not the rollback).
+fn is_forward(stage: &Stage) -> bool {
+    !stage.rollback && matches!(stage.name.as_str(), STAGE_SYNC | STAGE_PROMOTE)
+}
+
+#[async_trait]
+impl Plugin for CloudRunPlugin {
+    fn name(&self) -> &'static str {
+        "cloudrun"
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        &[STAGE_SYNC, STAGE_PROMOTE, STAGE_ROLLBACK]
+    }
+
+    fn deploys(&self, app: &AppConfig) -> bool {
+        app.platform() == Some("cloudrun")
+    }
+
+    fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        match name {
+            STAGE_PROMOTE => stage_options::parse::<PromoteOptions>(with)
+                .map(|o| json!({ "percent": o.percent.get() })),
+            STAGE_ROLLBACK => Err(StageConfigError::new(
+                "",
+                "CLOUDRUN_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
+            )),
+            _ => stage_options::none(with),
+        }
+    }
+
+    /// The service manifest must exist and map to the v2 API: a bad one fails the plan,
+    /// naming the file, the line and the field.
+    fn check_app(
+        &self,
+        ctx: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        let read =
+            |rel: &str| read(rel).ok_or_else(|| "does not exist in the app directory".to_owned());
+        manifest_of(ctx.app, read).map(|_| ())
+    }
+
+    fn default_timeout(&self, _stage: &Stage) -> GoDuration {
+        // A revision that is not ready in half an hour will not be.
+        GoDuration::from_secs(30 * 60)
+    }
+
+    fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
+        vec![planned(
+            QUICK_SYNC_STAGE_ID,
+            STAGE_SYNC,
+            "Deploy the new revision and route all traffic to it",
+        )]
+    }
+
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned_stages: &[Stage]) -> Vec<Stage> {
+        let Some(last) = planned_stages.iter().rfind(|s| is_forward(s)) else {
+            return Vec::new();
+        };
+        let mut stage = planned(
+            ROLLBACK_STAGE_ID,
+            STAGE_ROLLBACK,
+            "Route all traffic back to the running commit's revision",
+        );
+        stage.index = last.index;
+        vec![stage]
+    }
+
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        let d = ctx.deployment;
+        let stage = ctx.stage;
+        if stage.name == STAGE_ROLLBACK
+            && !d
+                .stages
+                .iter()
+                .any(|s| is_forward(s) && s.started_at.is_some())
+        {
+            ctx.io
+                .log("No Cloud Run stage of this deployment started; nothing to roll back")
+                .await;
+            return Ok(StepOutcome::Done(StageResult::Success));
+        }
+        let (config, manifest) = load_at(ctx.app_dir, &d.app).map_err(StepError::permanent)?;
+        let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
+            (Some(dir), Some(commit)) => load_at(dir, &d.app)
+                .map(|(_, m)| (m, commit.clone()))
+                .map_err(|e| {
+                    format!(
+                        "the running commit {}'s service manifest does not load: {e}",
+                        commit.short()
+                    )
+                }),
+            _ => Err(
+                "this is the app's first deployment, so there is no running revision".to_owned(),
+            ),
+        };
+        let api = self.api_for(&config).await?;
+        let want = match stage.name.as_str() {
+            STAGE_SYNC => want(&d.app, &manifest, d.commit.sha.as_str(), None),
+            STAGE_PROMOTE => {
+                let percent = stage_options::parse::<PromoteOptions>(&stage.with)
+                    .map_err(|e| {
+                        StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
+                    })?
+                    .percent
+                    .get();
+                let (old, old_commit) = running.map_err(|why| {
+                    StepError::permanent(format!(
+                        "CLOUDRUN_PROMOTE splits traffic with the running revision, but {why}"
+                    ))
+                })?;
+                let old_revision = revision_name(&old.name, &old.image, old_commit.as_str());
+                let new_revision =
+                    revision_name(&manifest.name, &manifest.image, d.commit.sha.as_str());
+                let split = Split::between(&new_revision, percent, &old_revision);
+                want(&d.app, &manifest, d.commit.sha.as_str(), Some(split))
+            }
+            STAGE_ROLLBACK => {
+                let (old, old_commit) = running.map_err(|why| {
+                    StepError::permanent(format!(
+                        "cannot roll back: {why}; the service is left as this deployment made it"
+                    ))
+                })?;
+                want(&d.app, &old, old_commit.as_str(), None)
+            }
+            other => {
+                return Err(StepError::permanent(format!(
+                    "the cloudrun plugin does not run stage {other}"
+                )))
+            }
+        };
+        let mut meta = StageMeta::new(ctx.io, stage);
+        converge::step(&api, &mut meta, &want).await
+    }
+
+    /// The service as it runs against the manifest at the branch head.
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
+        let api = self.api_for(ctx.app).await?;
+        let manifest = manifest_of(ctx.app, |rel| read_app_file(ctx.app_dir, rel))
+            .map_err(|e| StepError::permanent(e.to_string()))?;
+        let state = live::read(&api, &manifest).await?;
+        Ok(Live::Read(state))
+    }
+}
+
+#[cfg(test)]
+mod tests;
