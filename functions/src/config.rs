@@ -464,7 +464,7 @@ mod tests {
         );
         assert_eq!(
             format!("{:?}", c.plugins),
-            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes"]"#
+            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun"]"#
         );
         assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
         assert_eq!(c.intervals.poll, GoDuration::from_secs(60));
@@ -530,11 +530,11 @@ mod tests {
 
     #[test]
     fn an_unknown_plugin_is_refused_as_in_gannet_yaml() {
-        let aws = check(&[(PLUGINS, Some(r#"{"cloudrun":{"deployTargets":[]}}"#))])
+        let aws = check(&[(PLUGINS, Some(r#"{"appengine":{"deployTargets":[]}}"#))])
             .err()
             .unwrap_or_default();
         let yaml = gannet_cli::settings::UpConfig::parse(
-            "plugins: {cloudrun: {deployTargets: []}}",
+            "plugins: {appengine: {deployTargets: []}}",
             std::path::Path::new("/etc/gannet"),
             &|_| None,
             &gannet_plugins::registry(),
@@ -542,7 +542,7 @@ mod tests {
         .err()
         .unwrap_or_default();
         assert!(
-            yaml.starts_with("plugins.cloudrun: no compiled-in plugin is named \"cloudrun\" (compiled in: wait, "),
+            yaml.starts_with("plugins.appengine: no compiled-in plugin is named \"appengine\" (compiled in: wait, "),
             "{yaml}"
         );
         assert_eq!(

@@ -180,19 +180,10 @@ fn parse_seconds(s: &str) -> Option<Duration> {
 }
 
 /// The HTTP client every call of the plugin uses: rustls on ring with the system's roots,
-/// bounded connect and request times.
+/// bounded connect and request times, no redirects (a token is never sent elsewhere).
 pub(crate) fn http_client() -> Result<reqwest::Client, String> {
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    roots.add_parsable_certificates(native.certs);
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS set-up: {e}"))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     reqwest::Client::builder()
-        .use_preconfigured_tls(tls)
+        .use_rustls_tls()
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::none())
