@@ -1173,3 +1173,55 @@ fn terraform_plans_and_applies_as_codebuild_jobs_with_the_plan_carried_in_the_jo
         "the saved plan was given to the apply's job: {given:?}"
     );
 }
+
+#[test]
+fn the_stage_function_deploys_to_cloud_run_with_workload_identity_federation_from_its_role() {
+    // Google's APIs cannot run here: the fake Cloud Run Admin API v2 (with Google's STS and IAM
+    // credentials endpoints) stands in for them, marked as a fake in its crate.
+    let fake = gannet_cloudrun_fake::FakeRun::start();
+    fake.set_polls_until_done(1);
+    let target = json!({
+        "name": "gcp", "project": "gannet-test", "region": "us-central1",
+        "apiEndpoint": fake.url(),
+        "workloadIdentity": {
+            "audience": fake.wif_audience(),
+            "serviceAccount": fake.impersonated_email(),
+            "tokenUrl": format!("{}/v1/token", fake.url()),
+            "iamCredentialsEndpoint": fake.url(),
+        },
+    });
+    let mut plugins = serde_json::Map::new();
+    plugins.insert("cloudrun".into(), json!({"deployTargets": [target]}));
+    let mut lab = Lab::new(LabOptions {
+        extra_plugins: plugins,
+        ..LabOptions::default()
+    });
+    let service = "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n      - image: gcr.io/demo/web:v1\n";
+    let commit = lab.repo.commit(
+        &[
+            (
+                "apps/run/app.pipecd.yaml",
+                "apiVersion: pipecd.dev/v1beta1\nkind: CloudRunApp\nspec:\n  name: run\n",
+            ),
+            ("apps/run/service.yaml", service),
+        ],
+        "deploy to Cloud Run",
+    );
+    let (status, body) = lab.push(&commit);
+    assert_eq!(status, 202, "{body}");
+    let id = lab.deployment_of(&commit);
+    let d = lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    let revision = format!("web-v1-{}", &commit[..7]);
+    assert_eq!(fake.traffic("web"), [(revision, 100)]);
+    // The signed GetCallerIdentity carried the function's AWS identity (moto's test keys);
+    // Google then acted as the impersonated service account.
+    assert_eq!(
+        fake.aws_access_key_ids(),
+        [std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_default()]
+    );
+    assert_eq!(
+        fake.service("web").expect("service")["creator"],
+        fake.impersonated_email()
+    );
+}

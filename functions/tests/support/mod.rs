@@ -210,6 +210,8 @@ pub struct LabOptions {
     pub extra_repos: Vec<Value>,
     /// `GANNET_RESUME_INTERVAL`; 1s when `None`.
     pub resume_interval: Option<&'static str>,
+    /// More `GANNET_PLUGINS` entries (a plugin's settings by its name).
+    pub extra_plugins: serde_json::Map<String, Value>,
 }
 
 /// The IAM principal the lab's API requests are signed by, unless a test says otherwise.
@@ -323,17 +325,19 @@ impl Lab {
             ("GANNET_QUEUES", Value::Object(queues).to_string()),
             ("GANNET_REPOS", Value::Array(repos).to_string()),
             ("GANNET_WEBHOOK_SECRET_ARN", secret_arn),
-            (
-                "GANNET_PLUGINS",
-                json!({
+            ("GANNET_PLUGINS", {
+                let mut plugins = json!({
                     "lambda": {"deployTargets": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]},
                     // Terraform (on PATH in `make test`) with moto's credentials.
                     "terraform": {"deployTargets": [{"name": "moto", "env": {
                         "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                         "AWS_REGION": REGION, "TF_CLI_CONFIG_FILE": "/dev/null"}}]},
-                })
-                .to_string(),
-            ),
+                });
+                if let Value::Object(map) = &mut plugins {
+                    map.extend(options.extra_plugins.clone());
+                }
+                plugins.to_string()
+            }),
             (
                 "GANNET_RESUME_INTERVAL",
                 options.resume_interval.unwrap_or("1s").to_owned(),

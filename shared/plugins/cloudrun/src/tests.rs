@@ -359,10 +359,20 @@ async fn a_revision_that_never_gets_ready_fails_the_stage_with_cloud_runs_messag
 }
 
 async fn sync_step(cloud: &Cloud, c: &Commit) -> Result<StepOutcome, StepError> {
-    let run = Run::plan(cloud.clone(), c, None);
+    sync_step_in(cloud, c, c).await
+}
+
+/// A CLOUDRUN_SYNC step of a deployment planned from `planned` that finds `found` in its
+/// checkout (a manifest the planner would refuse).
+async fn sync_step_in(
+    cloud: &Cloud,
+    planned: &Commit,
+    found: &Commit,
+) -> Result<StepOutcome, StepError> {
+    let run = Run::plan(cloud.clone(), planned, None);
     let stage: Stage = run.deployment.stages[0].clone();
     let io = Recorder::default();
-    let dir = c.app_dir();
+    let dir = found.app_dir();
     cloud
         .plugin
         .execute_step(StepContext {
@@ -566,4 +576,36 @@ async fn a_deploy_target_without_credentials_uses_the_metadata_server() {
     let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
     let run = deploy(&cloud, &a, None).await;
     assert_status(&run, DeploymentStatus::Success);
+}
+
+#[tokio::test]
+async fn a_hostile_or_broken_service_manifest_fails_the_step_naming_it_and_changes_nothing() {
+    let cloud = Cloud::new();
+    let good = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
+    let linked = Commit::with_files('a', QUICK_SYNC, &[]);
+    std::os::unix::fs::symlink("/etc/passwd", linked.app_dir().join("service.yaml")).unwrap();
+    let huge = format!(
+        "{}# {}\n",
+        service("gcr.io/demo/web:v1"),
+        "x".repeat(20 * 1024 * 1024)
+    );
+    let unknown = service("gcr.io/demo/web:v1").replace(
+        "      containerConcurrency: 80\n",
+        "      containerConcurrency: 80\n      runtimeClassName: gvisor\n",
+    );
+    for (commit, want) in [
+        (linked, "service.yaml: is a symlink"),
+        (Commit::with_files('b', QUICK_SYNC, &[("service.yaml", huge.as_bytes())]), "service.yaml: is 20972002 bytes, larger than the 1048576 bytes gannet reads"),
+        (Commit::with_files('c', QUICK_SYNC, &[("service.yaml", unknown.as_bytes())]), "service.yaml:12: spec.template.spec.runtimeClassName: unknown field `runtimeClassName`"),
+    ] {
+        match sync_step_in(&cloud, &good, &commit).await {
+            Err(StepError::Permanent(e)) => assert!(e.to_string().starts_with(want), "{e}"),
+            other => panic!("{want}: {other:?}"),
+        }
+    }
+    assert!(
+        cloud.fake.requests().is_empty(),
+        "nothing reached the API: {:?}",
+        cloud.fake.requests()
+    );
 }
