@@ -36,6 +36,17 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// A failure retrying cannot mend (an answer gannet cannot read, a bad operation name).
+    pub(crate) fn permanent(operation: &str, detail: impl Into<String>) -> Self {
+        Self {
+            operation: operation.to_owned(),
+            detail: detail.into(),
+            status: None,
+            retryable: false,
+            retry_after: None,
+        }
+    }
+
     pub(crate) fn transport(operation: &str, err: &reqwest::Error) -> Self {
         // reqwest names the URL; the chain underneath says why (refused, timed out, TLS).
         let mut detail = err.to_string();
@@ -99,12 +110,11 @@ pub(crate) async fn read(operation: &str, response: reqwest::Response) -> Result
         .map(Duration::from_secs);
     let body = read_bounded(operation, response).await?;
     if status.is_success() {
-        return serde_json::from_slice(&body).map_err(|e| ApiError {
-            operation: operation.to_owned(),
-            detail: format!("the response is not the JSON expected: {e}"),
-            status: Some(status.as_u16()),
-            retryable: false,
-            retry_after: None,
+        return serde_json::from_slice(&body).map_err(|e| {
+            ApiError::permanent(
+                operation,
+                format!("the response is not the JSON expected: {e}"),
+            )
         });
     }
     let parsed = serde_json::from_slice::<ErrorBody>(&body).ok();
@@ -160,13 +170,10 @@ async fn read_bounded(
         .map_err(|e| ApiError::transport(operation, &e))?
     {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(ApiError {
-                operation: operation.to_owned(),
-                detail: format!("the response is larger than {MAX_BODY_BYTES} bytes"),
-                status: None,
-                retryable: false,
-                retry_after: None,
-            });
+            return Err(ApiError::permanent(
+                operation,
+                format!("the response is larger than {MAX_BODY_BYTES} bytes"),
+            ));
         }
         body.extend_from_slice(&chunk);
     }
@@ -324,13 +331,10 @@ impl Api {
     /// The operation named `name` (`projects/P/locations/R/operations/ID`).
     pub(crate) async fn get_operation(&self, name: &str) -> Result<Operation, ApiError> {
         if !name.starts_with(&format!("{}/operations/", self.parent)) {
-            return Err(ApiError {
-                operation: "get operation".into(),
-                detail: format!("{name:?} is not an operation of {}", self.parent),
-                status: None,
-                retryable: false,
-                retry_after: None,
-            });
+            return Err(ApiError::permanent(
+                "get operation",
+                format!("{name:?} is not an operation of {}", self.parent),
+            ));
         }
         let op = "get operation".to_owned();
         let v = self.call(&op, Method::GET, name, &[], None).await?;
@@ -339,21 +343,13 @@ impl Api {
 }
 
 fn operation(op: &str, v: Value) -> Result<Operation, ApiError> {
-    let parsed: Operation = serde_json::from_value(v).map_err(|e| ApiError {
-        operation: op.to_owned(),
-        detail: format!("the response is not an operation: {e}"),
-        status: None,
-        retryable: false,
-        retry_after: None,
-    })?;
+    let parsed: Operation = serde_json::from_value(v)
+        .map_err(|e| ApiError::permanent(op, format!("the response is not an operation: {e}")))?;
     if parsed.name.is_empty() {
-        return Err(ApiError {
-            operation: op.to_owned(),
-            detail: "the response is an operation without a name".into(),
-            status: None,
-            retryable: false,
-            retry_after: None,
-        });
+        return Err(ApiError::permanent(
+            op,
+            "the response is an operation without a name",
+        ));
     }
     Ok(parsed)
 }

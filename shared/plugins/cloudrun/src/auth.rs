@@ -154,8 +154,9 @@ impl Auth {
                 });
                 let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
                 header.kid = Some(key_id.clone());
-                let assertion = jsonwebtoken::encode(&header, &claims, key)
-                    .map_err(|e| invalid("sign the service account's JWT", e.to_string()))?;
+                let assertion = jsonwebtoken::encode(&header, &claims, key).map_err(|e| {
+                    ApiError::permanent("sign the service account's JWT", e.to_string())
+                })?;
                 let form = [
                     ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
                     ("assertion", assertion.as_str()),
@@ -177,16 +178,6 @@ impl Auth {
                 oauth_token(op, response).await
             }
         }
-    }
-}
-
-fn invalid(operation: &str, detail: String) -> ApiError {
-    ApiError {
-        operation: operation.to_owned(),
-        detail,
-        status: None,
-        retryable: false,
-        retry_after: None,
     }
 }
 
@@ -219,8 +210,9 @@ async fn oauth_token(
         }
         Err(e) => Err(e)?,
     };
-    let oauth: OAuth = serde_json::from_value(value)
-        .map_err(|e| invalid(op, format!("the token response has no access_token: {e}")))?;
+    let oauth: OAuth = serde_json::from_value(value).map_err(|e| {
+        ApiError::permanent(op, format!("the token response has no access_token: {e}"))
+    })?;
     let lifetime = Duration::from_secs(oauth.expires_in.unwrap_or(3600).clamp(60, 12 * 3600));
     Ok((Token(oauth.access_token), lifetime))
 }
@@ -325,19 +317,16 @@ async fn federate(
                 .await
                 .credentials_provider()
                 .ok_or_else(|| {
-                    invalid(
-                        "AWS credentials",
-                        "no AWS credentials are configured".into(),
-                    )
+                    ApiError::permanent("AWS credentials", "no AWS credentials are configured")
                 })?
         }
     };
     let credentials = provider.provide_credentials().await.map_err(|e| ApiError {
         retryable: true,
-        ..invalid("AWS credentials", e.to_string())
+        ..ApiError::permanent("AWS credentials", e.to_string())
     })?;
     let subject = aws_subject_token(&identity.audience, &region, &credentials, SystemTime::now())
-        .map_err(|e| invalid("sign the AWS GetCallerIdentity request", e))?;
+        .map_err(|e| ApiError::permanent("sign the AWS GetCallerIdentity request", e))?;
     let token_url = match identity.token_url.as_str() {
         "" => DEFAULT_STS_URL,
         u => u,
@@ -381,7 +370,7 @@ async fn federate(
     let token = value["accessToken"]
         .as_str()
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| invalid(op, "the response has no accessToken".into()))?;
+        .ok_or_else(|| ApiError::permanent(op, "the response has no accessToken"))?;
     Ok((Token(token.to_owned()), Duration::from_secs(3600)))
 }
 
