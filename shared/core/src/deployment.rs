@@ -197,6 +197,31 @@ impl Stage {
             metadata: BTreeMap::new(),
         }
     }
+
+    /// A stage a plugin adds itself (a quick sync, a hidden rollback): its own fixed id, its
+    /// options and its description.
+    pub fn of_plugin(id: &str, name: &str, with: serde_json::Value, desc: &str) -> Self {
+        let id = StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0));
+        let mut stage = Self::planned(id, name, 0, with);
+        stage.desc = desc.to_owned();
+        stage
+    }
+
+    /// A platform plugin's hidden rollback stage, when `planned` has a stage that changes the
+    /// platform (`forward`): it stands at the last such stage's index, so it runs when any of
+    /// them has started. `None` when no stage needs undoing.
+    pub fn rollback_after(
+        planned: &[Stage],
+        forward: impl Fn(&Stage) -> bool,
+        id: &str,
+        name: &str,
+        desc: &str,
+    ) -> Option<Self> {
+        let last = planned.iter().rfind(|s| forward(s))?;
+        let mut stage = Self::of_plugin(id, name, serde_json::json!({}), desc);
+        stage.index = last.index;
+        Some(stage)
+    }
 }
 
 /// A deployment of one app at one commit.

@@ -40,7 +40,7 @@ use gannet_core::stage_meta::StageMeta;
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
-use gannet_core::{GoDuration, StageId};
+use gannet_core::GoDuration;
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 
@@ -239,17 +239,6 @@ fn want(app: &AppId, manifest: &ServiceManifest, commit: &str, traffic: Option<S
     }
 }
 
-fn planned(id: &str, name: &str, desc: &str) -> Stage {
-    let mut stage = Stage::planned(
-        StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0)),
-        name,
-        0,
-        json!({}),
-    );
-    stage.desc = desc.to_owned();
-    stage
-}
-
 /// True for a stage of this plugin that changes the service (not the rollback).
 fn is_forward(stage: &Stage) -> bool {
     !stage.rollback && matches!(stage.name.as_str(), STAGE_SYNC | STAGE_PROMOTE)
@@ -299,24 +288,20 @@ impl Plugin for CloudRunPlugin {
     }
 
     fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
-        vec![planned(
+        let desc = "Deploy the new revision and route all traffic to it";
+        vec![Stage::of_plugin(
             QUICK_SYNC_STAGE_ID,
             STAGE_SYNC,
-            "Deploy the new revision and route all traffic to it",
+            json!({}),
+            desc,
         )]
     }
 
-    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned_stages: &[Stage]) -> Vec<Stage> {
-        let Some(last) = planned_stages.iter().rfind(|s| is_forward(s)) else {
-            return Vec::new();
-        };
-        let mut stage = planned(
-            ROLLBACK_STAGE_ID,
-            STAGE_ROLLBACK,
-            "Route all traffic back to the running commit's revision",
-        );
-        stage.index = last.index;
-        vec![stage]
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
+        let desc = "Route all traffic back to the running commit's revision";
+        Stage::rollback_after(planned, is_forward, ROLLBACK_STAGE_ID, STAGE_ROLLBACK, desc)
+            .into_iter()
+            .collect()
     }
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {

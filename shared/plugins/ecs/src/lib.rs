@@ -48,7 +48,6 @@ use gannet_core::registry::{PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
-use gannet_core::StageId;
 use gannet_plugin_aws_common::check_target;
 use serde_json::{json, Value};
 
@@ -116,17 +115,6 @@ fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, Fi
     Ok(std::sync::Arc::new(EcsPlugin::new(targets)))
 }
 
-fn planned(id: &str, name: &str, desc: &str) -> Stage {
-    let mut stage = Stage::planned(
-        StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0)),
-        name,
-        0,
-        json!({}),
-    );
-    stage.desc = desc.to_owned();
-    stage
-}
-
 #[async_trait]
 impl Plugin for EcsPlugin {
     fn name(&self) -> &'static str {
@@ -174,24 +162,21 @@ impl Plugin for EcsPlugin {
     }
 
     fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
-        vec![planned(
+        let desc = "Deploy the task definition as the service's only task set, with all traffic";
+        vec![Stage::of_plugin(
             QUICK_SYNC_STAGE_ID,
             STAGE_SYNC,
-            "Deploy the task definition as the service's only task set, with all traffic",
+            json!({}),
+            desc,
         )]
     }
 
-    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned_stages: &[Stage]) -> Vec<Stage> {
-        let Some(last) = planned_stages.iter().rfind(|s| rollback::is_forward(s)) else {
-            return Vec::new();
-        };
-        let mut stage = planned(
-            ROLLBACK_STAGE_ID,
-            STAGE_ROLLBACK,
-            "Restore the routing, the running commit's service and task definition, and remove the canary",
-        );
-        stage.index = last.index;
-        vec![stage]
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
+        let desc = "Restore the routing, the running commit's service and task definition, and remove the canary";
+        let forward = rollback::is_forward;
+        Stage::rollback_after(planned, forward, ROLLBACK_STAGE_ID, STAGE_ROLLBACK, desc)
+            .into_iter()
+            .collect()
     }
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {

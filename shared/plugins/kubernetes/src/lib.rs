@@ -55,7 +55,7 @@ use gannet_core::stage_meta::StageMeta;
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
-use gannet_core::{GoDuration, StageId};
+use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
 pub use cluster::FIELD_MANAGER;
@@ -175,17 +175,6 @@ pub(crate) fn load_at(dir: &Path, app: &AppId) -> Result<(KubernetesSpec, Vec<Ma
     Ok((spec, manifests))
 }
 
-fn planned(id: &str, name: &str, with: Value, desc: &str) -> Stage {
-    let mut stage = Stage::planned(
-        StageId::parse(id).unwrap_or_else(|_| StageId::by_index(0)),
-        name,
-        0,
-        with,
-    );
-    stage.desc = desc.to_owned();
-    stage
-}
-
 /// True for a stage of this plugin that changes the cluster (not a rollback).
 fn is_forward(stage: &Stage) -> bool {
     !stage.rollback && stage.name != STAGE_ROLLBACK && STAGES.contains(&stage.name.as_str())
@@ -281,26 +270,20 @@ impl Plugin for KubernetesPlugin {
             "addVariantLabelToSelector": quick.add_variant_label_to_selector,
             "prune": quick.prune,
         });
-        vec![planned(
+        let desc = "Apply every manifest, wait for the rollout, and prune what Git no longer has";
+        vec![Stage::of_plugin(
             QUICK_SYNC_STAGE_ID,
             STAGE_SYNC,
             with,
-            "Apply every manifest, wait for the rollout, and prune what Git no longer has",
+            desc,
         )]
     }
 
-    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned_stages: &[Stage]) -> Vec<Stage> {
-        let Some(last) = planned_stages.iter().rfind(|s| is_forward(s)) else {
-            return Vec::new();
-        };
-        let mut stage = planned(
-            ROLLBACK_STAGE_ID,
-            STAGE_ROLLBACK,
-            json!({}),
-            "Apply the running commit's manifests, route all traffic to the primary, and remove the canary and baseline",
-        );
-        stage.index = last.index;
-        vec![stage]
+    fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
+        let desc = "Apply the running commit's manifests, route all traffic to the primary, and remove the canary and baseline";
+        Stage::rollback_after(planned, is_forward, ROLLBACK_STAGE_ID, STAGE_ROLLBACK, desc)
+            .into_iter()
+            .collect()
     }
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {

@@ -43,7 +43,6 @@ use gannet_core::registry::{PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
-use gannet_core::StageId;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -160,28 +159,21 @@ impl Plugin for LambdaPlugin {
     }
 
     fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
-        let mut stage = Stage::planned(
-            StageId::parse(QUICK_SYNC_STAGE_ID).unwrap_or_else(|_| StageId::by_index(0)),
+        let desc = "Deploy the function and route all traffic to it";
+        vec![Stage::of_plugin(
+            QUICK_SYNC_STAGE_ID,
             STAGE_SYNC,
-            0,
             json!({}),
-        );
-        stage.desc = "Deploy the function and route all traffic to it".into();
-        vec![stage]
+            desc,
+        )]
     }
 
     fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
-        let Some(last) = planned.iter().rfind(|s| promote::is_forward(s)) else {
-            return Vec::new();
-        };
-        let mut stage = Stage::planned(
-            StageId::parse(ROLLBACK_STAGE_ID).unwrap_or_else(|_| StageId::rollback("lambda")),
-            STAGE_ROLLBACK,
-            last.index,
-            json!({}),
-        );
-        stage.desc = "Restore the alias routing and the running commit's function".into();
-        vec![stage]
+        let desc = "Restore the alias routing and the running commit's function";
+        let forward = promote::is_forward;
+        Stage::rollback_after(planned, forward, ROLLBACK_STAGE_ID, STAGE_ROLLBACK, desc)
+            .into_iter()
+            .collect()
     }
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {

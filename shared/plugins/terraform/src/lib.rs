@@ -45,7 +45,7 @@ use gannet_core::registry::{PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
-use gannet_core::{GoDuration, StageId};
+use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
 pub use plan::{Attribute, Change, Plan};
@@ -240,33 +240,25 @@ impl Plugin for TerraformPlugin {
     }
 
     fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {
-        let mut stage = Stage::planned(
-            StageId::parse(QUICK_SYNC_STAGE_ID).unwrap_or_else(|_| StageId::by_index(0)),
+        let desc = "Plan, and apply the plan when it changes anything";
+        vec![Stage::of_plugin(
+            QUICK_SYNC_STAGE_ID,
             STAGE_SYNC,
-            0,
             json!({}),
-        );
-        stage.desc = "Plan, and apply the plan when it changes anything".into();
-        vec![stage]
+            desc,
+        )]
     }
 
     /// A rollback applies the running commit's configuration, so there is one only when a
     /// commit was deployed before.
     fn rollback_stages(&self, ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
-        let applies = planned
-            .iter()
-            .rfind(|s| !s.rollback && matches!(s.name.as_str(), STAGE_APPLY | STAGE_SYNC));
-        let (Some(last), Some(_)) = (applies, ctx.running_commit) else {
-            return Vec::new();
-        };
-        let mut stage = Stage::planned(
-            StageId::parse(ROLLBACK_STAGE_ID).unwrap_or_else(|_| StageId::rollback("terraform")),
-            STAGE_ROLLBACK,
-            last.index,
-            json!({}),
-        );
-        stage.desc = "Plan and apply the running commit's configuration".into();
-        vec![stage]
+        let applies =
+            |s: &Stage| !s.rollback && matches!(s.name.as_str(), STAGE_APPLY | STAGE_SYNC);
+        let desc = "Plan and apply the running commit's configuration";
+        Stage::rollback_after(planned, applies, ROLLBACK_STAGE_ID, STAGE_ROLLBACK, desc)
+            .filter(|_| ctx.running_commit.is_some())
+            .into_iter()
+            .collect()
     }
 
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
