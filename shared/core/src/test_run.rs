@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -244,6 +244,27 @@ impl<P: Platform> Run<P> {
             by: "tester".into(),
             at: Millis(self.now),
         });
+    }
+
+    /// One step of planned stage `index` straight through its plugin, in `app_dir` (which may
+    /// hold what the planner would refuse), with no running commit; the plugin's answer as it
+    /// gave it, and nothing kept.
+    pub async fn try_step(&self, index: usize, app_dir: &Path) -> Result<StepOutcome, StepError> {
+        let stage = &self.deployment.stages[index];
+        let Some(plugin) = self.plugins.for_stage(&stage.name) else {
+            panic!("no plugin runs {}", stage.name);
+        };
+        plugin
+            .execute_step(StepContext {
+                deployment: &self.deployment,
+                stage,
+                app_dir,
+                running_app_dir: None,
+                now: Millis(self.now),
+                io: &Recorder::default(),
+                jobs: &crate::jobs::NoJobs,
+            })
+            .await
     }
 
     /// One step of stage `index`; its saved metadata is merged into the deployment.

@@ -12,8 +12,8 @@ use gannet_cloudrun_fake::{FakeRun, Fault, Method, TokenKind};
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Live, LiveContext, Plugin, StepContext, StepError, StepOutcome};
-use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Recorder, Run, APP};
+use gannet_core::plugin::{Live, LiveContext, Plugin, StepError, StepOutcome};
+use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::{AppId, GoDuration};
 use serde_json::{json, Value};
 
@@ -370,21 +370,7 @@ async fn sync_step_in(
     found: &Commit,
 ) -> Result<StepOutcome, StepError> {
     let run = Run::plan(cloud.clone(), planned, None);
-    let stage: Stage = run.deployment.stages[0].clone();
-    let io = Recorder::default();
-    let dir = found.app_dir();
-    cloud
-        .plugin
-        .execute_step(StepContext {
-            deployment: &run.deployment,
-            stage: &stage,
-            app_dir: &dir,
-            running_app_dir: None,
-            now: Millis(1),
-            io: &io,
-            jobs: &gannet_core::jobs::NoJobs,
-        })
-        .await
+    run.try_step(0, &found.app_dir()).await
 }
 
 #[tokio::test]

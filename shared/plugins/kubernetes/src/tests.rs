@@ -9,8 +9,8 @@ use std::time::Duration;
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Live, LiveContext, Plugin, StepContext, StepError};
-use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Recorder, Run, APP};
+use gannet_core::plugin::{Live, LiveContext, Plugin, StepError};
+use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::{AppId, GoDuration};
 use gannet_kube_fake::{FakeKube, Fault};
 use serde_json::{json, Value};
@@ -861,20 +861,7 @@ async fn a_secrets_drift_names_the_field_and_never_shows_a_value() {
 /// One step of a K8S_SYNC at `c`, straight through the plugin.
 async fn sync_step(kube: &Kube, c: &Commit) -> Result<gannet_core::plugin::StepOutcome, StepError> {
     let run = Run::plan(kube.clone(), c, None);
-    let stage: Stage = run.deployment.stages[0].clone();
-    let io = Recorder::default();
-    let dir = c.app_dir();
-    kube.plugin
-        .execute_step(StepContext {
-            deployment: &run.deployment,
-            stage: &stage,
-            app_dir: &dir,
-            running_app_dir: None,
-            now: Millis(1),
-            io: &io,
-            jobs: &gannet_core::jobs::NoJobs,
-        })
-        .await
+    run.try_step(0, &c.app_dir()).await
 }
 
 #[tokio::test]
