@@ -18,7 +18,9 @@ use crate::duration::Millis;
 pub use crate::fixture::RecordingIo as Recorder;
 use crate::machine::{self, Action};
 use crate::planner::{self, PlanInput};
-use crate::plugin::{Plugin, Plugins, StageResult, StepContext, StepError, StepOutcome};
+use crate::plugin::{
+    LiveContext, Plugin, Plugins, StageResult, StepContext, StepError, StepOutcome,
+};
 use crate::{AppId, CommitSha, DeploymentId};
 
 /// The app every run deploys.
@@ -100,6 +102,24 @@ pub trait Platform {
     /// Kubernetes API server's Deployment controller) gives them a moment here.
     fn after_step(&self) -> impl Future<Output = ()> {
         std::future::ready(())
+    }
+}
+
+/// What a live-state check gets, for `app` (at `dir`, the branch head `head`).
+pub fn live_context<'a>(
+    app_id: &'a AppId,
+    app: &'a crate::config::AppConfig,
+    dir: &'a Path,
+    head: &'a CommitSha,
+) -> LiveContext<'a> {
+    LiveContext {
+        app_id,
+        app,
+        app_dir: dir,
+        head,
+        last_deployed: None,
+        now: Millis(1),
+        jobs: &crate::jobs::NoJobs,
     }
 }
 

@@ -11,9 +11,8 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use gannet_cloudrun_fake::{FakeRun, Fault, Method, TokenKind};
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{Live, LiveContext, Plugin, StepError, StepOutcome};
-use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
+use gannet_core::plugin::{Live, Plugin, StepError, StepOutcome};
+use gannet_core::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::{AppId, GoDuration};
 use serde_json::{json, Value};
 
@@ -404,23 +403,6 @@ async fn throttling_is_retried_after_the_time_the_api_asks_for() {
         Ok(StepOutcome::Continue { .. })
     ));
     assert!(cloud.fake.service("web").is_some(), "the retry creates it");
-}
-
-fn live_context<'a>(
-    app_id: &'a AppId,
-    app: &'a gannet_core::config::AppConfig,
-    dir: &'a std::path::Path,
-    head: &'a gannet_core::CommitSha,
-) -> LiveContext<'a> {
-    LiveContext {
-        app_id,
-        app,
-        app_dir: dir,
-        head,
-        last_deployed: None,
-        now: Millis(1),
-        jobs: &gannet_core::jobs::NoJobs,
-    }
 }
 
 async fn drift(cloud: &Cloud, head: &Commit) -> Vec<(String, String, String)> {

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{Live, LiveContext, Plugin, StepError};
-use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
+use gannet_core::plugin::{Live, Plugin, StepError};
+use gannet_core::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::{AppId, GoDuration};
 use gannet_kube_fake::{FakeKube, Fault};
 use serde_json::{json, Value};
@@ -681,23 +680,6 @@ async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_han
         "{reason}"
     );
     assert_eq!(kube.deployment("web")["spec"]["replicas"], 5);
-}
-
-fn live_context<'a>(
-    app_id: &'a AppId,
-    app: &'a gannet_core::config::AppConfig,
-    dir: &'a std::path::Path,
-    head: &'a gannet_core::CommitSha,
-) -> LiveContext<'a> {
-    LiveContext {
-        app_id,
-        app,
-        app_dir: dir,
-        head,
-        last_deployed: None,
-        now: Millis(1),
-        jobs: &gannet_core::jobs::NoJobs,
-    }
 }
 
 #[tokio::test]
