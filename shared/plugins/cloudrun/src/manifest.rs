@@ -361,7 +361,8 @@ impl Locator<'_> {
             file: self.file.to_owned(),
             line,
             field: field.to_owned(),
-            message: message.into(),
+            // A value quoted in the message is cut: an error never carries the file.
+            message: gannet_core::report::bound_quotes(&message.into()),
             unsupported,
         }
     }
@@ -987,6 +988,13 @@ status:
                 4,
                 false,
                 "service name",
+            ),
+            (
+                EXAMPLE.replace("kind: Service", &format!("kind: {}", "K".repeat(5000))),
+                "kind",
+                2,
+                false,
+                "KKK…\": a service manifest is kind: Service",
             ),
             (
                 EXAMPLE.replace("kind: Service", "kind: Configuration"),

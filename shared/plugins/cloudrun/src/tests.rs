@@ -531,7 +531,15 @@ async fn workload_identity_federation_from_aws_deploys_as_the_impersonated_servi
     assert_eq!(fake.aws_access_key_ids(), ["AKIDGANNETSTAGE"]);
     assert_eq!(cloud.service()["creator"], fake.impersonated_email());
     let log = run.stage_log("cloudrun-sync");
-    assert!(!log.contains("session-token") && !log.contains("not-a-real-secret"));
+    let secrets = [
+        "session-token".to_owned(),
+        "not-a-real-secret".to_owned(),
+        fake.token(TokenKind::Federated),
+        fake.token(TokenKind::Impersonated),
+    ];
+    for secret in secrets {
+        assert!(!log.contains(&secret), "a secret in the stage log: {log}");
+    }
 }
 
 #[tokio::test]
