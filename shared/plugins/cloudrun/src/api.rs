@@ -328,12 +328,21 @@ impl Api {
         }
     }
 
-    /// The operation named `name` (`projects/P/locations/R/operations/ID`).
+    /// The operation named `name` (`projects/P/locations/R/operations/ID`; Cloud Run may name
+    /// the project by its number). The name comes back from stage metadata, so it must be an
+    /// operation's name and nothing else before it becomes a path.
     pub(crate) async fn get_operation(&self, name: &str) -> Result<Operation, ApiError> {
-        if !name.starts_with(&format!("{}/operations/", self.parent)) {
+        let parts: Vec<&str> = name.split('/').collect();
+        let well_formed = matches!(parts.as_slice(), ["projects", p, "locations", _, "operations", id]
+            if !p.is_empty() && !id.is_empty())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_' | '.'))
+            && !name.contains("..");
+        if !well_formed {
             return Err(ApiError::permanent(
                 "get operation",
-                format!("{name:?} is not an operation of {}", self.parent),
+                format!("{name:?} is not the name of a Cloud Run operation"),
             ));
         }
         let op = "get operation".to_owned();
