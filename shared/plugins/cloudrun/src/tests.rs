@@ -405,6 +405,48 @@ async fn throttling_is_retried_after_the_time_the_api_asks_for() {
     assert!(cloud.fake.service("web").is_some(), "the retry creates it");
 }
 
+#[tokio::test]
+async fn a_write_refused_for_a_concurrent_change_is_retried_and_one_refused_by_permission_fails() {
+    let cloud = Cloud::new();
+    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
+    deploy(&cloud, &a, None).await;
+    let b = commit('b', QUICK_SYNC, "gcr.io/demo/web:v2");
+    // 409 ABORTED: the etag gannet sent is stale (someone wrote in between).
+    cloud.fake.inject(Fault {
+        method: Some(Method::PATCH),
+        path_contains: "/services/web".into(),
+        status: 409,
+        retry_after_secs: None,
+        times: 1,
+    });
+    match sync_step(&cloud, &b).await {
+        Err(StepError::Transient { source, .. }) => {
+            assert!(source.to_string().contains("409 ABORTED"), "{source}")
+        }
+        other => panic!("{other:?}"),
+    }
+    cloud.fake.inject(Fault {
+        method: Some(Method::PATCH),
+        path_contains: "/services/web".into(),
+        status: 403,
+        retry_after_secs: None,
+        times: 1,
+    });
+    match sync_step(&cloud, &b).await {
+        Err(e @ StepError::Permanent(_)) => assert!(
+            e.reason().contains("update service web: 403 PERMISSION_DENIED: Permission 'run.services.update' denied"),
+            "{}",
+            e.reason()
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        cloud.traffic(),
+        [(revision('a', "v1"), 100)],
+        "nothing changed"
+    );
+}
+
 async fn drift(cloud: &Cloud, head: &Commit) -> Vec<(String, String, String)> {
     let app_id = AppId::parse(APP).unwrap();
     let config = parse_app_config("app/app.pipecd.yaml", QUICK_SYNC).unwrap();
