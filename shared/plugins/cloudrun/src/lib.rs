@@ -318,10 +318,10 @@ impl Plugin for CloudRunPlugin {
                 .await;
             return Ok(StepOutcome::Done(StageResult::Success));
         }
-        let (config, manifest) = load_at(ctx.app_dir, &d.app).map_err(StepError::permanent)?;
+        let this = load_at(ctx.app_dir, &d.app);
         let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
             (Some(dir), Some(commit)) => load_at(dir, &d.app)
-                .map(|(_, m)| (m, commit.clone()))
+                .map(|(config, m)| (config, m, commit.clone()))
                 .map_err(|e| {
                     format!(
                         "the running commit {}'s service manifest does not load: {e}",
@@ -332,6 +332,21 @@ impl Plugin for CloudRunPlugin {
                 "this is the app's first deployment, so there is no running revision".to_owned(),
             ),
         };
+        let mut meta = StageMeta::new(ctx.io, stage);
+        if stage.name == STAGE_ROLLBACK {
+            let (old_config, old, old_commit) = running.map_err(|why| {
+                StepError::permanent(format!(
+                    "cannot roll back: {why}; the service is left as this deployment made it"
+                ))
+            })?;
+            // This commit's config names the deploy target; the running commit's does when
+            // this one does not load (a rollback must not depend on what it undoes).
+            let config = this.map_or(old_config, |(config, _)| config);
+            let api = self.api_for(&config).await?;
+            let want = want(&d.app, &old, old_commit.as_str(), None);
+            return converge::step(&api, &mut meta, &want).await;
+        }
+        let (config, manifest) = this.map_err(StepError::permanent)?;
         let api = self.api_for(&config).await?;
         let want = match stage.name.as_str() {
             STAGE_SYNC => want(&d.app, &manifest, d.commit.sha.as_str(), None),
@@ -342,7 +357,7 @@ impl Plugin for CloudRunPlugin {
                     })?
                     .percent
                     .get();
-                let (old, old_commit) = running.map_err(|why| {
+                let (_, old, old_commit) = running.map_err(|why| {
                     StepError::permanent(format!(
                         "CLOUDRUN_PROMOTE splits traffic with the running revision, but {why}"
                     ))
@@ -353,21 +368,12 @@ impl Plugin for CloudRunPlugin {
                 let split = Split::between(&new_revision, percent, &old_revision);
                 want(&d.app, &manifest, d.commit.sha.as_str(), Some(split))
             }
-            STAGE_ROLLBACK => {
-                let (old, old_commit) = running.map_err(|why| {
-                    StepError::permanent(format!(
-                        "cannot roll back: {why}; the service is left as this deployment made it"
-                    ))
-                })?;
-                want(&d.app, &old, old_commit.as_str(), None)
-            }
             other => {
                 return Err(StepError::permanent(format!(
                     "the cloudrun plugin does not run stage {other}"
                 )))
             }
         };
-        let mut meta = StageMeta::new(ctx.io, stage);
         converge::step(&api, &mut meta, &want).await
     }
 
