@@ -627,3 +627,59 @@ async fn a_hostile_or_broken_service_manifest_fails_the_step_naming_it_and_chang
         cloud.fake.requests()
     );
 }
+
+#[tokio::test]
+async fn a_rollback_makes_the_running_revision_again_when_it_was_deleted() {
+    let cloud = Cloud::new();
+    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
+    deploy(&cloud, &a, None).await;
+    let stages = "      - name: CLOUDRUN_PROMOTE
+        with:
+          percent: 100
+      - name: CLOUDRUN_PROMOTE
+        with:
+          percent: 50
+";
+    let b = commit('b', &canary(stages), "gcr.io/demo/web:v2");
+    let commits = Commits {
+        target: &b,
+        running: Some(&a),
+    };
+    let mut run = Run::plan(cloud.clone(), &b, Some(&a));
+    run.run_stage(&commits, Delivery::Twice).await;
+    assert_eq!(cloud.traffic(), [(revision('b', "v2"), 100)]);
+    // Someone tidies up the revision that no longer serves; the next split needs it, and
+    // Cloud Run refuses a split onto a revision that does not exist.
+    cloud
+        .fake
+        .delete_revision("web", &revision('a', "v1"))
+        .expect("a revision serving nothing can be deleted");
+    run.run_all(&commits, Delivery::Twice).await;
+    assert_status(&run, DeploymentStatus::Failure);
+    assert_eq!(
+        stage(&run, "CLOUDRUN_ROLLBACK").status,
+        StageStatus::Success,
+        "{:#?}",
+        run.logs
+    );
+    assert_eq!(cloud.traffic(), [(revision('a', "v1"), 100)]);
+    let names: Vec<String> = cloud
+        .fake
+        .revisions("web")
+        .iter()
+        .map(|r| {
+            r["name"]
+                .as_str()
+                .unwrap_or_default()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [revision('a', "v1"), revision('b', "v2")],
+        "made again, newest first"
+    );
+}

@@ -82,6 +82,12 @@ pub(crate) fn revision_conflict(revision: &str) -> Failure {
     Failure::google(409, "ALREADY_EXISTS", &message)
 }
 
+/// 400 for a delete of a revision that serves traffic.
+pub(crate) fn serving_revision(revision: &str) -> Failure {
+    let message = format!("Revision '{revision}' is serving traffic and cannot be deleted.");
+    Failure::google(400, "FAILED_PRECONDITION", &message)
+}
+
 /// 409 for a write whose `etag` is not the stored one.
 pub(crate) fn etag_mismatch(sent: &str, stored: &str) -> Failure {
     let message = format!(

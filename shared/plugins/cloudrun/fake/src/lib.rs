@@ -313,6 +313,17 @@ impl FakeRun {
         revisions.unwrap_or_default()
     }
 
+    /// Deletes a revision that serves no traffic, as `gcloud run revisions delete` would;
+    /// the error body when Cloud Run would refuse.
+    pub fn delete_revision(&self, service: &str, revision: &str) -> Result<(), Value> {
+        let mut state = self.state();
+        let Some(name) = state.platform.find(service) else {
+            return Err(Value::Null);
+        };
+        let deleted = state.platform.delete_revision(&name, revision);
+        deleted.map_err(|failure| failure.body)
+    }
+
     /// The traffic served, from `trafficStatuses`: (revision, percent), without the 0%s.
     pub fn traffic(&self, service: &str) -> Vec<(String, i32)> {
         let service = self.service(service).unwrap_or_default();

@@ -133,6 +133,34 @@ impl Platform {
         Ok(revisions.map(|r| r.resource.clone()).collect())
     }
 
+    /// Deletes a revision that serves no traffic (`gcloud run revisions delete`); the real API
+    /// refuses to delete one that serves, and so does this.
+    pub(crate) fn delete_revision(
+        &mut self,
+        name: &ServiceName,
+        revision: &str,
+    ) -> Result<(), Failure> {
+        let service = self
+            .services
+            .get_mut(&name.full())
+            .ok_or_else(|| name.not_found("SERVICE", &name.service))?;
+        let serving = service.resource["trafficStatuses"]
+            .as_array()
+            .is_some_and(|t| {
+                t.iter()
+                    .any(|s| s["revision"] == revision && s["percent"].as_i64().unwrap_or(0) > 0)
+            });
+        if serving {
+            return Err(error::serving_revision(revision));
+        }
+        let before = service.revisions.len();
+        service.revisions.retain(|r| r.name != revision);
+        if service.revisions.len() == before {
+            return Err(name.not_found("REVISION", revision));
+        }
+        Ok(())
+    }
+
     /// The first service of that short name, in any project and location.
     pub(crate) fn find(&self, service: &str) -> Option<ServiceName> {
         let found = self.services.values().find(|s| s.name.service == service);
