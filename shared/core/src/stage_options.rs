@@ -41,6 +41,17 @@ pub fn to_value<T: Serialize>(options: &T) -> Value {
     serde_json::to_value(options).unwrap_or(Value::Null)
 }
 
+/// A promote stage's `with` (`LAMBDA_PROMOTE`, `CLOUDRUN_PROMOTE`): `{percent}`, the share of
+/// the traffic the new version gets, 0 to 100.
+pub fn promote_percent(with: &Value) -> Result<u8, StageConfigError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct PromoteOptions {
+        percent: crate::config::Percentage,
+    }
+    parse::<PromoteOptions>(with).map(|o| o.percent.get())
+}
+
 /// A stage that takes no options: `with` must be absent or an empty map.
 pub fn none(with: &Value) -> Result<Value, StageConfigError> {
     #[derive(Deserialize, Serialize)]

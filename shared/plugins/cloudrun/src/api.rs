@@ -49,15 +49,9 @@ impl ApiError {
 
     pub(crate) fn transport(operation: &str, err: &reqwest::Error) -> Self {
         // reqwest names the URL; the chain underneath says why (refused, timed out, TLS).
-        let mut detail = err.to_string();
-        let mut source = std::error::Error::source(err);
-        while let Some(s) = source {
-            detail = format!("{detail}: {s}");
-            source = s.source();
-        }
         Self {
             operation: operation.to_owned(),
-            detail,
+            detail: gannet_core::report::error_chain(err),
             status: None,
             retryable: true,
             retry_after: None,

@@ -129,7 +129,6 @@ pub struct Target {
     pub kind: String,
     pub revision: String,
     pub percent: u8,
-    pub tag: String,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_credential_types::provider::SharedCredentialsProvider;
-use gannet_core::config::{load_app_config, read_app_file, AppConfig, Percentage};
+use gannet_core::config::{load_app_config, read_app_file, AppConfig};
 use gannet_core::deployment::Stage;
 use gannet_core::ids::AppId;
 use gannet_core::plugin::{
@@ -157,14 +157,6 @@ fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
     Ok(Arc::new(CloudRunPlugin::new(targets)))
 }
 
-/// CLOUDRUN_PROMOTE's `with`.
-#[derive(serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-struct PromoteOptions {
-    /// How much traffic the new revision gets, 0 to 100.
-    percent: Percentage,
-}
-
 /// The manifest file the app names, and the config field that names it.
 fn manifest_file(app: &AppConfig) -> (String, &'static str) {
     if let Some(spec) = app.cloudrun() {
@@ -260,8 +252,9 @@ impl Plugin for CloudRunPlugin {
 
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
         match name {
-            STAGE_PROMOTE => stage_options::parse::<PromoteOptions>(with)
-                .map(|o| json!({ "percent": o.percent.get() })),
+            STAGE_PROMOTE => {
+                stage_options::promote_percent(with).map(|p| json!({ "percent": p }))
+            }
             STAGE_ROLLBACK => Err(StageConfigError::new(
                 "",
                 "CLOUDRUN_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
@@ -351,12 +344,9 @@ impl Plugin for CloudRunPlugin {
         let want = match stage.name.as_str() {
             STAGE_SYNC => want(&d.app, &manifest, d.commit.sha.as_str(), None),
             STAGE_PROMOTE => {
-                let percent = stage_options::parse::<PromoteOptions>(&stage.with)
-                    .map_err(|e| {
-                        StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
-                    })?
-                    .percent
-                    .get();
+                let percent = stage_options::promote_percent(&stage.with).map_err(|e| {
+                    StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
+                })?;
                 let (_, old, old_commit) = running.map_err(|why| {
                     StepError::permanent(format!(
                         "CLOUDRUN_PROMOTE splits traffic with the running revision, but {why}"

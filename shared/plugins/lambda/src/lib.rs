@@ -33,7 +33,7 @@ mod source;
 mod target;
 
 use async_trait::async_trait;
-use gannet_core::config::{AppConfig, Percentage};
+use gannet_core::config::AppConfig;
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{
     AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
@@ -105,19 +105,6 @@ fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
     Ok(Arc::new(LambdaPlugin::new(targets)))
 }
 
-/// LAMBDA_PROMOTE's `with`.
-#[derive(serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-struct PromoteOptions {
-    /// How much traffic the new version gets, 0 to 100.
-    percent: Percentage,
-}
-
-/// LAMBDA_PROMOTE's `with.percent`.
-fn promote_percent(with: &Value) -> Result<u8, StageConfigError> {
-    stage_options::parse::<PromoteOptions>(with).map(|o| o.percent.get())
-}
-
 #[async_trait]
 impl Plugin for LambdaPlugin {
     fn name(&self) -> &'static str {
@@ -139,7 +126,7 @@ impl Plugin for LambdaPlugin {
 
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
         match name {
-            STAGE_PROMOTE => promote_percent(with).map(|p| json!({ "percent": p })),
+            STAGE_PROMOTE => stage_options::promote_percent(with).map(|p| json!({ "percent": p })),
             STAGE_ROLLBACK => Err(StageConfigError::new(
                 "",
                 "LAMBDA_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
@@ -188,7 +175,7 @@ impl Plugin for LambdaPlugin {
                 rollout::run(&ctx, &target.config, api, AfterPublish::KeepAlias).await
             }
             STAGE_PROMOTE => {
-                let percent = promote_percent(&stage.with).map_err(|e| {
+                let percent = stage_options::promote_percent(&stage.with).map_err(|e| {
                     StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
                 })?;
                 promote::run(&ctx, &target.config, api, percent).await
