@@ -154,6 +154,18 @@ fn revision(digit: char, tag: &str) -> String {
     format!("web-{tag}-{}", digit.to_string().repeat(7))
 }
 
+/// v1 deployed by a quick sync (commit `a`), and commit `b` deploying v2 by a CLOUDRUN_PROMOTE
+/// to each of `percents` in turn.
+async fn v1_then_promotes(cloud: &Cloud, percents: &[u8]) -> (Commit, Commit) {
+    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
+    deploy(cloud, &a, None).await;
+    let stages: String = percents
+        .iter()
+        .map(|p| format!("      - name: CLOUDRUN_PROMOTE\n        with:\n          percent: {p}\n"))
+        .collect();
+    (a, commit('b', &canary(&stages), "gcr.io/demo/web:v2"))
+}
+
 async fn deploy(cloud: &Cloud, target: &Commit, running: Option<&Commit>) -> Run<Cloud> {
     let mut run = Run::plan(cloud.clone(), target, running);
     run.run_all(&Commits { target, running }, Delivery::Twice)
@@ -224,20 +236,7 @@ async fn quick_sync_creates_then_updates_the_service_each_step_delivered_twice()
 #[tokio::test]
 async fn a_canary_promotes_step_by_step_and_the_traffic_is_checked_after_each_stage() {
     let cloud = Cloud::new();
-    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
-    deploy(&cloud, &a, None).await;
-
-    let stages = "      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 10
-      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 50
-      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 100
-";
-    let b = commit('b', &canary(stages), "gcr.io/demo/web:v2");
+    let (a, b) = v1_then_promotes(&cloud, &[10, 50, 100]).await;
     let commits = Commits {
         target: &b,
         running: Some(&a),
@@ -273,16 +272,7 @@ async fn a_canary_promotes_step_by_step_and_the_traffic_is_checked_after_each_st
 async fn a_failure_after_promote_rolls_back_all_traffic_to_the_running_revision_with_googles_message(
 ) {
     let cloud = Cloud::new();
-    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
-    deploy(&cloud, &a, None).await;
-    let stages = "      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 10
-      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 100
-";
-    let b = commit('b', &canary(stages), "gcr.io/demo/web:v2");
+    let (a, b) = v1_then_promotes(&cloud, &[10, 100]).await;
     let commits = Commits {
         target: &b,
         running: Some(&a),
@@ -631,16 +621,7 @@ async fn a_hostile_or_broken_service_manifest_fails_the_step_naming_it_and_chang
 #[tokio::test]
 async fn a_rollback_makes_the_running_revision_again_when_it_was_deleted() {
     let cloud = Cloud::new();
-    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
-    deploy(&cloud, &a, None).await;
-    let stages = "      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 100
-      - name: CLOUDRUN_PROMOTE
-        with:
-          percent: 50
-";
-    let b = commit('b', &canary(stages), "gcr.io/demo/web:v2");
+    let (a, b) = v1_then_promotes(&cloud, &[100, 50]).await;
     let commits = Commits {
         target: &b,
         running: Some(&a),
