@@ -312,7 +312,8 @@ impl Plugin for CloudRunPlugin {
             return Ok(StepOutcome::Done(StageResult::Success));
         }
         let this = load_at(ctx.app_dir, &d.app);
-        let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
+        // Read only by the stages that need the running revision.
+        let running = || match (ctx.running_app_dir, d.running_commit.as_ref()) {
             (Some(dir), Some(commit)) => load_at(dir, &d.app)
                 .map(|(config, m)| (config, m, commit.clone()))
                 .map_err(|e| {
@@ -327,7 +328,7 @@ impl Plugin for CloudRunPlugin {
         };
         let mut meta = StageMeta::new(ctx.io, stage);
         if stage.name == STAGE_ROLLBACK {
-            let (old_config, old, old_commit) = running.map_err(|why| {
+            let (old_config, old, old_commit) = running().map_err(|why| {
                 StepError::permanent(format!(
                     "cannot roll back: {why}; the service is left as this deployment made it"
                 ))
@@ -347,7 +348,7 @@ impl Plugin for CloudRunPlugin {
                 let percent = stage_options::promote_percent(&stage.with).map_err(|e| {
                     StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
                 })?;
-                let (_, old, old_commit) = running.map_err(|why| {
+                let (_, old, old_commit) = running().map_err(|why| {
                     StepError::permanent(format!(
                         "CLOUDRUN_PROMOTE splits traffic with the running revision, but {why}"
                     ))

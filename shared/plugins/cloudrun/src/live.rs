@@ -29,7 +29,12 @@ pub(crate) async fn read(api: &Api, manifest: &ServiceManifest) -> Result<LiveSt
             }],
         });
     };
-    let observed: Observed = serde_json::from_value(live.clone()).unwrap_or_default();
+    let observed: Observed = serde_json::from_value(live.clone()).map_err(|e| {
+        StepError::permanent(format!(
+            "Cloud Run: service {} reads as: {e}",
+            manifest.name
+        ))
+    })?;
     let mut fields = drift::diff(&manifest.body, &live, &Rules::default());
     let template = &observed.template.revision;
     if !observed.template.labels.contains_key(LABEL_COMMIT) {

@@ -584,6 +584,12 @@ async fn a_deploy_target_without_credentials_uses_the_metadata_server() {
     let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
     let run = deploy(&cloud, &a, None).await;
     assert_status(&run, DeploymentStatus::Success);
+    assert_eq!(
+        fake.token_requests(TokenKind::Metadata),
+        1,
+        "the metadata server's token"
+    );
+    assert_eq!(fake.token_requests(TokenKind::KeyFile), 0);
 }
 
 #[tokio::test]
