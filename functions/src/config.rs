@@ -464,7 +464,7 @@ mod tests {
         );
         assert_eq!(
             format!("{:?}", c.plugins),
-            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun"]"#
+            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun", "analysis"]"#
         );
         assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
         assert_eq!(c.intervals.poll, GoDuration::from_secs(60));

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, DeploymentStatus, Stage};
 use gannet_core::machine::{self, Action, Next, Transition};
 use gannet_core::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcome, StopContext};
-use gannet_core::ports::{Changes, Expect, Metadata, StoreError, Write};
+use gannet_core::ports::{Changes, DeploymentFilter, Expect, Metadata, StoreError, Write};
 use gannet_core::{DeploymentId, GoDuration, StageId};
 use gannet_events::{Event, EventKind, Message};
 use tokio::sync::Mutex;
@@ -390,6 +390,26 @@ impl StepIo for StageIo {
             )),
             Err(err) => Err(StepError::transient("saving stage metadata", err)),
         }
+    }
+
+    async fn previous_success(&self) -> Result<Option<Deployment>, StepError> {
+        let (app, id) = {
+            let current = self.current.lock().await;
+            (current.app.clone(), current.id.clone())
+        };
+        let filter = DeploymentFilter {
+            app: Some(app),
+            statuses: vec![DeploymentStatus::Success],
+            limit: Some(2),
+        };
+        let found = self
+            .controller
+            .inner
+            .store
+            .deployments(&filter)
+            .await
+            .map_err(|e| StepError::transient("reading the last successful deployment", e))?;
+        Ok(found.into_iter().find(|d| d.id != id))
     }
 }
 

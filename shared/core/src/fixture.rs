@@ -110,6 +110,7 @@ pub struct RecordingIo {
     logs: std::sync::Mutex<Vec<String>>,
     metadata: std::sync::Mutex<Metadata>,
     fail_saves: bool,
+    previous: Option<Deployment>,
 }
 
 impl RecordingIo {
@@ -117,6 +118,14 @@ impl RecordingIo {
     pub fn failing_saves() -> Self {
         Self {
             fail_saves: true,
+            ..Self::default()
+        }
+    }
+
+    /// One whose app's last successful deployment is `previous`.
+    pub fn with_previous(previous: Deployment) -> Self {
+        Self {
+            previous: Some(previous),
             ..Self::default()
         }
     }
@@ -151,6 +160,10 @@ impl StepIo for RecordingIo {
             metadata.extend(entries);
         }
         Ok(())
+    }
+
+    async fn previous_success(&self) -> Result<Option<Deployment>, StepError> {
+        Ok(self.previous.clone())
     }
 }
 

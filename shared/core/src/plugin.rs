@@ -176,6 +176,9 @@ pub trait StepIo: Send + Sync {
     async fn log(&self, line: &str);
     /// Merges entries into the stage's metadata and persists them now, before the step goes on.
     async fn save_metadata(&self, entries: Metadata) -> Result<(), StepError>;
+    /// The app's latest successful deployment before this one, if it has one (ANALYSIS's
+    /// PREVIOUS strategy compares with it).
+    async fn previous_success(&self) -> Result<Option<Deployment>, StepError>;
 }
 
 /// Everything one step gets.

@@ -17,6 +17,7 @@ pub fn registry() -> Registry {
         gannet_plugin_terraform::SPEC,
         gannet_plugin_kubernetes::SPEC,
         gannet_plugin_cloudrun::SPEC,
+        gannet_plugin_analysis::SPEC,
     ])
 }
 

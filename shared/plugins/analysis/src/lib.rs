@@ -1,0 +1,361 @@
+//! The ANALYSIS stage, with PipeCD's options: for `duration`, each check (`metrics[]`,
+//! `https[]`) is measured every `interval`, and the stage fails as soon as a check has failed
+//! more than its `failureLimit` times; otherwise it succeeds when the duration is over.
+//!
+//! **One measurement per step.** Measurement *n* of a check is due `n × interval` after the
+//! stage started and covers the interval before that (its *slot*). A step takes the most
+//! overdue measurement, saves it in the stage metadata ([`record`]) and returns
+//! `Continue{after}` until the next one is due; it never sleeps. A repeated step finds the slot
+//! taken and measures nothing; a restarted controller reads the saved counts and goes on. A slot
+//! that passed while no step ran (gannet was down) is counted as missed, never measured late,
+//! except the last one, which is always taken.
+//!
+//! The providers (Prometheus, Datadog, CloudWatch) are configured once, in
+//! `plugins.analysis.providers` ([`providers`]).
+
+pub mod mannwhitney;
+mod measure;
+mod options;
+mod providers;
+mod record;
+mod template;
+#[cfg(feature = "test-util")]
+pub mod testkit;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gannet_core::deployment::{Deployment, Stage, StageStatus};
+use gannet_core::duration::Millis;
+use gannet_core::plugin::{
+    Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
+};
+use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::stage_meta::StageMeta;
+use gannet_core::stage_options;
+use gannet_core::typed::FieldError;
+use gannet_core::GoDuration;
+use serde_json::Value;
+
+use crate::measure::Inputs;
+use crate::options::{AnalysisOptions, Check, CheckKind, Strategy};
+use crate::providers::{Provider, Range};
+use crate::record::{CheckRecord, Verdict, STARTED_AT};
+
+/// The stage this plugin runs.
+pub const STAGE_ANALYSIS: &str = "ANALYSIS";
+
+/// Runs ANALYSIS stages against the configured providers.
+#[derive(Default)]
+pub struct AnalysisPlugin {
+    providers: Vec<Provider>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for AnalysisPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnalysisPlugin")
+            .field("providers", &self.providers)
+            .finish()
+    }
+}
+
+/// The registry's entry: `plugins.analysis.providers` lists the analysis providers.
+pub const SPEC: PluginSpec = PluginSpec {
+    name: "analysis",
+    build,
+};
+
+fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
+    Ok(Arc::new(AnalysisPlugin {
+        providers: providers::from_settings(settings)?,
+        http: reqwest::Client::builder()
+            .user_agent(concat!("gannet/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default(),
+    }))
+}
+
+/// When the measurement of slot `slot` of `check` is due.
+fn due(started: Millis, check: &Check, slot: u64) -> Millis {
+    started.plus(GoDuration::from_millis(
+        check.interval.as_millis().saturating_mul(slot),
+    ))
+}
+
+/// The last slot of `check` within `duration`.
+fn last_slot(check: &Check, duration: GoDuration) -> u64 {
+    duration.as_millis() / check.interval.as_millis().max(1)
+}
+
+/// The slot `check` should measure now, if one is due and not measured yet.
+fn slot_due(
+    check: &Check,
+    record: &CheckRecord,
+    started: Millis,
+    now: Millis,
+    duration: GoDuration,
+) -> Option<u64> {
+    let elapsed = now.since(started).as_millis();
+    let slot = (elapsed / check.interval.as_millis().max(1)).min(last_slot(check, duration));
+    (slot > record.slot).then_some(slot)
+}
+
+/// The same interval of the last successful deployment's analysis, for PREVIOUS: its
+/// ANALYSIS stage with this stage's id (or, failing that, its first successful one) started
+/// `elapsed` before the slot's end.
+fn previous_range(
+    previous: Option<&Deployment>,
+    stage: &Stage,
+    range: Range,
+    started: Millis,
+) -> Option<Range> {
+    let d = previous?;
+    let ran = |s: &&Stage| s.name == STAGE_ANALYSIS && s.status == StageStatus::Success;
+    let then = d
+        .stages
+        .iter()
+        .filter(ran)
+        .find(|s| s.id == stage.id)
+        .or_else(|| d.stages.iter().find(ran))?;
+    let then_started = then
+        .metadata
+        .get(STARTED_AT)
+        .and_then(|t| t.parse().ok())
+        .map(Millis)
+        .or(then.started_at)?;
+    let offset = |at: Millis| then_started.plus(at.since(started));
+    Some(Range {
+        from: offset(range.from),
+        to: offset(range.to),
+    })
+}
+
+#[async_trait]
+impl Plugin for AnalysisPlugin {
+    fn name(&self) -> &'static str {
+        "analysis"
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        &[STAGE_ANALYSIS]
+    }
+
+    fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        AnalysisOptions::parse(with).map(|o| stage_options::to_value(&o))
+    }
+
+    fn default_timeout(&self, stage: &Stage) -> GoDuration {
+        // The analysis' own duration, and time for its last queries.
+        match AnalysisOptions::from_stored(&stage.with) {
+            Ok(o) => GoDuration::from_millis(o.duration.as_millis().saturating_add(10 * 60 * 1000)),
+            Err(_) => GoDuration::from_secs(6 * 3600),
+        }
+    }
+
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        let stage = ctx.stage;
+        let opts = AnalysisOptions::from_stored(&stage.with)
+            .map_err(|e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
+        let mut meta = StageMeta::new(ctx.io, stage);
+        let started = match meta.get(STARTED_AT).and_then(|t| t.parse().ok()) {
+            Some(at) => Millis(at),
+            None => {
+                meta.save(&[(STARTED_AT, ctx.now.0.to_string())]).await?;
+                start_log(&ctx, &opts).await;
+                ctx.now
+            }
+        };
+        let mut records = Vec::with_capacity(opts.checks.len());
+        for check in &opts.checks {
+            let record = CheckRecord::read(meta.get(&record::key(&check.id))).map_err(|e| {
+                StepError::permanent(format!(
+                    "{}: its saved measurements do not read: {e}",
+                    check.id
+                ))
+            })?;
+            records.push(record);
+        }
+        if let Some(reason) = opts
+            .checks
+            .iter()
+            .zip(&records)
+            .find_map(|(c, r)| failed(c, r))
+        {
+            return Ok(StepOutcome::Done(StageResult::Failure { reason }));
+        }
+        // The most overdue measurement: one a step.
+        let next = opts
+            .checks
+            .iter()
+            .zip(&records)
+            .enumerate()
+            .filter_map(|(i, (c, r))| {
+                slot_due(c, r, started, ctx.now, opts.duration)
+                    .map(|slot| (due(started, c, slot), i, slot))
+            })
+            .min();
+        if let Some((_, i, slot)) = next {
+            let check = &opts.checks[i];
+            let to = due(started, check, slot);
+            let range = Range {
+                from: Millis(to.0.saturating_sub(check.interval.as_millis())),
+                to,
+            };
+            let previous = match &check.kind {
+                CheckKind::Metric {
+                    strategy: Strategy::Previous,
+                    ..
+                } => {
+                    let d = ctx.io.previous_success().await?;
+                    previous_range(d.as_ref(), stage, range, started)
+                }
+                _ => None,
+            };
+            let inputs = Inputs {
+                http: &self.http,
+                providers: &self.providers,
+                app_name: &ctx.deployment.app_name,
+                range,
+                previous,
+                slot,
+                now: ctx.now,
+            };
+            let m = measure::measure(check, &inputs).await;
+            let record = &mut records[i];
+            record.add(m.clone());
+            meta.save(&[(&record::key(&check.id), record.to_text())])
+                .await?;
+            let mut line = format!(
+                "[{}] #{slot}: {} (expected {}) {}",
+                check.id,
+                m.value,
+                m.expected,
+                m.verdict.as_str().to_ascii_uppercase()
+            );
+            if !m.detail.is_empty() {
+                line.push_str(&format!(": {}", m.detail));
+            }
+            if m.verdict == Verdict::Fail {
+                line.push_str(&format!(
+                    " ({} of {} failures allowed)",
+                    record.failures, check.failure_limit
+                ));
+            }
+            ctx.io.log(&line).await;
+        }
+        // A check over its limit fails the stage.
+        if let Some(reason) = opts
+            .checks
+            .iter()
+            .zip(&records)
+            .find_map(|(c, r)| failed(c, r))
+        {
+            return Ok(StepOutcome::Done(StageResult::Failure { reason }));
+        }
+        // What is due next: another measurement, or the end of the analysis.
+        let end = started.plus(opts.duration);
+        let pending = opts
+            .checks
+            .iter()
+            .zip(&records)
+            .filter(|(c, r)| r.slot < last_slot(c, opts.duration))
+            .map(|(c, r)| {
+                let behind = slot_due(c, r, started, ctx.now, opts.duration).is_some();
+                if behind {
+                    ctx.now
+                } else {
+                    due(started, c, r.slot + 1)
+                }
+            })
+            .min();
+        let wake = pending.unwrap_or(end).min(end).max(ctx.now);
+        if pending.is_none() && ctx.now >= end {
+            let summary: Vec<String> = opts
+                .checks
+                .iter()
+                .zip(&records)
+                .map(|(c, r)| {
+                    let missed = if r.missed > 0 {
+                        format!(", {} missed", r.missed)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{}: {} measured, {} failed{missed}",
+                        c.id, r.taken, r.failures
+                    )
+                })
+                .collect();
+            let line = if summary.is_empty() {
+                format!("analysis of {} passed (no checks)", opts.duration)
+            } else {
+                format!(
+                    "analysis of {} passed: {}",
+                    opts.duration,
+                    summary.join("; ")
+                )
+            };
+            ctx.io.log(&line).await;
+            return Ok(StepOutcome::Done(StageResult::Success));
+        }
+        Ok(StepOutcome::Continue {
+            after: wake.since(ctx.now),
+        })
+    }
+}
+
+/// Why `check` failed the stage, when its failures are over its limit.
+fn failed(check: &Check, record: &CheckRecord) -> Option<String> {
+    if record.failures <= u64::from(check.failure_limit) {
+        return None;
+    }
+    let (value, detail) = match record.last.last() {
+        Some(m) if !m.detail.is_empty() => (m.value.as_str(), format!(" ({})", m.detail)),
+        Some(m) => (m.value.as_str(), String::new()),
+        None => ("-", String::new()),
+    };
+    Some(format!(
+        "{}: {} of {} measurements failed, more than its failureLimit {}: last: {value}{detail}",
+        check.id, record.failures, record.taken, check.failure_limit
+    ))
+}
+
+/// The first step's log: what will be measured, and how often.
+async fn start_log(ctx: &StepContext<'_>, opts: &AnalysisOptions) {
+    ctx.io
+        .log(&format!(
+            "analysing for {} with {} check(s)",
+            opts.duration,
+            opts.checks.len()
+        ))
+        .await;
+    for c in &opts.checks {
+        let what = match &c.kind {
+            CheckKind::Metric {
+                strategy, provider, ..
+            } => {
+                format!("{} on {provider}", strategy.as_str())
+            }
+            CheckKind::Http { method, url, .. } => {
+                format!("{method} {}", gannet_core::report::redact_urls(url))
+            }
+        };
+        ctx.io
+            .log(&format!(
+                "[{}] {what}, every {}, failureLimit {}",
+                c.id, c.interval, c.failure_limit
+            ))
+            .await;
+    }
+    if let Some(n) = opts.restart_threshold {
+        ctx.io
+            .log(&format!(
+                "restartThreshold {n} is not acted on (PipeCD does not either)"
+            ))
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests;
