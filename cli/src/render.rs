@@ -149,6 +149,31 @@ pub fn deployment(d: &DeploymentView) {
             println!();
             print!("{}", plan_changes(s.id.as_str(), &plan));
         }
+        let measured = match s.name == gannet_plugin_analysis::STAGE_ANALYSIS {
+            true => gannet_plugin_analysis::measurements(&s.metadata),
+            false => Vec::new(),
+        };
+        if !measured.is_empty() {
+            println!();
+            println!("Measurements of stage {}:", s.id);
+            let rows: Vec<Vec<String>> = measured
+                .into_iter()
+                .map(|m| {
+                    vec![
+                        m.check,
+                        format!("#{}", m.slot),
+                        shorten(&m.value, 40),
+                        shorten(&m.expected, 30),
+                        m.verdict.to_ascii_uppercase(),
+                        shorten(&m.detail, 60),
+                    ]
+                })
+                .collect();
+            table(
+                &["CHECK", "#", "VALUE", "EXPECTED", "VERDICT", "DETAIL"],
+                &rows,
+            );
+        }
     }
 }
 

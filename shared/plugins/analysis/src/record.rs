@@ -11,12 +11,15 @@ use serde::{Deserialize, Serialize};
 /// Stage metadata key: when the analysis started, in epoch milliseconds.
 pub(crate) const STARTED_AT: &str = "startedAt";
 
+/// The prefix of the checks' metadata keys.
+pub(crate) const PREFIX: &str = "check.";
+
 /// The measurements a record keeps (the counts cover all of them).
 pub(crate) const KEPT: usize = 30;
 
 /// The metadata key of check `id`'s record.
 pub(crate) fn key(id: &str) -> String {
-    format!("check.{id}")
+    format!("{PREFIX}{id}")
 }
 
 /// How a measurement was judged.
