@@ -719,6 +719,12 @@ mod tests {
             both_missing.contains("give MetricStat or Expression"),
             "{both_missing}"
         );
+        let bomb = cloudwatch_queries(&gannet_core::fixture::yaml_bomb(9)).unwrap_err();
+        // Refused without expanding it, by the limits or by serde_yaml's own guard.
+        assert!(
+            bomb.contains("too many aliases") || bomb.contains("repetition limit"),
+            "{bomb}"
+        );
         let typo = cloudwatch_queries("Id: x\nExpresion: a\n").unwrap_err();
         assert!(typo.contains("Expresion"), "{typo}");
     }
