@@ -701,3 +701,81 @@ fn receivers_get_cloudevents_and_a_failed_delivery_is_retried() {
     g.wait_idle(LIMIT);
     assert_eq!(g.count("dead_letters"), 0);
 }
+
+/// The Slack receiver is a FAKE incoming webhook on loopback (Slack cannot run here): it keeps
+/// what gannet posts, which is Slack's documented `{"text": …}` payload.
+#[test]
+fn a_slack_receiver_gets_one_readable_line_per_event_worth_it_with_the_configured_mentions() {
+    let slack = Receiver::start(0);
+    let webhook = Receiver::start(0);
+    let opts = UpOptions {
+        extra_config: format!(
+            "{}notifications:\n  receivers:\n    - name: team\n      slack: {{urlEnv: GANNET_E2E_SLACK_URL}}\n    - name: audit\n      webhook: {{url: \"{}\"}}\n",
+            UpOptions::default().extra_config,
+            webhook.url
+        ),
+        env: vec![("GANNET_E2E_SLACK_URL".into(), format!("{}services/T0/B0/secret-path", slack.url))],
+        ..UpOptions::default()
+    };
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &opts);
+    let failing = format!(
+        "{}  notification:\n    mentions:\n      - event: DEPLOYMENT_FAILED\n        slackusers: [U0ONCALL]\n        slackgroups: [S0SRE]\n      - event: \"*\"\n        slack: [U0OWNER]\n",
+        app_config("web", "      - name: SCRIPT_RUN\n        with: {run: \"echo broken >&2; exit 3\"}\n")
+    );
+    let id = change_and_push(&repo, &g, "web", &failing);
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "FAILURE");
+    let texts = g.wait_until(LIMIT, "Slack has the failure", || {
+        let texts: Vec<String> = slack
+            .events()
+            .iter()
+            .filter_map(|(_, m)| m["text"].as_str().map(str::to_owned))
+            .filter(|t| t.contains(&id))
+            .collect();
+        texts.iter().any(|t| t.starts_with(":x:")).then_some(texts)
+    });
+    let failed = texts
+        .iter()
+        .find(|t| t.starts_with(":x:"))
+        .expect("failure message");
+    assert!(
+        failed.starts_with(":x: *web* deployment failed: ") && failed.contains("exit"),
+        "{failed}"
+    );
+    assert!(
+        failed.ends_with("\n<@U0ONCALL> <!subteam^S0SRE> <@U0OWNER>"),
+        "{failed}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with(":warning: *web* stage SCRIPT_RUN failed")),
+        "{texts:#?}"
+    );
+    // Only the events worth a line: never a stage starting, nor the plan.
+    assert!(
+        texts
+            .iter()
+            .all(|t| !t.contains("planned") && !t.contains("started: ")),
+        "{texts:#?}"
+    );
+    // The CloudEvents of the same deployment carry the stage's phase, name and result.
+    let stage_failed = g.wait_until(LIMIT, "the audit receiver has the stage failure", || {
+        webhook.events().into_iter().map(|(_, e)| e).find(|e| {
+            e["type"] == "dev.gannet.stage.failed" && e["data"]["deployment"] == id.as_str()
+        })
+    });
+    assert_eq!(
+        stage_failed["data"]["stage_name"], "SCRIPT_RUN",
+        "{stage_failed}"
+    );
+    assert_eq!(
+        stage_failed["data"]["phase"], "deployment",
+        "{stage_failed}"
+    );
+    assert_eq!(stage_failed["data"]["result"], "FAILURE", "{stage_failed}");
+    // The Slack URL is a secret: never in gannet's log.
+    assert!(
+        !g.log().contains("secret-path"),
+        "the Slack URL reached the log"
+    );
+}

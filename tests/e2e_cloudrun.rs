@@ -286,7 +286,7 @@ fn pipecds_cloud_run_examples_pass_config_check_or_name_what_is_unsupported() {
             );
             let field = e["field"].as_str().unwrap_or_default();
             let message = e["message"].as_str().unwrap_or_default();
-            let known = field == "spec.encryption" || field == "spec.notification.mentions";
+            let known = field == "spec.encryption";
             assert!(known, "{path}: {field}: {message}");
         }
         if app["ok"] == true {

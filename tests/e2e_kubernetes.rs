@@ -357,7 +357,6 @@ fn pipecds_kubernetes_examples_pass_config_check_or_name_what_is_unsupported() {
             let known = field.starts_with("spec.input.helmChart")
                 || field.starts_with("spec.input.kustomizeVersion")
                 || field == "spec.encryption"
-                || field == "spec.notification.mentions"
                 || field.ends_with("with.patches")
                 || field.ends_with("with.logs")
                 || message.contains("smi")

@@ -487,8 +487,8 @@ fn pipecds_terraform_examples_pass_config_check_or_name_what_is_unsupported() {
             assert_eq!(e["unsupported"], true, "{app}");
             let field = e["field"].as_str().unwrap_or_default();
             assert!(
-                field == "spec.encryption" || field == "spec.notification.mentions",
-                "only sealed secrets and mentions are unsupported: {app}"
+                field == "spec.encryption",
+                "only sealed secrets are unsupported: {app}"
             );
         }
     }

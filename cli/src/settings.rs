@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use gannet_controller::http::Hosts;
-use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
+use gannet_controller::{
+    Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Settings, Supersede,
+};
 use gannet_core::plugin::Plugins;
 use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_core::{GoDuration, RepoId};
@@ -135,7 +137,19 @@ struct RawNotifications {
 #[serde(deny_unknown_fields)]
 struct RawReceiver {
     name: String,
-    webhook: RawReceiverWebhook,
+    /// CloudEvents to an HTTP endpoint.
+    #[serde(default)]
+    webhook: Option<RawReceiverWebhook>,
+    /// Messages to a Slack incoming webhook, whose URL is a secret.
+    #[serde(default)]
+    slack: Option<RawReceiverSlack>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawReceiverSlack {
+    /// The environment variable holding the incoming webhook's URL.
+    url_env: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -352,27 +366,47 @@ impl UpConfig {
                 .iter()
                 .map(|w| w.secret_env.clone())
                 .chain(raw.api.tokens.iter().filter_map(|t| t.env.clone()))
+                .chain(
+                    raw.notifications
+                        .receivers
+                        .iter()
+                        .filter_map(|r| r.slack.as_ref().map(|s| s.url_env.clone())),
+                )
                 .collect(),
         };
         let plugins = registry
             .build(&raw.plugins, "plugins", &runtime)
             .map_err(|e| e.to_string())?;
         let mut receivers = Vec::with_capacity(raw.notifications.receivers.len());
-        for (i, r) in raw.notifications.receivers.into_iter().enumerate() {
-            let url = r.webhook.url.trim();
+        for (i, r) in raw.notifications.receivers.iter().enumerate() {
+            let at = format!("notifications.receivers[{i}]");
+            let (url, format, field) = match (&r.webhook, &r.slack) {
+                (Some(w), None) => (w.url.trim().to_owned(), ReceiverFormat::CloudEvents, "webhook.url"),
+                (None, Some(s)) => match env(&s.url_env) {
+                    Some(v) if !v.trim().is_empty() => (v.trim().to_owned(), ReceiverFormat::Slack, "slack.urlEnv"),
+                    _ => {
+                        return Err(format!(
+                            "{at}.slack.urlEnv: environment variable {} is not set; export the Slack incoming webhook's URL there",
+                            s.url_env
+                        ))
+                    }
+                },
+                _ => return Err(format!("{at}: give webhook or slack, one of them")),
+            };
             let host = url
                 .strip_prefix("https://")
                 .or_else(|| url.strip_prefix("http://"))
                 .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
             if host.is_none_or(str::is_empty) || url.contains(char::is_whitespace) {
                 return Err(format!(
-                    "notifications.receivers[{i}].webhook.url: {:?} is not an http(s) URL such as https://hooks.example.com/gannet",
-                    gannet_core::report::redact_urls(url)
+                    "{at}.{field}: {:?} is not an http(s) URL such as https://hooks.example.com/gannet",
+                    gannet_core::report::redact_urls(&url)
                 ));
             }
             receivers.push(Receiver {
-                name: r.name,
-                url: url.to_owned(),
+                name: r.name.clone(),
+                url: Secret::new(url),
+                format,
             });
         }
         if raw.workers == 0 || raw.workers > 256 {

@@ -143,6 +143,27 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    pub const ALL: [EventKind; 13] = [
+        Self::DeploymentTriggered,
+        Self::DeploymentPlanned,
+        Self::DeploymentStarted,
+        Self::DeploymentRollingBack,
+        Self::DeploymentSucceeded,
+        Self::DeploymentFailed,
+        Self::DeploymentCancelled,
+        Self::DeploymentWaitApproval,
+        Self::StageStarted,
+        Self::StageSucceeded,
+        Self::StageFailed,
+        Self::ApplicationSynced,
+        Self::ApplicationOutOfSync,
+    ];
+
+    /// The kind whose CloudEvents `type` is `cloud_type`.
+    pub fn from_cloud_type(cloud_type: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.cloud_type() == cloud_type)
+    }
+
     /// The CloudEvents `type`: `dev.gannet.deployment.succeeded`.
     pub fn cloud_type(self) -> String {
         let name = serde_json::to_value(self)
@@ -178,7 +199,19 @@ pub struct EventData {
     pub deployment: Option<DeploymentId>,
     pub commit: Option<String>,
     pub status: String,
+    /// The stage's id, for stage events.
     pub stage: Option<String>,
+    /// The stage's name (`ANALYSIS`, `LAMBDA_PROMOTE`), for stage events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_name: Option<String>,
+    /// Which phase of the deployment a stage belongs to: `deployment`, or `rollback` for the
+    /// hidden stages that undo it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// What the event says happened: the stage's status for stage events, the deployment's
+    /// otherwise (`SUCCESS`, `FAILURE`, `RUNNING`, ...).
+    #[serde(default)]
+    pub result: String,
     pub reason: String,
 }
 
@@ -208,6 +241,11 @@ impl Event {
             kind.cloud_type(),
             stage.unwrap_or("")
         );
+        let found = stage.and_then(|id| d.stages.iter().find(|s| s.id.as_str() == id));
+        let (result, reason) = match found {
+            Some(s) => (s.status.as_str(), s.status_reason.clone()),
+            None => (d.status.as_str(), d.status_reason.clone()),
+        };
         Self {
             specversion: "1.0".into(),
             id,
@@ -223,7 +261,10 @@ impl Event {
                 commit: Some(d.commit.sha.to_string()),
                 status: d.status.as_str().into(),
                 stage: stage.map(str::to_owned),
-                reason: d.status_reason.clone(),
+                stage_name: found.map(|s| s.name.clone()),
+                phase: found.map(|s| if s.rollback { "rollback" } else { "deployment" }.to_owned()),
+                result: result.to_owned(),
+                reason,
             },
         }
     }
@@ -246,6 +287,9 @@ impl Event {
                 commit: app.running_commit.as_ref().map(ToString::to_string),
                 status: app.sync_status.as_str().into(),
                 stage: None,
+                stage_name: None,
+                phase: None,
+                result: app.sync_status.as_str().into(),
                 reason: app.sync_reason.clone(),
             },
         }

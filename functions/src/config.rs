@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
-use gannet_controller::{Intervals, Receiver, RepoSettings, Secret, Supersede};
+use gannet_controller::{Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Supersede};
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
 use gannet_core::registry::RuntimeInfo;
@@ -260,7 +260,8 @@ impl FunctionConfig {
                 .into_iter()
                 .map(|r| Receiver {
                     name: r.name,
-                    url: r.url,
+                    url: Secret::new(r.url),
+                    format: ReceiverFormat::CloudEvents,
                 })
                 .collect(),
             None => Vec::new(),

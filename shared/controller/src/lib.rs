@@ -17,6 +17,7 @@ mod notify;
 mod plan;
 mod resume;
 mod settings;
+mod slack;
 mod stage;
 #[cfg(test)]
 mod test_support;
@@ -25,7 +26,9 @@ mod webhook;
 
 pub use api::{ApiError, AppView, DeploymentView, StageView, SyncRequest};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
-pub use settings::{Intervals, Receiver, RepoSettings, Secret, Settings, Supersede};
+pub use settings::{
+    Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Settings, Supersede,
+};
 pub use stage::DEADLINE_MARGIN;
 pub use webhook::{WebhookRequest, WebhookResponse, MAX_WEBHOOK_BODY};
 

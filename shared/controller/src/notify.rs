@@ -6,14 +6,16 @@
 //! The commit status is the deployment's state as the store holds it now, not as the event
 //! saw it, so messages delivered late, twice or out of order still leave the right status last.
 
+use gannet_core::config::NotificationMention;
 use gannet_core::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
 use gannet_core::duration::GoDuration;
 use gannet_core::ids::DeploymentId;
 use gannet_core::ports::{CommitState, CommitStatus, CommitStatuses};
 use gannet_core::AppId;
-use gannet_events::Event;
+use gannet_events::{Event, EventKind};
 
-use crate::{Controller, HandlerError};
+use crate::settings::ReceiverFormat;
+use crate::{slack, Controller, HandlerError};
 
 impl Controller {
     pub(crate) async fn notify(&self, event: &Event) -> Result<(), HandlerError> {
@@ -25,12 +27,27 @@ impl Controller {
             status = %event.data.status,
             "event"
         );
+        let kind = EventKind::from_cloud_type(&event.kind);
+        let mut mentions = None;
         for receiver in &self.inner.settings.receivers {
-            self.inner
-                .http
-                .post(&receiver.url)
-                .header("content-type", "application/cloudevents+json")
-                .json(event)
+            let request = self.inner.http.post(receiver.url.expose());
+            let request = match receiver.format {
+                ReceiverFormat::CloudEvents => request
+                    .header("content-type", "application/cloudevents+json")
+                    .json(event),
+                ReceiverFormat::Slack => {
+                    let Some(kind) = kind else { continue };
+                    if mentions.is_none() {
+                        mentions = Some(self.mentions(event).await?);
+                    }
+                    let mentions = mentions.as_deref().unwrap_or_default();
+                    match slack::message(kind, event, mentions) {
+                        Some(message) => request.json(&message),
+                        None => continue,
+                    }
+                }
+            };
+            request
                 .send()
                 .await
                 .and_then(reqwest::Response::error_for_status)
@@ -45,6 +62,15 @@ impl Controller {
                 .await?;
         }
         Ok(())
+    }
+
+    /// Who the event's deployment mentions (none for app events).
+    async fn mentions(&self, event: &Event) -> Result<Vec<NotificationMention>, HandlerError> {
+        let Some(id) = &event.data.deployment else {
+            return Ok(Vec::new());
+        };
+        let d = self.inner.store.deployment(id).await?;
+        Ok(d.map(|d| d.mentions).unwrap_or_default())
     }
 
     /// Reports the deployment's current state on its commit, for apps in GitHub repositories.

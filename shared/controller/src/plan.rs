@@ -9,7 +9,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use gannet_core::app::{App, SyncStatus};
-use gannet_core::config;
+use gannet_core::config::{self, NotificationMention};
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::Millis;
 use gannet_core::planner::{self, PlanInput};
@@ -111,7 +111,8 @@ impl Controller {
         planned.blocked_by = None;
         planned.running_commit = app.running_commit.clone();
         match self.build_plan(app, &planned).await? {
-            Ok(plan) => {
+            Ok((plan, mentions)) => {
+                planned.mentions = mentions;
                 planned.status = DeploymentStatus::Planned;
                 planned.status_reason = String::new();
                 planned.strategy = Some(plan.strategy);
@@ -161,7 +162,7 @@ impl Controller {
         &self,
         app: &App,
         d: &Deployment,
-    ) -> Result<Result<planner::Plan, String>, HandlerError> {
+    ) -> Result<Result<(planner::Plan, Vec<NotificationMention>), String>, HandlerError> {
         let inner = &self.inner;
         let path = app.id.config_path();
         let Some(bytes) = inner.git.read_file(&app.repo, &d.commit.sha, path).await? else {
@@ -208,7 +209,15 @@ impl Controller {
             plugins: &inner.plugins,
             read: &read,
         };
-        Ok(planner::plan(&input).map_err(|e| e.to_string()))
+        let mentions = cfg
+            .spec()
+            .notification
+            .as_ref()
+            .map(|n| n.mentions.clone())
+            .unwrap_or_default();
+        Ok(planner::plan(&input)
+            .map(|plan| (plan, mentions))
+            .map_err(|e| e.to_string()))
     }
 
     async fn commit(&self, changes: Changes) -> Result<(), HandlerError> {

@@ -64,11 +64,25 @@ impl Default for Intervals {
     }
 }
 
-/// An HTTP endpoint that receives every event as a CloudEvent.
+/// An HTTP endpoint that receives events.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Receiver {
     pub name: String,
-    pub url: String,
+    /// A secret: a receiver's URL often carries its credential (a Slack incoming webhook's
+    /// path, a token in the query).
+    pub url: Secret,
+    pub format: ReceiverFormat,
+}
+
+/// What a receiver gets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReceiverFormat {
+    /// Every event, as a CloudEvent in structured JSON.
+    #[default]
+    CloudEvents,
+    /// A Slack incoming webhook: a message a person reads, for the events worth one (see
+    /// [`crate::slack`]), mentioning who the app config names for the event.
+    Slack,
 }
 
 #[derive(Clone, Debug, Default)]

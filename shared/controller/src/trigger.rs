@@ -259,6 +259,7 @@ pub(crate) fn pending_deployment(
         due_at: now,
         cancel: None,
         blocked_by: None,
+        mentions: Vec::new(),
     }
 }
 

@@ -255,6 +255,10 @@ pub struct Deployment {
     pub cancel: Option<CancelRequest>,
     /// For a PENDING deployment: the deployment that holds the app's lock.
     pub blocked_by: Option<DeploymentId>,
+    /// Who notifications mention, per event (the app config's `spec.notification.mentions`
+    /// at the deployment's commit, kept when it is planned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<crate::config::NotificationMention>,
 }
 
 impl Deployment {

@@ -55,6 +55,7 @@ impl Deployment {
             due_at: Millis(1000),
             cancel: None,
             blocked_by: None,
+            mentions: Vec::new(),
         }
     }
 

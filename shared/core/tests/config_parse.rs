@@ -206,9 +206,8 @@ spec:
             "spec.eventWatcher",
             "spec.postSync.chain",
             "spec.trigger.onChain",
-            "spec.notification.mentions",
         ],
-        "a KubernetesApp's driftDetection.ignoreFields are supported (the Kubernetes plugin honours them)"
+        "a KubernetesApp's driftDetection.ignoreFields are supported (the Kubernetes plugin honours them), and Slack receivers honour notification.mentions"
     );
 }
 

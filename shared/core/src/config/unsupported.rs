@@ -56,16 +56,6 @@ pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
             "deployment chains are not supported yet, so onChain never triggers this app",
         ));
     }
-    if spec
-        .notification
-        .as_ref()
-        .is_some_and(|n| !n.mentions.is_empty())
-    {
-        out.push(Unsupported::new(
-            "spec.notification.mentions",
-            "mentioning users in notifications is not supported yet",
-        ));
-    }
     if app.terraform().is_some_and(|t| t.quick_sync.retries > 0) {
         out.push(Unsupported::new(
             "spec.quickSync.retries",

@@ -84,6 +84,7 @@ pub fn deployment_fixture(id: &str, app: &str) -> DeploymentFixture {
         due_at: Millis(1_000),
         cancel: None,
         blocked_by: None,
+        mentions: Vec::new(),
     })
 }
 
