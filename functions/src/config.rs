@@ -26,6 +26,8 @@ pub const POLL_INTERVAL: &str = "GANNET_POLL_INTERVAL";
 pub const RESUME_INTERVAL: &str = "GANNET_RESUME_INTERVAL";
 pub const DRIFT_INTERVAL: &str = "GANNET_DRIFT_INTERVAL";
 pub const RECEIVERS: &str = "GANNET_RECEIVERS";
+/// The EventBridge bus (name or ARN) the notify function puts every event on; unset: none.
+pub const EVENT_BUS: &str = "GANNET_EVENT_BUS";
 pub const CALLER_NAMES: &str = "GANNET_CALLER_NAMES";
 /// The job runner's CodeBuild project, S3 bucket and log group (all three, or none).
 pub const JOBS_PROJECT: &str = "GANNET_JOBS_PROJECT";
@@ -144,6 +146,8 @@ pub struct FunctionConfig {
     pub plugins: Plugins,
     pub intervals: Intervals,
     pub receivers: Vec<Receiver>,
+    /// The EventBridge bus that gets every event.
+    pub event_bus: Option<String>,
     /// People's names for IAM principal ARNs (or ARN prefixes ending in `*`), for the API.
     pub caller_names: BTreeMap<String, String>,
     /// Where stages run long commands (CodeBuild); `None` when the stack has no job runner.
@@ -305,6 +309,7 @@ impl FunctionConfig {
             plugins,
             intervals,
             receivers,
+            event_bus: get(EVENT_BUS).filter(|b| !b.trim().is_empty()),
             caller_names,
             jobs,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),

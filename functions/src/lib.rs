@@ -43,6 +43,7 @@
 //! `"url"` is for tests and local runs.
 
 pub mod config;
+pub mod eventbridge;
 pub mod http;
 mod runtime;
 pub mod schedule;

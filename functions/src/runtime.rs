@@ -17,6 +17,7 @@ use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_
 use crate::config::{
     FunctionConfig, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, WEBHOOK_SECRET_ARN,
 };
+use crate::eventbridge::EventBridgeBus;
 use crate::sources::RepoSources;
 use crate::Function;
 
@@ -145,7 +146,13 @@ impl Runtime {
             credentials: None,
         })
         .await;
-        let runtime = Self::with_clients(function, config, &Clients::new(&sdk)).await?;
+        let mut runtime = Self::with_clients(function, config, &Clients::new(&sdk)).await?;
+        if let (Function::Notify, Some(bus)) = (function, &config.event_bus) {
+            let client = aws_sdk_eventbridge::Client::new(&sdk);
+            runtime.controller = runtime
+                .controller
+                .with_event_bus(Arc::new(EventBridgeBus::new(client, bus.clone())));
+        }
         Ok(match (jobs, &config.jobs) {
             (Some(make), Some(settings)) => runtime.with_jobs(make(&sdk, settings)),
             _ => runtime,

@@ -45,6 +45,12 @@ pub enum HandlerError {
         #[source]
         source: reqwest::Error,
     },
+    #[error("event to {bus} could not be published")]
+    EventBus {
+        bus: String,
+        #[source]
+        source: gannet_core::ports::BoxError,
+    },
 }
 
 /// What happens to a message after its handler ran.

@@ -26,6 +26,7 @@ mod webhook;
 
 pub use api::{ApiError, AppView, DeploymentView, StageView, SyncRequest};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
+pub use notify::EventBus;
 pub use settings::{
     Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Settings, Supersede,
 };
@@ -53,6 +54,8 @@ struct Inner {
     statuses: Option<Arc<dyn CommitStatuses>>,
     /// Where stages run long commands ([`gannet_core::jobs`]).
     jobs: Arc<dyn JobRunner>,
+    /// An event bus that gets every event (Amazon EventBridge on AWS).
+    bus: Option<Arc<dyn EventBus>>,
 }
 
 impl Controller {
@@ -76,6 +79,7 @@ impl Controller {
                     .unwrap_or_default(),
                 statuses: None,
                 jobs: Arc::new(NoJobs),
+                bus: None,
             }),
         }
     }
@@ -84,6 +88,12 @@ impl Controller {
     /// commit it deploys (for repositories with a `github` name).
     pub fn with_commit_statuses(mut self, statuses: Arc<dyn CommitStatuses>) -> Self {
         Arc::make_mut(&mut self.inner).statuses = Some(statuses);
+        self
+    }
+
+    /// The same controller, also publishing every event to `bus`.
+    pub fn with_event_bus(mut self, bus: Arc<dyn EventBus>) -> Self {
+        Arc::make_mut(&mut self.inner).bus = Some(bus);
         self
     }
 

@@ -17,6 +17,15 @@ use gannet_events::{Event, EventKind};
 use crate::settings::ReceiverFormat;
 use crate::{slack, Controller, HandlerError};
 
+/// An event bus that gets every event as it is (Amazon EventBridge on the AWS runtime).
+/// Publishing is at least once: the event's `id` is the same on every try.
+#[async_trait::async_trait]
+pub trait EventBus: Send + Sync {
+    /// The bus, as errors and logs name it.
+    fn name(&self) -> &str;
+    async fn publish(&self, event: &Event) -> Result<(), gannet_core::ports::BoxError>;
+}
+
 impl Controller {
     pub(crate) async fn notify(&self, event: &Event) -> Result<(), HandlerError> {
         tracing::info!(
@@ -55,6 +64,14 @@ impl Controller {
                     receiver: receiver.name.clone(),
                     // The receiver's URL may hold a secret (a token, a secret path).
                     source: source.without_url(),
+                })?;
+        }
+        if let Some(bus) = &self.inner.bus {
+            bus.publish(event)
+                .await
+                .map_err(|source| HandlerError::EventBus {
+                    bus: bus.name().to_owned(),
+                    source,
                 })?;
         }
         if let (Some(statuses), Some(id)) = (&self.inner.statuses, &event.data.deployment) {
