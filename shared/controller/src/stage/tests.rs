@@ -13,13 +13,16 @@ use gannet_core::RepoId;
 use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_git::{LocalGit, Location, RepoSpec};
 
+use gannet_events::Event;
+
 use super::*;
 use crate::test_support::git;
 use crate::{Disposition, RepoSettings, Settings};
 
-/// A stage whose step takes a minute.
+/// A stage whose step takes `delay` (a minute: a slow platform call).
 struct Slow {
     calls: AtomicUsize,
+    delay: Duration,
 }
 
 #[async_trait]
@@ -42,7 +45,7 @@ impl Plugin for Slow {
 
     async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_secs(60)).await;
+        tokio::time::sleep(self.delay).await;
         Ok(StepOutcome::Done(StageResult::Success))
     }
 }
@@ -57,6 +60,10 @@ struct Lab {
 
 impl Lab {
     async fn new() -> Self {
+        Self::with_delay(Duration::from_secs(60)).await
+    }
+
+    async fn with_delay(delay: Duration) -> Self {
         let repo = tempfile::tempdir().expect("tempdir");
         git(repo.path(), &["init", "-q", "-b", "main"]);
         let app = repo.path().join("app");
@@ -84,6 +91,7 @@ impl Lab {
             .expect("sqlite");
         let slow = Arc::new(Slow {
             calls: AtomicUsize::new(0),
+            delay,
         });
         let settings = Settings {
             repos: vec![RepoSettings {
@@ -206,4 +214,59 @@ async fn a_step_running_into_the_deadline_is_cut_short_and_goes_on_in_the_next_i
     assert_eq!(status, StageStatus::Running, "the stage goes on");
     let next = lab.next_step().await;
     assert_eq!(seq_of(&next), seq);
+}
+
+#[tokio::test]
+async fn every_step_delivered_twice_still_raises_each_event_once() {
+    let lab = Lab::with_delay(Duration::ZERO).await;
+    let mut step = Some(lab.first_step().await);
+    let mut events: Vec<Event> = Vec::new();
+    for _ in 0..20 {
+        if let Some(m) = step.take() {
+            // The same message twice, as SQS may deliver it: the second is stale.
+            lab.controller.handle(&m).await;
+            lab.controller.handle(&m).await;
+            lab.store.ack(&m.receipt).await.expect("ack");
+        }
+        for n in lab.receive(QueueName::Notify).await {
+            match Message::decode(&n.body).expect("a message") {
+                Message::Notify { event } => events.push(*event),
+                other => panic!("not a notification: {other:?}"),
+            }
+            lab.store.ack(&n.receipt).await.expect("ack");
+        }
+        step = lab.receive(QueueName::Stage).await.pop();
+        if step.is_none() && lab.stage_status().await.0 == StageStatus::Success {
+            break;
+        }
+    }
+    assert_eq!(
+        lab.slow.calls.load(Ordering::SeqCst),
+        1,
+        "the step ran once"
+    );
+    let kinds: Vec<&str> = events.iter().map(|e| e.kind.as_str()).collect();
+    for kind in [
+        "dev.gannet.deployment.started",
+        "dev.gannet.stage.started",
+        "dev.gannet.stage.succeeded",
+        "dev.gannet.deployment.succeeded",
+    ] {
+        assert_eq!(
+            kinds.iter().filter(|k| **k == kind).count(),
+            1,
+            "{kind}: {kinds:?}"
+        );
+    }
+    let mut ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), events.len(), "an event id twice: {kinds:?}");
+    let stage = events
+        .iter()
+        .find(|e| e.kind == "dev.gannet.stage.succeeded")
+        .expect("stage event");
+    assert_eq!(stage.data.stage_name.as_deref(), Some("SLOW"));
+    assert_eq!(stage.data.phase.as_deref(), Some("deployment"));
+    assert_eq!(stage.data.result, "SUCCESS");
 }
