@@ -512,6 +512,14 @@ async fn cloudwatch_on_moto_feeds_a_threshold() {
                             .value("canary")
                             .build(),
                     )
+                    // moto matches a query with dimensions on them alone, not the namespace:
+                    // a dimension of this run's own keeps other runs' data out.
+                    .dimensions(
+                        aws_sdk_cloudwatch::types::Dimension::builder()
+                            .name("Run")
+                            .value(&namespace)
+                            .build(),
+                    )
                     .timestamp(at)
                     .value(*value)
                     .build(),
@@ -523,7 +531,7 @@ async fn cloudwatch_on_moto_feeds_a_threshold() {
     let providers = json!([{"name": "cw", "type": "CLOUDWATCH", "config": {"region": "us-east-1", "endpoint": endpoint}}]);
     let query = format!(
         r#"[{{"Id": "e", "MetricStat": {{"Metric": {{"Namespace": "{namespace}", "MetricName": "ErrorRate",
-            "Dimensions": [{{"Name": "Variant", "Value": "{{{{ .Variant.Name }}}}"}}]}}, "Period": 10, "Stat": "Maximum"}}}}]"#
+            "Dimensions": [{{"Name": "Variant", "Value": "{{{{ .Variant.Name }}}}"}}, {{"Name": "Run", "Value": "{namespace}"}}]}}, "Period": 10, "Stat": "Maximum"}}}}]"#
     );
     let with = json!({"duration": "30s", "metrics": [{"provider": "cw", "interval": "10s",
         "expected": {"max": 0.1}, "failureLimit": 0, "query": query,
