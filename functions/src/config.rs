@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
-use gannet_controller::{Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Supersede};
+use gannet_controller::{Intervals, RepoSettings, Secret, Supersede};
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
 use gannet_core::registry::RuntimeInfo;
@@ -110,6 +110,22 @@ impl fmt::Display for SecretArn {
     }
 }
 
+/// A notification receiver as `GANNET_RECEIVERS` gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiverConfig {
+    pub name: String,
+    pub target: ReceiverTarget,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceiverTarget {
+    /// CloudEvents to this URL.
+    CloudEvents(Secret),
+    /// A Slack incoming webhook whose URL is kept in this secret (read by the notify function
+    /// when it starts).
+    Slack(SecretArn),
+}
+
 /// Where the webhook secret comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WebhookSecret {
@@ -145,7 +161,7 @@ pub struct FunctionConfig {
     /// gannet.yaml's `plugins:`).
     pub plugins: Plugins,
     pub intervals: Intervals,
-    pub receivers: Vec<Receiver>,
+    pub receivers: Vec<ReceiverConfig>,
     /// The EventBridge bus that gets every event.
     pub event_bus: Option<String>,
     /// People's names for IAM principal ARNs (or ARN prefixes ending in `*`), for the API.
@@ -192,7 +208,17 @@ enum RawSupersede {
 #[serde(deny_unknown_fields)]
 struct RawReceiver {
     name: String,
-    url: String,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    slack: Option<RawSlack>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSlack {
+    /// The Secrets Manager secret or SSM parameter holding the incoming webhook's URL.
+    url_secret_arn: String,
 }
 
 /// Parses `text` as JSON into `T`; errors give the path inside the value.
@@ -262,12 +288,26 @@ impl FunctionConfig {
         let receivers = match get(RECEIVERS) {
             Some(text) => json::<Vec<RawReceiver>>(RECEIVERS, &text)?
                 .into_iter()
-                .map(|r| Receiver {
-                    name: r.name,
-                    url: Secret::new(r.url),
-                    format: ReceiverFormat::CloudEvents,
+                .enumerate()
+                .map(|(i, r)| {
+                    let invalid = |message: String| ConfigError::Invalid {
+                        name: RECEIVERS,
+                        message: format!("[{i}]: {message}"),
+                    };
+                    let target = match (r.url, r.slack) {
+                        (Some(url), None) => ReceiverTarget::CloudEvents(Secret::new(url)),
+                        (None, Some(slack)) => ReceiverTarget::Slack(
+                            SecretArn::parse(&slack.url_secret_arn)
+                                .map_err(|m| invalid(format!("slack.urlSecretArn: {m}")))?,
+                        ),
+                        _ => return Err(invalid("give url or slack, one of them".into())),
+                    };
+                    Ok(ReceiverConfig {
+                        name: r.name,
+                        target,
+                    })
                 })
-                .collect(),
+                .collect::<Result<_, ConfigError>>()?,
             None => Vec::new(),
         };
         let caller_names = match get(CALLER_NAMES) {
@@ -449,7 +489,13 @@ mod tests {
             (WEBHOOK_SECRET_ARN, Some("arn:aws:secretsmanager:us-east-1:1:secret:hook")),
             (PLUGINS, Some(r#"{"lambda":{"deployTargets":[{"name":"prod","region":"us-east-1","roleArn":"arn:aws:iam::1:role/deployer","alias":"Live"}]},"ecs":{"deployTargets":[]}}"#)),
             (RESUME_INTERVAL, Some("10s")),
-            (RECEIVERS, Some(r#"[{"name":"ops","url":"https://hooks.example.com/x"}]"#)),
+            (
+                RECEIVERS,
+                Some(
+                    r#"[{"name":"ops","url":"https://hooks.example.com/x"},
+                        {"name":"team","slack":{"urlSecretArn":"arn:aws:ssm:us-east-1:1:parameter/gannet/slack"}}]"#,
+                ),
+            ),
             (ENDPOINT, Some("http://127.0.0.1:5000")),
         ])
         .unwrap();
@@ -475,6 +521,12 @@ mod tests {
         assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
         assert_eq!(c.intervals.poll, GoDuration::from_secs(60));
         assert_eq!(c.receivers[0].name, "ops");
+        assert_eq!(
+            c.receivers[1].target,
+            ReceiverTarget::Slack(SecretArn::SsmParameter(
+                "arn:aws:ssm:us-east-1:1:parameter/gannet/slack".into()
+            ))
+        );
         assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:5000"));
     }
 
@@ -669,7 +721,12 @@ mod tests {
             (
                 RECEIVERS,
                 Some(r#"[{"name":"ops"}]"#),
-                "GANNET_RECEIVERS: [0]: missing field `url`",
+                "GANNET_RECEIVERS: [0]: give url or slack, one of them",
+            ),
+            (
+                RECEIVERS,
+                Some(r#"[{"name":"team","slack":{"urlSecretArn":"https://hooks.slack.com/x"}}]"#),
+                "GANNET_RECEIVERS: [0]: slack.urlSecretArn: \"https://hooks.slack.com/x\" is neither",
             ),
         ];
         for (name, value, want) in cases {

@@ -8,14 +8,15 @@ use gannet_aws::{
     sdk_config, ClientOptions, CodeBuildJobs, DynamoStore, JobsConfig, SqsOptions, SqsQueue,
     StoreOptions, SystemClock,
 };
-use gannet_controller::{Controller, Secret, Settings};
+use gannet_controller::{Controller, Receiver, ReceiverFormat, Secret, Settings};
 use gannet_core::jobs::JobRunner;
 use gannet_core::ports::{BoxError, Clock};
 use gannet_core::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
 
 use crate::config::{
-    FunctionConfig, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, WEBHOOK_SECRET_ARN,
+    FunctionConfig, ReceiverTarget, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, RECEIVERS,
+    WEBHOOK_SECRET_ARN,
 };
 use crate::eventbridge::EventBridgeBus;
 use crate::sources::RepoSources;
@@ -206,11 +207,29 @@ impl Runtime {
             (Function::Webhook, None) => return Err(StartError::NoWebhookSecret),
             _ => None,
         };
+        // Only the notify function sends notifications (and may read a Slack URL's secret).
+        let mut receivers = Vec::new();
+        if function == Function::Notify {
+            for r in &config.receivers {
+                let (url, format) = match &r.target {
+                    ReceiverTarget::CloudEvents(url) => (url.clone(), ReceiverFormat::CloudEvents),
+                    ReceiverTarget::Slack(secret) => (
+                        Secret::new(secret_string(clients, RECEIVERS, secret).await?),
+                        ReceiverFormat::Slack,
+                    ),
+                };
+                receivers.push(Receiver {
+                    name: r.name.clone(),
+                    url,
+                    format,
+                });
+            }
+        }
         let settings = Settings {
             repos: config.repos.clone(),
             webhook_secret,
             intervals: config.intervals.clone(),
-            receivers: config.receivers.clone(),
+            receivers,
         };
         let mut controller = Controller::new(
             Arc::new(store),

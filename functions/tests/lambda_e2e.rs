@@ -995,6 +995,14 @@ fn each_function_starts_with_the_secrets_it_needs_or_says_what_is_missing() {
         webhook_secret: arn.map(|a| WebhookSecret::Arn(stored(a))),
         ..base.clone()
     };
+    // A Slack receiver's URL is a secret only the notify function reads.
+    let with_slack = |arn: &str| gannet_functions::FunctionConfig {
+        receivers: vec![gannet_functions::config::ReceiverConfig {
+            name: "team".into(),
+            target: gannet_functions::config::ReceiverTarget::Slack(stored(arn)),
+        }],
+        ..base.clone()
+    };
     let mut no_trigger_queue = base.clone();
     no_trigger_queue.queues.remove(&QueueName::Trigger);
     let not_json_in_ssm_error = format!("GANNET_GITHUB_SECRET_ARN: SSM parameter {not_json_in_ssm} is not GitHub credentials: GitHub secret is not valid JSON");
@@ -1016,6 +1024,9 @@ fn each_function_starts_with_the_secrets_it_needs_or_says_what_is_missing() {
         (Function::Stage, on_github(base.clone(), Some(missing_in_ssm)), "GANNET_GITHUB_SECRET_ARN: reading SSM parameter arn:aws:ssm:us-east-1:123456789012:parameter/gannet/nothing-here"),
         (Function::Webhook, with_webhook_secret(Some(&hook_in_ssm)), ""),
         (Function::Webhook, with_webhook_secret(Some(missing_in_ssm)), "GANNET_WEBHOOK_SECRET_ARN: reading SSM parameter arn:aws:ssm:us-east-1:123456789012:parameter/gannet/nothing-here"),
+        (Function::Notify, with_slack(&hook_in_ssm), ""),
+        (Function::Notify, with_slack(missing_in_ssm), "GANNET_RECEIVERS: reading SSM parameter arn:aws:ssm:us-east-1:123456789012:parameter/gannet/nothing-here"),
+        (Function::Trigger, with_slack(missing_in_ssm), ""),
     ];
     for (function, config, want) in cases {
         let started = lab
