@@ -214,13 +214,17 @@ impl Plugin for AnalysisPlugin {
             })?;
             records.push(record);
         }
-        if let Some(reason) = opts
-            .checks
-            .iter()
-            .zip(&records)
-            .find_map(|(c, r)| failed(c, r))
-        {
-            return Ok(StepOutcome::Done(StageResult::Failure { reason }));
+        // A check over its limit has failed the stage (a repeated step answers the same).
+        let over_limit = |records: &[CheckRecord]| {
+            let reason = opts
+                .checks
+                .iter()
+                .zip(records)
+                .find_map(|(c, r)| failed(c, r))?;
+            Some(StepOutcome::Done(StageResult::Failure { reason }))
+        };
+        if let Some(failure) = over_limit(&records) {
+            return Ok(failure);
         }
         // The most overdue measurement: one a step.
         let next = opts
@@ -282,14 +286,8 @@ impl Plugin for AnalysisPlugin {
             }
             ctx.io.log(&line).await;
         }
-        // A check over its limit fails the stage.
-        if let Some(reason) = opts
-            .checks
-            .iter()
-            .zip(&records)
-            .find_map(|(c, r)| failed(c, r))
-        {
-            return Ok(StepOutcome::Done(StageResult::Failure { reason }));
+        if let Some(failure) = over_limit(&records) {
+            return Ok(failure);
         }
         // What is due next: another measurement, or the end of the analysis.
         let end = started.plus(opts.duration);
