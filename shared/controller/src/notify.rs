@@ -1,7 +1,10 @@
-//! The notify handler: logs every event and posts it, as a structured CloudEvent, to each
-//! configured HTTP receiver; and, where a [`CommitStatuses`] port is configured, reports the
-//! deployment the event is about on its commit. A receiver or a status report that fails makes
-//! the message retry; receivers drop repeats by the event `id`.
+//! The notify handler: logs every event and posts it to each configured receiver (as a
+//! structured CloudEvent, or as a Slack message for the events worth one, see [`crate::slack`]),
+//! puts it on the event bus when there is one (EventBridge on AWS), and, where a
+//! [`CommitStatuses`] port is configured, reports the deployment the event is about on its
+//! commit. A receiver, the bus or a status report that fails makes the message retry, so each
+//! gets every event at least once; CloudEvent receivers and bus consumers drop repeats by the
+//! event `id`.
 //!
 //! The commit status is the deployment's state as the store holds it now, not as the event
 //! saw it, so messages delivered late, twice or out of order still leave the right status last.
