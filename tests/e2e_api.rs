@@ -724,14 +724,18 @@ fn a_slack_receiver_gets_one_readable_line_per_event_worth_it_with_the_configure
     );
     let id = change_and_push(&repo, &g, "web", &failing);
     assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "FAILURE");
-    let texts = g.wait_until(LIMIT, "Slack has the failure", || {
+    // The stage's and the deployment's failures are two events, delivered in either order.
+    let texts = g.wait_until(LIMIT, "Slack has both failures", || {
         let texts: Vec<String> = slack
             .events()
             .iter()
             .filter_map(|(_, m)| m["text"].as_str().map(str::to_owned))
             .filter(|t| t.contains(&id))
             .collect();
-        texts.iter().any(|t| t.starts_with(":x:")).then_some(texts)
+        let both = [":x:", ":warning:"]
+            .iter()
+            .all(|icon| texts.iter().any(|t| t.starts_with(icon)));
+        both.then_some(texts)
     });
     let failed = texts
         .iter()
