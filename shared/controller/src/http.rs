@@ -19,6 +19,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Need};
 use gannet_core::deployment::{CancelMode, DeploymentStatus};
+use gannet_core::report::cut;
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
@@ -219,14 +220,6 @@ fn capped<'a>(field: &str, value: Option<&'a str>) -> Result<Option<&'a str>, Ap
             v.chars().count()
         ))),
         other => Ok(other),
-    }
-}
-
-/// `text` cut to `max` characters, for quoting untrusted input in a message.
-fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
     }
 }
 

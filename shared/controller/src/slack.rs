@@ -117,11 +117,7 @@ fn escape(text: &str) -> String {
 }
 
 fn cut(text: &str) -> String {
-    let escaped = escape(text);
-    match escaped.char_indices().nth(MAX_REASON) {
-        Some((at, _)) => format!("{}…", &escaped[..at]),
-        None => escaped,
-    }
+    gannet_core::report::cut(&escape(text), MAX_REASON)
 }
 
 #[cfg(test)]

@@ -17,6 +17,15 @@ pub fn error_chain(err: &dyn std::error::Error) -> String {
     out
 }
 
+/// `text` cut to `max` characters, with `…` marking the cut: for quoting untrusted or long text
+/// (a provider's answer, a request's field) in a message.
+pub fn cut(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 /// The longest quoted value an error message keeps.
 const MAX_QUOTE: usize = 60;
 

@@ -17,6 +17,7 @@
 use std::time::Duration;
 
 use gannet_core::duration::Millis;
+use gannet_core::report::cut;
 use gannet_core::GoDuration;
 
 use crate::mannwhitney::{self, Alternative};
@@ -337,12 +338,4 @@ async fn http_check(
         }
     }
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
-/// `text` cut to `max` characters, with `…` when cut.
-pub(crate) fn cut(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
-    }
 }

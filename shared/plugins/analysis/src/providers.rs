@@ -438,7 +438,7 @@ async fn answer(provider: &str, request: reqwest::RequestBuilder) -> Result<Valu
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
         return Err(fail(format!(
             "{status}: {}",
-            crate::measure::cut(&said, 500)
+            gannet_core::report::cut(&said, 500)
         )));
     }
     json.ok_or_else(|| fail("the answer is not JSON".into()))
