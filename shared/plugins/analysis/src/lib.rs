@@ -87,7 +87,20 @@ pub const STAGE_ANALYSIS: &str = "ANALYSIS";
 #[derive(Default)]
 pub struct AnalysisPlugin {
     providers: Vec<Provider>,
-    http: reqwest::Client,
+    /// Built on the first measurement, not when the plugin is: every function builds every
+    /// plugin at start-up, and loading the system's TLS roots is not free.
+    http: std::sync::OnceLock<reqwest::Client>,
+}
+
+impl AnalysisPlugin {
+    fn http(&self) -> &reqwest::Client {
+        self.http.get_or_init(|| {
+            reqwest::Client::builder()
+                .user_agent(concat!("gannet/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .unwrap_or_default()
+        })
+    }
 }
 
 impl std::fmt::Debug for AnalysisPlugin {
@@ -107,10 +120,7 @@ pub const SPEC: PluginSpec = PluginSpec {
 fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
     Ok(Arc::new(AnalysisPlugin {
         providers: providers::from_settings(settings)?,
-        http: reqwest::Client::builder()
-            .user_agent(concat!("gannet/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default(),
+        http: std::sync::OnceLock::new(),
     }))
 }
 
@@ -255,7 +265,7 @@ impl Plugin for AnalysisPlugin {
                 _ => None,
             };
             let inputs = Inputs {
-                http: &self.http,
+                http: self.http(),
                 providers: &self.providers,
                 app_name: &ctx.deployment.app_name,
                 range,
