@@ -9,12 +9,9 @@
 //! The commit status is the deployment's state as the store holds it now, not as the event
 //! saw it, so messages delivered late, twice or out of order still leave the right status last.
 
-use gannet_core::config::NotificationMention;
 use gannet_core::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
 use gannet_core::duration::GoDuration;
-use gannet_core::ids::DeploymentId;
 use gannet_core::ports::{CommitState, CommitStatus, CommitStatuses};
-use gannet_core::AppId;
 use gannet_events::{Event, EventKind};
 
 use crate::settings::ReceiverFormat;
@@ -40,7 +37,9 @@ impl Controller {
             "event"
         );
         let kind = EventKind::from_cloud_type(&event.kind);
-        let mut mentions = None;
+        // The event's deployment as stored, read once, when a Slack message or the commit
+        // status needs it.
+        let stored = tokio::sync::OnceCell::new();
         for receiver in &self.inner.settings.receivers {
             let request = self.inner.http.post(receiver.url.expose());
             let request = match receiver.format {
@@ -49,10 +48,8 @@ impl Controller {
                     .json(event),
                 ReceiverFormat::Slack => {
                     let Some(kind) = kind else { continue };
-                    if mentions.is_none() {
-                        mentions = Some(self.mentions(event).await?);
-                    }
-                    let mentions = mentions.as_deref().unwrap_or_default();
+                    let d = self.stored(&stored, event).await?;
+                    let mentions = d.map(|d| d.mentions.as_slice()).unwrap_or_default();
                     match slack::message(kind, event, mentions) {
                         Some(message) => request.json(&message),
                         None => continue,
@@ -77,30 +74,42 @@ impl Controller {
                     source,
                 })?;
         }
-        if let (Some(statuses), Some(id)) = (&self.inner.statuses, &event.data.deployment) {
-            self.report_status(statuses.as_ref(), &event.data.app, id)
+        if let Some(statuses) = &self.inner.statuses {
+            self.report_status(statuses.as_ref(), event, &stored)
                 .await?;
         }
         Ok(())
     }
 
-    /// Who the event's deployment mentions (none for app events).
-    async fn mentions(&self, event: &Event) -> Result<Vec<NotificationMention>, HandlerError> {
-        let Some(id) = &event.data.deployment else {
-            return Ok(Vec::new());
-        };
-        let d = self.inner.store.deployment(id).await?;
-        Ok(d.map(|d| d.mentions).unwrap_or_default())
+    /// The event's deployment as the store holds it (`None` for app events, or when it is
+    /// gone), read the first time it is asked for.
+    async fn stored<'a>(
+        &self,
+        cell: &'a tokio::sync::OnceCell<Option<Deployment>>,
+        event: &Event,
+    ) -> Result<Option<&'a Deployment>, HandlerError> {
+        let d = cell
+            .get_or_try_init(|| async {
+                match &event.data.deployment {
+                    Some(id) => self.inner.store.deployment(id).await,
+                    None => Ok(None),
+                }
+            })
+            .await?;
+        Ok(d.as_ref())
     }
 
     /// Reports the deployment's current state on its commit, for apps in GitHub repositories.
     async fn report_status(
         &self,
         statuses: &dyn CommitStatuses,
-        app: &AppId,
-        id: &DeploymentId,
+        event: &Event,
+        stored: &tokio::sync::OnceCell<Option<Deployment>>,
     ) -> Result<(), HandlerError> {
-        let repo = app.repo();
+        let Some(id) = &event.data.deployment else {
+            return Ok(());
+        };
+        let repo = event.data.app.repo();
         let on_github = self
             .inner
             .settings
@@ -109,11 +118,11 @@ impl Controller {
         if !on_github {
             return Ok(());
         }
-        let Some(deployment) = self.inner.store.deployment(id).await? else {
+        let Some(deployment) = self.stored(stored, event).await? else {
             tracing::debug!(deployment = %id, "no such deployment, no commit status");
             return Ok(());
         };
-        let status = commit_status(&deployment);
+        let status = commit_status(deployment);
         statuses
             .report(&repo, &status)
             .await
@@ -254,7 +263,7 @@ mod tests {
     use gannet_core::app::{App, RepoState};
     use gannet_core::deployment::{CancelMode, CancelRequest};
     use gannet_core::duration::Millis;
-    use gannet_core::ids::{CommitSha, RepoId, StageId};
+    use gannet_core::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
     use gannet_core::plugin::Plugins;
     use gannet_core::ports::{
         BoxError, Changes, Clock, CommitInfo, DeploymentFilter, GitError, GitSource, LogLine,
