@@ -55,7 +55,7 @@ fn print_human(results: &[AppCheck]) {
             } else {
                 e.field.as_str()
             };
-            println!("{}:{line} {field}: {}", r.path, e.message);
+            println!("{}:{line} {field}: {}", e.file, e.message);
             if e.unsupported {
                 unsupported += 1;
             } else {

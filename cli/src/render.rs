@@ -3,6 +3,7 @@
 
 use gannet_controller::{AppView, DeploymentView};
 use gannet_core::drift::Health;
+use gannet_plugin_lifecycle::ItemKind;
 
 /// Prints rows as left-aligned columns under a header.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
@@ -149,10 +150,42 @@ pub fn deployment(d: &DeploymentView) {
             println!();
             print!("{}", plan_changes(s.id.as_str(), &plan));
         }
-        let measured = match s.name == gannet_plugin_analysis::STAGE_ANALYSIS {
+        let items = gannet_plugin_lifecycle::items(&s.metadata);
+        let mut measured = match s.name == gannet_plugin_analysis::STAGE_ANALYSIS {
             true => gannet_plugin_analysis::measurements(&s.metadata),
             false => Vec::new(),
         };
+        if !items.is_empty() {
+            println!();
+            println!("Items of stage {}:", s.id);
+            let rows: Vec<Vec<String>> = items
+                .iter()
+                .map(|(name, r)| {
+                    let took = r
+                        .completed_at
+                        .map(|end| end.since(r.started_at).to_string())
+                        .unwrap_or_default();
+                    vec![
+                        name.clone(),
+                        r.kind.as_str().to_owned(),
+                        r.status.as_str().to_owned(),
+                        took,
+                        shorten(&r.reason, 60),
+                    ]
+                })
+                .collect();
+            table(&["ITEM", "KIND", "STATUS", "TOOK", "REASON"], &rows);
+            // An evaluation's measurements, its checks named after it.
+            for (name, _) in items.iter().filter(|(_, r)| r.kind == ItemKind::Evaluation) {
+                let own = gannet_plugin_lifecycle::item_metadata(&s.metadata, name);
+                measured.extend(gannet_plugin_analysis::measurements(&own).into_iter().map(
+                    |mut m| {
+                        m.check = format!("{name}/{}", m.check);
+                        m
+                    },
+                ));
+            }
+        }
         if !measured.is_empty() {
             println!();
             println!("Measurements of stage {}:", s.id);

@@ -392,7 +392,7 @@ fn manifest_issues(
         .iter()
         .map(|i| {
             let line = i.line.map(|l| format!("{l}:")).unwrap_or_default();
-            format!("{path}:{line} {}: {}", i.field, i.message)
+            format!("{}:{line} {}: {}", i.file, i.field, i.message)
         })
         .collect();
     Some(lines.join("; "))

@@ -9,9 +9,11 @@
 use std::path::{Component, Path, PathBuf};
 
 use gannet_core::app::{App, SyncStatus};
+use gannet_core::bounded;
 use gannet_core::config::{self, NotificationMention};
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::Millis;
+use gannet_core::lifecycle::{self, Lifecycle};
 use gannet_core::planner::{self, PlanInput};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
 use gannet_core::AppId;
@@ -178,6 +180,10 @@ impl Controller {
             Ok(cfg) => cfg,
             Err(err) => return Ok(Err(format!("invalid config: {err}"))),
         };
+        let lifecycle = match self.lifecycle_file(app, d, path).await? {
+            Ok(lifecycle) => lifecycle,
+            Err(e) => return Ok(Err(e)),
+        };
         let changed_files = match &d.running_commit {
             Some(from) => match inner
                 .git
@@ -208,6 +214,7 @@ impl Controller {
             running_commit: d.running_commit.as_ref(),
             plugins: &inner.plugins,
             read: &read,
+            lifecycle: lifecycle.as_ref(),
         };
         let mentions = cfg
             .spec()
@@ -218,6 +225,34 @@ impl Controller {
         Ok(planner::plan(&input)
             .map(|plan| (plan, mentions))
             .map_err(|e| e.to_string()))
+    }
+
+    /// The app's lifecycle file at the deployment's commit ([`lifecycle`]), when it has one.
+    /// The outer error is IO (retry); the inner one is why this deployment cannot run.
+    async fn lifecycle_file(
+        &self,
+        app: &App,
+        d: &Deployment,
+        config_path: &str,
+    ) -> Result<Result<Option<Lifecycle>, String>, HandlerError> {
+        let path = lifecycle::file_for(config_path);
+        let git = &self.inner.git;
+        let Some(bytes) = git.read_file(&app.repo, &d.commit.sha, &path).await? else {
+            return Ok(Ok(None));
+        };
+        if bytes.len() > bounded::MAX_BYTES {
+            return Ok(Err(format!(
+                "{path}: is {} bytes, larger than the {} bytes gannet reads",
+                bytes.len(),
+                bounded::MAX_BYTES
+            )));
+        }
+        let Ok(text) = String::from_utf8(bytes) else {
+            return Ok(Err(format!("{path} is not UTF-8")));
+        };
+        Ok(lifecycle::parse(&path, &text)
+            .map(Some)
+            .map_err(|e| format!("invalid lifecycle file: {e}")))
     }
 
     async fn commit(&self, changes: Changes) -> Result<(), HandlerError> {

@@ -163,7 +163,7 @@ pub(crate) fn deployable_config(
     plugins: &Plugins,
 ) -> Result<AppConfig, String> {
     let cfg = config::parse_app_config(path, text).map_err(|e| e.to_string())?;
-    let issues = check::validate(text, &cfg, plugins);
+    let issues = check::validate(path, text, &cfg, plugins);
     if issues.is_empty() {
         return Ok(cfg);
     }

@@ -11,6 +11,7 @@ use serde::{Deserialize as _, Serialize};
 use crate::config::{self, AppConfig, LineIndex, PlatformSpec};
 use crate::deployment::{SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
+use crate::lifecycle;
 use crate::planner::{self, PlanError};
 use crate::plugin::{PlanContext, Plugins};
 
@@ -29,6 +30,8 @@ pub struct AppCheck {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Issue {
+    /// The file the issue is in: the app config, or its lifecycle file.
+    pub file: String,
     /// 1-based.
     pub line: Option<usize>,
     pub field: String,
@@ -46,6 +49,7 @@ pub fn check_app(
     read: &dyn Fn(&str) -> Option<String>,
 ) -> AppCheck {
     let mut issues = Issues {
+        file: path.to_owned(),
         index: LineIndex::build(text),
         errors: Vec::new(),
         warnings: Vec::new(),
@@ -57,6 +61,7 @@ pub fn check_app(
         }
         Err(e) => {
             issues.errors.push(Issue {
+                file: path.to_owned(),
                 line: Some(e.line),
                 field: e.field,
                 message: e.message,
@@ -65,6 +70,7 @@ pub fn check_app(
             written_kind(text)
         }
     };
+    check_lifecycle(path, plugins, read, &mut issues.errors);
     AppCheck {
         path: path.to_owned(),
         kind,
@@ -75,6 +81,7 @@ pub fn check_app(
 }
 
 struct Issues {
+    file: String,
     index: LineIndex,
     errors: Vec<Issue>,
     warnings: Vec<Issue>,
@@ -83,6 +90,7 @@ struct Issues {
 impl Issues {
     fn issue(&self, field: &str, message: String, unsupported: bool) -> Issue {
         Issue {
+            file: self.file.clone(),
             line: Some(self.index.line_of(field)),
             field: field.to_owned(),
             message,
@@ -103,6 +111,37 @@ impl Issues {
     }
 }
 
+/// The lifecycle file beside the config ([`crate::lifecycle`]), when there is one: it reads,
+/// and each phase's items validate through the plugins that run them.
+fn check_lifecycle(
+    config_path: &str,
+    plugins: &Plugins,
+    read: &dyn Fn(&str) -> Option<String>,
+    errors: &mut Vec<Issue>,
+) {
+    let file = lifecycle::file_for(config_path);
+    let name = file.rsplit('/').next().unwrap_or(&file);
+    let Some(text) = read(name) else {
+        return;
+    };
+    let problem = |e: config::ConfigError| Issue {
+        file: e.path,
+        line: Some(e.line),
+        field: e.field,
+        message: e.message,
+        unsupported: false,
+    };
+    let parsed = match lifecycle::parse(&file, &text) {
+        Ok(parsed) => parsed,
+        Err(e) => return errors.push(problem(e)),
+    };
+    for kind in lifecycle::PhaseKind::ALL {
+        if let Err(e) = parsed.stage(kind, plugins) {
+            errors.push(problem(e));
+        }
+    }
+}
+
 /// `kind` as written, for a file that does not parse as a config.
 fn written_kind(text: &str) -> Option<String> {
     crate::bounded::check_yaml(text).ok()?;
@@ -113,8 +152,9 @@ fn written_kind(text: &str) -> Option<String> {
 /// The problems of a parsed config that make it undeployable with these plugins: features not
 /// supported yet, a platform with no plugin, and stages whose options do not validate. Each
 /// carries its line in `text`. Manifests are not read; see [`check_app`].
-pub fn validate(text: &str, app: &AppConfig, plugins: &Plugins) -> Vec<Issue> {
+pub fn validate(path: &str, text: &str, app: &AppConfig, plugins: &Plugins) -> Vec<Issue> {
     let mut issues = Issues {
+        file: path.to_owned(),
         index: LineIndex::build(text),
         errors: Vec::new(),
         warnings: Vec::new(),

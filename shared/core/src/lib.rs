@@ -14,6 +14,7 @@ pub mod fixture;
 pub mod glob;
 pub mod ids;
 pub mod jobs;
+pub mod lifecycle;
 pub mod machine;
 pub mod planner;
 pub mod plugin;

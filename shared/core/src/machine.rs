@@ -11,9 +11,12 @@
 //! - The deployment timeout (from PLANNED) and each stage's timeout are checked before every
 //!   step, and a `Continue` never sleeps past the nearest deadline.
 //! - A rollback stage `rollback-X` is skipped when stage `X` never started.
+//! - When nothing but the pre-deployment phase ([`crate::lifecycle`]) started, a failure or a
+//!   cancel ends the deployment without rollback: no platform stage ran.
 
 use crate::deployment::{CancelMode, Deployment, DeploymentStatus, Stage, StageStatus};
 use crate::duration::{GoDuration, Millis};
+use crate::lifecycle;
 use crate::plugin::{StageResult, StepOutcome};
 
 /// What the stage handler should do with a deployment now.
@@ -312,8 +315,13 @@ fn stop_current_and_roll_back(
 ) -> Transition {
     let mut next = stop_current(d, now, stage_status, &reason);
     next.status_reason = reason.clone();
+    // A failed or cancelled pre-deployment phase stops the deployment before any platform
+    // stage ran: there is nothing to undo.
+    let deployed = next.stages.iter().any(|s| {
+        !s.rollback && s.started_at.is_some() && s.name != lifecycle::STAGE_PRE_DEPLOYMENT
+    });
     let has_rollback = next.stages.iter().any(|s| s.rollback);
-    if !has_rollback {
+    if !has_rollback || !deployed {
         let status = if next.cancel.is_some() {
             DeploymentStatus::Cancelled
         } else {

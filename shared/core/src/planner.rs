@@ -17,10 +17,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::config::{AppConfig, StageConfig};
+use crate::config::{AppConfig, ConfigError, StageConfig};
 use crate::deployment::{Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
 use crate::ids::{CommitSha, StageId};
+use crate::lifecycle::{Lifecycle, PhaseKind};
 use crate::plugin::{AppFileError, PlanContext, Plugin, Plugins, StageConfigError};
 
 /// Every stage name PipeCD has (piped v0 and the v1 plugins), so that a stage gannet does not
@@ -83,6 +84,9 @@ pub struct PlanInput<'a> {
     /// A file's text at the deployment's commit, by its path relative to the app's directory;
     /// `None` when it does not exist. The platform plugin checks its manifests through it.
     pub read: &'a dyn Fn(&str) -> Option<String>,
+    /// The app's lifecycle file ([`crate::lifecycle`]), when it has one: its phases become the
+    /// first and the last forward stages.
+    pub lifecycle: Option<&'a Lifecycle>,
 }
 
 /// What a deployment will run, and why.
@@ -129,6 +133,9 @@ pub enum PlanError {
     /// one naming the file, and the message names the file and the field inside it.
     #[error("{}: {}", .0.named_by, .0)]
     InvalidAppFile(AppFileError),
+    /// The lifecycle file beside the config is invalid: its path, line and field.
+    #[error("{0}")]
+    InvalidLifecycle(ConfigError),
 }
 
 impl PlanError {
@@ -145,6 +152,7 @@ impl PlanError {
             Self::InvalidStage { index, source, .. } => stage_field(*index, &source.field),
             Self::NothingToRun { .. } => "spec".to_owned(),
             Self::InvalidAppFile(e) => e.named_by.clone(),
+            Self::InvalidLifecycle(e) => e.field.clone(),
         }
     }
 
@@ -160,6 +168,9 @@ impl PlanError {
 
     /// The message without the field.
     pub fn message(&self) -> String {
+        if let Self::InvalidLifecycle(e) = self {
+            return e.message.clone();
+        }
         let text = self.to_string();
         let prefix = format!("{}: ", self.field());
         text.strip_prefix(&prefix).unwrap_or(&text).to_owned()
@@ -183,8 +194,51 @@ fn stage_field(index: usize, field: &str) -> String {
     format!("spec.pipeline.stages[{index}].{inner}")
 }
 
-/// Plans one deployment.
+/// Plans one deployment: the platform's or the pipeline's stages, between the lifecycle
+/// phases when the app has any.
 pub fn plan(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
+    let mut plan = plan_deploying_stages(input)?;
+    if let Some(lifecycle) = input.lifecycle {
+        add_phases(&mut plan.stages, lifecycle, input.plugins)?;
+        plan.summary
+            .push_str(&format!(", with the phases of {}", lifecycle.path));
+    }
+    Ok(plan)
+}
+
+/// Puts the pre-deployment phase's stage first and the post-deployment phase's after the last
+/// forward stage (before the hidden rollback stages).
+fn add_phases(
+    stages: &mut Vec<Stage>,
+    lifecycle: &Lifecycle,
+    plugins: &Plugins,
+) -> Result<(), PlanError> {
+    for kind in PhaseKind::ALL {
+        let Some(phase) = lifecycle
+            .stage(kind, plugins)
+            .map_err(PlanError::InvalidLifecycle)?
+        else {
+            continue;
+        };
+        if let Some(taken) = stages.iter().find(|s| s.id == phase.id) {
+            return Err(PlanError::DuplicateStageId {
+                field: format!("spec.pipeline.stages[{}].id", taken.index),
+                id: phase.id.to_string(),
+            });
+        }
+        let at = match kind {
+            PhaseKind::Pre => 0,
+            PhaseKind::Post => stages
+                .iter()
+                .position(|s| s.rollback)
+                .unwrap_or(stages.len()),
+        };
+        stages.insert(at, phase);
+    }
+    Ok(())
+}
+
+fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
     let app = input.app;
     let ctx = PlanContext {
         app,

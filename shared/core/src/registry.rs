@@ -56,6 +56,9 @@ pub struct PluginSettings<'a> {
     at: String,
     value: &'a Value,
     pub runtime: &'a RuntimeInfo,
+    /// The plugins built before this one (those listed before it in the registry): a plugin
+    /// whose stages run other plugins' stages (the lifecycle phases) finds them here.
+    pub earlier: Plugins,
 }
 
 /// The settings every platform plugin takes: its deploy targets.
@@ -78,6 +81,7 @@ impl<'a> PluginSettings<'a> {
             at: at.into(),
             value,
             runtime,
+            earlier: Plugins::default(),
         }
     }
 
@@ -177,7 +181,9 @@ impl Registry {
         for spec in &self.specs {
             let value = settings.get(spec.name).unwrap_or(&Value::Null);
             let at = typed::join_path(root, spec.name);
-            list.push((spec.build)(&PluginSettings::new(at, value, runtime))?);
+            let mut settings = PluginSettings::new(at, value, runtime);
+            settings.earlier = Plugins::new(list.clone());
+            list.push((spec.build)(&settings)?);
         }
         Ok(Plugins::new(list))
     }

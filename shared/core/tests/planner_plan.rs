@@ -260,6 +260,7 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
         running_commit: (!case.first_deployment).then_some(&running),
         plugins: &plugins,
         read: &read,
+        lifecycle: None,
     })
 }
 

@@ -108,6 +108,36 @@ fn failure_rolls_back_then_ends_failure() {
 }
 
 #[test]
+fn a_failed_pre_deployment_phase_ends_the_deployment_without_rollback() {
+    let d = Deployment::test().with_stages(vec![
+        Stage::test("pre-deployment", crate::lifecycle::STAGE_PRE_DEPLOYMENT),
+        Stage::test("sync", "LAMBDA_SYNC"),
+        Stage::test("post-deployment", crate::lifecycle::STAGE_POST_DEPLOYMENT),
+        Stage::test_rollback("sync", "LAMBDA_ROLLBACK"),
+    ]);
+    let t = step(&d, failed("evaluation upstream failed"), 2000);
+    assert_eq!(t.deployment.status, D::Failure);
+    assert_eq!(t.next, Next::Finished);
+    assert_eq!(
+        statuses(&t.deployment),
+        [
+            ("pre-deployment", S::Failure),
+            ("sync", S::NotStartedYet),
+            ("post-deployment", S::NotStartedYet),
+            ("rollback-sync", S::NotStartedYet)
+        ]
+    );
+    // A failed post-deployment phase rolls the platform back, as any failed stage does.
+    let t = step(&d, OK, 2000);
+    let t = step(&t.deployment, OK, 3000);
+    let t = step(&t.deployment, failed("task smoke failed"), 4000);
+    assert_eq!(t.deployment.status, D::RollingBack);
+    let done = step(&t.deployment, OK, 5000);
+    assert_eq!(done.deployment.status, D::Failure);
+    assert_eq!(done.deployment.stages[3].status, S::Success);
+}
+
+#[test]
 fn failure_without_rollback_stages_ends_failure_at_once() {
     let d = Deployment::test().with_stages(vec![Stage::test("a", "WAIT")]);
     let t = step(&d, failed("boom"), 2000);
@@ -224,10 +254,11 @@ fn cancel_before_any_stage_skips_rollback() {
         by: String::new(),
         at: Millis(1500),
     });
+    // Nothing started, so nothing needs undoing: the deployment ends at once.
     let t = transition(next_action(&d, Millis(2000)));
-    let t = transition(next_action(&t.deployment, Millis(2001)));
     assert_eq!(t.deployment.status, D::Cancelled);
-    assert_eq!(t.deployment.stages[2].status, S::Skipped);
+    assert_eq!(t.next, Next::Finished);
+    assert!(!t.deployment.stages[2].visible);
 }
 
 #[test]

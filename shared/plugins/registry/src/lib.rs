@@ -18,6 +18,8 @@ pub fn registry() -> Registry {
         gannet_plugin_kubernetes::SPEC,
         gannet_plugin_cloudrun::SPEC,
         gannet_plugin_analysis::SPEC,
+        // Last: its phases run the stages of the plugins above (SCRIPT_RUN, ANALYSIS).
+        gannet_plugin_lifecycle::SPEC,
     ])
 }
 

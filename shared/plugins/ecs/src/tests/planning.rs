@@ -112,6 +112,7 @@ fn plan(
                 .find(|(n, _)| *n == rel)
                 .map(|(_, t)| t.clone())
         },
+        lifecycle: None,
     })
     .map_err(|e| e.to_string())?;
     let stages = plan

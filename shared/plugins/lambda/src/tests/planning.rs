@@ -84,6 +84,7 @@ fn plan_with(
         running_commit: running.then_some(&sha),
         plugins: &plugins,
         read: &|rel: &str| manifest.clone().filter(|_| rel == "function.yaml"),
+        lifecycle: None,
     })
     .map_err(|e| e.to_string())?;
     let stages = plan

@@ -1,0 +1,458 @@
+//! The phases with real parts: tasks are real scripts run by the embedded job runner, and
+//! evaluations real ANALYSIS HTTP checks against a server on loopback. Time is the wall clock.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use gannet_core::config::parse_app_config;
+use gannet_core::deployment::{Deployment, Stage, SyncStrategy, Trigger, TriggerKind};
+use gannet_core::duration::Millis;
+use gannet_core::fixture::RecordingIo;
+use gannet_core::jobs::JobRunner;
+use gannet_core::lifecycle;
+use gannet_core::planner::{self, PlanInput};
+use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
+use gannet_core::registry::Registry;
+use gannet_embedded::ProcessJobs;
+use serde_json::{json, Value};
+
+use super::*;
+
+/// Every phase here ends within this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// The plugins a phase runs with: script-run and analysis (no providers), then lifecycle,
+/// built by the registry as gannet builds them.
+fn plugins() -> Plugins {
+    Registry::new(vec![
+        gannet_plugin_script_run::SPEC,
+        gannet_plugin_analysis::SPEC,
+        SPEC,
+    ])
+    .without_settings()
+    .expect("plugins build")
+}
+
+fn now() -> Millis {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis();
+    Millis(ms as u64)
+}
+
+/// An HTTP endpoint on loopback answering `/health` with the status the test sets.
+async fn endpoint(status: Arc<Mutex<u16>>) -> SocketAddr {
+    async fn health(State(status): State<Arc<Mutex<u16>>>) -> StatusCode {
+        StatusCode::from_u16(*status.lock().unwrap()).unwrap()
+    }
+    let app = Router::new()
+        .route("/health", get(health))
+        .with_state(status);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+/// Runs one phase stage step by step as the controller would, on the wall clock, keeping
+/// what each step saved; optionally each step twice (a redelivered message).
+struct Driver {
+    plugins: Plugins,
+    deployment: Deployment,
+    jobs: ProcessJobs,
+    app: tempfile::TempDir,
+    _jobs_dir: tempfile::TempDir,
+    twice: bool,
+    logs: Vec<String>,
+}
+
+impl Driver {
+    fn new(with: Value) -> Self {
+        let plugins = plugins();
+        let with = plugins
+            .for_stage(lifecycle::STAGE_PRE_DEPLOYMENT)
+            .expect("lifecycle is built")
+            .validate_stage(lifecycle::STAGE_PRE_DEPLOYMENT, &with)
+            .expect("valid phase");
+        let mut stage =
+            Stage::test("pre-deployment", lifecycle::STAGE_PRE_DEPLOYMENT).running_since(now().0);
+        stage.with = with;
+        let jobs_dir = tempfile::tempdir().unwrap();
+        Self {
+            plugins,
+            deployment: Deployment::test().with_stages(vec![stage]),
+            jobs: ProcessJobs::new(jobs_dir.path().join("jobs")).unwrap(),
+            app: tempfile::tempdir().unwrap(),
+            _jobs_dir: jobs_dir,
+            twice: false,
+            logs: Vec::new(),
+        }
+    }
+
+    fn plugin(&self) -> Arc<dyn Plugin> {
+        self.plugins
+            .for_stage(lifecycle::STAGE_PRE_DEPLOYMENT)
+            .expect("lifecycle")
+            .clone()
+    }
+
+    fn stage(&self) -> &Stage {
+        &self.deployment.stages[0]
+    }
+
+    async fn step(&mut self) -> StepOutcome {
+        let io = RecordingIo::default();
+        let stage = self.stage().clone();
+        let outcome = self
+            .plugin()
+            .execute_step(StepContext {
+                deployment: &self.deployment,
+                stage: &stage,
+                app_dir: self.app.path(),
+                running_app_dir: None,
+                now: now(),
+                io: &io,
+                jobs: &self.jobs,
+            })
+            .await
+            .expect("the step answers");
+        self.deployment.stages[0].metadata.extend(io.saved());
+        self.logs.extend(io.logs());
+        outcome
+    }
+
+    /// Steps until the phase ends.
+    async fn run(&mut self) -> StageResult {
+        let start = Instant::now();
+        while start.elapsed() < LIMIT {
+            let outcome = self.step().await;
+            if self.twice {
+                self.step().await;
+            }
+            match outcome {
+                StepOutcome::Done(result) => return result,
+                StepOutcome::Continue { after } => {
+                    tokio::time::sleep(after.get().min(Duration::from_millis(200))).await;
+                }
+            }
+        }
+        panic!("the phase did not end in {LIMIT:?}; log:\n{}", self.log());
+    }
+
+    fn items(&self) -> Vec<(String, ItemRecord)> {
+        items(&self.stage().metadata)
+    }
+
+    fn item(&self, name: &str) -> ItemRecord {
+        self.items()
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no record of {name}: {:?}", self.stage().metadata))
+            .1
+    }
+
+    fn log(&self) -> String {
+        self.logs.join("\n")
+    }
+}
+
+/// A task that appends a line to `marks` when it starts and ends, taking `secs`.
+fn task(name: &str, marks: &Path, secs: u32) -> Value {
+    json!({"name": name, "with": {
+        "run": format!("echo {name} >> {m}; echo working; sleep {secs}; echo {name} done >> {m}", m = marks.display()),
+    }})
+}
+
+#[tokio::test]
+async fn two_tasks_and_an_evaluation_run_at_the_same_time_with_each_step_twice() {
+    let addr = endpoint(Arc::new(Mutex::new(200))).await;
+    let marks_dir = tempfile::tempdir().unwrap();
+    let marks = marks_dir.path().join("marks");
+    let with = json!({
+        "tasks": [task("migrate", &marks, 2), task("warm-cache", &marks, 2)],
+        "evaluations": [{"name": "upstream", "with": {"duration": "3s", "https": [{
+            "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "1s"}]}}],
+    });
+    let mut d = Driver::new(with);
+    d.twice = true;
+    assert_eq!(d.run().await, StageResult::Success, "{}", d.log());
+    let records = d.items();
+    assert_eq!(records.len(), 3, "{records:?}");
+    for (name, r) in &records {
+        assert_eq!(r.status, ItemStatus::Success, "{name}: {r:?}");
+    }
+    // At the same time: every item started before any ended.
+    let last_start = records.iter().map(|(_, r)| r.started_at).max().unwrap();
+    let first_end = records
+        .iter()
+        .map(|(_, r)| r.completed_at.expect("ended"))
+        .min()
+        .unwrap();
+    assert!(
+        last_start < first_end,
+        "items ran one after another: {records:?}"
+    );
+    // Each task ran once, though every step was delivered twice.
+    let marks = std::fs::read_to_string(&marks).unwrap();
+    let mut lines: Vec<&str> = marks.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["migrate", "migrate done", "warm-cache", "warm-cache done"]
+    );
+    // Each item's log lines carry its name.
+    let log = d.log();
+    assert!(log.contains("[task migrate] working"), "{log}");
+    assert!(log.contains("[task warm-cache] working"), "{log}");
+    assert!(log.contains("[evaluation upstream] [https[0]] #1"), "{log}");
+    assert!(log.contains("[evaluation upstream] succeeded"), "{log}");
+    assert!(log.contains("all 3 items succeeded"), "{log}");
+    assert_eq!(log.matches("[task migrate] succeeded").count(), 1, "{log}");
+}
+
+#[tokio::test]
+async fn a_failing_evaluation_fails_the_phase_and_stops_the_tasks() {
+    let addr = endpoint(Arc::new(Mutex::new(503))).await;
+    let marks_dir = tempfile::tempdir().unwrap();
+    let marks = marks_dir.path().join("marks");
+    let with = json!({
+        "tasks": [task("slow", &marks, 60)],
+        "evaluations": [{"name": "upstream", "with": {"duration": "30s", "https": [{
+            "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "1s",
+            "failureLimit": 0}]}}],
+    });
+    let mut d = Driver::new(with);
+    let started = Instant::now();
+    let reason = match d.run().await {
+        StageResult::Failure { reason } => reason,
+        other => panic!("expected a failure, got {other:?}\n{}", d.log()),
+    };
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it waited for the task"
+    );
+    assert!(
+        reason.starts_with("evaluation upstream failed: https[0]: 1 of 1 measurements failed"),
+        "{reason}"
+    );
+    assert_eq!(d.item("upstream").status, ItemStatus::Failure);
+    let slow = d.item("slow");
+    assert_eq!(slow.status, ItemStatus::Stopped, "{slow:?}");
+    assert_eq!(slow.reason, "evaluation upstream failed");
+    // The task's job was killed: it ends, and never wrote its last mark.
+    let key = gannet_core::jobs::JobKey::parse(
+        d.stage()
+            .metadata
+            .get("item.slow.job")
+            .expect("the job's key"),
+    )
+    .unwrap();
+    let poll = d.jobs.poll(&key, "").await.unwrap();
+    assert!(poll.end.is_some(), "the task still runs");
+    let marks = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(marks.trim(), "slow");
+    assert!(d.log().contains("[task slow] stopped"), "{}", d.log());
+    // A repeated step answers the same failure and starts nothing.
+    let again = d.step().await;
+    assert_eq!(again, StepOutcome::Done(StageResult::Failure { reason }));
+}
+
+#[tokio::test]
+async fn a_failing_task_fails_the_phase_with_its_reason_and_a_cancel_stops_the_rest() {
+    let marks_dir = tempfile::tempdir().unwrap();
+    let marks = marks_dir.path().join("marks");
+    let with = json!({"tasks": [
+        {"name": "check", "with": {"run": "echo no such table >&2; exit 3"}},
+        task("slow", &marks, 60),
+    ]});
+    let mut d = Driver::new(with);
+    let result = d.run().await;
+    assert_eq!(
+        result,
+        StageResult::Failure {
+            reason: "task check failed: script exited with code 3".into()
+        },
+        "{}",
+        d.log()
+    );
+    assert_eq!(d.item("slow").status, ItemStatus::Stopped);
+
+    // A cancel (the controller's stop) kills a running task's job.
+    let mut d = Driver::new(json!({"tasks": [task("slow", &marks, 60)]}));
+    assert!(matches!(d.step().await, StepOutcome::Continue { .. }));
+    let io = RecordingIo::default();
+    let stage = d.stage().clone();
+    d.plugin()
+        .stop(StopContext {
+            deployment: &d.deployment,
+            stage: &stage,
+            io: &io,
+            jobs: &d.jobs,
+        })
+        .await
+        .expect("stops");
+    let key = gannet_core::jobs::JobKey::parse(&stage.metadata["item.slow.job"]).unwrap();
+    let poll = d.jobs.poll(&key, "").await.unwrap();
+    assert!(poll.end.is_some(), "the cancelled task still runs");
+    assert!(io
+        .logs()
+        .iter()
+        .any(|l| l.starts_with("[task slow] stopped the script")));
+}
+
+#[test]
+fn items_are_validated_by_their_own_plugins_and_errors_name_the_field() {
+    let plugins = plugins();
+    let p = plugins.for_stage(lifecycle::STAGE_PRE_DEPLOYMENT).unwrap();
+    let cases = [
+        (
+            json!({"tasks": [{"name": "a", "with": {}}]}),
+            "tasks[0].with.run",
+        ),
+        (
+            json!({"tasks": [{"name": "a", "with": {"run": "x", "onRollback": "y"}}]}),
+            "tasks[0].with.onRollback",
+        ),
+        (
+            json!({"evaluations": [{"name": "e", "with": {"duration": "1m", "https": [{"url": "https://x"}]}}]}),
+            "evaluations[0].with.https[0].interval",
+        ),
+        (
+            json!({"evaluations": [{"name": "e", "with": {"duration": "1m", "logs": [{"provider": "x", "query": "y"}]}}]}),
+            "evaluations[0].with.logs",
+        ),
+        (json!({"tasks": [], "jobs": []}), "jobs"),
+    ];
+    for (with, field) in cases {
+        let err = p
+            .validate_stage(lifecycle::STAGE_PRE_DEPLOYMENT, &with)
+            .expect_err(&with.to_string());
+        assert_eq!(err.field, field, "{with}: {err}");
+    }
+    // Without the plugins it runs, a phase says what is missing.
+    let alone = LifecyclePlugin::default();
+    let err = alone
+        .validate_stage(
+            lifecycle::STAGE_PRE_DEPLOYMENT,
+            &json!({"tasks": [{"name": "a", "with": {"run": "x"}}]}),
+        )
+        .unwrap_err();
+    assert!(
+        err.message
+            .contains("no compiled-in plugin runs SCRIPT_RUN"),
+        "{err}"
+    );
+}
+
+/// The planner puts the pre-deployment phase first and the post-deployment phase after the
+/// last forward stage, before the hidden rollback stages; the file's errors name its lines.
+#[test]
+fn the_planner_places_the_phases_around_the_deploying_stages() {
+    let app = parse_app_config(
+        "app/app.pipecd.yaml",
+        "apiVersion: pipecd.dev/v1beta1
+kind: Application
+spec:
+  name: web
+  planner:
+    alwaysUsePipeline: true
+  pipeline:
+    stages:
+      - name: SCRIPT_RUN
+        with:
+          run: echo deploy
+          onRollback: echo undo
+",
+    )
+    .expect("app config");
+    let file = lifecycle::parse(
+        "app/app.gannet.yaml",
+        "apiVersion: gannet.dev/v1
+kind: Lifecycle
+spec:
+  preDeployment:
+    tasks:
+      - name: migrate
+        run: ./migrate.sh
+  postDeployment:
+    evaluations:
+      - name: smoke
+        duration: 1m
+        https:
+          - url: https://web.example.com/
+            interval: 10s
+",
+    )
+    .expect("lifecycle file");
+    let plugins = plugins();
+    let trigger = Trigger {
+        kind: TriggerKind::OnCommit,
+        commander: String::new(),
+        strategy: SyncStrategy::Auto,
+    };
+    let plan = |file: &lifecycle::Lifecycle| {
+        planner::plan(&PlanInput {
+            app: &app,
+            trigger: &trigger,
+            commit_message: "change",
+            changed_files: &[],
+            running_commit: None,
+            plugins: &plugins,
+            read: &|_| None,
+            lifecycle: Some(file),
+        })
+    };
+    let planned = plan(&file).expect("plans");
+    let stages: Vec<(&str, &str, bool)> = planned
+        .stages
+        .iter()
+        .map(|s| (s.id.as_str(), s.name.as_str(), s.rollback))
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            ("pre-deployment", "PRE_DEPLOYMENT", false),
+            ("stage-0", "SCRIPT_RUN", false),
+            ("post-deployment", "POST_DEPLOYMENT", false),
+            ("rollback-stage-0", "SCRIPT_RUN_ROLLBACK", true),
+        ]
+    );
+    assert!(
+        planned
+            .summary
+            .ends_with("with the phases of app/app.gannet.yaml"),
+        "{}",
+        planned.summary
+    );
+    // An evaluation's own timeout: its duration and time for its last queries.
+    assert_eq!(planned.stages[2].timeout.to_string(), "11m");
+
+    let bad = lifecycle::parse(
+        "app/app.gannet.yaml",
+        "apiVersion: gannet.dev/v1
+kind: Lifecycle
+spec:
+  postDeployment:
+    evaluations:
+      - name: smoke
+        duration: 1m
+        https:
+          - url: https://web.example.com/
+            interval: 2m
+",
+    )
+    .expect("reads");
+    let err = plan(&bad).expect_err("the interval is longer than the duration");
+    assert!(
+        err.to_string()
+            .starts_with("app/app.gannet.yaml:10: spec.postDeployment.evaluations[0].https[0].interval: 2m is longer"),
+        "{err}"
+    );
+}
