@@ -3,14 +3,10 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use support::receiver::Receiver;
 use support::{app_config, stage_named, token_of, Gannet, Repo, UpOptions};
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -496,131 +492,6 @@ fn an_app_whose_config_breaks_keeps_its_place_as_invalid_config() {
             (g.get("/apps/web").1["app"]["sync_status"] == "SYNCED").then_some(())
         });
     }
-}
-
-/// A notification receiver on loopback: answers 503 to the first `fail_first` requests and 200
-/// after, keeping every request it was sent. It stops when dropped, or after a minute at most.
-struct Receiver {
-    url: String,
-    got: Arc<Mutex<Vec<Received>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Receiver {
-    fn start(fail_first: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (got, stop) = (got.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let started = Instant::now();
-                let mut seen = 0;
-                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(60) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            seen += 1;
-                            let status = if seen <= fail_first { 503 } else { 200 };
-                            if let Some((content_type, body)) = serve(stream, status) {
-                                got.lock().expect("lock").push(Received {
-                                    status,
-                                    content_type,
-                                    body,
-                                });
-                            }
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                    }
-                }
-            })
-        };
-        Self {
-            url,
-            got,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// What was answered 200.
-    fn events(&self) -> Vec<(String, Value)> {
-        self.got
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|r| r.status == 200)
-            .map(|r| (r.content_type.clone(), r.body.clone()))
-            .collect()
-    }
-
-    /// The ids of the events answered with an error.
-    fn refused(&self) -> Vec<String> {
-        self.got
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|r| r.status != 200)
-            .filter_map(|r| r.body["id"].as_str().map(str::to_owned))
-            .collect()
-    }
-}
-
-#[derive(Clone)]
-struct Received {
-    status: u16,
-    content_type: String,
-    body: Value,
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Reads one HTTP request and answers `status`; returns its content type and JSON body.
-fn serve(mut stream: TcpStream, status: u16) -> Option<(String, Value)> {
-    stream.set_nonblocking(false).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let header = |name: &str| {
-        head.lines()
-            .find_map(|l| {
-                l.strip_prefix(&format!("{name}:"))
-                    .map(|v| v.trim().to_owned())
-            })
-            .unwrap_or_default()
-    };
-    let length: usize = header("content-length").parse().ok()?;
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let reply = format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
-    stream.write_all(reply.as_bytes()).ok()?;
-    let body = serde_json::from_slice(&buf[head_end..head_end + length]).ok()?;
-    Some((header("content-type"), body))
 }
 
 #[test]

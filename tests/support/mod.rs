@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
+pub mod receiver;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
