@@ -574,7 +574,7 @@ plugins:
         assert_eq!(c.settings.intervals.resume, GoDuration::from_secs(30));
         assert_eq!(
             format!("{:?}", c.plugins),
-            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun", "analysis"]"#
+            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun", "analysis", "lifecycle"]"#
         );
         assert!(
             !format!("{:?}", c.settings).contains("s3cret"),
@@ -650,7 +650,7 @@ plugins:
             ("api: {headerTimeout: 10ms}", "api.headerTimeout: 10ms is too short"),
             (
                 "plugins: {lamda: {}}",
-                "plugins.lamda: no compiled-in plugin is named \"lamda\"; did you mean `lambda`? (compiled in: wait, wait-approval, script-run, lambda, ecs, terraform, kubernetes, cloudrun, analysis)",
+                "plugins.lamda: no compiled-in plugin is named \"lamda\"; did you mean `lambda`? (compiled in: wait, wait-approval, script-run, lambda, ecs, terraform, kubernetes, cloudrun, analysis, lifecycle)",
             ),
             (
                 "plugins: {appengine: {deployTargets: []}}",

@@ -516,7 +516,7 @@ mod tests {
         );
         assert_eq!(
             format!("{:?}", c.plugins),
-            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun", "analysis"]"#
+            r#"["wait", "wait-approval", "script-run", "lambda", "ecs", "terraform", "kubernetes", "cloudrun", "analysis", "lifecycle"]"#
         );
         assert_eq!(c.intervals.resume, GoDuration::from_secs(10));
         assert_eq!(c.intervals.poll, GoDuration::from_secs(60));
