@@ -70,23 +70,12 @@ pub fn read_app_file(app_dir: &std::path::Path, rel: &str) -> Result<String, Str
     {
         return Err(format!("{rel:?}: name a file inside the app's directory"));
     }
-    let full = app_dir.join(path);
-    let meta = std::fs::symlink_metadata(&full)
-        .map_err(|_| "does not exist in the app directory".to_owned())?;
-    if meta.file_type().is_symlink() {
-        return Err("is a symlink; gannet reads only regular files of the repository".into());
-    }
-    if !meta.is_file() {
-        return Err("is not a regular file".into());
-    }
-    if meta.len() > crate::bounded::MAX_BYTES as u64 {
-        return Err(format!(
-            "is {} bytes, larger than the {} bytes gannet reads",
-            meta.len(),
-            crate::bounded::MAX_BYTES
-        ));
-    }
-    std::fs::read_to_string(&full).map_err(|e| format!("cannot be read: {e}"))
+    crate::bounded::read_file(&app_dir.join(path), crate::bounded::MAX_BYTES as u64).map_err(|e| {
+        match e {
+            crate::bounded::FileError::NotFound => "does not exist in the app directory".to_owned(),
+            other => other.to_string(),
+        }
+    })
 }
 
 /// The only apiVersion PipeCD has.

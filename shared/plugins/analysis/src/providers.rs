@@ -104,21 +104,8 @@ impl SecretRef {
 
 /// A secret file: a regular file (not a symlink), at most 16 KB.
 fn read_secret_file(path: &Path) -> Result<String, String> {
-    let meta = std::fs::symlink_metadata(path)
-        .map_err(|e| format!("{} cannot be read: {e}", path.display()))?;
-    if meta.file_type().is_symlink() {
-        return Err(format!(
-            "{} is a symlink; give the file itself",
-            path.display()
-        ));
-    }
-    if !meta.is_file() || meta.len() > MAX_SECRET_BYTES {
-        return Err(format!(
-            "{} is not a file of at most {MAX_SECRET_BYTES} bytes",
-            path.display()
-        ));
-    }
-    std::fs::read_to_string(path).map_err(|e| format!("{} cannot be read: {e}", path.display()))
+    gannet_core::bounded::read_file(path, MAX_SECRET_BYTES)
+        .map_err(|e| format!("{} {e}", path.display()))
 }
 
 #[derive(Deserialize)]

@@ -219,16 +219,7 @@ async fn oauth_token(
 
 /// Reads a credentials file Google's tools write.
 fn from_file(path: &Path, aws: Option<SharedCredentialsProvider>) -> Result<Source, String> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| format!("cannot be read: {e}"))?;
-    if meta.file_type().is_symlink() {
-        return Err("is a symbolic link; name the file itself".into());
-    }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "is larger than {MAX_FILE_BYTES} bytes: not a credentials file"
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot be read: {e}"))?;
+    let text = gannet_core::bounded::read_file(path, MAX_FILE_BYTES).map_err(|e| e.to_string())?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("is not JSON: {e}"))?;
     let field = |name: &str| v[name].as_str().unwrap_or_default().to_owned();
     match v["type"].as_str() {
@@ -533,6 +524,6 @@ mod tests {
         assert!(from_file(&link, None)
             .err()
             .unwrap()
-            .contains("symbolic link"));
+            .contains("is a symlink"));
     }
 }
