@@ -119,16 +119,11 @@ impl Lambda {
 
     /// Uploads code `version` and commits a manifest deploying it through the canary.
     fn commit(&self, version: &str, analysis: &Value) -> String {
-        let (function, bucket, key) = (&self.function, &self.bucket, format!("{version}.zip"));
-        moto::put_object(bucket, &key, moto::zip_bytes(version));
         let app = format!(
             "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n  pipeline:\n    stages:\n{}",
             canary(analysis)
         );
-        let manifest = format!(
-            "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  s3Bucket: {bucket}\n  s3Key: {key}\n",
-            moto::ROLE
-        );
+        let manifest = moto::upload_code(&self.function, &self.bucket, version);
         let files = [
             ("apps/fn/app.pipecd.yaml", app),
             ("apps/fn/function.yaml", manifest),
@@ -140,20 +135,6 @@ impl Lambda {
     fn alias(&self) -> Option<Routing> {
         moto::alias(&self.function, ALIAS)
     }
-}
-
-/// Sends a signed push of `commit`; returns its deployment's id.
-fn deploy(g: &Gannet, commit: &str) -> String {
-    let (status, body) = g.push(commit, commit);
-    assert_eq!(status, 202, "{body}");
-    g.deployment_of(commit, LIMIT)
-}
-
-/// `NAME STATUS` of every stage, hidden ones included, joined by commas.
-fn stages(d: &Value) -> String {
-    let all = d["stages"].as_array().into_iter().flatten();
-    let each = all.map(|s| format!("{} {}", s["name"], s["status"]).replace('"', ""));
-    each.collect::<Vec<_>>().join(", ")
 }
 
 /// v1 is quick-synced; v2, whose error rate `set_rate` keeps at 0.001, passes its analysis and
@@ -171,7 +152,7 @@ fn promote_then_roll_back(provider: &str, analysis: &Value, set_rate: impl Fn(f6
     let mut opts = UpOptions::default();
     (opts.extra_config, opts.env) = (extra_config, moto::gannet_env());
     let g = Gannet::start(&lambda.repo, state.path(), &opts);
-    let d = g.wait_terminal(&deploy(&g, &v1), LIMIT);
+    let d = g.wait_terminal(&g.deploy(LIMIT, &v1), LIMIT);
     assert!(
         d["status"] == "SUCCESS" && d["strategy"] == "QUICK_SYNC",
         "{d}"
@@ -180,7 +161,7 @@ fn promote_then_roll_back(provider: &str, analysis: &Value, set_rate: impl Fn(f6
 
     set_rate(0.001);
     let v2 = lambda.commit("v2", analysis);
-    let id = deploy(&g, &v2);
+    let id = g.deploy(LIMIT, &v2);
     g.wait_stage(&id, "ANALYSIS", "RUNNING", LIMIT);
     assert_eq!(
         lambda.alias(),
@@ -190,7 +171,7 @@ fn promote_then_roll_back(provider: &str, analysis: &Value, set_rate: impl Fn(f6
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
     let promoted = "LAMBDA_CANARY_ROLLOUT SUCCESS, LAMBDA_PROMOTE SUCCESS, ANALYSIS SUCCESS, LAMBDA_PROMOTE SUCCESS, LAMBDA_ROLLBACK NOT_STARTED_YET";
-    assert_eq!(stages(&d), promoted, "{d}");
+    assert_eq!(support::stage_statuses(&d), promoted, "{d}");
     assert_eq!(
         lambda.alias(),
         Some(Routing::all_to("2")),
@@ -208,13 +189,13 @@ fn promote_then_roll_back(provider: &str, analysis: &Value, set_rate: impl Fn(f6
 
     set_rate(0.5);
     let v3 = lambda.commit("v3", analysis);
-    let id = deploy(&g, &v3);
+    let id = g.deploy(LIMIT, &v3);
     g.wait_stage(&id, "ANALYSIS", "RUNNING", LIMIT);
     assert_eq!(lambda.alias(), Some(Routing::split("3", "2", 0.9)));
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "FAILURE", "{d}\n{}", g.log());
     let rolled_back = "LAMBDA_CANARY_ROLLOUT SUCCESS, LAMBDA_PROMOTE SUCCESS, ANALYSIS FAILURE, LAMBDA_PROMOTE NOT_STARTED_YET, LAMBDA_ROLLBACK SUCCESS";
-    assert_eq!(stages(&d), rolled_back, "{d}");
+    assert_eq!(support::stage_statuses(&d), rolled_back, "{d}");
     assert_eq!(
         lambda.alias(),
         Some(Routing::all_to("2")),
@@ -332,7 +313,7 @@ fn a_sigkill_mid_analysis_resumes_counting_from_the_saved_measurements() {
     opts.extra_config =
         format!("{BASE}plugins:\n  analysis:\n    providers:\n      - {provider}\n");
     let mut g = Gannet::start(&repo, state.path(), &opts);
-    let id = deploy(&g, &head);
+    let id = g.deploy(LIMIT, &head);
     let first = "[metrics[0]] #1: 0.5 (expected x <= 0.01) FAIL";
     g.wait_stage(&id, "ANALYSIS", "RUNNING", LIMIT);
     g.wait_until(LIMIT, "measurement #1 has failed", || {

@@ -41,13 +41,6 @@ fn lambda_app(stages: &str) -> String {
     }
 }
 
-fn function_yaml(function: &str, bucket: &str, key: &str) -> String {
-    format!(
-        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  s3Bucket: {bucket}\n  s3Key: {key}\n",
-        moto::ROLE
-    )
-}
-
 /// One Lambda function's app in a repository, and a `gannet up` whose Lambda deploy target is
 /// `endpoint` (moto, or a proxy to it).
 struct Lab {
@@ -61,14 +54,12 @@ struct Lab {
 
 /// Uploads code `version` to `bucket` and commits a manifest deploying it with `stages`.
 fn commit_code(repo: &Repo, function: &str, bucket: &str, version: &str, stages: &str) -> String {
-    let key = format!("{version}.zip");
-    moto::put_object(bucket, &key, moto::zip_bytes(version));
     repo.commit(
         &[
             (&format!("{APP_DIR}/app.pipecd.yaml"), &lambda_app(stages)),
             (
                 &format!("{APP_DIR}/function.yaml"),
-                &function_yaml(function, bucket, &key),
+                &moto::upload_code(function, bucket, version),
             ),
         ],
         &format!("deploy {version}"),
@@ -332,9 +323,8 @@ fn a_bad_function_manifest_fails_the_plan_and_config_check_naming_file_and_field
         "badmanifest",
         &moto::endpoint(),
         |repo, function, bucket| {
-            moto::put_object(bucket, "v1.zip", moto::zip_bytes("v1"));
             let bad =
-                function_yaml(function, bucket, "v1.zip").replace("memory: 128", "memory: 64");
+                moto::upload_code(function, bucket, "v1").replace("memory: 128", "memory: 64");
             repo.commit(
                 &[
                     (&format!("{APP_DIR}/app.pipecd.yaml"), &lambda_app("")),

@@ -77,13 +77,8 @@ impl Lambda {
 
     /// Uploads code `version` and commits the app with `lifecycle` beside it.
     fn commit(&self, version: &str, lifecycle: &str) -> String {
-        let (function, bucket, key) = (&self.function, &self.bucket, format!("{version}.zip"));
-        moto::put_object(bucket, &key, moto::zip_bytes(version));
         let app = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n".to_owned();
-        let manifest = format!(
-            "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  s3Bucket: {bucket}\n  s3Key: {key}\n",
-            moto::ROLE
-        );
+        let manifest = moto::upload_code(&self.function, &self.bucket, version);
         let files = [
             ("apps/fn/app.pipecd.yaml", app),
             ("apps/fn/function.yaml", manifest),
@@ -96,20 +91,6 @@ impl Lambda {
     fn alias(&self) -> Option<Routing> {
         moto::alias(&self.function, ALIAS)
     }
-}
-
-/// Sends a signed push of `commit`; returns its deployment's id.
-fn deploy(g: &Gannet, commit: &str) -> String {
-    let (status, body) = g.push(commit, commit);
-    assert_eq!(status, 202, "{body}");
-    g.deployment_of(commit, LIMIT)
-}
-
-/// `NAME STATUS` of every stage, hidden ones included, joined by commas.
-fn stages(d: &Value) -> String {
-    let all = d["stages"].as_array().into_iter().flatten();
-    let each = all.map(|s| format!("{} {}", s["name"], s["status"]).replace('"', ""));
-    each.collect::<Vec<_>>().join(", ")
 }
 
 /// The item records of a phase stage, by name.
@@ -179,11 +160,11 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
     let g = Gannet::start(&lambda.repo, state.path(), &opts);
 
     // v1: both phases pass around the Lambda stage.
-    let id = deploy(&g, &v1);
+    let id = g.deploy(LIMIT, &v1);
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
     assert_eq!(
-        stages(&d),
+        support::stage_statuses(&d),
         "PRE_DEPLOYMENT SUCCESS, LAMBDA_SYNC SUCCESS, POST_DEPLOYMENT SUCCESS, LAMBDA_ROLLBACK NOT_STARTED_YET",
         "{d}"
     );
@@ -244,11 +225,11 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
     // v2: the upstream fails its check, so the deployment stops before the Lambda stage.
     upstream.set(503);
     let v2 = lambda.commit("v2", &lifecycle(&pre, post));
-    let id = deploy(&g, &v2);
+    let id = g.deploy(LIMIT, &v2);
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "FAILURE", "{d}\n{}", g.log());
     assert_eq!(
-        stages(&d),
+        support::stage_statuses(&d),
         "PRE_DEPLOYMENT FAILURE, LAMBDA_SYNC NOT_STARTED_YET, POST_DEPLOYMENT NOT_STARTED_YET, LAMBDA_ROLLBACK NOT_STARTED_YET",
         "nothing ran after the failed phase, not even a rollback: {d}"
     );
@@ -303,11 +284,11 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
     let failing_post =
         "    tasks:\n      - name: smoke\n        run: echo smoke test failed >&2; exit 4\n";
     let v3 = lambda.commit("v3", &lifecycle(&pre, failing_post));
-    let id = deploy(&g, &v3);
+    let id = g.deploy(LIMIT, &v3);
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "FAILURE", "{d}\n{}", g.log());
     assert_eq!(
-        stages(&d),
+        support::stage_statuses(&d),
         "PRE_DEPLOYMENT SUCCESS, LAMBDA_SYNC SUCCESS, POST_DEPLOYMENT FAILURE, LAMBDA_ROLLBACK SUCCESS",
         "{d}"
     );
@@ -347,7 +328,7 @@ fn a_sigkill_mid_phase_resumes_without_running_a_task_twice() {
         "add web",
     );
     let mut g = Gannet::start(&repo, state.path(), &UpOptions::default());
-    let id = deploy(&g, &head);
+    let id = g.deploy(LIMIT, &head);
     g.wait_until(LIMIT, "both tasks started", || {
         let lines = marker_lines(&marks);
         (lines.contains(&"one start".to_owned()) && lines.contains(&"two start".to_owned()))
@@ -358,7 +339,11 @@ fn a_sigkill_mid_phase_resumes_without_running_a_task_twice() {
 
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
-    assert_eq!(stages(&d), "PRE_DEPLOYMENT SUCCESS, WAIT SUCCESS", "{d}");
+    assert_eq!(
+        support::stage_statuses(&d),
+        "PRE_DEPLOYMENT SUCCESS, WAIT SUCCESS",
+        "{d}"
+    );
     let mut lines = marker_lines(&marks);
     lines.sort();
     assert_eq!(
@@ -393,7 +378,7 @@ fn a_broken_lifecycle_file_fails_planning_naming_its_line_and_changes_nothing() 
         "add web",
     );
     let g = Gannet::start(&repo, state.path(), &UpOptions::default());
-    let id = deploy(&g, &head);
+    let id = g.deploy(LIMIT, &head);
     let d = g.wait_terminal(&id, LIMIT);
     assert_eq!(d["status"], "FAILURE", "{d}");
     let reason = d["status_reason"].as_str().unwrap_or_default();

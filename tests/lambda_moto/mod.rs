@@ -149,6 +149,16 @@ pub fn put_object(bucket: &str, key: &str, bytes: Vec<u8>) {
     assert!((200..300).contains(&status), "PutObject: {status} {body}");
 }
 
+/// Uploads code `version` to `s3://bucket/<version>.zip` and returns the function manifest
+/// (`function.yaml`) deploying it as `function`.
+pub fn upload_code(function: &str, bucket: &str, version: &str) -> String {
+    let key = format!("{version}.zip");
+    put_object(bucket, &key, zip_bytes(version));
+    format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {ROLE}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  s3Bucket: {bucket}\n  s3Key: {key}\n"
+    )
+}
+
 /// Zip-looking bytes (moto's Lambda hashes the code; it never unpacks it).
 pub fn zip_bytes(content: &str) -> Vec<u8> {
     let mut bytes = b"PK\x03\x04".to_vec();

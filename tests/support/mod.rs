@@ -401,6 +401,13 @@ impl Gannet {
     }
 
     /// Waits for deployment `id` to reach a terminal status; returns the deployment.
+    /// Sends a signed push of `commit`; returns its deployment's id, once it has one.
+    pub fn deploy(&self, limit: Duration, commit: &str) -> String {
+        let (status, body) = self.push(commit, commit);
+        assert_eq!(status, 202, "{body}");
+        self.deployment_of(commit, limit)
+    }
+
     pub fn wait_terminal(&self, id: &str, limit: Duration) -> Value {
         self.wait_until(limit, &format!("deployment {id} ends"), || {
             let d = self.deployment(id);
@@ -560,6 +567,13 @@ impl Gannet {
 }
 
 /// The stage with this id in a deployment (API view or stored body), if it has been planned.
+/// `NAME STATUS` of every stage of a deployment, hidden ones included, joined by commas.
+pub fn stage_statuses(d: &Value) -> String {
+    let all = d["stages"].as_array().into_iter().flatten();
+    let each = all.map(|s| format!("{} {}", s["name"], s["status"]).replace('"', ""));
+    each.collect::<Vec<_>>().join(", ")
+}
+
 pub fn find_stage<'a>(deployment: &'a Value, id: &str) -> Option<&'a Value> {
     deployment["stages"]
         .as_array()

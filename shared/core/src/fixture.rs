@@ -105,6 +105,14 @@ impl Stage {
     }
 }
 
+/// The wall clock, for plugin tests whose steps meet real servers and processes.
+pub fn wall_clock() -> Millis {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Millis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
+}
+
 /// A [`StepIo`] for plugin tests: it keeps what a step logs and saves.
 #[derive(Default)]
 pub struct RecordingIo {

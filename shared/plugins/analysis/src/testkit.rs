@@ -91,6 +91,30 @@ impl Drop for Exporter {
     }
 }
 
+/// An HTTP endpoint on 127.0.0.1 answering `GET /health` with the status the test sets (in
+/// `status`) and the body `ok: serving`, for HTTP checks. It runs as long as the Tokio runtime.
+pub async fn health_endpoint(status: Arc<Mutex<u16>>) -> SocketAddr {
+    async fn health(
+        State(status): State<Arc<Mutex<u16>>>,
+    ) -> (axum::http::StatusCode, &'static str) {
+        let code = *status.lock().unwrap_or_else(PoisonError::into_inner);
+        let code = axum::http::StatusCode::from_u16(code)
+            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        (code, "ok: serving")
+    }
+    let app = Router::new()
+        .route("/health", get(health))
+        .with_state(status);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}
+
 fn lock(values: &Mutex<BTreeMap<Series, f64>>) -> MutexGuard<'_, BTreeMap<Series, f64>> {
     values.lock().unwrap_or_else(PoisonError::into_inner)
 }

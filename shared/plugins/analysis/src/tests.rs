@@ -12,14 +12,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
-use gannet_core::fixture::RecordingIo;
+use gannet_core::fixture::{wall_clock as now, RecordingIo};
 use gannet_core::jobs::NoJobs;
 use gannet_core::plugin::{Plugin, StageResult, StepContext, StepOutcome};
 use gannet_core::registry::{PluginSettings, RuntimeInfo};
 use serde_json::{json, Value};
 
 use super::*;
-use crate::testkit::{Exporter, Prometheus};
+use crate::testkit::{health_endpoint, Exporter, Prometheus};
 use gannet_plugin_aws_common::AwsFields;
 
 /// The plugin built from `providers` as `plugins.analysis.providers`.
@@ -32,14 +32,6 @@ fn plugin(providers: Value) -> Arc<dyn Plugin> {
         &runtime,
     ))
     .expect("providers build")
-}
-
-fn now() -> Millis {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis();
-    Millis(ms as u64)
 }
 
 /// How a test's time passes: virtually (jumps to when the step asked to be run again) or on
@@ -165,18 +157,6 @@ fn failure(result: StageResult) -> String {
     }
 }
 
-/// An HTTP endpoint on loopback answering `/health` with the status the test sets.
-async fn endpoint(status: Arc<Mutex<u16>>) -> SocketAddr {
-    async fn health(State(status): State<Arc<Mutex<u16>>>) -> (StatusCode, &'static str) {
-        let code = *status.lock().unwrap();
-        (StatusCode::from_u16(code).unwrap(), "ok: serving")
-    }
-    let app = Router::new()
-        .route("/health", get(health))
-        .with_state(status);
-    serve(app).await
-}
-
 async fn serve(app: Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -187,7 +167,7 @@ async fn serve(app: Router) -> SocketAddr {
 #[tokio::test]
 async fn an_http_check_counts_failures_up_to_its_limit_with_each_step_twice() {
     let status = Arc::new(Mutex::new(200));
-    let addr = endpoint(status.clone()).await;
+    let addr = health_endpoint(status.clone()).await;
     let with = json!({"duration": "10s", "https": [{
         "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "2s",
         "failureLimit": 1, "expectedResponse": "serving"}]});
@@ -222,7 +202,7 @@ async fn an_http_check_counts_failures_up_to_its_limit_with_each_step_twice() {
 #[tokio::test]
 async fn a_restart_resumes_counting_and_a_late_step_misses_slots_but_not_the_last() {
     let status = Arc::new(Mutex::new(500));
-    let addr = endpoint(status.clone()).await;
+    let addr = health_endpoint(status.clone()).await;
     let with = json!({"duration": "10s", "https": [{
         "url": format!("http://{addr}/health"), "interval": "2s", "failureLimit": 2}]});
     let mut d = Driver::new(plugin(json!([])), with.clone(), Clock::Virtual);

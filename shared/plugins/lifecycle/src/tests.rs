@@ -1,25 +1,20 @@
 //! The phases with real parts: tasks are real scripts run by the embedded job runner, and
 //! evaluations real ANALYSIS HTTP checks against a server on loopback. Time is the wall clock.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::get;
-use axum::Router;
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{Deployment, Stage, SyncStrategy, Trigger, TriggerKind};
-use gannet_core::duration::Millis;
-use gannet_core::fixture::RecordingIo;
+use gannet_core::fixture::{wall_clock as now, RecordingIo};
 use gannet_core::jobs::JobRunner;
 use gannet_core::lifecycle;
 use gannet_core::planner::{self, PlanInput};
 use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
 use gannet_core::registry::Registry;
 use gannet_embedded::ProcessJobs;
+use gannet_plugin_analysis::testkit::health_endpoint;
 use serde_json::{json, Value};
 
 use super::*;
@@ -37,28 +32,6 @@ fn plugins() -> Plugins {
     ])
     .without_settings()
     .expect("plugins build")
-}
-
-fn now() -> Millis {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_millis();
-    Millis(ms as u64)
-}
-
-/// An HTTP endpoint on loopback answering `/health` with the status the test sets.
-async fn endpoint(status: Arc<Mutex<u16>>) -> SocketAddr {
-    async fn health(State(status): State<Arc<Mutex<u16>>>) -> StatusCode {
-        StatusCode::from_u16(*status.lock().unwrap()).unwrap()
-    }
-    let app = Router::new()
-        .route("/health", get(health))
-        .with_state(status);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    addr
 }
 
 /// Runs one phase stage step by step as the controller would, on the wall clock, keeping
@@ -170,15 +143,21 @@ fn task(name: &str, marks: &Path, secs: u32) -> Value {
     }})
 }
 
+/// An evaluation checking the endpoint at `addr` every second for `duration`.
+fn upstream(addr: std::net::SocketAddr, duration: &str, failure_limit: u32) -> Value {
+    json!({"name": "upstream", "with": {"duration": duration, "https": [{
+        "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "1s",
+        "failureLimit": failure_limit}]}})
+}
+
 #[tokio::test]
 async fn two_tasks_and_an_evaluation_run_at_the_same_time_with_each_step_twice() {
-    let addr = endpoint(Arc::new(Mutex::new(200))).await;
+    let addr = health_endpoint(Arc::new(Mutex::new(200))).await;
     let marks_dir = tempfile::tempdir().unwrap();
     let marks = marks_dir.path().join("marks");
     let with = json!({
         "tasks": [task("migrate", &marks, 2), task("warm-cache", &marks, 2)],
-        "evaluations": [{"name": "upstream", "with": {"duration": "3s", "https": [{
-            "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "1s"}]}}],
+        "evaluations": [upstream(addr, "3s", 1)],
     });
     let mut d = Driver::new(with);
     d.twice = true;
@@ -219,14 +198,12 @@ async fn two_tasks_and_an_evaluation_run_at_the_same_time_with_each_step_twice()
 
 #[tokio::test]
 async fn a_failing_evaluation_fails_the_phase_and_stops_the_tasks() {
-    let addr = endpoint(Arc::new(Mutex::new(503))).await;
+    let addr = health_endpoint(Arc::new(Mutex::new(503))).await;
     let marks_dir = tempfile::tempdir().unwrap();
     let marks = marks_dir.path().join("marks");
     let with = json!({
         "tasks": [task("slow", &marks, 60)],
-        "evaluations": [{"name": "upstream", "with": {"duration": "30s", "https": [{
-            "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "1s",
-            "failureLimit": 0}]}}],
+        "evaluations": [upstream(addr, "30s", 0)],
     });
     let mut d = Driver::new(with);
     let started = Instant::now();
