@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use gannet_core::app::{App, SyncStatus};
+use gannet_core::bounded;
 use gannet_core::check;
 use gannet_core::config::AppConfig;
 use gannet_core::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKind};
@@ -382,7 +383,11 @@ fn manifest_issues(
     root: &Path,
     plugins: &Plugins,
 ) -> Option<String> {
-    let read = |rel: &str| std::fs::read_to_string(root.join(inside_repo(app_dir, rel)?)).ok();
+    // A repository is untrusted: no symlinks out of it, nothing past the size limit.
+    let read = |rel: &str| {
+        let path = root.join(inside_repo(app_dir, rel)?);
+        bounded::read_file(&path, bounded::MAX_BYTES as u64).ok()
+    };
     let checked = check::check_app(path, text, plugins, &read);
     if checked.ok {
         return None;

@@ -204,7 +204,8 @@ impl Controller {
         };
         let read = |rel: &str| {
             let root = root.as_deref()?;
-            std::fs::read_to_string(root.join(inside_repo(app.id.dir(), rel)?)).ok()
+            let path = root.join(inside_repo(app.id.dir(), rel)?);
+            bounded::read_file(&path, bounded::MAX_BYTES as u64).ok()
         };
         let input = PlanInput {
             app: &cfg,
