@@ -99,21 +99,14 @@ fn canary(analysis: &Value) -> String {
 /// One Lambda function on moto, deployed from a repository by a canary app.
 struct Lambda {
     repo: Repo,
-    function: String,
-    bucket: String,
+    function: moto::Function,
 }
 
 impl Lambda {
     fn new() -> Self {
-        moto::ensure_role();
-        let bucket = moto::unique("code").to_lowercase();
-        moto::create_bucket(&bucket);
-        let function = moto::unique("analysis");
-        let repo = Repo::new();
         Self {
-            repo,
-            function,
-            bucket,
+            repo: Repo::new(),
+            function: moto::Function::new("analysis"),
         }
     }
 
@@ -123,7 +116,7 @@ impl Lambda {
             "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n  pipeline:\n    stages:\n{}",
             canary(analysis)
         );
-        let manifest = moto::upload_code(&self.function, &self.bucket, version);
+        let manifest = self.function.upload(version);
         let files = [
             ("apps/fn/app.pipecd.yaml", app),
             ("apps/fn/function.yaml", manifest),
@@ -133,7 +126,7 @@ impl Lambda {
     }
 
     fn alias(&self) -> Option<Routing> {
-        moto::alias(&self.function, ALIAS)
+        self.function.alias(ALIAS)
     }
 }
 
@@ -201,7 +194,7 @@ fn promote_then_roll_back(provider: &str, analysis: &Value, set_rate: impl Fn(f6
         Some(Routing::all_to("2")),
         "back to the routing before v3, exactly"
     );
-    assert_eq!(moto::versions(&lambda.function), ["1", "2", "3"]);
+    assert_eq!(moto::versions(&lambda.function.name), ["1", "2", "3"]);
     let log = g.stage_log(&id, ANALYSIS).join("\n");
     let reason = stage_named(&d, "ANALYSIS")["status_reason"]
         .as_str()

@@ -59,26 +59,21 @@ fn evaluation(name: &str, url: &str, duration: &str) -> String {
 /// One Lambda function on moto, deployed by a quick-sync app.
 struct Lambda {
     repo: Repo,
-    function: String,
-    bucket: String,
+    function: moto::Function,
 }
 
 impl Lambda {
     fn new() -> Self {
-        moto::ensure_role();
-        let bucket = moto::unique("code").to_lowercase();
-        moto::create_bucket(&bucket);
         Self {
             repo: Repo::new(),
-            function: moto::unique("lifecycle"),
-            bucket,
+            function: moto::Function::new("lifecycle"),
         }
     }
 
     /// Uploads code `version` and commits the app with `lifecycle` beside it.
     fn commit(&self, version: &str, lifecycle: &str) -> String {
         let app = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n".to_owned();
-        let manifest = moto::upload_code(&self.function, &self.bucket, version);
+        let manifest = self.function.upload(version);
         let files = [
             ("apps/fn/app.pipecd.yaml", app),
             ("apps/fn/function.yaml", manifest),
@@ -89,7 +84,7 @@ impl Lambda {
     }
 
     fn alias(&self) -> Option<Routing> {
-        moto::alias(&self.function, ALIAS)
+        self.function.alias(ALIAS)
     }
 }
 
@@ -240,7 +235,7 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
         "{reason}"
     );
     assert_eq!(
-        moto::versions(&lambda.function),
+        moto::versions(&lambda.function.name),
         ["1"],
         "v2 was never published"
     );

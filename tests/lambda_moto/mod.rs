@@ -149,6 +149,34 @@ pub fn put_object(bucket: &str, key: &str, bytes: Vec<u8>) {
     assert!((200..300).contains(&status), "PutObject: {status} {body}");
 }
 
+/// A function name on moto, unused so far, and a new bucket for its code.
+pub struct Function {
+    pub name: String,
+    pub bucket: String,
+}
+
+impl Function {
+    pub fn new(prefix: &str) -> Self {
+        ensure_role();
+        let bucket = unique("code").to_lowercase();
+        create_bucket(&bucket);
+        Self {
+            name: unique(prefix),
+            bucket,
+        }
+    }
+
+    /// Uploads code `version`; returns the function manifest deploying it ([`upload_code`]).
+    pub fn upload(&self, version: &str) -> String {
+        upload_code(&self.name, &self.bucket, version)
+    }
+
+    /// What the alias `alias` routes now.
+    pub fn alias(&self, alias_name: &str) -> Option<Routing> {
+        alias(&self.name, alias_name)
+    }
+}
+
 /// Uploads code `version` to `s3://bucket/<version>.zip` and returns the function manifest
 /// (`function.yaml`) deploying it as `function`.
 pub fn upload_code(function: &str, bucket: &str, version: &str) -> String {
