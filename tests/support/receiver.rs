@@ -3,7 +3,7 @@
 //! checks). Each runs on a thread that stops when its handle drops, or after a minute at most.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -16,45 +16,29 @@ use serde_json::Value;
 pub struct Receiver {
     pub url: String,
     got: Arc<Mutex<Vec<Received>>>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _server: Server,
 }
 
 impl Receiver {
     pub fn start(fail_first: usize) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let url = format!("http://{}/", listener.local_addr().expect("addr"));
         let got = Arc::new(Mutex::new(Vec::new()));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (got, stop) = (got.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let started = Instant::now();
-                let mut seen = 0;
-                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(60) {
-                    match listener.accept() {
-                        Ok((stream, _)) => {
-                            seen += 1;
-                            let status = if seen <= fail_first { 503 } else { 200 };
-                            if let Some((content_type, body)) = serve(stream, status) {
-                                got.lock().expect("lock").push(Received {
-                                    status,
-                                    content_type,
-                                    body,
-                                });
-                            }
-                        }
-                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                    }
-                }
-            })
-        };
+        let kept = got.clone();
+        let mut seen = 0;
+        let (addr, server) = Server::start(move |stream| {
+            seen += 1;
+            let status = if seen <= fail_first { 503 } else { 200 };
+            if let Some((content_type, body)) = serve(stream, status) {
+                kept.lock().expect("lock").push(Received {
+                    status,
+                    content_type,
+                    body,
+                });
+            }
+        });
         Self {
-            url,
+            url: format!("http://{addr}/"),
             got,
-            stop,
-            thread: Some(thread),
+            _server: server,
         }
     }
 
@@ -88,7 +72,38 @@ struct Received {
     body: Value,
 }
 
-impl Drop for Receiver {
+/// A thread answering each connection to a 127.0.0.1 port with `handle`, until it is dropped
+/// or a minute has passed.
+struct Server {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(mut handle: impl FnMut(TcpStream) + Send + 'static) -> (SocketAddr, Self) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let addr = listener.local_addr().expect("addr");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            while !stopped.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(60) {
+                match listener.accept() {
+                    Ok((stream, _)) => handle(stream),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        let server = Self {
+            stop,
+            thread: Some(thread),
+        };
+        (addr, server)
+    }
+}
+
+impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
@@ -140,48 +155,25 @@ fn serve(mut stream: TcpStream, status: u16) -> Option<(String, Value)> {
 pub struct Endpoint {
     pub url: String,
     status: Arc<AtomicU16>,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    _server: Server,
 }
 
 impl Endpoint {
     pub fn start(status: u16) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        listener.set_nonblocking(true).expect("nonblocking");
-        let url = format!("http://{}/health", listener.local_addr().expect("addr"));
         let status = Arc::new(AtomicU16::new(status));
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = {
-            let (status, stop) = (status.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let started = Instant::now();
-                while !stop.load(Ordering::Relaxed) && started.elapsed() < Duration::from_secs(60) {
-                    match listener.accept() {
-                        Ok((stream, _)) => answer(stream, status.load(Ordering::Relaxed)),
-                        Err(_) => std::thread::sleep(Duration::from_millis(10)),
-                    }
-                }
-            })
-        };
+        let current = status.clone();
+        let (addr, server) = Server::start(move |stream| {
+            answer(stream, current.load(Ordering::Relaxed));
+        });
         Self {
-            url,
+            url: format!("http://{addr}/health"),
             status,
-            stop,
-            thread: Some(thread),
+            _server: server,
         }
     }
 
     pub fn set(&self, status: u16) {
         self.status.store(status, Ordering::Relaxed);
-    }
-}
-
-impl Drop for Endpoint {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
