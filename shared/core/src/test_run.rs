@@ -25,8 +25,6 @@ use crate::{AppId, CommitSha, DeploymentId};
 
 /// The app every run deploys.
 pub const APP: &str = "demo:app/app.pipecd.yaml";
-/// The app's lifecycle file ([`crate::lifecycle`]), read when a commit has it.
-pub const LIFECYCLE_FILE: &str = "app.gannet.yaml";
 
 /// A name no other test (or an earlier run against the same server) uses.
 pub fn unique(prefix: &str) -> String {
@@ -159,13 +157,6 @@ impl<P: Platform> Run<P> {
         let running_sha = running.map(|c| c.sha.clone());
         let app_dir = commit.app_dir();
         let read = |rel: &str| std::fs::read_to_string(app_dir.join(rel)).ok();
-        let lifecycle = match read(LIFECYCLE_FILE) {
-            Some(text) => Some(
-                crate::lifecycle::parse(LIFECYCLE_FILE, &text)
-                    .map_err(crate::planner::PlanError::InvalidLifecycle)?,
-            ),
-            None => None,
-        };
         let plan = planner::plan(&PlanInput {
             app: &app,
             trigger: &trigger,
@@ -174,7 +165,7 @@ impl<P: Platform> Run<P> {
             running_commit: running_sha.as_ref(),
             plugins: &plugins,
             read: &read,
-            lifecycle: lifecycle.as_ref(),
+            lifecycle: None,
         })?;
         let mut deployment = Deployment::test().with_stages(plan.stages);
         deployment.app = AppId::parse(APP).expect("app id");
