@@ -40,7 +40,7 @@ use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::record::{item_metadata, items, ItemRecord, ItemStatus};
+pub use crate::record::{item_metadata, items, ItemRecord, ItemStatus, Records};
 use crate::scoped::ScopedIo;
 
 /// The stage a task runs as.
@@ -246,9 +246,9 @@ impl Plugin for LifecyclePlugin {
         let opts = PhaseOptions::from_stored(&phase.with)?;
         let mut records = record::read_all(&phase.metadata, &opts)?;
         // Every item starts in the first step, at the same time.
-        let fresh: Vec<(String, ItemRecord)> = opts
+        let fresh: Records = opts
             .items()
-            .filter(|(_, _, item)| record::find(&records, &item.name).is_none())
+            .filter(|(_, _, item)| !records.contains_key(&item.name))
             .map(|(kind, _, item)| (item.name.clone(), ItemRecord::running(kind, ctx.now)))
             .collect();
         if !fresh.is_empty() {
@@ -268,9 +268,9 @@ impl Plugin for LifecyclePlugin {
         }
         let mut next: Option<GoDuration> = None;
         let mut retry: Option<StepError> = None;
-        let mut finished = Vec::new();
+        let mut finished = Records::new();
         for (kind, _, item) in opts.items() {
-            let Some(rec) = record::find(&records, &item.name) else {
+            let Some(rec) = records.get(&item.name) else {
                 continue;
             };
             if rec.status != ItemStatus::Running {
@@ -316,18 +316,17 @@ impl Plugin for LifecyclePlugin {
                 _ => format!("failed: {}", ended.reason),
             };
             io.log(&line).await;
-            finished.push((item.name.clone(), ended));
+            finished.insert(item.name.clone(), ended);
         }
         if !finished.is_empty() {
             ctx.io.save_metadata(record::entries(&finished)).await?;
-            for (name, rec) in finished {
-                record::set(&mut records, name, rec);
-            }
+            records.extend(finished);
         }
-        if let Some((name, failed)) = records
-            .iter()
-            .find(|(_, r)| r.status == ItemStatus::Failure)
-        {
+        let first_failure = opts.items().find_map(|(_, _, item)| {
+            let r = records.get(&item.name)?;
+            (r.status == ItemStatus::Failure).then_some((&item.name, r))
+        });
+        if let Some((name, failed)) = first_failure {
             let reason = format!("{} {name} failed: {}", failed.kind.as_str(), failed.reason);
             let scope = Scope {
                 deployment: ctx.deployment,
@@ -335,7 +334,7 @@ impl Plugin for LifecyclePlugin {
                 jobs: ctx.jobs,
             };
             let why = format!("{} {name} failed", failed.kind.as_str());
-            let stopped: Vec<(String, ItemRecord)> = self
+            let stopped: Records = self
                 .stop_running(phase, &opts, &records, &scope)
                 .await?
                 .into_iter()
@@ -396,12 +395,12 @@ impl LifecyclePlugin {
         &self,
         phase: &Stage,
         opts: &PhaseOptions,
-        records: &[(String, ItemRecord)],
+        records: &Records,
         scope: &Scope<'_>,
-    ) -> Result<Vec<(String, ItemRecord)>, StepError> {
-        let mut stopped = Vec::new();
+    ) -> Result<Records, StepError> {
+        let mut stopped = Records::new();
         for (kind, _, item) in opts.items() {
-            let Some(rec) = record::find(records, &item.name) else {
+            let Some(rec) = records.get(&item.name) else {
                 continue;
             };
             if rec.status != ItemStatus::Running {
@@ -419,7 +418,7 @@ impl LifecyclePlugin {
                 })
                 .await?;
             io.log("stopped").await;
-            stopped.push((item.name.clone(), rec.clone()));
+            stopped.insert(item.name.clone(), rec.clone());
         }
         Ok(stopped)
     }
@@ -434,7 +433,7 @@ fn finished_item_stages(phase: &Stage) -> Vec<Stage> {
     let records = record::items(&phase.metadata);
     opts.items()
         .filter_map(|(kind, _, item)| {
-            let rec = record::find(&records, &item.name)?;
+            let rec = records.get(&item.name)?;
             let mut stage = item_stage(phase, kind, item, Some(rec));
             stage.status = match rec.status {
                 ItemStatus::Success => StageStatus::Success,

@@ -2,6 +2,8 @@
 //! started and ended and why it failed (JSON); the item's own metadata (its job, its
 //! measurements) sits under `item.<name>.`.
 
+use std::collections::BTreeMap;
+
 use gannet_core::duration::Millis;
 use gannet_core::plugin::StepError;
 use gannet_core::ports::Metadata;
@@ -65,9 +67,12 @@ impl ItemRecord {
     }
 }
 
-/// The records of a phase stage's items, by name, in the order the metadata keeps them (for
-/// the API and `gannet deployments show`); a record that does not read is left out.
-pub fn items(metadata: &Metadata) -> Vec<(String, ItemRecord)> {
+/// A phase's item records, by item name.
+pub type Records = BTreeMap<String, ItemRecord>;
+
+/// The records of a phase stage's items (for the API and `gannet deployments show`); a record
+/// that does not read is left out.
+pub fn items(metadata: &Metadata) -> Records {
     metadata
         .iter()
         .filter_map(|(key, text)| {
@@ -78,11 +83,8 @@ pub fn items(metadata: &Metadata) -> Vec<(String, ItemRecord)> {
 }
 
 /// The records of the items of `opts` that have started.
-pub(crate) fn read_all(
-    metadata: &Metadata,
-    opts: &PhaseOptions,
-) -> Result<Vec<(String, ItemRecord)>, StepError> {
-    let mut out = Vec::new();
+pub(crate) fn read_all(metadata: &Metadata, opts: &PhaseOptions) -> Result<Records, StepError> {
+    let mut out = Records::new();
     for (_, _, item) in opts.items() {
         let Some(text) = metadata.get(&key(&item.name)) else {
             continue;
@@ -93,7 +95,7 @@ pub(crate) fn read_all(
                 item.name
             ))
         })?;
-        out.push((item.name.clone(), record));
+        out.insert(item.name.clone(), record);
     }
     Ok(out)
 }
@@ -117,7 +119,7 @@ pub fn item_metadata(phase: &Metadata, name: &str) -> Metadata {
 }
 
 /// The records as metadata entries to save.
-pub(crate) fn entries(records: &[(String, ItemRecord)]) -> Metadata {
+pub(crate) fn entries(records: &Records) -> Metadata {
     records
         .iter()
         .map(|(name, r)| {
@@ -125,15 +127,4 @@ pub(crate) fn entries(records: &[(String, ItemRecord)]) -> Metadata {
             (key(name), text)
         })
         .collect()
-}
-
-pub(crate) fn find<'a>(records: &'a [(String, ItemRecord)], name: &str) -> Option<&'a ItemRecord> {
-    records.iter().find(|(n, _)| n == name).map(|(_, r)| r)
-}
-
-pub(crate) fn set(records: &mut Vec<(String, ItemRecord)>, name: String, record: ItemRecord) {
-    match records.iter_mut().find(|(n, _)| *n == name) {
-        Some((_, r)) => *r = record,
-        None => records.push((name, record)),
-    }
 }

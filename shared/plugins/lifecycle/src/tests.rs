@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{Deployment, Stage, SyncStrategy, Trigger, TriggerKind};
+use gannet_core::deployment::{Deployment, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
+use gannet_core::duration::Millis;
 use gannet_core::fixture::{wall_clock as now, RecordingIo};
 use gannet_core::jobs::JobRunner;
 use gannet_core::lifecycle;
@@ -119,7 +120,7 @@ impl Driver {
         panic!("the phase did not end in {LIMIT:?}; log:\n{}", self.log());
     }
 
-    fn items(&self) -> Vec<(String, ItemRecord)> {
+    fn items(&self) -> Records {
         items(&self.stage().metadata)
     }
 
@@ -168,10 +169,10 @@ async fn two_tasks_and_an_evaluation_run_at_the_same_time_with_each_step_twice()
         assert_eq!(r.status, ItemStatus::Success, "{name}: {r:?}");
     }
     // At the same time: every item started before any ended.
-    let last_start = records.iter().map(|(_, r)| r.started_at).max().unwrap();
+    let last_start = records.values().map(|r| r.started_at).max().unwrap();
     let first_end = records
-        .iter()
-        .map(|(_, r)| r.completed_at.expect("ended"))
+        .values()
+        .map(|r| r.completed_at.expect("ended"))
         .min()
         .unwrap();
     assert!(
@@ -432,4 +433,46 @@ spec:
             .starts_with("app/app.gannet.yaml:10: spec.postDeployment.evaluations[0].https[0].interval: 2m is longer"),
         "{err}"
     );
+}
+
+/// An evaluation's PREVIOUS strategy compares with the same item of the previous deployment's
+/// phase: through the item's IO, that item is the previous deployment's one stage.
+#[tokio::test]
+async fn the_previous_deployment_is_seen_as_the_same_items_stage() {
+    let with = json!({"evaluations": [{"name": "upstream", "with": {"duration": "1m"}}]});
+    let mut phase = Driver::new(with).stage().clone();
+    let done = ItemRecord::running(ItemKind::Evaluation, Millis(5_000)).ended(
+        ItemStatus::Success,
+        String::new(),
+        Millis(65_000),
+    );
+    phase.metadata.extend(record::entries(&Records::from([(
+        "upstream".to_owned(),
+        done,
+    )])));
+    phase
+        .metadata
+        .insert("item.upstream.startedAt".into(), "5000".into());
+    let other = Stage::test("sync", "LAMBDA_SYNC");
+    let previous = Deployment::test().with_stages(vec![other, phase.clone()]);
+    let inner = RecordingIo::with_previous(previous);
+    let io = scoped::ScopedIo::new(&inner, ItemKind::Evaluation, "upstream", &phase.id);
+    let seen = gannet_core::plugin::StepIo::previous_success(&io)
+        .await
+        .expect("reads")
+        .expect("a previous deployment");
+    let stages: Vec<(&str, &str, StageStatus)> = seen
+        .stages
+        .iter()
+        .map(|s| (s.id.as_str(), s.name.as_str(), s.status))
+        .collect();
+    assert_eq!(
+        stages,
+        [("pre-deployment/upstream", "ANALYSIS", StageStatus::Success)]
+    );
+    assert_eq!(
+        seen.stages[0].metadata.get("startedAt").map(String::as_str),
+        Some("5000")
+    );
+    assert_eq!(seen.stages[0].started_at, Some(Millis(5_000)));
 }
