@@ -241,16 +241,10 @@ impl Controller {
         let Some(bytes) = git.read_file(&app.repo, &d.commit.sha, &path).await? else {
             return Ok(Ok(None));
         };
-        if bytes.len() > bounded::MAX_BYTES {
-            return Ok(Err(format!(
-                "{path}: is {} bytes, larger than the {} bytes gannet reads",
-                bytes.len(),
-                bounded::MAX_BYTES
-            )));
-        }
         let Ok(text) = String::from_utf8(bytes) else {
             return Ok(Err(format!("{path} is not UTF-8")));
         };
+        // Parsing measures the text against the YAML limits (size included) first.
         Ok(lifecycle::parse(&path, &text)
             .map(Some)
             .map_err(|e| format!("invalid lifecycle file: {e}")))

@@ -33,7 +33,7 @@
 use serde_json::{Map, Value};
 use serde_yaml::Value as Yaml;
 
-use crate::config::{without_position, ConfigError, LineIndex};
+use crate::config::{load_yaml, ConfigError, LineIndex};
 use crate::deployment::Stage;
 use crate::ids::StageId;
 use crate::plugin::{Plugins, StageConfigError};
@@ -196,20 +196,7 @@ fn item_field(field: &str) -> String {
 
 /// Parses the lifecycle file at `path` (used in errors only) from `text`.
 pub fn parse(path: &str, text: &str) -> Result<Lifecycle, ConfigError> {
-    let located = |line: usize, field: &str, message: String| ConfigError {
-        path: path.to_owned(),
-        line,
-        field: field.to_owned(),
-        message,
-    };
-    crate::bounded::check_yaml(text).map_err(|e| located(1, "", e.to_string()))?;
-    let doc: Yaml = serde_yaml::from_str(text).map_err(|e| {
-        located(
-            e.location().map_or(1, |l| l.line()),
-            "",
-            without_position(&e.to_string()),
-        )
-    })?;
+    let doc = load_yaml(path, text)?;
     let mut file = Lifecycle {
         path: path.to_owned(),
         pre: None,

@@ -22,7 +22,7 @@ use crate::duration::GoDuration;
 
 pub use lines::LineIndex;
 pub use parse::parse_app_config;
-pub(crate) use parse::without_position;
+pub(crate) use parse::{load_yaml, without_position};
 pub use platform::*;
 pub use spec::*;
 pub use unsupported::Unsupported;

@@ -36,24 +36,30 @@ impl Located {
 
 /// Parses the app config at `path` (used in errors only) from `text`.
 pub fn parse_app_config(path: &str, text: &str) -> Result<AppConfig, ConfigError> {
-    // A repository is untrusted: measure the file before loading it (alias bombs, nesting).
+    let doc = load_yaml(path, text)?;
+    from_value(doc).map_err(|e| ConfigError {
+        path: path.to_owned(),
+        line: LineIndex::build(text).line_of(&e.field),
+        field: e.field,
+        message: e.message,
+    })
+}
+
+/// Loads a YAML file of a repository (`path` is used in errors only). A repository is
+/// untrusted: the text is measured against the limits (alias bombs, nesting) before it is
+/// loaded; a syntax error carries serde_yaml's line.
+pub(crate) fn load_yaml(path: &str, text: &str) -> Result<Value, ConfigError> {
     crate::bounded::check_yaml(text).map_err(|e| ConfigError {
         path: path.to_owned(),
         line: 1,
         field: String::new(),
         message: e.to_string(),
     })?;
-    let doc: Value = serde_yaml::from_str(text).map_err(|e| ConfigError {
+    serde_yaml::from_str(text).map_err(|e| ConfigError {
         path: path.to_owned(),
         line: e.location().map_or(1, |l| l.line()),
         field: String::new(),
         message: without_position(&e.to_string()),
-    })?;
-    from_value(doc).map_err(|e| ConfigError {
-        path: path.to_owned(),
-        line: LineIndex::build(text).line_of(&e.field),
-        field: e.field,
-        message: e.message,
     })
 }
 
