@@ -290,10 +290,7 @@ impl FunctionConfig {
                 .into_iter()
                 .enumerate()
                 .map(|(i, r)| {
-                    let invalid = |message: String| ConfigError::Invalid {
-                        name: RECEIVERS,
-                        message: format!("[{i}]: {message}"),
-                    };
+                    let invalid = |message: String| invalid(RECEIVERS, format!("[{i}]: {message}"));
                     let target = match (r.url, r.slack) {
                         (Some(url), None) => ReceiverTarget::CloudEvents(Secret::new(url)),
                         (None, Some(slack)) => ReceiverTarget::Slack(
@@ -349,7 +346,7 @@ impl FunctionConfig {
             plugins,
             intervals,
             receivers,
-            event_bus: get(EVENT_BUS).filter(|b| !b.trim().is_empty()),
+            event_bus: get(EVENT_BUS),
             caller_names,
             jobs,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),

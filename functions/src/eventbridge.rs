@@ -25,6 +25,15 @@ impl EventBridgeBus {
     }
 }
 
+/// The notify function's event bus ([`crate::BusFactory`]): the bus `bus` through the SDK.
+/// Only the notify function's `main` names it, so only its zip links the EventBridge SDK.
+pub fn eventbridge_bus(sdk: &aws_config::SdkConfig, bus: String) -> std::sync::Arc<dyn EventBus> {
+    std::sync::Arc::new(EventBridgeBus::new(
+        aws_sdk_eventbridge::Client::new(sdk),
+        bus,
+    ))
+}
+
 #[async_trait]
 impl EventBus for EventBridgeBus {
     fn name(&self) -> &str {

@@ -54,8 +54,11 @@ mod start;
 use gannet_core::ports::QueueName;
 
 pub use config::{ConfigError, FunctionConfig};
-pub use runtime::{codebuild_jobs, Clients, JobClients, JobsFactory, Runtime, StartError};
-pub use start::{init_tracing, start, start_with_jobs};
+pub use eventbridge::eventbridge_bus;
+pub use runtime::{
+    codebuild_jobs, BusFactory, Clients, Extras, JobClients, JobsFactory, Runtime, StartError,
+};
+pub use start::{init_tracing, start, start_with};
 
 /// The Lambda functions, one binary each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

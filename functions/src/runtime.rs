@@ -8,7 +8,7 @@ use gannet_aws::{
     sdk_config, ClientOptions, CodeBuildJobs, DynamoStore, JobsConfig, SqsOptions, SqsQueue,
     StoreOptions, SystemClock,
 };
-use gannet_controller::{Controller, Receiver, ReceiverFormat, Secret, Settings};
+use gannet_controller::{Controller, EventBus, Receiver, ReceiverFormat, Secret, Settings};
 use gannet_core::jobs::JobRunner;
 use gannet_core::ports::{BoxError, Clock};
 use gannet_core::RepoId;
@@ -18,7 +18,6 @@ use crate::config::{
     FunctionConfig, ReceiverTarget, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, RECEIVERS,
     WEBHOOK_SECRET_ARN,
 };
-use crate::eventbridge::EventBridgeBus;
 use crate::sources::RepoSources;
 use crate::Function;
 
@@ -117,6 +116,18 @@ impl JobClients {
 /// Builds a function's job runner from the SDK configuration and the stack's jobs settings.
 pub type JobsFactory = fn(&SdkConfig, &JobsConfig) -> Arc<dyn JobRunner>;
 
+/// Builds the notify function's event bus from the SDK configuration and the bus's name.
+pub type BusFactory = fn(&SdkConfig, String) -> Arc<dyn EventBus>;
+
+/// What only some functions build, each named by the `main` of the functions that need it so
+/// that the others do not link its SDK: the job runner (stage, drift) and the event bus
+/// (notify).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Extras {
+    pub jobs: Option<JobsFactory>,
+    pub bus: Option<BusFactory>,
+}
+
 /// The stage and drift functions' job runner: CodeBuild builds of the stack's jobs project.
 pub fn codebuild_jobs(sdk: &SdkConfig, jobs: &JobsConfig) -> Arc<dyn JobRunner> {
     JobClients::new(sdk).runner(jobs)
@@ -133,13 +144,12 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Builds everything from `config`, with clients on the standard AWS chain.
-    /// `jobs` builds the job runner (the stage function's; `None` for the others, whose
-    /// stages never run).
+    /// Builds everything from `config`, with clients on the standard AWS chain, and the
+    /// `extras` the function's `main` gives: its job runner, its event bus.
     pub async fn start(
         function: Function,
         config: &FunctionConfig,
-        jobs: Option<JobsFactory>,
+        extras: Extras,
     ) -> Result<Self, StartError> {
         let sdk = sdk_config(&ClientOptions {
             region: config.region.clone(),
@@ -148,13 +158,10 @@ impl Runtime {
         })
         .await;
         let mut runtime = Self::with_clients(function, config, &Clients::new(&sdk)).await?;
-        if let (Function::Notify, Some(bus)) = (function, &config.event_bus) {
-            let client = aws_sdk_eventbridge::Client::new(&sdk);
-            runtime.controller = runtime
-                .controller
-                .with_event_bus(Arc::new(EventBridgeBus::new(client, bus.clone())));
+        if let (Some(make), Some(bus)) = (extras.bus, &config.event_bus) {
+            runtime.controller = runtime.controller.with_event_bus(make(&sdk, bus.clone()));
         }
-        Ok(match (jobs, &config.jobs) {
+        Ok(match (extras.jobs, &config.jobs) {
             (Some(make), Some(settings)) => runtime.with_jobs(make(&sdk, settings)),
             _ => runtime,
         })

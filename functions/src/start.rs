@@ -10,22 +10,18 @@ use gannet_controller::error_chain;
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 
-use crate::runtime::JobsFactory;
+use crate::runtime::Extras;
 use crate::{http, schedule, sqs, Function, FunctionConfig, InvokedBy, Job, Runtime};
 
 /// Runs `function` under the Lambda Runtime API until Lambda stops it. Start-up failures are
 /// logged (naming what is wrong) and end the process with a failure code, which Lambda
 /// reports as an init error.
 pub fn start(function: Function) -> ExitCode {
-    start_with(function, None)
+    start_with(function, Extras::default())
 }
 
-/// [`start`] for a function that runs jobs (the stage function), with its job runner.
-pub fn start_with_jobs(function: Function, jobs: JobsFactory) -> ExitCode {
-    start_with(function, Some(jobs))
-}
-
-fn start_with(function: Function, jobs: Option<JobsFactory>) -> ExitCode {
+/// [`start`] for a function that builds what only it needs ([`Extras`]).
+pub fn start_with(function: Function, extras: Extras) -> ExitCode {
     init_tracing();
     let tokio = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -37,7 +33,7 @@ fn start_with(function: Function, jobs: Option<JobsFactory>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tokio.block_on(run(function, jobs))
+    tokio.block_on(run(function, extras))
 }
 
 /// JSON logs to stdout, filtered by `RUST_LOG` (default `info`). Calling it again does nothing.
@@ -53,7 +49,7 @@ pub fn init_tracing() {
         .try_init();
 }
 
-async fn run(function: Function, jobs: Option<JobsFactory>) -> ExitCode {
+async fn run(function: Function, extras: Extras) -> ExitCode {
     let config = match FunctionConfig::from_env() {
         Ok(config) => config,
         Err(err) => {
@@ -61,7 +57,7 @@ async fn run(function: Function, jobs: Option<JobsFactory>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match Runtime::start(function, &config, jobs).await {
+    let runtime = match Runtime::start(function, &config, extras).await {
         Ok(runtime) => runtime,
         Err(err) => {
             tracing::error!(function = function.name(), error = %error_chain(&err), "cannot start");
