@@ -75,10 +75,9 @@ pub struct Receiver {
 }
 
 /// What a receiver gets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReceiverFormat {
     /// Every event, as a CloudEvent in structured JSON.
-    #[default]
     CloudEvents,
     /// A Slack incoming webhook: a message a person reads, for the events worth one (see
     /// [`crate::slack`]), mentioning who the app config names for the event.

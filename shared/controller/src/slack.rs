@@ -11,32 +11,16 @@ use gannet_core::config::NotificationMention;
 use gannet_events::{Event, EventKind};
 use serde_json::{json, Value};
 
-/// The event kinds a Slack receiver is sent.
-const SENT: &[EventKind] = &[
-    EventKind::DeploymentTriggered,
-    EventKind::DeploymentStarted,
-    EventKind::DeploymentRollingBack,
-    EventKind::DeploymentSucceeded,
-    EventKind::DeploymentFailed,
-    EventKind::DeploymentCancelled,
-    EventKind::DeploymentWaitApproval,
-    EventKind::StageFailed,
-    EventKind::ApplicationSynced,
-    EventKind::ApplicationOutOfSync,
-];
-
 /// The longest reason a message quotes.
 const MAX_REASON: usize = 300;
 
-/// The message for `event` (of `kind`), or `None` when a channel does not get this kind.
+/// The message for `event` (of `kind`), or `None` when a channel does not get this kind (the
+/// kinds `match`ed below are the ones sent).
 pub(crate) fn message(
     kind: EventKind,
     event: &Event,
     mentions: &[NotificationMention],
 ) -> Option<Value> {
-    if !SENT.contains(&kind) {
-        return None;
-    }
     let d = &event.data;
     let reason = cut(d.reason.lines().next().unwrap_or("").trim());
     let with_reason = |what: &str| match reason.is_empty() {

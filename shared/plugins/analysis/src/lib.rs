@@ -84,7 +84,6 @@ pub fn measurements(metadata: &std::collections::BTreeMap<String, String>) -> Ve
 pub const STAGE_ANALYSIS: &str = "ANALYSIS";
 
 /// Runs ANALYSIS stages against the configured providers.
-#[derive(Default)]
 pub struct AnalysisPlugin {
     providers: Vec<Provider>,
     /// Built on the first measurement, not when the plugin is: every function builds every

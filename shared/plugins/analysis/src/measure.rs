@@ -26,9 +26,6 @@ use crate::providers::{Provider, QueryError, Range};
 use crate::record::{Measurement, Verdict};
 use crate::template::{self, Variant};
 
-/// The significance level of the comparisons, as PipeCD's.
-const ALPHA: f64 = 0.05;
-
 /// The most of an HTTP check's response body read.
 const MAX_BODY_BYTES: usize = 1 << 20;
 
@@ -107,7 +104,7 @@ pub(crate) async fn measure(check: &Check, inputs: &Inputs<'_>) -> Measurement {
             };
             let want = match (strategy, expected) {
                 (Strategy::Threshold, Some(e)) => e.to_string(),
-                _ => format!("no {} deviation", deviation_name(*deviation)),
+                _ => format!("no {} deviation", deviation.as_str()),
             };
             let Some(source) = inputs.providers.iter().find(|p| &p.name == provider) else {
                 let names: Vec<&str> = inputs.providers.iter().map(|p| p.name.as_str()).collect();
@@ -206,14 +203,6 @@ fn measurement(
     }
 }
 
-fn deviation_name(d: Deviation) -> &'static str {
-    match d {
-        Deviation::Either => "EITHER",
-        Deviation::High => "HIGH",
-        Deviation::Low => "LOW",
-    }
-}
-
 fn count_outside(points: &[f64], expected: &crate::options::Expected) -> usize {
     points.iter().filter(|v| !expected.contains(**v)).count()
 }
@@ -279,13 +268,10 @@ fn compare(
                     "normal approximation"
                 }
             );
-            if outcome.p < ALPHA {
+            if outcome.p < mannwhitney::ALPHA {
                 Ok((
                     Verdict::Fail,
-                    format!(
-                        "significant {} deviation: {detail}",
-                        deviation_name(deviation)
-                    ),
+                    format!("significant {} deviation: {detail}", deviation.as_str()),
                 ))
             } else {
                 Ok((Verdict::Pass, detail))

@@ -142,6 +142,16 @@ pub(crate) enum Deviation {
     Low,
 }
 
+impl Deviation {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Either => "EITHER",
+            Self::High => "HIGH",
+            Self::Low => "LOW",
+        }
+    }
+}
+
 /// The range a THRESHOLD metric's points must fall in (both ends included).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

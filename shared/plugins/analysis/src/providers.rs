@@ -538,6 +538,8 @@ struct WrittenMetric {
 /// Reads a CloudWatch query, as `aws cloudwatch get-metric-data --metric-data-queries` takes
 /// it: a list (or one) of `MetricDataQuery`, in JSON or YAML. Errors say what is wrong with it.
 fn cloudwatch_queries(query: &str) -> Result<Vec<MetricDataQuery>, String> {
+    // The query comes from a repository: measured against the YAML limits before it is loaded.
+    gannet_core::bounded::check_yaml(query).map_err(|e| format!("does not read: {e}"))?;
     let value: serde_yaml::Value =
         serde_yaml::from_str(query).map_err(|e| format!("does not read: {e}"))?;
     let list = match value {

@@ -74,8 +74,8 @@ pub(crate) struct CheckRecord {
 }
 
 impl CheckRecord {
-    /// The record saved under `text`; a record that does not read starts over (and says so
-    /// in the log, where it is read).
+    /// The record saved under `text` (a new one when nothing is saved); the error says why a
+    /// saved record does not read.
     pub(crate) fn read(text: Option<&str>) -> Result<Self, String> {
         match text {
             None => Ok(Self::default()),
