@@ -8,6 +8,21 @@ use crate::config::AppConfig;
 use crate::plugin::StepError;
 use crate::typed::FieldError;
 
+/// True for an endpoint gannet may send credentials to: `https://`, or plain `http://` to a
+/// loopback host only (127.0.0.1, localhost, [::1]), so no secret crosses a network
+/// unencrypted.
+pub fn carries_credentials_safely(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let host = rest.split(['/', '?']).next().unwrap_or("");
+    let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
+    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+}
+
 /// A deploy target has a name, unique among its plugin's targets.
 pub trait Named {
     fn name(&self) -> &str;

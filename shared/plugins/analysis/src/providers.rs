@@ -205,14 +205,12 @@ fn provider_url(at: &str, text: &str) -> Result<reqwest::Url, FieldError> {
     };
     let url =
         reqwest::Url::parse(text).map_err(|e| error(format!("{text:?} is not a URL: {e}")))?;
-    let loopback = matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"));
-    match url.scheme() {
-        "https" => Ok(url),
-        "http" if loopback => Ok(url),
-        _ => Err(error(format!(
-            "{text:?}: use https (plain http only to a loopback address)"
-        ))),
+    if gannet_core::targets::carries_credentials_safely(url.as_str()) {
+        return Ok(url);
     }
+    Err(error(format!(
+        "{text:?}: use https (plain http only to a loopback address)"
+    )))
 }
 
 impl Provider {

@@ -160,21 +160,12 @@ fn is_project_id(id: &str) -> bool {
 
 /// An endpoint gannet sends a bearer token to: HTTPS, or plain HTTP on loopback only.
 pub(crate) fn check_url(url: &str) -> Result<(), String> {
-    if url.starts_with("https://") || is_loopback_http(url) {
+    if gannet_core::targets::carries_credentials_safely(url) {
         return Ok(());
     }
     Err(format!(
         "{url:?}: must be an https:// URL (plain http only to 127.0.0.1 or localhost), so no token crosses a network unencrypted"
     ))
-}
-
-fn is_loopback_http(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
-    };
-    let host = rest.split(['/', '?']).next().unwrap_or("");
-    let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
-    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
 }
 
 #[cfg(test)]
