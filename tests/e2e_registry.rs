@@ -6,7 +6,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,7 +13,7 @@ use gannet_cli::settings::UpConfig;
 use gannet_core::plugin::{
     Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::Named;
 use gannet_core::typed::FieldError;
@@ -68,29 +67,28 @@ impl Plugin for FakePlatform {
     }
 }
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    let targets = settings.deploy_targets(|at, t: &FakeTarget| {
-        if t.out_dir.is_dir() {
-            Ok(())
-        } else {
-            Err(FieldError {
-                path: format!("{at}.outDir"),
-                message: format!("{} is not a directory", t.out_dir.display()),
-            })
-        }
-    })?;
-    let out_dir = targets
-        .into_iter()
-        .next()
-        .map(|t| t.out_dir)
-        .unwrap_or_default();
-    Ok(Arc::new(FakePlatform { out_dir }))
+impl FromSettings for FakePlatform {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let targets = settings.deploy_targets(|at, t: &FakeTarget| {
+            if t.out_dir.is_dir() {
+                Ok(())
+            } else {
+                Err(FieldError {
+                    path: format!("{at}.outDir"),
+                    message: format!("{} is not a directory", t.out_dir.display()),
+                })
+            }
+        })?;
+        let out_dir = targets
+            .into_iter()
+            .next()
+            .map(|t| t.out_dir)
+            .unwrap_or_default();
+        Ok(FakePlatform { out_dir })
+    }
 }
 
-const FAKE: PluginSpec = PluginSpec {
-    name: "fake",
-    build,
-};
+const FAKE: PluginSpec = PluginSpec::new::<FakePlatform>("fake");
 
 #[test]
 fn a_plugin_registered_in_a_test_deploys_an_app() {

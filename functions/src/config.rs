@@ -9,7 +9,7 @@ use gannet_aws::{JobsConfig, QueueUrls};
 use gannet_controller::{Intervals, RepoSettings, Secret, Supersede};
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
-use gannet_core::registry::RuntimeInfo;
+use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_core::{GoDuration, RepoId};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -157,8 +157,8 @@ pub struct FunctionConfig {
     pub repos: Vec<RepoSettings>,
     pub webhook_secret: Option<WebhookSecret>,
     pub github: GithubConfig,
-    /// Every compiled-in plugin, built from its settings in `GANNET_PLUGINS` (the same map as
-    /// gannet.yaml's `plugins:`).
+    /// The function's plugins, built from their settings in `GANNET_PLUGINS` (the same map as
+    /// gannet.yaml's `plugins:`); none in a function that builds none (the variable is not read).
     pub plugins: Plugins,
     pub intervals: Intervals,
     pub receivers: Vec<ReceiverConfig>,
@@ -236,13 +236,17 @@ fn json<T: DeserializeOwned>(name: &'static str, text: &str) -> Result<T, Config
 }
 
 impl FunctionConfig {
-    /// Reads the process environment.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(&|name| std::env::var(name).ok())
+    /// Reads the process environment; `plugins` builds the function's plugins (`None`: it has
+    /// none).
+    pub fn from_env(plugins: Option<&Registry>) -> Result<Self, ConfigError> {
+        Self::from_lookup(&|name| std::env::var(name).ok(), plugins)
     }
 
     /// Reads the variables through `env` (tests give a map).
-    pub fn from_lookup(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    pub fn from_lookup(
+        env: &dyn Fn(&str) -> Option<String>,
+        plugins: Option<&Registry>,
+    ) -> Result<Self, ConfigError> {
         let get = |name: &'static str| env(name).filter(|v| !v.trim().is_empty());
         let required = |name: &'static str| get(name).ok_or(ConfigError::Missing { name });
 
@@ -278,7 +282,10 @@ impl FunctionConfig {
                 ));
             }
         }
-        let plugins = plugins(get(PLUGINS).as_deref().unwrap_or("{}"))?;
+        let plugins = match plugins {
+            Some(registry) => build_plugins(registry, get(PLUGINS).as_deref().unwrap_or("{}"))?,
+            None => Plugins::default(),
+        };
         let defaults = Intervals::default();
         let intervals = Intervals {
             poll: interval(&get, POLL_INTERVAL, defaults.poll)?,
@@ -423,14 +430,14 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
     Ok(repos)
 }
 
-/// The compiled-in plugins, each built from its entry in `text` (`{"<plugin>": {settings}}`).
-fn plugins(text: &str) -> Result<Plugins, ConfigError> {
+/// The registry's plugins, each built from its entry in `text` (`{"<plugin>": {settings}}`).
+fn build_plugins(registry: &Registry, text: &str) -> Result<Plugins, ConfigError> {
     let settings: serde_json::Map<String, serde_json::Value> = json(PLUGINS, text)?;
     let runtime = RuntimeInfo {
         // Scripts never see the variable that may hold the webhook secret.
         secret_env: vec![WEBHOOK_SECRET.to_owned()],
     };
-    gannet_plugins::registry()
+    registry
         .build(&settings, "", &runtime)
         .map_err(|e| invalid(PLUGINS, e.to_string()))
 }
@@ -476,7 +483,11 @@ mod tests {
                 None => env.remove(*name),
             };
         }
-        FunctionConfig::from_lookup(&|name| env.get(name).cloned()).map_err(|e| e.to_string())
+        FunctionConfig::from_lookup(
+            &|name| env.get(name).cloned(),
+            Some(&gannet_plugins::registry()),
+        )
+        .map_err(|e| e.to_string())
     }
 
     #[test]

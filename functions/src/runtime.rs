@@ -11,6 +11,7 @@ use gannet_aws::{
 use gannet_controller::{Controller, EventBus, Receiver, ReceiverFormat, Secret, Settings};
 use gannet_core::jobs::JobRunner;
 use gannet_core::ports::{BoxError, Clock};
+use gannet_core::registry::Registry;
 use gannet_core::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
 
@@ -120,10 +121,12 @@ pub type JobsFactory = fn(&SdkConfig, &JobsConfig) -> Arc<dyn JobRunner>;
 pub type BusFactory = fn(&SdkConfig, String) -> Arc<dyn EventBus>;
 
 /// What only some functions build, each named by the `main` of the functions that need it so
-/// that the others do not link its SDK: the job runner (stage, drift) and the event bus
-/// (notify).
+/// that the others do not link its code and SDKs: the plugins (whole in stage and drift, their
+/// planning faces in trigger, plan and api, none elsewhere), the job runner (stage, drift) and
+/// the event bus (notify).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extras {
+    pub plugins: Option<fn() -> Registry>,
     pub jobs: Option<JobsFactory>,
     pub bus: Option<BusFactory>,
 }

@@ -50,7 +50,8 @@ pub fn init_tracing() {
 }
 
 async fn run(function: Function, extras: Extras) -> ExitCode {
-    let config = match FunctionConfig::from_env() {
+    let plugins = extras.plugins.map(|registry| registry());
+    let config = match FunctionConfig::from_env(plugins.as_ref()) {
         Ok(config) => config,
         Err(err) => {
             tracing::error!(function = function.name(), error = %err, "bad configuration");

@@ -1,5 +1,12 @@
-//! The `api` Lambda function (see the crate docs for what invokes it).
+//! The `api` Lambda function (see the crate docs for what invokes it). It checks configs and
+//! plans with the plugins' planning faces: it links none of their steps or platform SDKs.
 
 fn main() -> std::process::ExitCode {
-    gannet_functions::start(gannet_functions::Function::Api)
+    gannet_functions::start_with(
+        gannet_functions::Function::Api,
+        gannet_functions::Extras {
+            plugins: Some(gannet_plugins::planning),
+            ..Default::default()
+        },
+    )
 }

@@ -353,8 +353,11 @@ impl Lab {
         ]
         .into_iter()
         .collect();
-        let mut config = FunctionConfig::from_lookup(&|name| env.get(name).cloned())
-            .expect("the lab's environment is a valid config");
+        let mut config = FunctionConfig::from_lookup(
+            &|name| env.get(name).cloned(),
+            Some(&gannet_plugins::registry()),
+        )
+        .expect("the lab's environment is a valid config");
         config.git_cache = git_cache.path().to_owned();
         let via_proxy = rt.block_on(clients_on(&proxy.url));
         let jobs_via_proxy = JobClients::new(&rt.block_on(sdk_on(&proxy.url))).runner(&jobs);

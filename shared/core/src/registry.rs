@@ -8,16 +8,30 @@
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
+
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::plugin::{Plugin, Plugins};
+use crate::config::AppConfig;
+use crate::deployment::{Stage, SyncStrategy};
+use crate::duration::{GoDuration, Millis};
+use crate::plugin::{
+    AppFileError, ApproveError, Live, LiveContext, PlanContext, Plugin, Plugins, StageConfigError,
+    StepContext, StepError, StepOutcome, StopContext,
+};
+use crate::ports::Metadata;
 use crate::targets::{self, Named};
 use crate::typed::{self, FieldError};
 
 /// Builds a plugin from its settings; errors name the field at fault.
 pub type BuildFn = fn(&PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError>;
+
+/// A plugin built from its `plugins.<name>` settings.
+pub trait FromSettings: Plugin + Sized + 'static {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError>;
+}
 
 /// One compiled-in plugin: the key it owns under `plugins:`, and how it is built.
 #[derive(Clone, Copy)]
@@ -25,16 +39,52 @@ pub struct PluginSpec {
     /// The plugin's name ([`Plugin::name`]) and its key under `plugins:`.
     pub name: &'static str,
     pub build: BuildFn,
+    /// Builds the plugin's planning face only ([`PluginSpec::planning_only`]).
+    pub planning: BuildFn,
 }
 
 impl PluginSpec {
+    /// The entry of a plugin built from its settings.
+    pub const fn new<P: FromSettings>(name: &'static str) -> Self {
+        Self {
+            name,
+            build: build_full::<P>,
+            planning: build_planning::<P>,
+        }
+    }
+
     /// The entry of a plugin that takes no settings and is built by `P::default()`.
     pub const fn without_settings<P: Plugin + Default + 'static>(name: &'static str) -> Self {
         Self {
             name,
             build: build_default::<P>,
+            planning: build_default_planning::<P>,
         }
     }
+
+    /// The same plugin, built to check and plan but never to run a step or read live state
+    /// ([`PlanningOnly`]). A binary that names only this entry (a `const` evaluated at compile
+    /// time) does not link the plugin's steps, nor the SDKs they call: the functions that check
+    /// configs, plan and approve stay small.
+    #[must_use]
+    pub const fn planning_only(self) -> Self {
+        Self {
+            build: self.planning,
+            ..self
+        }
+    }
+}
+
+fn build_full<P: FromSettings>(
+    settings: &PluginSettings<'_>,
+) -> Result<Arc<dyn Plugin>, FieldError> {
+    Ok(Arc::new(P::from_settings(settings)?))
+}
+
+fn build_planning<P: FromSettings>(
+    settings: &PluginSettings<'_>,
+) -> Result<Arc<dyn Plugin>, FieldError> {
+    Ok(Arc::new(PlanningOnly(P::from_settings(settings)?)))
 }
 
 fn build_default<P: Plugin + Default + 'static>(
@@ -42,6 +92,90 @@ fn build_default<P: Plugin + Default + 'static>(
 ) -> Result<Arc<dyn Plugin>, FieldError> {
     settings.none()?;
     Ok(Arc::new(P::default()))
+}
+
+fn build_default_planning<P: Plugin + Default + 'static>(
+    settings: &PluginSettings<'_>,
+) -> Result<Arc<dyn Plugin>, FieldError> {
+    settings.none()?;
+    Ok(Arc::new(PlanningOnly(P::default())))
+}
+
+/// A plugin's planning face: everything that checks a config, plans stages and records an
+/// approval, delegated to the plugin; running a step and reading live state are refused (only
+/// the functions that run stages and check drift build whole plugins).
+pub struct PlanningOnly<P>(P);
+
+#[async_trait]
+impl<P: Plugin> Plugin for PlanningOnly<P> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        self.0.stage_names()
+    }
+
+    fn deploys(&self, app: &AppConfig) -> bool {
+        self.0.deploys(app)
+    }
+
+    fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        self.0.validate_stage(name, with)
+    }
+
+    fn check_app(
+        &self,
+        ctx: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        self.0.check_app(ctx, read)
+    }
+
+    fn default_timeout(&self, stage: &Stage) -> GoDuration {
+        self.0.default_timeout(stage)
+    }
+
+    fn quick_sync_stages(&self, ctx: &PlanContext<'_>) -> Vec<Stage> {
+        self.0.quick_sync_stages(ctx)
+    }
+
+    fn rollback_stages(&self, ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
+        self.0.rollback_stages(ctx, planned)
+    }
+
+    fn determine_strategy(&self, ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
+        self.0.determine_strategy(ctx)
+    }
+
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        Err(self.refused("run a step of", &ctx.stage.name))
+    }
+
+    async fn stop(&self, ctx: StopContext<'_>) -> Result<(), StepError> {
+        Err(self.refused("stop", &ctx.stage.name))
+    }
+
+    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Live, StepError> {
+        Err(self.refused("read the live state of", "an app"))
+    }
+
+    fn approvable(&self, stage: &str) -> bool {
+        self.0.approvable(stage)
+    }
+
+    fn approve(&self, stage: &Stage, user: &str, now: Millis) -> Result<Metadata, ApproveError> {
+        self.0.approve(stage, user, now)
+    }
+}
+
+impl<P: Plugin> PlanningOnly<P> {
+    fn refused(&self, what: &str, stage: &str) -> StepError {
+        StepError::permanent(format!(
+            "the {} plugin is built here to plan only: this process cannot {what} {stage}",
+            self.0.name()
+        ))
+    }
 }
 
 /// What the runtime tells every plugin, beside its own settings.
@@ -216,6 +350,7 @@ mod tests {
         }
     }
 
+    #[derive(Default)]
     struct Fake;
 
     #[async_trait]
@@ -232,35 +367,32 @@ mod tests {
         async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
             Err(StepError::permanent("registry tests run no steps"))
         }
+        async fn live_state(&self, _: LiveContext<'_>) -> Result<Live, StepError> {
+            Ok(Live::NotRead)
+        }
+        fn approvable(&self, stage: &str) -> bool {
+            stage == "FAKE"
+        }
     }
 
-    fn fake(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-        let targets = settings.deploy_targets(|at, t: &Target| match t.zone.as_deref() {
-            Some("") => Err(FieldError {
-                path: format!("{at}.zone"),
-                message: "must not be empty".into(),
-            }),
-            _ => Ok(()),
-        })?;
-        let _: Vec<Target> = targets;
-        Ok(Arc::new(Fake))
-    }
-
-    fn quiet(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-        settings.none()?;
-        Ok(Arc::new(Fake))
+    impl FromSettings for Fake {
+        fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+            let _: Vec<Target> =
+                settings.deploy_targets(|at, t: &Target| match t.zone.as_deref() {
+                    Some("") => Err(FieldError {
+                        path: format!("{at}.zone"),
+                        message: "must not be empty".into(),
+                    }),
+                    _ => Ok(()),
+                })?;
+            Ok(Fake)
+        }
     }
 
     fn registry() -> Registry {
         Registry::new(vec![
-            PluginSpec {
-                name: "fake",
-                build: fake,
-            },
-            PluginSpec {
-                name: "quiet",
-                build: quiet,
-            },
+            PluginSpec::new::<Fake>("fake"),
+            PluginSpec::without_settings::<Fake>("quiet"),
         ])
     }
 
@@ -329,11 +461,56 @@ mod tests {
 
     #[test]
     fn a_later_spec_replaces_one_of_the_same_name() {
-        let r = registry().with(PluginSpec {
-            name: "fake",
-            build: quiet,
-        });
+        let r = registry().with(PluginSpec::without_settings::<Fake>("fake"));
         assert_eq!(r.names(), ["quiet", "fake"]);
         assert!(r.without_settings().is_ok());
+    }
+
+    #[test]
+    fn a_planning_face_checks_and_approves_as_its_plugin_but_reads_nothing_live() {
+        let runtime = RuntimeInfo::default();
+        for spec in [
+            PluginSpec::new::<Fake>("fake"),
+            PluginSpec::without_settings::<Fake>("quiet"),
+        ] {
+            let planning = spec.planning_only();
+            assert_eq!(planning.name, spec.name);
+            let settings = Value::Null;
+            let plugin = (planning.build)(&PluginSettings::new(spec.name, &settings, &runtime))
+                .expect("builds");
+            assert_eq!(plugin.stage_names(), ["FAKE"]);
+            assert!(plugin.approvable("FAKE"));
+            assert!(plugin.validate_stage("FAKE", &json!({})).is_ok());
+            assert!(plugin.validate_stage("FAKE", &json!({"x": 1})).is_err());
+
+            let app = crate::config::parse_app_config(
+                "app.pipecd.yaml",
+                "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec: {name: web}\n",
+            )
+            .expect("parses");
+            let id = crate::AppId::new(&crate::RepoId::parse("r").unwrap(), "app.pipecd.yaml");
+            let head = crate::ids::CommitSha::parse(&"0".repeat(40)).unwrap();
+            let ctx = LiveContext {
+                app_id: &id,
+                app: &app,
+                app_dir: std::path::Path::new("."),
+                head: &head,
+                last_deployed: None,
+                now: Millis(0),
+                jobs: &crate::jobs::NoJobs,
+            };
+            // The planning face answers at once: polled once, with a waker that is never used.
+            let mut live = plugin.live_state(ctx);
+            let mut poll = std::task::Context::from_waker(std::task::Waker::noop());
+            let std::task::Poll::Ready(Err(err)) =
+                std::future::Future::poll(live.as_mut(), &mut poll)
+            else {
+                panic!("the planning face read live state");
+            };
+            assert_eq!(
+                err.to_string(),
+                "the fake plugin is built here to plan only: this process cannot read the live state of an app"
+            );
+        }
     }
 }

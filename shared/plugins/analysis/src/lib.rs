@@ -22,15 +22,13 @@ mod template;
 #[cfg(feature = "test-util")]
 pub mod testkit;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::duration::Millis;
 use gannet_core::plugin::{
     Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_meta::StageMeta;
 use gannet_core::stage_options;
 use gannet_core::typed::FieldError;
@@ -111,16 +109,15 @@ impl std::fmt::Debug for AnalysisPlugin {
 }
 
 /// The registry's entry: `plugins.analysis.providers` lists the analysis providers.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "analysis",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<AnalysisPlugin>("analysis");
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    Ok(Arc::new(AnalysisPlugin {
-        providers: providers::from_settings(settings)?,
-        http: std::sync::OnceLock::new(),
-    }))
+impl FromSettings for AnalysisPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        Ok(AnalysisPlugin {
+            providers: providers::from_settings(settings)?,
+            http: std::sync::OnceLock::new(),
+        })
+    }
 }
 
 /// When the measurement of slot `slot` of `check` is due.

@@ -26,12 +26,13 @@ use gannet_plugin_aws_common::AwsFields;
 fn plugin(providers: Value) -> Arc<dyn Plugin> {
     let settings = json!({ "providers": providers });
     let runtime = RuntimeInfo::default();
-    build(&PluginSettings::new(
+    let plugin = AnalysisPlugin::from_settings(&PluginSettings::new(
         "plugins.analysis",
         &settings,
         &runtime,
     ))
-    .expect("providers build")
+    .expect("providers build");
+    Arc::new(plugin)
 }
 
 /// How a test's time passes: virtually (jumps to when the step asked to be run again) or on

@@ -35,7 +35,7 @@ use gannet_core::plugin::{
     AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
     StepContext, StepError, StepOutcome,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_meta::StageMeta;
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
@@ -147,14 +147,13 @@ impl CloudRunPlugin {
 }
 
 /// The registry's entry: `plugins.cloudrun.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "cloudrun",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<CloudRunPlugin>("cloudrun");
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
-    Ok(Arc::new(CloudRunPlugin::new(targets)))
+impl FromSettings for CloudRunPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+        Ok(CloudRunPlugin::new(targets))
+    }
 }
 
 /// The manifest file the app names, and the config field that names it.

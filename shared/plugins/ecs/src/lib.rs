@@ -44,7 +44,7 @@ use gannet_core::plugin::{
     AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
     StepContext, StepError, StepOutcome,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
@@ -108,11 +108,14 @@ impl EcsPlugin {
 }
 
 /// The registry's entry: `plugins.ecs.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec { name: "ecs", build };
+pub const SPEC: PluginSpec = PluginSpec::new::<EcsPlugin>("ecs");
 
-fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
-    let targets = settings.deploy_targets(|at, t: &DeployTarget| check_target(at, t.fields()))?;
-    Ok(std::sync::Arc::new(EcsPlugin::new(targets)))
+impl FromSettings for EcsPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let targets =
+            settings.deploy_targets(|at, t: &DeployTarget| check_target(at, t.fields()))?;
+        Ok(EcsPlugin::new(targets))
+    }
 }
 
 #[async_trait]

@@ -50,7 +50,7 @@ use gannet_core::plugin::{
     AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
     StepContext, StepError, StepOutcome,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_meta::StageMeta;
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
@@ -157,14 +157,13 @@ impl KubernetesPlugin {
 }
 
 /// The registry's entry: `plugins.kubernetes.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "kubernetes",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<KubernetesPlugin>("kubernetes");
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
-    Ok(Arc::new(KubernetesPlugin::new(targets)))
+impl FromSettings for KubernetesPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+        Ok(KubernetesPlugin::new(targets))
+    }
 }
 
 /// The app's Kubernetes spec and manifests in `dir` (a checkout of some commit).

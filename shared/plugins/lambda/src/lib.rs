@@ -39,12 +39,11 @@ use gannet_core::plugin::{
     AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
     StepOutcome,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
 use serde_json::{json, Value};
-use std::sync::Arc;
 
 pub use errors::ApiError;
 pub use manifest::{
@@ -95,14 +94,13 @@ impl LambdaPlugin {
 }
 
 /// The registry's entry: `plugins.lambda.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "lambda",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<LambdaPlugin>("lambda");
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
-    Ok(Arc::new(LambdaPlugin::new(targets)))
+impl FromSettings for LambdaPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+        Ok(LambdaPlugin::new(targets))
+    }
 }
 
 #[async_trait]

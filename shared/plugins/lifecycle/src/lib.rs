@@ -34,7 +34,7 @@ use gannet_core::plugin::{
     Plugin, Plugins, StageConfigError, StageResult, StepContext, StepError, StepIo, StepOutcome,
     StopContext,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
@@ -144,14 +144,13 @@ impl LifecyclePlugin {
 
 /// The registry's entry. It takes no settings: tasks get `plugins.script-run`'s and
 /// evaluations `plugins.analysis`'s.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "lifecycle",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<LifecyclePlugin>("lifecycle");
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    settings.none()?;
-    Ok(Arc::new(LifecyclePlugin::new(settings.earlier.clone())))
+impl FromSettings for LifecyclePlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        settings.none()?;
+        Ok(LifecyclePlugin::new(settings.earlier.clone()))
+    }
 }
 
 /// The stage an item runs as: `<phase>/<name>`, of the item's plugin, started when the item

@@ -28,7 +28,7 @@ use gannet_core::plugin::{
     PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
     StopContext,
 };
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::Value;
@@ -78,21 +78,18 @@ struct Settings {
 
 /// The registry's entry: `plugins.script-run.allowEnv` lists what scripts get of gannet's
 /// environment; a variable that holds one of gannet's own secrets is refused.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "script-run",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<ScriptRunPlugin>("script-run");
 
-fn build(settings: &PluginSettings<'_>) -> Result<std::sync::Arc<dyn Plugin>, FieldError> {
-    let written: Settings = settings.parse()?;
-    jobs::check_allowed_env(
-        &format!("{}.allowEnv", settings.at()),
-        &written.allow_env,
-        &settings.runtime.secret_env,
-    )?;
-    Ok(std::sync::Arc::new(ScriptRunPlugin::allowing_env(
-        written.allow_env,
-    )))
+impl FromSettings for ScriptRunPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let written: Settings = settings.parse()?;
+        jobs::check_allowed_env(
+            &format!("{}.allowEnv", settings.at()),
+            &written.allow_env,
+            &settings.runtime.secret_env,
+        )?;
+        Ok(ScriptRunPlugin::allowing_env(written.allow_env))
+    }
 }
 
 /// The hidden rollback stages for the SCRIPT_RUN stages in `planned` that set `onRollback`.

@@ -29,7 +29,6 @@ mod script;
 mod target;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use gannet_core::config::{load_app_config, AppConfig, TerraformInput};
@@ -41,7 +40,7 @@ use gannet_core::plugin::{
     StepContext, StepError, StepOutcome, StopContext,
 };
 use gannet_core::ports::Metadata;
-use gannet_core::registry::{PluginSettings, PluginSpec};
+use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
 use gannet_core::typed::FieldError;
@@ -91,15 +90,14 @@ impl TerraformPlugin {
 }
 
 /// The registry's entry: `plugins.terraform.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec {
-    name: "terraform",
-    build,
-};
+pub const SPEC: PluginSpec = PluginSpec::new::<TerraformPlugin>("terraform");
 
-fn build(settings: &PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError> {
-    let secret_env = &settings.runtime.secret_env;
-    let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at, secret_env))?;
-    Ok(Arc::new(TerraformPlugin::new(targets)))
+impl FromSettings for TerraformPlugin {
+    fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
+        let secret_env = &settings.runtime.secret_env;
+        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at, secret_env))?;
+        Ok(TerraformPlugin::new(targets))
+    }
 }
 
 /// TERRAFORM_PLAN's `with`.
