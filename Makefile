@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
+.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint infra-lint moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus
+test: lint infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
@@ -71,6 +71,10 @@ clippy:
 ## infra-lint: cfn-lint and `sam validate --lint` on infra/template.yaml, offline (pinned, in .venv-infra)
 infra-lint:
 	scripts/infra-lint.sh
+
+## cdk-test: the CDK construct (infra/cdk): its unit tests, `cdk synth` of the example app, cfn-lint, and SAM/CDK parity, offline (pinned, npm ci into infra/cdk/node_modules)
+cdk-test:
+	scripts/cdk.sh
 
 ## moto-ensure: the pinned moto[server] in .venv (installed only when missing or a different version)
 moto-ensure:

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Builds and tests infra/cdk, the AWS CDK version of infra/template.yaml, offline.
+#
+#   scripts/cdk.sh          install the pinned tools if needed, then test
+#   scripts/cdk.sh ensure   npm ci in infra/cdk when its node_modules is missing or was installed
+#                           from another package-lock.json; scripts/infra-lint.sh ensure (the SAM
+#                           translator and cfn-lint in .venv-infra)
+#   scripts/cdk.sh test     with the tools already installed: compile, the construct's unit tests,
+#                           `cdk synth` of the example app (the pinned aws-cdk CLI), cfn-lint on
+#                           its template, the SAM/CDK parity cases (the example's among them, on
+#                           the template cdk synth made) and the parity tool's own tests
+#
+# Every version is pinned in infra/cdk/package.json and package-lock.json (aws-cdk-lib, the
+# aws-cdk CLI, cargo-lambda-cdk, TypeScript) and in scripts/infra-lint.sh (cfn-lint, SAM).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CDK=$ROOT/infra/cdk
+VENV=${GANNET_INFRA_VENV:-$ROOT/.venv-infra}
+TEMPLATE=$ROOT/infra/template.yaml
+# The hash of the package-lock.json node_modules was installed from.
+STAMP=$CDK/node_modules/.gannet-package-lock.sha256
+
+log() { printf 'cdk.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+lock_hash() { sha256sum "$CDK/package-lock.json" | cut -d' ' -f1; }
+
+modules_current() {
+  [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(lock_hash)" ] && [ -x "$CDK/node_modules/.bin/cdk" ]
+}
+
+ensure() {
+  command -v node >/dev/null || die "Node.js 20 or newer is needed (node is not on PATH)"
+  command -v npm >/dev/null || die "npm is needed (it comes with Node.js)"
+  "$ROOT/scripts/infra-lint.sh" ensure
+  if modules_current; then
+    return 0
+  fi
+  log "npm ci in $CDK (versions pinned by package-lock.json)"
+  (cd "$CDK" && npm ci --no-audit --no-fund --no-update-notifier >&2)
+  lock_hash >"$STAMP"
+}
+
+# Runs a tool with every network path closed, as scripts/infra-lint.sh does: fake AWS
+# credentials, no instance metadata, proxies pointing at a closed loopback port, an empty HOME,
+# and the CDK CLI's version check, notices and telemetry off. TMPDIR is this run's directory.
+offline() {
+  env -i \
+    PATH="$NODE_BIN:$VENV/bin:/usr/bin:/bin" \
+    HOME="$WORK/home" TMPDIR="$WORK" \
+    LANG=C.UTF-8 LC_ALL=C.UTF-8 \
+    AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
+    AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
+    AWS_EC2_METADATA_DISABLED=true \
+    AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+    CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=true \
+    SAM_CLI_TELEMETRY=0 PYTHONDONTWRITEBYTECODE=1 \
+    HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 \
+    NO_PROXY= no_proxy= \
+    "$@"
+}
+
+run_tests() {
+  modules_current || die "infra/cdk/node_modules is missing or stale; run: scripts/cdk.sh ensure"
+  [ -x "$VENV/bin/cfn-lint" ] || die "cfn-lint is missing from $VENV; run: scripts/cdk.sh ensure"
+  NODE_BIN=$(dirname "$(command -v node)")
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/gannet-cdk.XXXXXX")
+  trap 'rm -rf "$WORK"' EXIT
+  mkdir "$WORK/home"
+  cd "$CDK"
+
+  log "compile (tsc $(node -p 'require("typescript/package.json").version'))"
+  offline node_modules/.bin/tsc -p tsconfig.json
+
+  log "unit tests (node --test)"
+  offline node --test --test-reporter=spec build/test/
+
+  log "cdk synth of the example app (aws-cdk $(node -p 'require("aws-cdk/package.json").version'), aws-cdk-lib $(node -p 'require("aws-cdk-lib/package.json").version')) with placeholder zips"
+  # The example imports @gannet/cdk as a copy of it would; here that is this package.
+  mkdir -p example/node_modules/@gannet
+  ln -sfn ../../.. example/node_modules/@gannet/cdk
+  offline node_modules/.bin/tsc -p example/tsconfig.json
+  local zips
+  zips=$(offline node -e 'process.stdout.write(require("./build/test/fixtures").placeholderZips())')
+  # NODE_NO_WARNINGS: the CLI's AWS SDK warns that its 2027 releases will need Node.js 22.
+  (cd example && offline NODE_NO_WARNINGS=1 ../node_modules/.bin/cdk synth --quiet --no-notices \
+    -c "gannet:lambdaDir=$zips" --output "$WORK/cdk.out" >/dev/null)
+
+  log "cfn-lint $(offline "$VENV/bin/cfn-lint" --version | cut -d' ' -f2): the example's synthesised template"
+  offline "$VENV/bin/cfn-lint" --include-checks I --format parseable -- "$WORK/cdk.out/gannet.template.json"
+
+  log "parity: infra/template.yaml (SAM, translated offline) against the construct, case by case"
+  offline node build/parity/synth.js parity/cases.json "$WORK/parity"
+  # The example case again, on the very template `cdk synth` made of the example app.
+  mkdir "$WORK/example"
+  cp "$WORK/cdk.out/gannet.template.json" "$WORK/example/example.json"
+  offline "$VENV/bin/python" parity/compare_templates.py --template "$TEMPLATE" \
+    --cases parity/cases.json --cdk-dir "$WORK/parity" >&2
+  offline "$VENV/bin/python" parity/compare_templates.py --template "$TEMPLATE" \
+    --cases parity/cases.json --cdk-dir "$WORK/example" --case example >&2
+
+  log "parity tool tests (a change to one template only fails, naming resource and property)"
+  offline GANNET_CDK_PARITY_DIR="$WORK/parity" "$VENV/bin/python" -m unittest parity/test_parity.py
+
+  log "clean"
+}
+
+case "${1:-all}" in
+  all) ensure && run_tests ;;
+  ensure) ensure ;;
+  test) run_tests ;;
+  *) die "usage: $0 [ensure | test]" ;;
+esac
