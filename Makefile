@@ -84,10 +84,10 @@ moto-ensure:
 lambda-ensure:
 	scripts/cargo-lambda.sh ensure >/dev/null
 
-## demo: build the release CLI and run the scripted demo
+## demo: build the CLI (profile `local`: fast, quick to build) and run the scripted demo
 demo:
-	cargo build --release -p gannet-cli
-	GANNET_BIN="$(CARGO_TARGET_DIR)/release/gannet" scripts/demo.sh
+	cargo build --profile local -p gannet-cli
+	GANNET_BIN="$(CARGO_TARGET_DIR)/local/gannet" scripts/demo.sh
 
 ## bench: the webhook benchmark on a release `gannet up`; prints a markdown table (BENCHMARKS.md)
 bench:
@@ -99,7 +99,7 @@ bench-terraform:
 
 ## bench-kubernetes: K8S_SYNC of 100 manifests against the fake API server in its own process (API requests, gannet's and the server's CPU, drift's requests) next to kubectl apply --server-side; prints a markdown table (BENCHMARKS.md)
 bench-kubernetes:
-	cargo build --release -p gannet-kube-fake --bin gannet-kube-fake
+	cargo build --profile bench -p gannet-kube-fake --bin gannet-kube-fake
 	cargo bench -p gannet-plugin-kubernetes --bench sync
 
 ## bench-functions: each function's arm64 zip size and its init time under `cargo lambda watch` (BENCHMARKS.md)

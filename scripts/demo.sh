@@ -17,7 +17,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
-gannet=${GANNET_BIN:-$target/release/gannet}
+gannet=${GANNET_BIN:-$target/local/gannet}
 work=$root/demo-work
 [ -x "$gannet" ] || { echo "demo: $gannet is missing; run 'make demo'" >&2; exit 1; }
 

@@ -111,7 +111,8 @@ impl Function {
         )
     }
 
-    /// What invokes the function.
+    /// What invokes the function. Inlined, so that [`start_with`] decides it at compile time.
+    #[inline]
     pub(crate) fn invoked_by(self) -> InvokedBy {
         match self {
             Self::Webhook => InvokedBy::FunctionUrl,

@@ -2,11 +2,13 @@
 //! hook registered, then the Lambda Runtime API loop with the function's handler.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
 
 use aws_lambda_events::sqs::SqsEvent;
 use gannet_controller::error_chain;
+use gannet_core::ports::QueueName;
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 
@@ -16,12 +18,39 @@ use crate::{http, schedule, sqs, Function, FunctionConfig, InvokedBy, Job, Runti
 /// Runs `function` under the Lambda Runtime API until Lambda stops it. Start-up failures are
 /// logged (naming what is wrong) and end the process with a failure code, which Lambda
 /// reports as an init error.
+#[inline(always)]
 pub fn start(function: Function) -> ExitCode {
     start_with(function, Extras::default())
 }
 
 /// [`start`] for a function that builds what only it needs ([`Extras`]).
+///
+/// Inlined into each function's `main`, where `function` is a constant, so the adapter for
+/// what invokes the function is chosen at compile time and a binary links only its own: the
+/// webhook links neither the API's router nor the queue consumer and the handlers behind it.
+#[inline(always)]
 pub fn start_with(function: Function, extras: Extras) -> ExitCode {
+    match function.invoked_by() {
+        InvokedBy::FunctionUrl => start_serving(function, extras, serve_webhook),
+        InvokedBy::HttpApi => start_serving(function, extras, serve_api),
+        InvokedBy::Queue(queue) => {
+            start_serving(function, extras, move |runtime| serve_queue(runtime, queue))
+        }
+        InvokedBy::Schedule(job) => {
+            start_serving(function, extras, move |runtime| serve_timer(runtime, job))
+        }
+        InvokedBy::ScheduleOrQueue(job, queue) => start_serving(function, extras, move |runtime| {
+            serve_timer_or_queue(runtime, job, queue)
+        }),
+    }
+}
+
+/// Starts the async runtime, then the function ([`run`]) with its Runtime API loop, `serve`.
+fn start_serving<S, F>(function: Function, extras: Extras, serve: S) -> ExitCode
+where
+    S: FnOnce(Runtime) -> F,
+    F: Future<Output = Result<(), lambda_runtime::Error>>,
+{
     init_tracing();
     let tokio = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -33,7 +62,7 @@ pub fn start_with(function: Function, extras: Extras) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tokio.block_on(run(function, extras))
+    tokio.block_on(run(function, extras, serve))
 }
 
 /// JSON logs to stdout, filtered by `RUST_LOG` (default `info`). Calling it again does nothing.
@@ -49,7 +78,11 @@ pub fn init_tracing() {
         .try_init();
 }
 
-async fn run(function: Function, extras: Extras) -> ExitCode {
+async fn run<S, F>(function: Function, extras: Extras, serve: S) -> ExitCode
+where
+    S: FnOnce(Runtime) -> F,
+    F: Future<Output = Result<(), lambda_runtime::Error>>,
+{
     let plugins = extras.plugins.map(|registry| registry());
     let config = match FunctionConfig::from_env(plugins.as_ref()) {
         Ok(config) => config,
@@ -76,48 +109,54 @@ async fn run(function: Function, extras: Extras) -> ExitCode {
     }
 }
 
-async fn serve(runtime: Runtime) -> Result<(), lambda_runtime::Error> {
-    match runtime.function().invoked_by() {
-        InvokedBy::FunctionUrl => {
-            let handler = service_fn(move |request| {
-                let runtime = runtime.clone();
-                async move { Ok::<_, Infallible>(http::webhook(&runtime, request).await) }
-            });
-            lambda_http::run(handler).await
+async fn serve_webhook(runtime: Runtime) -> Result<(), lambda_runtime::Error> {
+    let handler = service_fn(move |request| {
+        let runtime = runtime.clone();
+        async move { Ok::<_, Infallible>(http::webhook(&runtime, request).await) }
+    });
+    lambda_http::run(handler).await
+}
+
+async fn serve_api(runtime: Runtime) -> Result<(), lambda_runtime::Error> {
+    lambda_http::run(http::api(&runtime)).await
+}
+
+async fn serve_queue(runtime: Runtime, queue: QueueName) -> Result<(), lambda_runtime::Error> {
+    let handler = service_fn(move |event: LambdaEvent<SqsEvent>| {
+        let runtime = runtime.clone();
+        async move { Ok::<_, Infallible>(sqs::handle_batch(&runtime, queue, event).await) }
+    });
+    lambda_runtime::run(handler).await
+}
+
+async fn serve_timer(runtime: Runtime, job: Job) -> Result<(), lambda_runtime::Error> {
+    let handler = service_fn(move |event: LambdaEvent<Value>| {
+        let runtime = runtime.clone();
+        async move { timer(&runtime, job, event).await }
+    });
+    lambda_runtime::run(handler).await
+}
+
+/// The drift function: its timer's input, or an SQS event (told apart by its `Records`).
+async fn serve_timer_or_queue(
+    runtime: Runtime,
+    job: Job,
+    queue: QueueName,
+) -> Result<(), lambda_runtime::Error> {
+    let handler = service_fn(move |event: LambdaEvent<Value>| {
+        let runtime = runtime.clone();
+        async move {
+            if event.payload.get("Records").is_none() {
+                return timer(&runtime, job, event).await;
+            }
+            let (payload, context) = event.into_parts();
+            let records: SqsEvent = serde_json::from_value(payload)?;
+            let response =
+                sqs::handle_batch(&runtime, queue, LambdaEvent::new(records, context)).await;
+            Ok(serde_json::to_value(response)?)
         }
-        InvokedBy::HttpApi => lambda_http::run(http::api(&runtime)).await,
-        InvokedBy::Queue(queue) => {
-            let handler = service_fn(move |event: LambdaEvent<SqsEvent>| {
-                let runtime = runtime.clone();
-                async move { Ok::<_, Infallible>(sqs::handle_batch(&runtime, queue, event).await) }
-            });
-            lambda_runtime::run(handler).await
-        }
-        InvokedBy::Schedule(job) => {
-            let handler = service_fn(move |event: LambdaEvent<Value>| {
-                let runtime = runtime.clone();
-                async move { timer(&runtime, job, event).await }
-            });
-            lambda_runtime::run(handler).await
-        }
-        InvokedBy::ScheduleOrQueue(job, queue) => {
-            let handler = service_fn(move |event: LambdaEvent<Value>| {
-                let runtime = runtime.clone();
-                async move {
-                    if event.payload.get("Records").is_none() {
-                        return timer(&runtime, job, event).await;
-                    }
-                    let (payload, context) = event.into_parts();
-                    let records: SqsEvent = serde_json::from_value(payload)?;
-                    let response =
-                        sqs::handle_batch(&runtime, queue, LambdaEvent::new(records, context))
-                            .await;
-                    Ok(serde_json::to_value(response)?)
-                }
-            });
-            lambda_runtime::run(handler).await
-        }
-    }
+    });
+    lambda_runtime::run(handler).await
 }
 
 /// Runs a timer's sweep.

@@ -145,7 +145,7 @@ fn fake_binary() -> PathBuf {
     let bin = profile_dir.join("gannet-kube-fake");
     assert!(
         bin.exists(),
-        "no {}: build it first with `cargo build --release -p gannet-kube-fake` \
+        "no {}: build it first with `cargo build --profile bench -p gannet-kube-fake` \
          (`make bench-kubernetes` does), or set GANNET_KUBE_FAKE",
         bin.display()
     );
