@@ -42,24 +42,12 @@ ensure() {
   lock_hash >"$STAMP"
 }
 
-# Runs a tool with every network path closed, as scripts/infra-lint.sh does: fake AWS
-# credentials, no instance metadata, proxies pointing at a closed loopback port, an empty HOME,
-# and the CDK CLI's version check, notices and telemetry off. TMPDIR is this run's directory.
+# shellcheck source=scripts/offline.sh
+. "$ROOT/scripts/offline.sh"
+
+# A tool run offline (scripts/offline.sh), with TMPDIR this run's directory.
 offline() {
-  env -i \
-    PATH="$NODE_BIN:$VENV/bin:/usr/bin:/bin" \
-    HOME="$WORK/home" TMPDIR="$WORK" \
-    LANG=C.UTF-8 LC_ALL=C.UTF-8 \
-    AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
-    AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
-    AWS_EC2_METADATA_DISABLED=true \
-    AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-    CDK_DISABLE_VERSION_CHECK=1 CDK_DISABLE_CLI_TELEMETRY=true \
-    SAM_CLI_TELEMETRY=0 PYTHONDONTWRITEBYTECODE=1 \
-    HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
-    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 \
-    NO_PROXY= no_proxy= \
-    "$@"
+  offline_run "$NODE_BIN:$VENV/bin:/usr/bin:/bin" "$WORK/home" TMPDIR="$WORK" "$@"
 }
 
 run_tests() {

@@ -50,24 +50,12 @@ ensure() {
   tools_current || die "cfn-lint $CFN_LINT_VERSION and aws-sam-cli $SAM_CLI_VERSION did not install"
 }
 
-# Runs a tool with a throwaway AWS identity and every network path closed: fake credentials, no
-# instance metadata, no telemetry, and proxies pointing at a closed loopback port, so a tool
-# that tried to reach AWS (or anything else) would fail loudly instead of leaving the machine.
-# HOME is an empty directory (made by lint), so no ~/.aws or ~/.aws-sam is read or written.
+# shellcheck source=scripts/offline.sh
+. "$ROOT/scripts/offline.sh"
+
+# A tool run offline (scripts/offline.sh); HOME is an empty directory made by lint.
 offline() {
-  env -i \
-    PATH="$VENV/bin:/usr/bin:/bin" \
-    HOME="$LINT_HOME" \
-    LANG=C.UTF-8 LC_ALL=C.UTF-8 \
-    AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1 \
-    AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
-    AWS_EC2_METADATA_DISABLED=true \
-    AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null \
-    SAM_CLI_TELEMETRY=0 \
-    HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
-    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 \
-    NO_PROXY= no_proxy= \
-    "$@"
+  offline_run "$VENV/bin:/usr/bin:/bin" "$LINT_HOME" "$@"
 }
 
 lint() {
