@@ -11,6 +11,8 @@
 #   BENCH_COLD  cold starts per function (default 11)
 #   BENCH_WARM  warm invocations after each cold start (default 5)
 #   BENCH_KEEP  keep the work directory (logs of the emulator, moto and every function)
+#   BENCH_PROFILE  the cargo profile of the init part's host binaries (default release, the
+#               Lambda build profile; local builds in a fraction of the time, without LTO)
 #   GANNET_LAMBDA_VENV, GANNET_MOTO_VENV  the venvs of scripts/cargo-lambda.sh and scripts/moto.sh
 #
 # Init method: the emulator runs once; for each cold start the function's release binary is
@@ -31,6 +33,7 @@ MOTO_VENV=${GANNET_MOTO_VENV:-$ROOT/.venv}
 FUNCTIONS=(webhook trigger plan stage notify poll resume drift api)
 ARM64=aarch64-unknown-linux-gnu
 COLD=${BENCH_COLD:-11}
+PROFILE=${BENCH_PROFILE:-release}
 WARM=${BENCH_WARM:-5}
 ZIP_TARGET_MB=10
 INIT_TARGET_MS=50
@@ -72,8 +75,8 @@ PY
 }
 
 init() {
-  log "cargo build --release -p gannet-functions --bins"
-  (cd "$ROOT" && cargo build --release -p gannet-functions --bins >&2)
+  log "cargo build --profile $PROFILE -p gannet-functions --bins"
+  (cd "$ROOT" && cargo build --profile "$PROFILE" -p gannet-functions --bins >&2)
   "$ROOT/scripts/moto.sh" ensure
   local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/gannet-bench-functions.XXXXXX")
@@ -84,7 +87,7 @@ init() {
   eval "$moto_env"
   [ -n "${BENCH_KEEP:-}" ] && log "work directory (kept): $work"
   # moto's venv has boto3 and PyYAML.
-  "$MOTO_VENV/bin/python" - "$ROOT" "$TARGET_DIR/release" "$CARGO_LAMBDA" "$GANNET_MOTO_ENDPOINT" \
+  "$MOTO_VENV/bin/python" - "$ROOT" "$TARGET_DIR/$PROFILE" "$CARGO_LAMBDA" "$GANNET_MOTO_ENDPOINT" \
     "$work" "$COLD" "$WARM" "$INIT_TARGET_MS" "${FUNCTIONS[@]}" <<'PY'
 import datetime, hashlib, hmac, json, os, signal, socket, statistics, subprocess, sys, time
 import urllib.error, urllib.request
