@@ -468,6 +468,14 @@ mod tests {
 
     /// The config from the base variables with `changes` applied (`None` unsets).
     fn check(changes: &[(&str, Option<&str>)]) -> Result<FunctionConfig, String> {
+        check_with(changes, Some(&gannet_plugins::registry()))
+    }
+
+    /// [`check`] for a function that builds `plugins` (`None`: none).
+    fn check_with(
+        changes: &[(&str, Option<&str>)],
+        plugins: Option<&Registry>,
+    ) -> Result<FunctionConfig, String> {
         let mut env: BTreeMap<String, String> = [
             (REGION, "us-east-1"),
             (TABLE, "gannet"),
@@ -483,11 +491,36 @@ mod tests {
                 None => env.remove(*name),
             };
         }
-        FunctionConfig::from_lookup(
-            &|name| env.get(name).cloned(),
-            Some(&gannet_plugins::registry()),
-        )
-        .map_err(|e| e.to_string())
+        FunctionConfig::from_lookup(&|name| env.get(name).cloned(), plugins)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn each_function_builds_its_own_plugins_from_the_same_settings() {
+        let settings = r#"{"lambda":{"deployTargets":[{"name":"prod","region":"us-east-1","roleArn":"arn:aws:iam::1:role/deployer"}]}}"#;
+        let whole = check(&[(PLUGINS, Some(settings))]).unwrap();
+        let planning = check_with(
+            &[(PLUGINS, Some(settings))],
+            Some(&gannet_plugins::planning()),
+        );
+        assert_eq!(
+            format!("{:?}", planning.unwrap().plugins),
+            format!("{:?}", whole.plugins)
+        );
+        let none = check_with(&[(PLUGINS, Some(settings))], None).unwrap();
+        assert_eq!(none.plugins.iter().count(), 0);
+
+        // The planning faces check the settings as the whole plugins do; a function without
+        // plugins does not read them.
+        let bad = r#"{"lambda":{"deployTargets":[{"name":"prod","region":"Mars"}]}}"#;
+        let whole = check(&[(PLUGINS, Some(bad))]).unwrap_err();
+        assert!(
+            whole.starts_with("GANNET_PLUGINS: lambda.deployTargets[0]"),
+            "{whole}"
+        );
+        let planning = check_with(&[(PLUGINS, Some(bad))], Some(&gannet_plugins::planning()));
+        assert_eq!(planning.err(), Some(whole));
+        assert!(check_with(&[(PLUGINS, Some("{"))], None).is_ok());
     }
 
     #[test]
