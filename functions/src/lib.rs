@@ -1,5 +1,7 @@
-//! gannet on AWS Lambda: one thin binary per handler (`src/bin/<name>.rs`), all calling
-//! [`start`] with their [`Function`].
+//! gannet on AWS Lambda: one thin binary per handler (`src/bin/<name>.rs`), each calling
+//! [`start_with`] with its [`Function`] and the [`Extras`] it alone links: its plugins (whole in
+//! `stage` and `drift`, their planning faces in `trigger`, `plan` and `api`, none elsewhere),
+//! the job runner (`stage`, `drift`), the event bus (`notify`).
 //!
 //! | function | invoked by | calls |
 //! |---|---|---|
