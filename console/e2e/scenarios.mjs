@@ -1,0 +1,297 @@
+// The browser-test scenarios, one exported function each (run.mjs maps a scenario's name to
+// its function). Each takes the launched browser, throws Failure with a clear message when an
+// assertion does not hold, and bounds every wait (GANNET_EXPECT.timeout_ms, default 30 s).
+
+import {
+  alerts,
+  deploymentStatus,
+  env,
+  expectation,
+  fail,
+  openSignedIn,
+  screenshot,
+  stageStatuses,
+  timeoutMs,
+  url,
+  waitFor,
+  watchErrors,
+} from "./lib.mjs";
+
+const LAPTOP = { width: 1280, height: 800 };
+const PHONE = { width: 390, height: 844 };
+const CONTROLS = ["approve", "cancel", "sync", "pause", "resume", "rollback"];
+
+async function newPage(browser, viewport = LAPTOP) {
+  const context = await browser.newContext({ viewport });
+  return context.newPage();
+}
+
+const deploymentPath = () => `/deployments/${encodeURIComponent(env("GANNET_DEPLOYMENT"))}`;
+
+/** Fails when the deployment on the page ended other than `allowed`. */
+async function failIfEnded(page, allowed = "SUCCESS") {
+  const status = await deploymentStatus(page);
+  if (status && status !== allowed && ["SUCCESS", "FAILURE", "CANCELLED"].includes(status)) {
+    fail(`the deployment ended ${status}; stages: ${JSON.stringify(await stageStatuses(page))}`);
+  }
+}
+
+/**
+ * stages-in-order: every stage of GANNET_EXPECT.stages reaches SUCCESS, in that order, seen
+ * live on one page load (no reload, no navigation).
+ */
+export async function stagesInOrder(browser) {
+  const expected = expectation().stages;
+  if (!Array.isArray(expected) || expected.length === 0) fail("GANNET_EXPECT.stages must list stage ids");
+  const page = await newPage(browser);
+  await openSignedIn(page, deploymentPath());
+  await waitFor("the deployment's stages", async () => (await stageStatuses(page)).length > 0, {
+    detail: () => alerts(page),
+  });
+  // Record every stage's status transitions inside the page, as they happen.
+  await page.evaluate(() => {
+    window.__gannetMarker = "still the same page";
+    const seen = new Map();
+    const log = (window.__gannetTransitions = []);
+    const record = () => {
+      for (const row of document.querySelectorAll('li[data-testid^="stage-"]')) {
+        const id = row.dataset.testid.slice("stage-".length);
+        if (seen.get(id) !== row.dataset.status) {
+          seen.set(id, row.dataset.status);
+          log.push({ id, status: row.dataset.status, t: Math.round(performance.now()) });
+        }
+      }
+    };
+    record();
+    new MutationObserver(record).observe(document.body, {
+      subtree: true,
+      childList: true,
+      attributes: true,
+      attributeFilter: ["data-status"],
+    });
+  });
+  const transitions = () => page.evaluate(() => window.__gannetTransitions);
+  const history = async () =>
+    (await transitions()).map((t) => `${t.id}:${t.status}`).join(" → ");
+
+  for (const id of expected) {
+    await waitFor(
+      `stage ${id} to reach SUCCESS`,
+      async () => {
+        await failIfEnded(page);
+        return (await transitions()).some((t) => t.id === id && t.status === "SUCCESS");
+      },
+      { detail: async () => `transitions seen: ${await history()}` },
+    );
+  }
+
+  const log = await transitions();
+  const firstSuccess = expected.map((id) => log.findIndex((t) => t.id === id && t.status === "SUCCESS"));
+  for (let i = 1; i < expected.length; i++) {
+    if (firstSuccess[i] < firstSuccess[i - 1]) {
+      fail(`stage ${expected[i]} reached SUCCESS before ${expected[i - 1]}: ${await history()}`);
+    }
+  }
+  for (const id of expected) {
+    const after = log.slice(log.findIndex((t) => t.id === id && t.status === "SUCCESS") + 1);
+    const back = after.find((t) => t.id === id);
+    if (back) fail(`stage ${id} went from SUCCESS back to ${back.status}: ${await history()}`);
+  }
+  // The page must have shown progress, not only a finished pipeline.
+  const live = expected.some((id) => log.some((t) => t.id === id && t.status !== "SUCCESS"));
+  if (!live) fail(`no stage was seen before it succeeded (was the deployment already over?): ${await history()}`);
+
+  const nav = await page.evaluate(() => ({
+    navigations: performance.getEntriesByType("navigation").length,
+    marker: window.__gannetMarker,
+  }));
+  if (nav.navigations !== 1 || nav.marker !== "still the same page") {
+    fail(`the page reloaded while the deployment ran (${JSON.stringify(nav)})`);
+  }
+  await screenshot(page, "deployment.png");
+  console.log(`stages-in-order: ${expected.join(", ")} succeeded in order: ${await history()}`);
+}
+
+/** approve: an approver clicks Approve; the waiting stage and the deployment succeed. */
+export async function approve(browser) {
+  const page = await newPage(browser);
+  await openSignedIn(page, deploymentPath());
+  const button = page.getByTestId("approve");
+  await waitFor("the approve button", () => button.isVisible(), {
+    detail: async () => `stages: ${JSON.stringify(await stageStatuses(page))}; ${await alerts(page)}`,
+  });
+  if ((await button.count()) !== 1) fail(`expected one approve button, found ${await button.count()}`);
+  const row = page.locator('li[data-testid^="stage-"]', { has: button });
+  const stage = await row.getAttribute("data-testid");
+  await button.click();
+  await waitFor(
+    `${stage} to become SUCCESS after approving`,
+    async () => (await page.getAttribute(`[data-testid="${stage}"]`, "data-status")) === "SUCCESS",
+    { detail: async () => `stages: ${JSON.stringify(await stageStatuses(page))}; ${await alerts(page)}` },
+  );
+  await waitFor(
+    "the deployment to reach SUCCESS",
+    async () => {
+      await failIfEnded(page);
+      return (await deploymentStatus(page)) === "SUCCESS";
+    },
+    { detail: async () => `deployment status ${await deploymentStatus(page)}` },
+  );
+  if ((await page.getByTestId("approve").count()) !== 0) fail("the approve button is still shown after success");
+  console.log(`approve: ${stage.slice("stage-".length)} approved; the deployment succeeded`);
+}
+
+/** Fails naming every control of CONTROLS (or any button saying so) on the page. */
+async function assertNoControls(page, where) {
+  const found = [];
+  for (const id of CONTROLS) {
+    const n = await page.getByTestId(id).count();
+    if (n) found.push(`${n} [data-testid=${id}]`);
+  }
+  const named = await page.getByRole("button", { name: /approve|cancel|sync|pause|resume|roll ?back/i }).count();
+  if (named) found.push(`${named} button(s) named approve/cancel/sync/pause/resume/rollback`);
+  if (found.length) fail(`a viewer's ${where} shows controls: ${found.join(", ")}`);
+}
+
+/** viewer-no-approve: a viewer sees the waiting stage but no approve, cancel or sync control. */
+export async function viewerNoApprove(browser) {
+  const page = await newPage(browser);
+  await openSignedIn(page, deploymentPath());
+  const who = await page.getByTestId("caller").innerText();
+  if (!who.includes("(viewer)")) fail(`expected to be signed in as a viewer, the header says ${who}`);
+  const waiting = page.locator('li[data-name="WAIT_APPROVAL"][data-status="RUNNING"]');
+  await waitFor("a WAIT_APPROVAL stage waiting for approval", () => waiting.first().isVisible(), {
+    detail: async () => `stages: ${JSON.stringify(await stageStatuses(page))}; ${await alerts(page)}`,
+  });
+  const text = await waiting.first().innerText();
+  if (!/waiting for approval/i.test(text)) fail(`the waiting stage does not say so: ${text}`);
+  // Give the page another poll round to render anything it would add.
+  await page.waitForTimeout(1500);
+  await assertNoControls(page, "deployment page");
+
+  await page.goto(url(`/apps/${encodeURIComponent(env("GANNET_APP"))}`));
+  await waitFor("the app page with its deployments", async () => {
+    const loaded = await page.getByTestId("app-status").isVisible();
+    const history = (await page.getByTestId("deployments").count()) + (await page.getByText("No deployments yet").count());
+    return loaded && history > 0;
+  }, { detail: () => alerts(page) });
+  await page.waitForTimeout(1000);
+  await assertNoControls(page, "app page");
+  console.log("viewer-no-approve: the waiting stage is shown; no approve, cancel, sync, pause, resume or rollback control");
+}
+
+/** failing-stage-log: the failed stage's log shows GANNET_EXPECT.line without a click. */
+export async function failingStageLog(browser) {
+  const line = expectation().line;
+  if (!line) fail("GANNET_EXPECT.line must give the log text to find");
+  const page = await newPage(browser);
+  await openSignedIn(page, deploymentPath());
+  await waitFor("the deployment to show FAILURE", async () => (await deploymentStatus(page)) === "FAILURE", {
+    detail: async () => `deployment status ${await deploymentStatus(page)}; ${await alerts(page)}`,
+  });
+  const failed = page.locator('li[data-testid^="stage-"][data-status="FAILURE"]').first();
+  await waitFor("a stage with status FAILURE", () => failed.isVisible(), {
+    detail: async () => `stages: ${JSON.stringify(await stageStatuses(page))}`,
+  });
+  const stage = (await failed.getAttribute("data-testid")).slice("stage-".length);
+  const pane = page.getByTestId(`log-${stage}`);
+  await waitFor(
+    `the log of failed stage ${stage} to show a line containing ${JSON.stringify(line)}`,
+    async () => (await pane.isVisible()) && (await pane.innerText()).includes(line),
+    {
+      detail: async () =>
+        `log pane ${(await pane.count()) ? `shows: ${JSON.stringify((await pane.innerText()).slice(-300))}` : "is not there"}`,
+    },
+  );
+  console.log(`failing-stage-log: stage ${stage}'s log shows ${JSON.stringify(line)} without a click`);
+}
+
+/** Waits until the page at `path` shows its data (not a loading line). */
+async function visit(page, path, ready) {
+  const res = await page.goto(url(path));
+  await waitFor(`${path} to show its content`, async () => (await page.locator(ready).count()) > 0, {
+    detail: () => alerts(page),
+  });
+  // Let polls that started with the page settle before the picture.
+  await page.waitForTimeout(300);
+  return res;
+}
+
+/** screenshots: every page at 1280x800 and the deployment page at 390x844, without errors. */
+export async function screenshots(browser) {
+  const page = await newPage(browser);
+  const errors = watchErrors(page);
+  const app = encodeURIComponent(env("GANNET_APP"));
+  await openSignedIn(page, "/apps");
+  const pages = [
+    ["/apps", "table[data-testid=apps], .empty", "apps.png"],
+    [`/apps/${app}`, "[data-testid=app-page] [data-testid=deployments], [data-testid=app-page] .empty", "app.png"],
+    ["/deployments", "table[data-testid=deployments], .empty", "deployments.png"],
+    [deploymentPath(), 'li[data-testid^="stage-"], [data-testid=deployment-page] .empty', "deployment.png"],
+  ];
+  for (const [path, ready, file] of pages) {
+    const res = await visit(page, path, ready);
+    const csp = res && (await res.headerValue("content-security-policy"));
+    if (!csp) fail(`${path} was served without a Content-Security-Policy header`);
+    await screenshot(page, file);
+  }
+  await page.setViewportSize(PHONE);
+  for (const [path, ready] of [pages[0], pages[3]]) {
+    await visit(page, path, ready);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    if (overflow > 0) fail(`${path} scrolls sideways by ${overflow}px at 390px wide`);
+  }
+  await screenshot(page, "deployment-phone.png");
+  if (errors.length) fail(`the console reported errors:\n  ${errors.join("\n  ")}`);
+  console.log("screenshots: 4 pages at 1280x800 and the deployment at 390x844, no console error or CSP violation");
+}
+
+/**
+ * render-speed: from navigation start until all stages are shown and the expanded log shows
+ * its last line. GANNET_EXPECT: {runs, stages (count), last_line, stage (id to open, optional:
+ * by default the page's own choice)}. Prints {"ms": N} per run, then the median as
+ * {"ms": MEDIAN, "median": true, "runs": [...]} on the last line.
+ */
+export async function renderSpeed(browser) {
+  const want = expectation();
+  const runs = Number(want.runs ?? 5);
+  const stages = Number(want.stages ?? 1);
+  if (!want.last_line) fail("GANNET_EXPECT.last_line must give the log's last line");
+  const token = env("GANNET_TOKEN");
+  const path = deploymentPath() + (want.stage ? `?stage=${encodeURIComponent(want.stage)}` : "");
+  const times = [];
+  for (let i = 0; i < runs; i++) {
+    const context = await browser.newContext({ viewport: LAPTOP });
+    // Signed in as the form would leave it, so the clock measures the page, not typing.
+    await context.addInitScript((t) => sessionStorage.setItem("gannet.token", t), token);
+    const page = await context.newPage();
+    await page.goto(url(path));
+    const handle = await page
+      .waitForFunction(
+        ({ stages, last, stage }) => {
+          if (document.querySelectorAll('li[data-testid^="stage-"]').length < stages) return false;
+          const panes = stage
+            ? [document.querySelector(`[data-testid="log-${stage}"]`)]
+            : [...document.querySelectorAll('[data-testid^="log-"]')];
+          const done = panes.some((p) => p && p.offsetParent !== null && p.textContent.trimEnd().endsWith(last));
+          return done && performance.now();
+        },
+        { stages, last: want.last_line, stage: want.stage ?? null },
+        { polling: "raf", timeout: timeoutMs() },
+      )
+      .catch(async () =>
+        fail(
+          `timed out waiting for ${stages} stages and a log ending ${JSON.stringify(want.last_line)}; ` +
+            `stages: ${JSON.stringify(await stageStatuses(page))}; ${await alerts(page)}`,
+        ),
+      );
+    const ms = Math.round(await handle.jsonValue());
+    times.push(ms);
+    console.log(JSON.stringify({ ms, run: i + 1 }));
+    await context.close();
+  }
+  const sorted = [...times].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  const median = sorted.length % 2 ? sorted[mid] : Math.round((sorted[mid - 1] + sorted[mid]) / 2);
+  console.log(JSON.stringify({ ms: median, median: true, runs: times }));
+}

@@ -1,0 +1,240 @@
+// The gannet JSON API: its types (as the server sends them) and one fetch wrapper that adds
+// the token, turns `{"error": ...}` answers into ApiError and network failures into
+// Unreachable. Fields the server added later are optional here, so the console still works
+// against an older server.
+
+import { auth } from "./auth";
+
+export type Role = "viewer" | "deployer" | "approver" | "admin";
+
+export interface Whoami {
+  caller: { name: string; role: Role };
+  may: { read: boolean; deploy: boolean; approve: boolean };
+}
+
+export type SyncStatus = "SYNCED" | "OUT_OF_SYNC" | "DEPLOYING" | "INVALID_CONFIG" | "UNKNOWN";
+export type Health = "HEALTHY" | "UNHEALTHY" | "UNKNOWN";
+
+export interface DriftField {
+  field: string;
+  git: string;
+  live: string;
+}
+
+export interface LiveResource {
+  kind: string;
+  id: string;
+  health: Health;
+  summary: string;
+}
+
+export interface Paused {
+  by: string;
+  at: string;
+  reason: string;
+  commit: string | null;
+}
+
+export interface App {
+  id: string;
+  name: string;
+  repo: string;
+  path: string;
+  kind: string;
+  labels: Record<string, string>;
+  sync_status: SyncStatus;
+  sync_reason: string;
+  running_commit: string | null;
+  active_deployment: string | null;
+  drift?: DriftField[];
+  live?: LiveResource[];
+  drift_changed_at?: string | null;
+  paused?: Paused | null;
+}
+
+export type DeploymentStatus =
+  | "PENDING"
+  | "PLANNED"
+  | "RUNNING"
+  | "ROLLING_BACK"
+  | "SUCCESS"
+  | "FAILURE"
+  | "CANCELLED";
+
+export type StageStatus =
+  | "NOT_STARTED_YET"
+  | "RUNNING"
+  | "SUCCESS"
+  | "FAILURE"
+  | "CANCELLED"
+  | "SKIPPED"
+  | "EXITED";
+
+export interface Measurement {
+  check: string;
+  slot: number;
+  value: string;
+  expected: string;
+  verdict: "pass" | "fail" | "skip";
+  detail: string;
+}
+
+export interface Stage {
+  id: string;
+  name: string;
+  desc: string;
+  status: StageStatus;
+  status_reason: string;
+  rollback: boolean;
+  visible: boolean;
+  started_at: string | null;
+  completed_at: string | null;
+  metadata: Record<string, string>;
+  measurements?: Measurement[];
+}
+
+export interface Deployment {
+  id: string;
+  app: string;
+  app_id: string;
+  kind: string;
+  commit: string;
+  commit_message: string;
+  branch: string;
+  status: DeploymentStatus;
+  status_reason: string;
+  trigger: string;
+  commander: string;
+  strategy: "QUICK_SYNC" | "PIPELINE" | null;
+  summary: string;
+  stages: Stage[];
+  running_commit: string | null;
+  blocked_by: string | null;
+  rollback_of?: string | null;
+  created_at: string;
+  planned_at: string | null;
+  completed_at: string | null;
+}
+
+export interface LogLine {
+  seq: number;
+  at: number;
+  text: string;
+}
+
+/** The server answered with an error status; `message` is its `{"error"}` text. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The request never got an answer (server down, network gone). Pollers retry these. */
+export class Unreachable extends Error {
+  constructor() {
+    super("server unreachable");
+  }
+}
+
+const TERMINAL: ReadonlySet<DeploymentStatus> = new Set(["SUCCESS", "FAILURE", "CANCELLED"]);
+
+export function isTerminal(status: DeploymentStatus): boolean {
+  return TERMINAL.has(status);
+}
+
+async function call<T>(method: "GET" | "POST", path: string, body?: unknown): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json" };
+  const token = auth.token();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (method === "POST") headers["Content-Type"] = "application/json";
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: method === "POST" ? JSON.stringify(body ?? {}) : undefined,
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch {
+    throw new Unreachable();
+  }
+  // A proxy in front of a stopped server answers 502/503/504: treat it as unreachable too.
+  if (res.status === 502 || res.status === 503 || res.status === 504) throw new Unreachable();
+  let data: unknown = null;
+  try {
+    data = await res.json();
+  } catch {
+    // Not JSON: keep data null and report the status below.
+  }
+  if (!res.ok) {
+    const message =
+      data && typeof (data as { error?: unknown }).error === "string"
+        ? (data as { error: string }).error
+        : `HTTP ${res.status}`;
+    if (res.status === 401) auth.rejected(message);
+    throw new ApiError(res.status, message);
+  }
+  return data as T;
+}
+
+const enc = encodeURIComponent;
+
+function query(params: Record<string, string | number | undefined>): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== "") q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+export const api = {
+  whoami: () => call<Whoami>("GET", "/api/v1/whoami"),
+  apps: () => call<{ apps: App[] }>("GET", "/api/v1/apps").then((r) => r.apps),
+  app: (name: string) => call<{ app: App }>("GET", `/api/v1/apps/${enc(name)}`).then((r) => r.app),
+  deployments: (f: { app?: string; status?: string; limit?: number }) =>
+    call<{ deployments: Deployment[] }>("GET", `/api/v1/deployments${query(f)}`).then(
+      (r) => r.deployments,
+    ),
+  deployment: (id: string) =>
+    call<{ deployment: Deployment }>("GET", `/api/v1/deployments/${enc(id)}`).then(
+      (r) => r.deployment,
+    ),
+  logs: (id: string, stage: string, after: number) =>
+    call<{ lines: LogLine[] }>(
+      "GET",
+      `/api/v1/deployments/${enc(id)}/stages/${enc(stage)}/logs${query({ after })}`,
+    ).then((r) => r.lines),
+  sync: (app: string, strategy?: "QUICK_SYNC" | "PIPELINE") =>
+    call<{ deployment: Deployment }>(
+      "POST",
+      `/api/v1/apps/${enc(app)}/sync`,
+      strategy ? { strategy } : {},
+    ).then((r) => r.deployment),
+  cancel: (id: string, noRollback: boolean) =>
+    call<{ deployment: Deployment }>(
+      "POST",
+      `/api/v1/deployments/${enc(id)}/cancel`,
+      noRollback ? { no_rollback: true } : {},
+    ).then((r) => r.deployment),
+  approve: (id: string, stage: string) =>
+    call<{ deployment: Deployment }>("POST", `/api/v1/deployments/${enc(id)}/approve`, {
+      stage,
+    }).then((r) => r.deployment),
+  pause: (app: string, reason: string) =>
+    call<{ app: App }>("POST", `/api/v1/apps/${enc(app)}/pause`, reason ? { reason } : {}).then(
+      (r) => r.app,
+    ),
+  resume: (app: string) =>
+    call<{ app: App }>("POST", `/api/v1/apps/${enc(app)}/resume`, {}).then((r) => r.app),
+  rollback: (app: string, to?: string) =>
+    call<{ deployment: Deployment }>(
+      "POST",
+      `/api/v1/apps/${enc(app)}/rollback`,
+      to ? { to } : {},
+    ).then((r) => r.deployment),
+};
