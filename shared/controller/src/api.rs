@@ -10,14 +10,15 @@ use gannet_core::deployment::{
     Trigger, TriggerKind,
 };
 use gannet_core::drift::{DriftField, LiveResource};
-use gannet_core::ports::{Changes, DeploymentFilter, LogLine, StoreError};
+use gannet_core::measure::{self, Measurement};
+use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, DeploymentId, StageId};
 use gannet_events::{rfc3339, Message};
 use serde::{Deserialize, Serialize};
 
 use crate::plan::put_deployment;
-use crate::trigger::{notify, pending_deployment};
+use crate::trigger::{notify, pending_deployment, put_if_changed};
 use crate::{error_chain, Controller, HandlerError};
 
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +46,12 @@ impl From<StoreError> for ApiError {
 
 impl From<gannet_core::ports::GitError> for ApiError {
     fn from(e: gannet_core::ports::GitError) -> Self {
-        Self::Internal(e.into())
+        use gannet_core::ports::GitError;
+        match e {
+            GitError::NoCommit { .. } => Self::NotFound(e.to_string()),
+            GitError::NoBranch { .. } | GitError::UnknownRepo(_) => Self::Conflict(e.to_string()),
+            GitError::Failed { .. } => Self::Internal(e.into()),
+        }
     }
 }
 
@@ -71,6 +77,20 @@ pub struct AppView {
     /// When a drift check last found something new (RFC 3339).
     #[serde(default)]
     pub drift_changed_at: Option<String>,
+    /// Set while automatic deployments are off.
+    #[serde(default)]
+    pub paused: Option<PauseView>,
+}
+
+/// Why an app's automatic deployments are off.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PauseView {
+    pub by: String,
+    /// RFC 3339.
+    pub at: String,
+    pub reason: String,
+    /// The commit a rollback holds the app at (drift compares with it until resumed).
+    pub commit: Option<String>,
 }
 
 impl From<App> for AppView {
@@ -89,6 +109,12 @@ impl From<App> for AppView {
             drift: a.drift,
             live: a.live,
             drift_changed_at: a.drift_changed_at.map(rfc3339),
+            paused: a.paused.map(|p| PauseView {
+                by: p.by,
+                at: rfc3339(p.at),
+                reason: p.reason,
+                commit: p.commit.map(|c| c.to_string()),
+            }),
         }
     }
 }
@@ -105,6 +131,9 @@ pub struct StageView {
     pub started_at: Option<String>,
     pub completed_at: Option<String>,
     pub metadata: BTreeMap<String, String>,
+    /// What an ANALYSIS stage (or a lifecycle phase's evaluations) measured.
+    #[serde(default)]
+    pub measurements: Vec<Measurement>,
 }
 
 impl From<&Stage> for StageView {
@@ -120,6 +149,7 @@ impl From<&Stage> for StageView {
             started_at: s.started_at.map(rfc3339),
             completed_at: s.completed_at.map(rfc3339),
             metadata: s.metadata.clone(),
+            measurements: measure::measurements(&s.metadata),
         }
     }
 }
@@ -143,6 +173,9 @@ pub struct DeploymentView {
     pub stages: Vec<StageView>,
     pub running_commit: Option<String>,
     pub blocked_by: Option<DeploymentId>,
+    /// For a rollback: the earlier deployment whose commit this one deploys again.
+    #[serde(default)]
+    pub rollback_of: Option<DeploymentId>,
     pub created_at: String,
     pub planned_at: Option<String>,
     pub completed_at: Option<String>,
@@ -167,6 +200,7 @@ impl From<&Deployment> for DeploymentView {
             stages: d.stages.iter().map(StageView::from).collect(),
             running_commit: d.running_commit.as_ref().map(|c| c.to_string()),
             blocked_by: d.blocked_by.clone(),
+            rollback_of: d.rollback_of.clone(),
             created_at: rfc3339(d.created_at),
             planned_at: d.planned_at.map(rfc3339),
             completed_at: d.completed_at.map(rfc3339),
@@ -187,8 +221,22 @@ pub struct SyncRequest {
     pub key: Option<String>,
 }
 
+/// The most log lines one call returns; the caller asks again after the last one it got.
+pub const LOG_PAGE: usize = 1000;
+
+/// A deployment a person asked for: a sync, or a rollback to an earlier deployment's commit.
+pub(crate) struct DeployCommand {
+    pub commander: String,
+    pub strategy: Option<SyncStrategy>,
+    /// Part of the deployment's id: the same cause never starts two deployments.
+    pub cause: String,
+    pub rollback_of: Option<DeploymentId>,
+    /// Pauses the app in the same write (a rollback holds it at its commit).
+    pub pause: Option<gannet_core::app::Pause>,
+}
+
 /// Optimistic commands retry this often when a step writes at the same moment.
-const COMMAND_TRIES: usize = 5;
+pub(crate) const COMMAND_TRIES: usize = 5;
 
 impl Controller {
     pub async fn list_apps(&self) -> Result<Vec<AppView>, ApiError> {
@@ -242,7 +290,7 @@ impl Controller {
         Ok(list.iter().map(DeploymentView::from).collect())
     }
 
-    async fn load(&self, id: &str) -> Result<Deployment, ApiError> {
+    pub(crate) async fn load(&self, id: &str) -> Result<Deployment, ApiError> {
         let id = DeploymentId::parse(id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         self.inner
             .store
@@ -269,51 +317,78 @@ impl Controller {
                 d.id
             )));
         }
-        Ok(self.inner.store.logs(&d.id, &stage, after).await?)
+        let mut lines = self.inner.store.logs(&d.id, &stage, after).await?;
+        lines.truncate(LOG_PAGE);
+        Ok(lines)
     }
 
     /// Starts a deployment of the app at its branch head (PipeCD's ON_COMMAND).
     pub async fn sync(&self, app_key: &str, req: SyncRequest) -> Result<DeploymentView, ApiError> {
-        let inner = &self.inner;
         let app = self.find_app(app_key).await?;
+        let repo = self.configured_repo(&app)?;
+        let head = self.inner.git.head(&app.repo, &repo.branch).await?;
+        let key = req
+            .key
+            .unwrap_or_else(|| self.inner.clock.now().0.to_string());
+        let command = DeployCommand {
+            commander: req.commander,
+            strategy: req.strategy,
+            cause: format!("ON_COMMAND:{key}"),
+            rollback_of: None,
+            pause: None,
+        };
+        self.deploy_commit(&app, &head, &repo.branch, command).await
+    }
+
+    /// The settings of the repository `app` lives in, which must still be configured.
+    pub(crate) fn configured_repo(
+        &self,
+        app: &App,
+    ) -> Result<crate::settings::RepoSettings, ApiError> {
+        self.inner.settings.repo(&app.repo).cloned().ok_or_else(|| {
+            ApiError::Conflict(format!("repository {} is no longer configured", app.repo))
+        })
+    }
+
+    /// Creates a PENDING deployment of `app` at `commit` for a person's command, checking the
+    /// app's config at that commit first; with `pause`, pauses the app in the same write.
+    pub(crate) async fn deploy_commit(
+        &self,
+        app: &App,
+        commit: &CommitInfo,
+        branch: &str,
+        command: DeployCommand,
+    ) -> Result<DeploymentView, ApiError> {
+        let inner = &self.inner;
         if app.sync_status == SyncStatus::InvalidConfig {
             return Err(ApiError::Conflict(format!(
                 "application {} has an invalid config: {}",
                 app.name, app.sync_reason
             )));
         }
-        let repo = inner.settings.repo(&app.repo).ok_or_else(|| {
-            ApiError::Conflict(format!("repository {} is no longer configured", app.repo))
-        })?;
-        let head = inner.git.head(&app.repo, &repo.branch).await?;
         let path = app.id.config_path();
         let text = inner
             .git
-            .read_file(&app.repo, &head.sha, path)
+            .read_file(&app.repo, &commit.sha, path)
             .await?
-            .unwrap_or_default();
-        let cfg = config::parse_app_config(path, &String::from_utf8_lossy(&text))
-            .map_err(|e| ApiError::Conflict(format!("invalid config at branch head: {e}")))?;
+            .ok_or_else(|| {
+                ApiError::Conflict(format!("{path} does not exist at {}", commit.sha.short()))
+            })?;
+        let cfg = config::parse_app_config(path, &String::from_utf8_lossy(&text)).map_err(|e| {
+            ApiError::Conflict(format!("invalid config at {}: {e}", commit.sha.short()))
+        })?;
         if let Decision::Skip { reason } = determiner::on_command(&cfg) {
             return Err(ApiError::Forbidden(reason));
         }
         let now = inner.clock.now();
-        let key = req.key.unwrap_or_else(|| now.0.to_string());
         let trigger = Trigger {
             kind: TriggerKind::OnCommand,
-            commander: req.commander,
-            strategy: req.strategy.unwrap_or_default(),
+            commander: command.commander,
+            strategy: command.strategy.unwrap_or_default(),
         };
-        let d = pending_deployment(
-            &app,
-            &cfg,
-            &head,
-            &repo.branch,
-            trigger,
-            &format!("ON_COMMAND:{key}"),
-            now,
-        );
-        let changes = Changes {
+        let mut d = pending_deployment(app, &cfg, commit, branch, trigger, &command.cause, now);
+        d.rollback_of = command.rollback_of;
+        let mut changes = Changes {
             writes: vec![gannet_core::ports::Write::PutDeployment {
                 deployment: Box::new(d.clone()),
                 expect: gannet_core::ports::Expect::Absent,
@@ -326,8 +401,21 @@ impl Controller {
                 notify(gannet_events::EventKind::DeploymentTriggered, &d, now),
             ],
         };
+        if let Some(pause) = command.pause {
+            let mut paused = app.clone();
+            paused.paused = Some(pause);
+            put_if_changed(&mut changes, Some(app), paused, now);
+        }
         match inner.store.apply(changes).await {
-            Ok(()) | Err(StoreError::Conflict { .. }) => self.get_deployment(d.id.as_str()).await,
+            Ok(()) => self.get_deployment(d.id.as_str()).await,
+            // The same command again (its idempotency key): the deployment it made.
+            Err(StoreError::Conflict { .. }) if inner.store.deployment(&d.id).await?.is_some() => {
+                self.get_deployment(d.id.as_str()).await
+            }
+            Err(StoreError::Conflict { what }) => Err(ApiError::Conflict(format!(
+                "application {} changed while the command ran ({what}); try again",
+                app.name
+            ))),
             Err(e) => Err(e.into()),
         }
     }

@@ -30,11 +30,11 @@ use crate::trigger::{deployable_config, notify, pending_deployment, put_if_chang
 use crate::{Controller, HandlerError};
 
 /// What one drift check concluded, before it is written.
-struct Finding {
-    status: SyncStatus,
-    reason: String,
+pub(crate) struct Finding {
+    pub(crate) status: SyncStatus,
+    pub(crate) reason: String,
     /// What the plugin read; `None` when nothing was (bad config, no plugin, refused).
-    live: Option<LiveState>,
+    pub(crate) live: Option<LiveState>,
 }
 
 impl Finding {
@@ -47,7 +47,7 @@ impl Finding {
     }
 }
 
-enum Examined {
+pub(crate) enum Examined {
     /// Nothing to compare now: no plugin reads this app's live state (the status stays what the
     /// last deployment left: an app of scripts only is as synced as its last run), or its
     /// check runs as a job that has not finished (the next sweep looks again).
@@ -124,7 +124,9 @@ impl Controller {
         if app.active_deployment.is_some() {
             return Ok(());
         }
-        let (finding, desired) = match self.examine(&app, head).await? {
+        // A rolled-back app is held at its rollback's commit until it is resumed.
+        let pinned = app.paused.as_ref().and_then(|p| p.commit.as_ref());
+        let (finding, desired) = match self.examine(&app, pinned.or(head)).await? {
             Examined::NotWatched { why } => {
                 tracing::debug!(app = %app.id, %why, "no drift check");
                 return Ok(());
@@ -173,7 +175,11 @@ impl Controller {
     /// Reads the desired state at `head` (or the branch head) and the live state, without
     /// writing. Files are read from the checked-out tree, which is cached per commit, so a
     /// steady sweep asks git (or GitHub) nothing.
-    async fn examine(&self, app: &App, head: Option<&CommitSha>) -> Result<Examined, HandlerError> {
+    pub(crate) async fn examine(
+        &self,
+        app: &App,
+        head: Option<&CommitSha>,
+    ) -> Result<Examined, HandlerError> {
         let inner = &self.inner;
         let Some(repo) = inner.settings.repo(&app.repo) else {
             return Ok(Examined::Done(Finding::new(
@@ -290,6 +296,10 @@ impl Controller {
         now: Millis,
         changes: &mut Changes,
     ) -> Result<(), HandlerError> {
+        if let Some(pause) = &app.paused {
+            tracing::debug!(app = %app.id, by = %pause.by, "no auto-sync: the app is paused");
+            return Ok(());
+        }
         let decision = determiner::on_out_of_sync(cfg, false, app.last_deployment_finished_at, now);
         let Decision::Deploy { reason } = decision else {
             tracing::debug!(app = %app.id, reason = decision.reason(), "no auto-sync");

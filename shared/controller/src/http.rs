@@ -1,5 +1,5 @@
-//! The HTTP surface: `POST /hooks/github` and the JSON API under `/api/v1`. One router serves
-//! `gannet up` and the AWS `api` function.
+//! The HTTP surface: `POST /hooks/github`, the JSON API under `/api/v1` and the web console
+//! (`console`). One router serves `gannet up` and the AWS `api` function.
 //!
 //! Every API call names its caller ([`Access::callers`]: a token on `gannet up`, the IAM
 //! principal on AWS) and needs a role for what it does; the person recorded for a sync, a
@@ -24,7 +24,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::Semaphore;
 
-use crate::{error_chain, ApiError, Controller, SyncRequest, WebhookRequest, MAX_WEBHOOK_BODY};
+use crate::{
+    error_chain, ApiError, Controller, RollbackRequest, SyncRequest, WebhookRequest,
+    MAX_WEBHOOK_BODY,
+};
 
 /// The most an API request body may hold.
 pub const MAX_API_BODY: usize = 64 * 1024;
@@ -96,7 +99,12 @@ pub fn router(controller: Controller, access: Access) -> Router {
     let api = Router::new()
         .route("/api/v1/apps", get(list_apps))
         .route("/api/v1/apps/{app}", get(show_app))
+        .route("/api/v1/whoami", get(whoami))
         .route("/api/v1/apps/{app}/sync", post(sync))
+        .route("/api/v1/apps/{app}/rollback", post(rollback))
+        .route("/api/v1/apps/{app}/pause", post(pause))
+        .route("/api/v1/apps/{app}/resume", post(resume))
+        .route("/api/v1/apps/{app}/diff", get(diff))
         .route("/api/v1/deployments", get(list_deployments))
         .route("/api/v1/deployments/{id}", get(show_deployment))
         .route("/api/v1/deployments/{id}/cancel", post(cancel))
@@ -111,6 +119,7 @@ pub fn router(controller: Controller, access: Access) -> Router {
             post(github_hook).layer(DefaultBodyLimit::disable()),
         )
         .merge(api)
+        .merge(crate::console::routes())
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(deadline))
@@ -418,6 +427,81 @@ async fn sync(
     req.commander = caller.name;
     Ok(Json(
         json!({"deployment": s.controller.sync(&app, req).await?}),
+    ))
+}
+
+/// Who the caller is and what the role lets them do (the web console shows only the controls
+/// the caller may use).
+async fn whoami(Extension(caller): Extension<Caller>) -> ApiResult<serde_json::Value> {
+    Ok(Json(json!({
+        "caller": {"name": caller.name, "role": caller.role.as_str()},
+        "may": {
+            "read": caller.role.allows(Need::Read),
+            "deploy": caller.role.allows(Need::Deploy),
+            "approve": caller.role.allows(Need::Approve),
+        },
+    })))
+}
+
+async fn rollback(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+    body: Option<Json<RollbackRequest>>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Deploy)?;
+    let req = body.map(|Json(r)| r).unwrap_or_default();
+    capped("to", req.to.as_deref())?;
+    capped("key", req.key.as_deref())?;
+    Ok(Json(
+        json!({"deployment": s.controller.rollback(&app, req, &caller.name).await?}),
+    ))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct PauseBody {
+    reason: Option<String>,
+}
+
+async fn pause(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+    body: Option<Json<PauseBody>>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Deploy)?;
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    let reason = capped("reason", body.reason.as_deref())?;
+    Ok(Json(
+        json!({"app": s.controller.pause_app(&app, &caller.name, reason).await?}),
+    ))
+}
+
+async fn resume(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Deploy)?;
+    Ok(Json(json!({"app": s.controller.resume_app(&app).await?})))
+}
+
+#[derive(Deserialize)]
+struct DiffQuery {
+    commit: Option<String>,
+}
+
+async fn diff(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(app): Path<String>,
+    Query(q): Query<DiffQuery>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
+    let commit = capped("commit", q.commit.as_deref())?;
+    Ok(Json(
+        json!({"diff": s.controller.diff(&app, commit).await?}),
     ))
 }
 

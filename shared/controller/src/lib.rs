@@ -10,6 +10,8 @@ use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Clock, CommitStatuses, GitSource, Store};
 
 mod api;
+mod apps;
+mod console;
 mod drift;
 mod error;
 pub mod http;
@@ -24,7 +26,8 @@ mod test_support;
 mod trigger;
 mod webhook;
 
-pub use api::{ApiError, AppView, DeploymentView, StageView, SyncRequest};
+pub use api::{ApiError, AppView, DeploymentView, PauseView, StageView, SyncRequest};
+pub use apps::{DiffView, RollbackRequest};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
 pub use settings::{

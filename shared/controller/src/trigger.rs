@@ -71,6 +71,12 @@ impl Controller {
                     app.sync_status = SyncStatus::InvalidConfig;
                     app.sync_reason = reason;
                 }
+                Ok(cfg) if app.paused.is_some() => {
+                    // Not judged while paused, so its checked commit stays put: resuming
+                    // judges every change pushed meanwhile (see `Controller::resume`).
+                    describe(&mut app, &cfg);
+                    tracing::info!(app = %id, commit = %head.sha, "not triggered: the app is paused");
+                }
                 Ok(cfg) => {
                     describe(&mut app, &cfg);
                     let changed = match &app.last_checked_commit {
@@ -260,6 +266,7 @@ pub(crate) fn pending_deployment(
         cancel: None,
         blocked_by: None,
         mentions: Vec::new(),
+        rollback_of: None,
     }
 }
 

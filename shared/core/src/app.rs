@@ -61,6 +61,9 @@ pub struct App {
     /// here (a check that finds nothing new writes nothing).
     #[serde(default)]
     pub drift_changed_at: Option<Millis>,
+    /// Set while automatic deployments are off (`gannet apps pause`, or a rollback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
     pub updated_at: Millis,
     /// Optimistic-concurrency version, bumped by every write.
     pub version: u64,
@@ -83,10 +86,26 @@ impl App {
             drift: Vec::new(),
             live: Vec::new(),
             drift_changed_at: None,
+            paused: None,
             updated_at: now,
             version: 0,
         }
     }
+}
+
+/// Why an app's automatic deployments are off. While paused, a push does not trigger the app
+/// and a drift check does not auto-sync it; a person may still sync, cancel and roll back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pause {
+    /// Who paused it (the caller's name).
+    pub by: String,
+    pub at: Millis,
+    pub reason: String,
+    /// Set by a rollback: the commit the app is held at. Drift checks compare the live state
+    /// with this commit instead of the branch head, so a rolled-back app reads SYNCED until
+    /// it is resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<CommitSha>,
 }
 
 /// What gannet last saw of one repository branch.

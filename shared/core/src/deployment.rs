@@ -259,6 +259,10 @@ pub struct Deployment {
     /// at the deployment's commit, kept when it is planned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mentions: Vec<crate::config::NotificationMention>,
+    /// For a rollback (`gannet rollback`): the earlier successful deployment whose commit this
+    /// one deploys again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback_of: Option<DeploymentId>,
 }
 
 impl Deployment {

@@ -56,6 +56,7 @@ impl Deployment {
             cancel: None,
             blocked_by: None,
             mentions: Vec::new(),
+            rollback_of: None,
         }
     }
 

@@ -85,6 +85,7 @@ pub fn deployment_fixture(id: &str, app: &str) -> DeploymentFixture {
         cancel: None,
         blocked_by: None,
         mentions: Vec::new(),
+        rollback_of: None,
     })
 }
 

@@ -40,44 +40,6 @@ use crate::options::{AnalysisOptions, Check, CheckKind, Strategy};
 use crate::providers::{Provider, Range};
 use crate::record::{CheckRecord, Verdict, STARTED_AT};
 
-/// One measurement as `gannet deployments show` prints it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MeasurementRow {
-    /// `metrics[0]`, `https[1]`.
-    pub check: String,
-    /// Its slot: the n-th interval of the analysis.
-    pub slot: u64,
-    pub value: String,
-    pub expected: String,
-    /// `pass`, `fail` or `skip`.
-    pub verdict: &'static str,
-    pub detail: String,
-}
-
-/// The measurements an ANALYSIS stage's metadata keeps (the latest ones of each check), by
-/// check and then in the order they were taken.
-pub fn measurements(metadata: &std::collections::BTreeMap<String, String>) -> Vec<MeasurementRow> {
-    metadata
-        .iter()
-        .filter_map(|(key, text)| {
-            Some((
-                key.strip_prefix(record::PREFIX)?,
-                CheckRecord::read(Some(text)).ok()?,
-            ))
-        })
-        .flat_map(|(check, record)| {
-            record.last.into_iter().map(move |m| MeasurementRow {
-                check: check.to_owned(),
-                slot: m.slot,
-                value: m.value,
-                expected: m.expected,
-                verdict: m.verdict.as_str(),
-                detail: m.detail,
-            })
-        })
-        .collect()
-}
-
 /// The stage this plugin runs.
 pub const STAGE_ANALYSIS: &str = "ANALYSIS";
 

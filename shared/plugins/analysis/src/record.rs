@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 /// Stage metadata key: when the analysis started, in epoch milliseconds.
 pub(crate) const STARTED_AT: &str = "startedAt";
 
-/// The prefix of the checks' metadata keys.
-pub(crate) const PREFIX: &str = "check.";
+/// The prefix of the checks' metadata keys (`gannet_core::measure` reads them back).
+pub(crate) const PREFIX: &str = gannet_core::measure::CHECK_PREFIX;
 
 /// The measurements a record keeps (the counts cover all of them).
 pub(crate) const KEPT: usize = 30;

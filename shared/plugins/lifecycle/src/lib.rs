@@ -40,7 +40,7 @@ use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::record::{item_metadata, items, ItemRecord, ItemStatus, Records};
+pub use crate::record::{items, ItemRecord, ItemStatus, Records};
 use crate::scoped::ScopedIo;
 
 /// The stage a task runs as.

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ItemKind, PhaseOptions};
 
-const PREFIX: &str = "item.";
+const PREFIX: &str = gannet_core::measure::ITEM_PREFIX;
 
 /// Where an item stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,7 +110,7 @@ pub(crate) fn own_prefix(name: &str) -> String {
 }
 
 /// The item `name`'s own metadata (its job, its measurements), out of the phase stage's.
-pub fn item_metadata(phase: &Metadata, name: &str) -> Metadata {
+pub(crate) fn item_metadata(phase: &Metadata, name: &str) -> Metadata {
     let prefix = own_prefix(name);
     phase
         .iter()

@@ -1,0 +1,256 @@
+//! The commands on an application as a whole: pause and resume its automatic deployments,
+//! roll it back to an earlier deployment's commit, and diff its live state against a commit.
+
+use gannet_core::app::{App, Pause, SyncStatus};
+use gannet_core::deployment::{DeploymentStatus, SyncStrategy};
+use gannet_core::drift::{DriftField, LiveResource};
+use gannet_core::ports::{Changes, DeploymentFilter, Expect, StoreError, Write};
+use gannet_core::CommitSha;
+use gannet_events::{Message, TriggerCause};
+use serde::{Deserialize, Serialize};
+
+use crate::api::{AppView, DeployCommand, DeploymentView};
+use crate::drift::Examined;
+use crate::trigger::put_if_changed;
+use crate::{ApiError, Controller};
+
+/// How far back a rollback looks for the deployment to go back to.
+const ROLLBACK_HISTORY: usize = 200;
+
+/// A rollback: to a given deployment's commit, or to the last successful deployment of a
+/// commit other than the running one.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackRequest {
+    /// The earlier successful deployment whose commit is deployed again.
+    #[serde(default)]
+    pub to: Option<String>,
+    #[serde(default)]
+    pub strategy: Option<SyncStrategy>,
+    /// An idempotency key: the same key never starts two rollbacks.
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// What a deployment of a commit would change: the app's live state compared with the
+/// desired state at that commit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DiffView {
+    pub app: String,
+    pub commit: String,
+    /// SYNCED (nothing would change), OUT_OF_SYNC (`drift` lists what would), or
+    /// INVALID_CONFIG / UNKNOWN with the reason.
+    pub status: SyncStatus,
+    pub reason: String,
+    pub drift: Vec<DriftField>,
+    pub live: Vec<LiveResource>,
+}
+
+impl Controller {
+    /// Turns the app's automatic deployments off (pushes and auto-sync); a pause already in
+    /// place is kept as it is.
+    pub async fn pause_app(
+        &self,
+        key: &str,
+        by: &str,
+        reason: Option<&str>,
+    ) -> Result<AppView, ApiError> {
+        self.change_app(key, |app, now| {
+            if app.paused.is_some() {
+                return Ok(None);
+            }
+            let mut next = app.clone();
+            next.paused = Some(Pause {
+                by: by.to_owned(),
+                at: now,
+                reason: reason
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map_or_else(|| "paused".to_owned(), str::to_owned),
+                commit: None,
+            });
+            Ok(Some((next, None)))
+        })
+        .await
+    }
+
+    /// Turns the app's automatic deployments back on. The repository's branch head is judged
+    /// again, so a change pushed while the app was paused deploys now; after a rollback, drift
+    /// checks compare with the branch head again.
+    pub async fn resume_app(&self, key: &str) -> Result<AppView, ApiError> {
+        self.change_app(key, |app, _| {
+            if app.paused.is_none() {
+                return Ok(None);
+            }
+            let mut next = app.clone();
+            next.paused = None;
+            Ok(Some((next, Some(app.repo.clone()))))
+        })
+        .await
+    }
+
+    /// Deploys again the commit of an earlier successful deployment (`to`, or the newest
+    /// successful one of a commit other than the running one), and pauses the app at that
+    /// commit so that neither a push nor auto-sync undoes the rollback until it is resumed.
+    pub async fn rollback(
+        &self,
+        key: &str,
+        req: RollbackRequest,
+        by: &str,
+    ) -> Result<DeploymentView, ApiError> {
+        let app = self.find_app(key).await?;
+        let target = match req.to.as_deref() {
+            Some(id) => {
+                let target = self.load(id).await?;
+                if target.app != app.id {
+                    return Err(ApiError::BadRequest(format!(
+                        "deployment {} is of application {}, not {}",
+                        target.id, target.app_name, app.name
+                    )));
+                }
+                if target.status != DeploymentStatus::Success {
+                    return Err(ApiError::Conflict(format!(
+                        "deployment {} ended {}; only a successful deployment's commit can be rolled back to",
+                        target.id,
+                        target.status.as_str()
+                    )));
+                }
+                target
+            }
+            None => self
+                .inner
+                .store
+                .deployments(&DeploymentFilter {
+                    app: Some(app.id.clone()),
+                    statuses: vec![DeploymentStatus::Success],
+                    limit: Some(ROLLBACK_HISTORY),
+                })
+                .await?
+                .into_iter()
+                .find(|d| Some(&d.commit.sha) != app.running_commit.as_ref())
+                .ok_or_else(|| {
+                    ApiError::Conflict(format!(
+                        "application {} has no earlier successful deployment of another commit to roll back to",
+                        app.name
+                    ))
+                })?,
+        };
+        let repo = self.configured_repo(&app)?;
+        let commit = self.inner.git.commit(&app.repo, &target.commit.sha).await?;
+        let now = self.inner.clock.now();
+        let key = req.key.unwrap_or_else(|| now.0.to_string());
+        let command = DeployCommand {
+            commander: by.to_owned(),
+            strategy: req.strategy,
+            cause: format!("ROLLBACK:{}:{key}", target.id),
+            rollback_of: Some(target.id.clone()),
+            pause: Some(Pause {
+                by: by.to_owned(),
+                at: now,
+                reason: format!(
+                    "rolled back to {} (deployment {}); resume to deploy from the branch again",
+                    target.commit.sha.short(),
+                    target.id
+                ),
+                commit: Some(target.commit.sha.clone()),
+            }),
+        };
+        self.deploy_commit(&app, &commit, &repo.branch, command)
+            .await
+    }
+
+    /// What deploying `commit` (the branch head by default) would change on the platform,
+    /// from the app's plugin's live-state face; nothing is written.
+    pub async fn diff(&self, key: &str, commit: Option<&str>) -> Result<DiffView, ApiError> {
+        let app = self.find_app(key).await?;
+        let repo = self.configured_repo(&app)?;
+        let sha = match commit {
+            Some(text) => {
+                let sha = CommitSha::parse(text.trim())
+                    .map_err(|e| ApiError::BadRequest(format!("commit: {e}")))?;
+                // Named in the error, rather than a failed checkout.
+                self.inner.git.commit(&app.repo, &sha).await?;
+                sha
+            }
+            None => self.inner.git.head(&app.repo, &repo.branch).await?.sha,
+        };
+        let (finding, _) = match self.examine(&app, Some(&sha)).await {
+            Ok(Examined::NotWatched { why }) => {
+                return Err(ApiError::Conflict(format!(
+                    "cannot compare {} with its live state: {why}",
+                    app.name
+                )))
+            }
+            Ok(Examined::Done(finding)) => (finding, None),
+            Ok(Examined::Live { finding, head, .. }) => (finding, Some(head)),
+            Err(crate::HandlerError::Live { source, .. }) => {
+                return Err(ApiError::Conflict(format!(
+                    "cannot read the live state of {}: {}",
+                    app.name,
+                    source.reason()
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let live = finding.live.unwrap_or_default();
+        Ok(DiffView {
+            app: app.name,
+            commit: sha.to_string(),
+            status: finding.status,
+            reason: finding.reason,
+            drift: live.drift,
+            live: live.resources,
+        })
+    }
+
+    /// Applies `change` to the app (retrying when another write got there first); `change`
+    /// returns `None` for nothing to do, or the new app and a repository whose branch head is
+    /// to be judged again.
+    async fn change_app<F>(&self, key: &str, change: F) -> Result<AppView, ApiError>
+    where
+        F: Fn(
+            &App,
+            gannet_core::duration::Millis,
+        ) -> Result<Option<(App, Option<gannet_core::RepoId>)>, ApiError>,
+    {
+        let store = &self.inner.store;
+        for _ in 0..crate::api::COMMAND_TRIES {
+            let app = self.find_app(key).await?;
+            let now = self.inner.clock.now();
+            let Some((next, rescan)) = change(&app, now)? else {
+                return Ok(AppView::from(app));
+            };
+            let mut changes = Changes::default();
+            put_if_changed(&mut changes, Some(&app), next, now);
+            if let Some(repo) = rescan {
+                // Forget the scanned head, so the trigger judges it again (apps judged there
+                // already see no change; the resumed one sees what was pushed while paused).
+                if let Some(state) = store.repo(&repo).await? {
+                    let mut again = state.clone();
+                    again.scanned_head = None;
+                    again.updated_at = now;
+                    again.version += 1;
+                    changes.writes.push(Write::PutRepo {
+                        repo: again,
+                        expect: Expect::Version(state.version),
+                    });
+                }
+                changes.send.push(
+                    Message::Trigger {
+                        repo,
+                        cause: TriggerCause::Poll,
+                    }
+                    .outgoing(),
+                );
+            }
+            match store.apply(changes).await {
+                Ok(()) => return Ok(AppView::from(self.find_app(key).await?)),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::Conflict(format!(
+            "application {key} is changing too fast; try again"
+        )))
+    }
+}
