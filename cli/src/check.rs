@@ -2,12 +2,12 @@
 //! manifests each references, and prints `file:line: field: message` per problem.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 use gannet_core::check::{check_app, AppCheck};
 use gannet_core::config::is_app_config_path;
 
-pub fn run(paths: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
+/// Checks the configs under `paths`; true when every one is valid.
+pub fn run(paths: &[PathBuf], json: bool) -> anyhow::Result<bool> {
     let plugins = gannet_plugins::registry().without_settings()?;
     let mut files = Vec::new();
     for p in paths {
@@ -36,11 +36,7 @@ pub fn run(paths: &[PathBuf], json: bool) -> anyhow::Result<ExitCode> {
     } else {
         print_human(&results);
     }
-    Ok(if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(failed == 0)
 }
 
 fn print_human(results: &[AppCheck]) {

@@ -5,12 +5,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use gannet_controller::{AppView, DeploymentView};
+use gannet_controller::{AppView, DeploymentView, DiffView};
 use gannet_core::ports::LogLine;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
-
-use crate::render;
 
 pub struct Client {
     base: String,
@@ -52,24 +50,61 @@ pub fn token_from_env() -> anyhow::Result<Option<String>> {
     Ok(Some(token.trim().to_owned()).filter(|t| !t.is_empty()))
 }
 
+/// The server could not be reached (refused, timed out, or answered 502/503/504 from a proxy
+/// while it restarts): the one failure a wait retries.
+#[derive(Debug)]
+pub struct Unreachable {
+    server: String,
+    cause: String,
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cannot reach gannet at {} ({}); is it running? set --server or GANNET_SERVER",
+            self.server, self.cause
+        )
+    }
+}
+
+impl std::error::Error for Unreachable {}
+
 impl Client {
-    pub fn new(server: &str, token: Option<String>) -> Self {
+    /// A client for the server at `server` (`http://` or `https://`; HTTPS checks the server's
+    /// certificate against the system's roots, or the file `$SSL_CERT_FILE` names).
+    pub fn new(server: &str, token: Option<String>) -> anyhow::Result<Self> {
+        let base = server.trim().trim_end_matches('/').to_owned();
+        let url = reqwest::Url::parse(&base).with_context(|| {
+            format!("--server {base:?} is not a URL (such as https://gannet.example.com)")
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            bail!("--server {base:?}: use an http:// or https:// URL");
+        }
         let mut headers = reqwest::header::HeaderMap::new();
-        if let Some(value) =
-            token.and_then(|t| reqwest::header::HeaderValue::from_str(&format!("Bearer {t}")).ok())
-        {
-            let mut value = value;
+        if let Some(token) = token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| {
+                    anyhow::anyhow!("the API token holds characters a header cannot carry")
+                })?;
             value.set_sensitive(true);
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
-        Self {
-            base: server.trim_end_matches('/').to_owned(),
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .default_headers(headers)
-                .build()
-                .unwrap_or_default(),
-        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(10))
+            .default_headers(headers)
+            .user_agent(concat!("gannet-cli/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .context("cannot set up the HTTP client")?;
+        Ok(Self { base, http })
+    }
+
+    fn unreachable(&self, cause: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::Error::new(Unreachable {
+            server: self.base.clone(),
+            cause: cause.to_string(),
+        })
     }
 
     async fn call<T: DeserializeOwned>(
@@ -77,13 +112,24 @@ impl Client {
         req: reqwest::RequestBuilder,
         field: &str,
     ) -> anyhow::Result<T> {
-        let res = req.send().await.with_context(|| {
-            format!(
-                "cannot reach gannet at {} (is `gannet up` running? set --server or GANNET_SERVER)",
-                self.base
-            )
-        })?;
+        let res = match req.send().await {
+            Ok(res) => res,
+            // A refused or dropped connection, a timeout: worth retrying. A bad certificate
+            // is not (its message says so).
+            Err(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
+                let cause = std::error::Error::source(&e)
+                    .map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
+                if cause.contains("certificate") {
+                    bail!("cannot reach gannet at {}: {cause}", self.base);
+                }
+                return Err(self.unreachable(cause));
+            }
+            Err(e) => return Err(e).context(format!("cannot reach gannet at {}", self.base)),
+        };
         let status = res.status();
+        if matches!(status.as_u16(), 502..=504) {
+            return Err(self.unreachable(format!("HTTP {}", status.as_u16())));
+        }
         let body: Value = res
             .json()
             .await
@@ -141,6 +187,20 @@ impl Client {
         .await
     }
 
+    /// Every line of a stage's log, page by page.
+    pub async fn all_logs(&self, id: &str, stage: &str) -> anyhow::Result<Vec<LogLine>> {
+        let mut all: Vec<LogLine> = Vec::new();
+        loop {
+            let after = all.last().map_or(0, |l| l.seq);
+            let page = self.logs(id, stage, after).await?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
+    }
+
+    /// A page of a stage's log: the lines after line `after`.
     pub async fn logs(&self, id: &str, stage: &str, after: u64) -> anyhow::Result<Vec<LogLine>> {
         let url = self.url(&format!(
             "/deployments/{}/stages/{}/logs",
@@ -183,6 +243,53 @@ impl Client {
         .await
     }
 
+    pub async fn rollback(
+        &self,
+        app: &str,
+        to: Option<&str>,
+        strategy: Option<&str>,
+    ) -> anyhow::Result<DeploymentView> {
+        let body = json!({"to": to, "strategy": strategy});
+        self.call(
+            self.http
+                .post(self.url(&format!("/apps/{}/rollback", encode(app))))
+                .json(&body),
+            "deployment",
+        )
+        .await
+    }
+
+    pub async fn pause(&self, app: &str, reason: Option<&str>) -> anyhow::Result<AppView> {
+        self.call(
+            self.http
+                .post(self.url(&format!("/apps/{}/pause", encode(app))))
+                .json(&json!({"reason": reason})),
+            "app",
+        )
+        .await
+    }
+
+    pub async fn resume(&self, app: &str) -> anyhow::Result<AppView> {
+        self.call(
+            self.http
+                .post(self.url(&format!("/apps/{}/resume", encode(app))))
+                .json(&json!({})),
+            "app",
+        )
+        .await
+    }
+
+    pub async fn diff(&self, app: &str, commit: Option<&str>) -> anyhow::Result<DiffView> {
+        let query: Vec<(&str, &str)> = commit.map(|c| ("commit", c)).into_iter().collect();
+        self.call(
+            self.http
+                .get(self.url(&format!("/apps/{}/diff", encode(app))))
+                .query(&query),
+            "diff",
+        )
+        .await
+    }
+
     pub async fn approve(
         &self,
         id: &str,
@@ -197,48 +304,6 @@ impl Client {
             "deployment",
         )
         .await
-    }
-
-    /// Follows a deployment until it ends, writing each stage change and each new log line to
-    /// `progress`. Returns the final view.
-    pub async fn watch(
-        &self,
-        id: &str,
-        logs: bool,
-        limit: Duration,
-        progress: &mut dyn std::io::Write,
-    ) -> anyhow::Result<DeploymentView> {
-        let started = std::time::Instant::now();
-        let mut last: Option<DeploymentView> = None;
-        let mut printed: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-        loop {
-            let d = self.deployment(id).await?;
-            render::print_changes(progress, last.as_ref(), &d)?;
-            if logs {
-                for s in d.stages.iter().filter(|s| s.started_at.is_some()) {
-                    let after = printed.get(s.id.as_str()).copied().unwrap_or(0);
-                    let lines = self.logs(id, s.id.as_str(), after).await?;
-                    for l in &lines {
-                        writeln!(progress, "    {} | {}", s.id, l.text)?;
-                    }
-                    if let Some(l) = lines.last() {
-                        printed.insert(s.id.to_string(), l.seq);
-                    }
-                }
-            }
-            if d.status.is_terminal() {
-                return Ok(d);
-            }
-            if started.elapsed() > limit {
-                bail!(
-                    "deployment {id} is still {} after {}s",
-                    d.status.as_str(),
-                    limit.as_secs()
-                );
-            }
-            last = Some(d);
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
     }
 }
 

@@ -3,85 +3,159 @@
 
 mod check;
 mod client;
+mod exit;
 mod render;
+mod wait;
 mod webhook;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use gannet_cli::{settings, up};
 
 use crate::client::Client;
+use crate::exit::Exit;
+use crate::wait::{Display, WaitOptions};
 
 #[derive(Parser)]
 #[command(
     name = "gannet",
     version,
-    about = "GitOps continuous delivery with no always-on server"
+    about = "GitOps continuous delivery with no always-on server",
+    after_help = exit::HELP
 )]
 struct Cli {
+    #[command(flatten)]
+    server: Server,
     #[command(subcommand)]
     command: Command,
 }
 
+/// The server and the caller, given before or after the subcommand.
+#[derive(clap::Args)]
+struct Server {
+    /// The gannet server's URL, http:// or https:// [example: https://gannet.example.com]
+    #[arg(
+        long = "server",
+        global = true,
+        env = "GANNET_SERVER",
+        default_value = "http://127.0.0.1:7070",
+        value_name = "URL"
+    )]
+    url: String,
+    /// Your API token. Prefer $GANNET_TOKEN, the file $GANNET_TOKEN_FILE or
+    /// ~/.config/gannet/token (a flag shows in the process list) [example: --token "$(pass gannet)"]
+    #[arg(long, global = true, value_name = "TOKEN", hide_env_values = true)]
+    token: Option<String>,
+}
+
+impl Server {
+    /// A client for this server with the caller's API token: `--token`, `$GANNET_TOKEN`, the
+    /// file `$GANNET_TOKEN_FILE`, or `~/.config/gannet/token` (`$XDG_CONFIG_HOME/gannet/token`).
+    fn client(&self) -> anyhow::Result<Client> {
+        let token = match self.token.as_deref().map(str::trim) {
+            Some("") => anyhow::bail!("--token is empty"),
+            Some(token) => Some(token.to_owned()),
+            None => client::token_from_env()?,
+        };
+        Client::new(&self.url, token)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Run gannet in one process: webhook, JSON API, workers and timers on a SQLite file.
+    /// Run gannet in one process: webhook, JSON API, web console, workers and timers on a
+    /// SQLite file.
+    #[command(
+        after_help = "Example:\n  gannet up --config gannet.yaml    then open http://127.0.0.1:7070/"
+    )]
     Up {
-        #[arg(long, default_value = "gannet.yaml")]
+        /// The controller's config file.
+        #[arg(long, default_value = "gannet.yaml", value_name = "FILE")]
         config: PathBuf,
         /// Log format on stderr.
         #[arg(long, value_enum, default_value_t = LogFormat::Text)]
         log_format: LogFormat,
     },
-    /// Applications and their sync status.
+    /// Applications: their sync status, history, drift, and pausing automatic deployments.
     Apps {
         #[command(subcommand)]
         command: AppsCommand,
     },
-    /// Deployments, their stages and logs.
+    /// Deployments, their stages and logs; wait for one or watch it live.
     Deployments {
         #[command(subcommand)]
         command: DeploymentsCommand,
     },
     /// Deploy an application's branch head now.
+    #[command(
+        after_help = "Examples:\n  gannet sync web\n  gannet sync web --wait --timeout 15m    exit 0 on SUCCESS, 3 FAILURE, 4 CANCELLED, 5 timeout, 6 unreachable"
+    )]
     Sync {
+        /// The application's name (or id).
         app: String,
+        /// Force a quick sync or the whole pipeline (default: as PipeCD decides).
         #[arg(long, value_enum)]
         strategy: Option<Strategy>,
         #[command(flatten)]
-        server: Server,
+        wait: WaitArgs,
+        /// Print the deployment as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deploy again the commit of an earlier successful deployment, and pause the app there.
+    #[command(
+        after_help = "Examples:\n  gannet rollback web                       the last successful deployment of another commit\n  gannet rollback web --to <DEPLOYMENT> --wait\nThe app stays paused at that commit (pushes and auto-sync do not undo it) until\n`gannet apps resume web`."
+    )]
+    Rollback {
+        /// The application's name (or id).
+        app: String,
+        /// The earlier successful deployment to go back to (default: the newest successful
+        /// deployment of a commit other than the running one).
+        #[arg(long, value_name = "DEPLOYMENT")]
+        to: Option<String>,
+        /// Force a quick sync or the whole pipeline (default: as PipeCD decides).
+        #[arg(long, value_enum)]
+        strategy: Option<Strategy>,
+        #[command(flatten)]
+        wait: WaitArgs,
+        /// Print the deployment as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Cancel a deployment; it rolls back unless --no-rollback.
+    #[command(after_help = "Example:\n  gannet cancel <DEPLOYMENT> --no-rollback")]
     Cancel {
+        /// The deployment's id.
         deployment: String,
+        /// Stop where it is, without rolling back what was applied.
         #[arg(long)]
         no_rollback: bool,
-        #[command(flatten)]
-        server: Server,
+        /// Print the deployment as JSON.
         #[arg(long)]
         json: bool,
     },
     /// Approve a WAIT_APPROVAL stage.
+    #[command(
+        after_help = "Example:\n  gannet approve <DEPLOYMENT>                 the stage waiting now"
+    )]
     Approve {
+        /// The deployment's id.
         deployment: String,
         /// The stage id; the stage waiting now by default.
-        #[arg(long)]
+        #[arg(long, value_name = "STAGE")]
         stage: Option<String>,
         /// Who you are, checked against your token (default: $GANNET_USER); the server
-        /// records the name your token (GANNET_TOKEN) carries.
-        #[arg(long = "as")]
+        /// records the name your token carries.
+        #[arg(long = "as", value_name = "NAME")]
         user: Option<String>,
-        #[command(flatten)]
-        server: Server,
+        /// Print the deployment as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Check PipeCD app configs and the manifests they reference.
+    /// Check PipeCD app configs and the manifests they reference (no server needed).
     Config {
         #[command(subcommand)]
         command: ConfigCommand,
@@ -91,39 +165,118 @@ enum Command {
         #[command(subcommand)]
         command: WebhookCommand,
     },
-}
-
-#[derive(clap::Args)]
-struct Server {
-    /// The gannet server.
-    #[arg(
-        long = "server",
-        env = "GANNET_SERVER",
-        default_value = "http://127.0.0.1:7070"
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  gannet completions bash > ~/.local/share/bash-completion/completions/gannet\n  gannet completions zsh > \"${fpath[1]}/_gannet\"\n  gannet completions fish > ~/.config/fish/completions/gannet.fish"
     )]
-    url: String,
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
-impl Server {
-    /// A client for this server, with the caller's API token: `$GANNET_TOKEN`, or the file
-    /// `$GANNET_TOKEN_FILE`, or `~/.config/gannet/token` (`$XDG_CONFIG_HOME/gannet/token`).
-    fn client(&self) -> anyhow::Result<Client> {
-        Ok(Client::new(&self.url, client::token_from_env()?))
+/// How to wait for the deployment a command starts.
+#[derive(clap::Args)]
+struct WaitArgs {
+    /// Wait until the deployment ends; the exit code says how it ended.
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    limits: Limits,
+}
+
+/// How long a wait may last.
+#[derive(clap::Args)]
+struct Limits {
+    /// Give up waiting after this long (exit 5) [example: 15m, 1h30m, 900]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "1h")]
+    timeout: Duration,
+    /// How long the server may stay unreachable (a restart, a network blip) before the wait
+    /// gives up (exit 6); requests are retried with backoff meanwhile [example: 5m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, default_value = "2m")]
+    retry_for: Duration,
+}
+
+impl Limits {
+    fn options(&self) -> WaitOptions {
+        WaitOptions {
+            timeout: self.timeout,
+            retry_for: self.retry_for,
+        }
     }
 }
 
 #[derive(Subcommand)]
 enum AppsCommand {
+    /// Every application with its kind, sync status and whether it is paused.
+    #[command(after_help = "Example:\n  gannet apps list --json")]
     List {
-        #[command(flatten)]
-        server: Server,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// One application: sync status, drift (each field's Git and live value), live resources.
+    #[command(after_help = "Example:\n  gannet apps show web")]
     Show {
+        /// The application's name (or id).
         app: String,
-        #[command(flatten)]
-        server: Server,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// An application's deployments, newest first.
+    #[command(after_help = "Example:\n  gannet apps history web --limit 50")]
+    History {
+        /// The application's name (or id).
+        app: String,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What deploying a commit would change on the platform, field by field (nothing is
+    /// changed).
+    #[command(
+        after_help = "Examples:\n  gannet apps diff web                        against the branch head\n  gannet apps diff web --commit $(git rev-parse HEAD~1)"
+    )]
+    Diff {
+        /// The application's name (or id).
+        app: String,
+        /// The commit (40 hex digits; default: the branch head).
+        #[arg(long, value_name = "SHA")]
+        commit: Option<String>,
+        /// Exit 1 when something would change (like `git diff --exit-code`).
+        #[arg(long)]
+        exit_code: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Turn an application's automatic deployments off (pushes and auto-sync); syncs,
+    /// cancels and rollbacks still work.
+    #[command(
+        after_help = "Example:\n  gannet apps pause web --reason \"freeze for the release\""
+    )]
+    Pause {
+        /// The application's name (or id).
+        app: String,
+        /// Why, shown wherever the app is.
+        #[arg(long, value_name = "TEXT")]
+        reason: Option<String>,
+        /// Print the app as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Turn an application's automatic deployments back on; what was pushed meanwhile is
+    /// judged now.
+    #[command(after_help = "Example:\n  gannet apps resume web")]
+    Resume {
+        /// The application's name (or id).
+        app: String,
+        /// Print the app as JSON.
         #[arg(long)]
         json: bool,
     },
@@ -131,45 +284,69 @@ enum AppsCommand {
 
 #[derive(Subcommand)]
 enum DeploymentsCommand {
+    /// Deployments, newest first.
+    #[command(
+        after_help = "Example:\n  gannet deployments list --app web --status RUNNING,PENDING"
+    )]
     List {
-        #[arg(long)]
+        /// Only this application's.
+        #[arg(long, value_name = "APP")]
         app: Option<String>,
-        /// Comma-separated statuses, such as RUNNING,PENDING.
-        #[arg(long)]
+        /// Comma-separated statuses [example: RUNNING,PENDING]
+        #[arg(long, value_name = "STATUSES")]
         status: Option<String>,
+        /// At most this many.
         #[arg(long, default_value_t = 20)]
         limit: usize,
-        #[command(flatten)]
-        server: Server,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
+    /// One deployment: its stages, plan changes, lifecycle items and measurements.
+    #[command(after_help = "Example:\n  gannet deployments show <DEPLOYMENT>")]
     Show {
+        /// The deployment's id.
         deployment: String,
-        #[command(flatten)]
-        server: Server,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
     /// Print a stage's log (every stage that ran, by default).
+    #[command(after_help = "Example:\n  gannet deployments logs <DEPLOYMENT> --stage stage-0")]
     Logs {
+        /// The deployment's id.
         deployment: String,
-        #[arg(long)]
+        /// Only this stage's log.
+        #[arg(long, value_name = "STAGE")]
         stage: Option<String>,
-        #[command(flatten)]
-        server: Server,
     },
-    /// Follow a deployment live until it ends; exits 0 on SUCCESS, 1 otherwise.
-    Watch {
+    /// Wait until a deployment ends; the exit code says how (0 SUCCESS, 3 FAILURE,
+    /// 4 CANCELLED, 5 timeout, 6 unreachable).
+    #[command(
+        after_help = "Example:\n  gannet deployments wait <DEPLOYMENT> --timeout 30m && echo deployed"
+    )]
+    Wait {
+        /// The deployment's id.
         deployment: String,
-        /// Also print stage log lines as they arrive.
+        #[command(flatten)]
+        limits: Limits,
+        /// Print the final deployment as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Follow a deployment live until it ends: redrawn in place on a terminal, appended
+    /// lines otherwise. Exit codes as `deployments wait`.
+    #[command(after_help = "Example:\n  gannet deployments watch <DEPLOYMENT> --logs")]
+    Watch {
+        /// The deployment's id.
+        deployment: String,
+        /// Also print every stage log line as it arrives (on a terminal, the running stage's
+        /// last lines are always shown).
         #[arg(long)]
         logs: bool,
-        /// Give up after this many seconds.
-        #[arg(long, default_value_t = 3600)]
-        timeout: u64,
         #[command(flatten)]
-        server: Server,
+        limits: Limits,
+        /// Print the final deployment as JSON (progress goes to stderr).
         #[arg(long)]
         json: bool,
     },
@@ -178,9 +355,12 @@ enum DeploymentsCommand {
 #[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate every *.pipecd.yaml under the given paths.
+    #[command(after_help = "Example:\n  gannet config check apps/")]
     Check {
+        /// Files or directories.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -189,19 +369,43 @@ enum ConfigCommand {
 #[derive(Subcommand)]
 enum WebhookCommand {
     /// POST a signed push event for a commit.
+    #[command(
+        after_help = "Example:\n  GANNET_WEBHOOK_SECRET=... gannet webhook push --repo org/repo --after $(git rev-parse HEAD)"
+    )]
     Push(webhook::PushArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Strategy {
+    /// Apply everything at once (PipeCD's QUICK_SYNC).
     Quick,
+    /// Run the app's pipeline.
     Pipeline,
+}
+
+impl Strategy {
+    fn as_api(self) -> &'static str {
+        match self {
+            Self::Quick => "QUICK_SYNC",
+            Self::Pipeline => "PIPELINE",
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
+}
+
+/// A duration in Go syntax (`90s`, `15m`, `1h30m`) or a number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    if let Ok(secs) = text.trim().parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    gannet_core::GoDuration::parse(text)
+        .map(|d| d.get())
+        .map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -216,11 +420,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
-        Ok(code) => code,
+    match runtime.block_on(run(cli.server, cli.command)) {
+        Ok(exit) => exit.code(),
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            Exit::for_error(&err).code()
         }
     }
 }
@@ -239,62 +443,47 @@ fn claimed(explicit: Option<String>) -> Option<String> {
         .filter(|n| !n.is_empty())
 }
 
-async fn run(command: Command) -> anyhow::Result<ExitCode> {
+async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
     match command {
         Command::Up { config, log_format } => {
             init_logs(log_format);
             let cfg = settings::UpConfig::load(&config, &gannet_plugins::registry())?;
             up::run(cfg).await?;
         }
-        Command::Apps { command } => match command {
-            AppsCommand::List { server, json } => {
-                let apps = server.client()?.apps().await?;
-                if json {
-                    print_json(&serde_json::json!({"apps": apps}))?;
-                } else {
-                    render::apps(&apps);
-                }
-            }
-            AppsCommand::Show { app, server, json } => {
-                let app = server.client()?.app(&app).await?;
-                if json {
-                    print_json(&app)?;
-                } else {
-                    render::app(&app);
-                }
-            }
-        },
-        Command::Deployments { command } => return deployments(command).await,
+        Command::Apps { command } => return apps(&server, command).await,
+        Command::Deployments { command } => return deployments(&server, command).await,
         Command::Sync {
             app,
             strategy,
-            server,
+            wait,
             json,
         } => {
-            let strategy = strategy.map(|s| match s {
-                Strategy::Quick => "QUICK_SYNC",
-                Strategy::Pipeline => "PIPELINE",
-            });
-            let d = server
-                .client()?
-                .sync(&app, strategy, claimed(None).as_deref())
+            let client = server.client()?;
+            let d = client
+                .sync(
+                    &app,
+                    strategy.map(Strategy::as_api),
+                    claimed(None).as_deref(),
+                )
                 .await?;
-            if json {
-                print_json(&d)?;
-            } else {
-                println!(
-                    "deployment {} of {} at {} is {}",
-                    d.id,
-                    d.app,
-                    &d.commit[..7.min(d.commit.len())],
-                    d.status.as_str()
-                );
-            }
+            return started(&client, d, &wait, json, "deployment").await;
+        }
+        Command::Rollback {
+            app,
+            to,
+            strategy,
+            wait,
+            json,
+        } => {
+            let client = server.client()?;
+            let d = client
+                .rollback(&app, to.as_deref(), strategy.map(Strategy::as_api))
+                .await?;
+            return started(&client, d, &wait, json, "rollback").await;
         }
         Command::Cancel {
             deployment,
             no_rollback,
-            server,
             json,
         } => {
             let d = server
@@ -320,7 +509,6 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             deployment,
             stage,
             user: who,
-            server,
             json,
         } => {
             let who = claimed(who);
@@ -345,28 +533,159 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Config {
             command: ConfigCommand::Check { paths, json },
         } => {
-            return check::run(&paths, json);
+            return check::run(&paths, json).map(Exit::from);
         }
         Command::Webhook {
             command: WebhookCommand::Push(args),
         } => {
-            webhook::push(args).await?;
+            webhook::push(args, &server.url).await?;
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "gannet", &mut std::io::stdout());
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
-async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
+/// Prints the deployment a sync or a rollback started, then waits for it with `--wait`.
+async fn started(
+    client: &Client,
+    d: gannet_controller::DeploymentView,
+    wait: &WaitArgs,
+    json: bool,
+    what: &str,
+) -> anyhow::Result<Exit> {
+    if !wait.wait {
+        if json {
+            print_json(&d)?;
+        } else {
+            println!(
+                "{what} {} of {} at {} is {}",
+                d.id,
+                d.app,
+                &d.commit[..7.min(d.commit.len())],
+                d.status.as_str()
+            );
+        }
+        return Ok(Exit::Success);
+    }
+    if !json {
+        println!(
+            "{what} {} of {} at {} started",
+            d.id,
+            d.app,
+            &d.commit[..7.min(d.commit.len())]
+        );
+    }
+    let id = d.id.to_string();
+    follow(
+        client,
+        &id,
+        wait.limits.options(),
+        Display::for_stdout(json, false),
+        json,
+    )
+    .await
+}
+
+/// Follows deployment `id` until it ends (or the wait gives up), showing it on `display`.
+async fn follow(
+    client: &Client,
+    id: &str,
+    options: WaitOptions,
+    display: Display,
+    json: bool,
+) -> anyhow::Result<Exit> {
+    let outcome = wait::follow(client, id, &options, display).await?;
+    if json {
+        if let Some(d) = outcome.last() {
+            print_json(d)?;
+        }
+    }
+    outcome.report();
+    Ok(outcome.exit())
+}
+
+async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
+    let client = server.client()?;
+    match command {
+        AppsCommand::List { json } => {
+            let apps = client.apps().await?;
+            if json {
+                print_json(&serde_json::json!({"apps": apps}))?;
+            } else {
+                render::apps(&apps);
+            }
+        }
+        AppsCommand::Show { app, json } => {
+            let app = client.app(&app).await?;
+            if json {
+                print_json(&app)?;
+            } else {
+                render::app(&app);
+            }
+        }
+        AppsCommand::History { app, limit, json } => {
+            let app = client.app(&app).await?;
+            let list = client
+                .deployments(Some(app.id.as_str()), None, limit)
+                .await?;
+            if json {
+                print_json(&serde_json::json!({"deployments": list}))?;
+            } else {
+                render::history(&app, &list);
+            }
+        }
+        AppsCommand::Diff {
+            app,
+            commit,
+            exit_code,
+            json,
+        } => {
+            let diff = client.diff(&app, commit.as_deref()).await?;
+            if json {
+                print_json(&diff)?;
+            } else {
+                render::diff(&diff);
+            }
+            if exit_code && !diff.drift.is_empty() {
+                return Ok(Exit::Error);
+            }
+        }
+        AppsCommand::Pause { app, reason, json } => {
+            let app = client.pause(&app, reason.as_deref()).await?;
+            if json {
+                print_json(&app)?;
+            } else {
+                println!(
+                    "{} is paused: {}",
+                    app.name,
+                    app.paused.as_ref().map_or("", |p| p.reason.as_str())
+                );
+            }
+        }
+        AppsCommand::Resume { app, json } => {
+            let app = client.resume(&app).await?;
+            if json {
+                print_json(&app)?;
+            } else {
+                println!("{} deploys automatically again", app.name);
+            }
+        }
+    }
+    Ok(Exit::Success)
+}
+
+async fn deployments(server: &Server, command: DeploymentsCommand) -> anyhow::Result<Exit> {
+    let client = server.client()?;
     match command {
         DeploymentsCommand::List {
             app,
             status,
             limit,
-            server,
             json,
         } => {
-            let list = server
-                .client()?
+            let list = client
                 .deployments(app.as_deref(), status.as_deref(), limit)
                 .await?;
             if json {
@@ -375,24 +694,15 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
                 render::deployments(&list);
             }
         }
-        DeploymentsCommand::Show {
-            deployment,
-            server,
-            json,
-        } => {
-            let d = server.client()?.deployment(&deployment).await?;
+        DeploymentsCommand::Show { deployment, json } => {
+            let d = client.deployment(&deployment).await?;
             if json {
                 print_json(&d)?;
             } else {
                 render::deployment(&d);
             }
         }
-        DeploymentsCommand::Logs {
-            deployment,
-            stage,
-            server,
-        } => {
-            let client = server.client()?;
+        DeploymentsCommand::Logs { deployment, stage } => {
             let d = client.deployment(&deployment).await?;
             if let Some(id) = stage.as_deref() {
                 if !d.stages.iter().any(|s| s.id.as_str() == id) {
@@ -408,37 +718,35 @@ async fn deployments(command: DeploymentsCommand) -> anyhow::Result<ExitCode> {
                     continue;
                 }
                 println!("== {} ({}) {}", s.id, s.name, s.status.as_str());
-                for line in client.logs(&deployment, s.id.as_str(), 0).await? {
+                for line in client.all_logs(&deployment, s.id.as_str()).await? {
                     println!("{}", line.text);
                 }
             }
         }
+        DeploymentsCommand::Wait {
+            deployment,
+            limits,
+            json,
+        } => {
+            return follow(&client, &deployment, limits.options(), Display::Quiet, json).await;
+        }
         DeploymentsCommand::Watch {
             deployment,
             logs,
-            timeout,
-            server,
+            limits,
             json,
         } => {
-            // With --json, stdout holds the JSON alone: progress goes to stderr.
-            let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
-            let progress: &mut dyn std::io::Write = if json { &mut stderr } else { &mut stdout };
-            let d = server
-                .client()?
-                .watch(&deployment, logs, Duration::from_secs(timeout), progress)
-                .await?;
-            if json {
-                print_json(&d)?;
-            }
-            let ok = d.status == gannet_core::deployment::DeploymentStatus::Success;
-            return Ok(if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
+            return follow(
+                &client,
+                &deployment,
+                limits.options(),
+                Display::for_stdout(json, logs),
+                json,
+            )
+            .await;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(Exit::Success)
 }
 
 fn init_logs(format: LogFormat) {

@@ -1,9 +1,8 @@
 //! Human output: tables for lists, a stage table for one deployment, an app's drift (each
 //! field with its Git and live value) and live resources, and progress lines.
 
-use gannet_controller::{AppView, DeploymentView};
+use gannet_controller::{AppView, DeploymentView, DiffView};
 use gannet_core::drift::Health;
-use gannet_plugin_lifecycle::ItemKind;
 
 /// Prints rows as left-aligned columns under a header.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
@@ -35,12 +34,16 @@ pub fn apps(apps: &[AppView]) {
                 a.name.clone(),
                 a.kind.clone(),
                 a.sync_status.as_str().to_owned(),
+                if a.paused.is_some() { "paused" } else { "auto" }.to_owned(),
                 a.path.clone(),
                 shorten(&a.sync_reason, 70),
             ]
         })
         .collect();
-    table(&["NAME", "KIND", "SYNC", "PATH", "REASON"], &rows);
+    table(
+        &["NAME", "KIND", "SYNC", "DEPLOYS", "PATH", "REASON"],
+        &rows,
+    );
 }
 
 pub fn app(a: &AppView) {
@@ -52,6 +55,13 @@ pub fn app(a: &AppView) {
         "  active:   {}",
         a.active_deployment.as_ref().map_or("-", |d| d.as_str())
     );
+    if let Some(p) = &a.paused {
+        println!("  paused:   by {} at {}: {}", p.by, p.at, p.reason);
+        println!(
+            "            (no automatic deployments; `gannet apps resume {}` turns them on)",
+            a.name
+        );
+    }
     if let Some(at) = &a.drift_changed_at {
         println!("  drift:    last changed {at}");
     }
@@ -113,6 +123,76 @@ pub fn deployments(list: &[DeploymentView]) {
     );
 }
 
+/// An app's deployments, newest first.
+pub fn history(app: &AppView, list: &[DeploymentView]) {
+    let paused = app
+        .paused
+        .as_ref()
+        .map(|p| format!(" (paused: {})", p.reason))
+        .unwrap_or_default();
+    println!("History of {}{paused}", app.name);
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|d| {
+            let took = match (
+                humantime::parse_rfc3339(&d.created_at),
+                d.completed_at.as_deref().map(humantime::parse_rfc3339),
+            ) {
+                (Ok(from), Some(Ok(to))) => to
+                    .duration_since(from)
+                    .map(|t| format!("{}s", t.as_secs()))
+                    .unwrap_or_default(),
+                _ => String::new(),
+            };
+            let trigger = match &d.rollback_of {
+                Some(of) => format!("ROLLBACK to {of}"),
+                None => d.trigger.as_str().to_owned(),
+            };
+            vec![
+                d.id.to_string(),
+                d.commit.chars().take(7).collect(),
+                d.status.as_str().to_owned(),
+                trigger,
+                d.commander.clone(),
+                d.created_at.clone(),
+                took,
+                shorten(&d.commit_message, 40),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID", "COMMIT", "STATUS", "TRIGGER", "BY", "CREATED", "TOOK", "MESSAGE",
+        ],
+        &rows,
+    );
+}
+
+/// What a deployment of a commit would change.
+pub fn diff(d: &DiffView) {
+    println!(
+        "{} at {}: {} {}",
+        d.app,
+        &d.commit[..d.commit.len().min(12)],
+        d.status.as_str(),
+        d.reason
+    );
+    if d.drift.is_empty() {
+        println!("nothing would change");
+        return;
+    }
+    println!();
+    let rows: Vec<Vec<String>> = d
+        .drift
+        .iter()
+        .map(|f| vec![f.field.clone(), f.live.clone(), f.git.clone()])
+        .collect();
+    table(
+        &["FIELD THAT WOULD CHANGE", "LIVE NOW", "AT THE COMMIT"],
+        &rows,
+    );
+}
+
 pub fn deployment(d: &DeploymentView) {
     println!(
         "Deployment {} of {} at {}",
@@ -123,6 +203,10 @@ pub fn deployment(d: &DeploymentView) {
     println!("  status:   {} {}", d.status.as_str(), d.status_reason);
     if !d.summary.is_empty() {
         println!("  summary:  {}", d.summary);
+    }
+    println!("  trigger:  {} {}", d.trigger.as_str(), d.commander);
+    if let Some(of) = &d.rollback_of {
+        println!("  rollback: to the commit of deployment {of}");
     }
     if let Some(b) = &d.blocked_by {
         println!("  waiting:  for deployment {b}");
@@ -151,10 +235,6 @@ pub fn deployment(d: &DeploymentView) {
             print!("{}", plan_changes(s.id.as_str(), &plan));
         }
         let items = gannet_plugin_lifecycle::items(&s.metadata);
-        let mut measured = match s.name == gannet_plugin_analysis::STAGE_ANALYSIS {
-            true => gannet_plugin_analysis::measurements(&s.metadata),
-            false => Vec::new(),
-        };
         if !items.is_empty() {
             println!();
             println!("Items of stage {}:", s.id);
@@ -175,25 +255,16 @@ pub fn deployment(d: &DeploymentView) {
                 })
                 .collect();
             table(&["ITEM", "KIND", "STATUS", "TOOK", "REASON"], &rows);
-            // An evaluation's measurements, its checks named after it.
-            for (name, _) in items.iter().filter(|(_, r)| r.kind == ItemKind::Evaluation) {
-                let own = gannet_plugin_lifecycle::item_metadata(&s.metadata, name);
-                measured.extend(gannet_plugin_analysis::measurements(&own).into_iter().map(
-                    |mut m| {
-                        m.check = format!("{name}/{}", m.check);
-                        m
-                    },
-                ));
-            }
         }
-        if !measured.is_empty() {
+        if !s.measurements.is_empty() {
             println!();
             println!("Measurements of stage {}:", s.id);
-            let rows: Vec<Vec<String>> = measured
-                .into_iter()
+            let rows: Vec<Vec<String>> = s
+                .measurements
+                .iter()
                 .map(|m| {
                     vec![
-                        m.check,
+                        m.check.clone(),
                         format!("#{}", m.slot),
                         shorten(&m.value, 40),
                         shorten(&m.expected, 30),

@@ -6,25 +6,25 @@ use serde_json::json;
 
 #[derive(clap::Args)]
 pub struct PushArgs {
-    /// `owner/name`, as the repository's `github` setting says.
-    #[arg(long)]
+    /// `owner/name`, as the repository's `github` setting says [example: org/shop]
+    #[arg(long, value_name = "OWNER/NAME")]
     repo: String,
+    /// The pushed branch.
     #[arg(long, default_value = "main")]
     branch: String,
-    /// The pushed commit (40 hex digits).
-    #[arg(long)]
+    /// The pushed commit (40 hex digits) [example: $(git rev-parse HEAD)]
+    #[arg(long, value_name = "SHA")]
     after: String,
     /// The delivery id (default: a fresh one).
-    #[arg(long)]
+    #[arg(long, value_name = "ID")]
     delivery: Option<String>,
     /// The environment variable that holds the webhook secret.
-    #[arg(long, default_value = "GANNET_WEBHOOK_SECRET")]
+    #[arg(long, default_value = "GANNET_WEBHOOK_SECRET", value_name = "VAR")]
     secret_env: String,
-    #[arg(long, env = "GANNET_SERVER", default_value = "http://127.0.0.1:7070")]
-    server: String,
 }
 
-pub async fn push(args: PushArgs) -> anyhow::Result<()> {
+/// Sends the push to the server at `server`.
+pub async fn push(args: PushArgs, server: &str) -> anyhow::Result<()> {
     let secret = std::env::var(&args.secret_env).with_context(|| {
         format!(
             "environment variable {} (the webhook secret) is not set",
@@ -35,10 +35,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
     let delivery = args.delivery.unwrap_or_else(fresh_delivery);
     let signature = gannet_events::github::sign(secret.as_bytes(), body.as_bytes());
     let res = reqwest::Client::new()
-        .post(format!(
-            "{}/hooks/github",
-            args.server.trim_end_matches('/')
-        ))
+        .post(format!("{}/hooks/github", server.trim_end_matches('/')))
         .header("content-type", "application/json")
         .header("x-github-event", "push")
         .header("x-github-delivery", &delivery)
@@ -46,7 +43,7 @@ pub async fn push(args: PushArgs) -> anyhow::Result<()> {
         .body(body)
         .send()
         .await
-        .with_context(|| format!("cannot reach gannet at {}", args.server))?;
+        .with_context(|| format!("cannot reach gannet at {server}"))?;
     let status = res.status();
     let text = res.text().await.unwrap_or_default();
     println!("{} {text}", status.as_u16());

@@ -1,0 +1,434 @@
+//! Waiting for a deployment to end: `sync --wait`, `rollback --wait`, `deployments wait` and
+//! `deployments watch`. The wait polls the API; when the server cannot be reached (a restart)
+//! it retries with backoff for up to `--retry-for`, so a deployment outlives its server's
+//! restart without failing the script that waits for it.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant, SystemTime};
+
+use gannet_controller::{DeploymentView, StageView};
+use gannet_core::deployment::{DeploymentStatus, StageStatus};
+
+use crate::client::{Client, Unreachable};
+use crate::exit::Exit;
+use crate::render;
+
+/// How often a deployment is looked at.
+const POLL: Duration = Duration::from_millis(500);
+/// The longest pause between retries while the server is unreachable.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// How many of the running stage's log lines a terminal shows.
+const TAIL: usize = 5;
+
+/// How long a wait may last.
+#[derive(Clone, Copy, Debug)]
+pub struct WaitOptions {
+    /// Give up (exit 5) when the deployment has not ended by then.
+    pub timeout: Duration,
+    /// Give up (exit 6) when the server stays unreachable this long.
+    pub retry_for: Duration,
+}
+
+/// What the wait shows while it waits.
+pub enum Display {
+    /// Nothing (`deployments wait`): the outcome line only.
+    Quiet,
+    /// A line per change (and per log line with `logs`), appended: for pipes and files.
+    Lines { to_stderr: bool, logs: bool },
+    /// The deployment redrawn in place: stages, elapsed times, the running stage's last log
+    /// lines and how to approve a waiting stage. For a terminal.
+    Board,
+}
+
+impl Display {
+    /// The display for a command printing to stdout: redrawn on a terminal, appended lines
+    /// otherwise; with `--json` (stdout holds the JSON alone) lines on stderr.
+    pub fn for_stdout(json: bool, logs: bool) -> Self {
+        if json {
+            Self::Lines {
+                to_stderr: true,
+                logs,
+            }
+        } else if std::io::stdout().is_terminal() {
+            Self::Board
+        } else {
+            Self::Lines {
+                to_stderr: false,
+                logs,
+            }
+        }
+    }
+}
+
+/// How a wait ended.
+pub struct Outcome {
+    id: String,
+    last: Option<DeploymentView>,
+    end: End,
+}
+
+enum End {
+    /// The deployment reached a terminal status.
+    Ended,
+    TimedOut(Duration),
+    Unreachable(String),
+}
+
+impl Outcome {
+    /// The deployment as last seen.
+    pub fn last(&self) -> Option<&DeploymentView> {
+        self.last.as_ref()
+    }
+
+    pub fn exit(&self) -> Exit {
+        match (&self.end, self.last.as_ref().map(|d| d.status)) {
+            (End::Ended, Some(DeploymentStatus::Success)) => Exit::Success,
+            (End::Ended, Some(DeploymentStatus::Cancelled)) => Exit::Cancelled,
+            (End::Ended, _) => Exit::Failure,
+            (End::TimedOut(_), _) => Exit::Timeout,
+            (End::Unreachable(_), _) => Exit::Unreachable,
+        }
+    }
+
+    /// Says how the wait ended: the outcome on stderr (stdout may hold JSON).
+    pub fn report(&self) {
+        let status = |d: &DeploymentView| {
+            let reason = if d.status_reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", d.status_reason)
+            };
+            format!("{}{reason}", d.status.as_str())
+        };
+        let line = match (&self.end, &self.last) {
+            (End::Ended, Some(d)) => format!("deployment {} ended {}", self.id, status(d)),
+            (End::Ended, None) => format!("deployment {} ended", self.id),
+            (End::TimedOut(after), Some(d)) => format!(
+                "gave up after {}: deployment {} is still {} (it goes on; `gannet deployments watch {}` to follow it)",
+                elapsed(*after),
+                self.id,
+                status(d),
+                self.id
+            ),
+            (End::TimedOut(after), None) => {
+                format!("gave up after {}: deployment {} not seen", elapsed(*after), self.id)
+            }
+            (End::Unreachable(why), _) => format!(
+                "gave up waiting for deployment {}: {why}",
+                self.id
+            ),
+        };
+        eprintln!("{line}");
+    }
+}
+
+/// Follows deployment `id` until it ends, the wait times out, or the server stays unreachable
+/// past `options.retry_for`. Errors other than an unreachable server (no such deployment, a
+/// refused token) end the wait at once.
+pub async fn follow(
+    client: &Client,
+    id: &str,
+    options: &WaitOptions,
+    display: Display,
+) -> anyhow::Result<Outcome> {
+    let started = Instant::now();
+    let mut screen = Screen::new(display);
+    let mut last: Option<DeploymentView> = None;
+    let mut down_since: Option<Instant> = None;
+    let mut backoff = POLL;
+    loop {
+        match client.deployment(id).await {
+            Ok(d) => {
+                if down_since.take().is_some() {
+                    screen.note("the server answers again");
+                }
+                backoff = POLL;
+                screen.show(client, last.as_ref(), &d).await;
+                let ended = d.status.is_terminal();
+                last = Some(d);
+                if ended {
+                    screen.finish();
+                    return Ok(Outcome {
+                        id: id.to_owned(),
+                        last,
+                        end: End::Ended,
+                    });
+                }
+            }
+            Err(err) if err.chain().any(|e| e.is::<Unreachable>()) => {
+                let since = *down_since.get_or_insert_with(|| {
+                    screen.note(&format!("{err:#}; retrying"));
+                    Instant::now()
+                });
+                if since.elapsed() >= options.retry_for {
+                    screen.finish();
+                    return Ok(Outcome {
+                        id: id.to_owned(),
+                        last,
+                        end: End::Unreachable(format!(
+                            "the server was unreachable for {} ({err:#})",
+                            elapsed(since.elapsed())
+                        )),
+                    });
+                }
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+            Err(err) => {
+                screen.finish();
+                return Err(err);
+            }
+        }
+        let waited = started.elapsed();
+        if waited >= options.timeout {
+            screen.finish();
+            return Ok(Outcome {
+                id: id.to_owned(),
+                last,
+                end: End::TimedOut(options.timeout),
+            });
+        }
+        let pause = if down_since.is_some() { backoff } else { POLL };
+        tokio::time::sleep(pause.min(options.timeout - waited)).await;
+    }
+}
+
+/// Where the wait shows its progress.
+struct Screen {
+    display: Display,
+    /// Per stage: the last log line seen, and the tail kept for the board.
+    logs: HashMap<String, (u64, VecDeque<String>)>,
+    /// Lines the board drew last time (to draw over them).
+    drawn: usize,
+    /// A note for the board's last line (the server is unreachable…).
+    note: Option<String>,
+}
+
+impl Screen {
+    fn new(display: Display) -> Self {
+        Self {
+            display,
+            logs: HashMap::new(),
+            drawn: 0,
+            note: None,
+        }
+    }
+
+    fn out(&self) -> Box<dyn Write> {
+        match self.display {
+            Display::Lines {
+                to_stderr: true, ..
+            } => Box::new(std::io::stderr()),
+            _ => Box::new(std::io::stdout()),
+        }
+    }
+
+    /// A passing remark: its own line, or the board's last line.
+    fn note(&mut self, text: &str) {
+        match self.display {
+            Display::Quiet => eprintln!("{text}"),
+            Display::Lines { .. } => {
+                let _ = writeln!(self.out(), "{text}");
+            }
+            Display::Board => self.note = Some(text.to_owned()),
+        }
+    }
+
+    async fn show(&mut self, client: &Client, before: Option<&DeploymentView>, d: &DeploymentView) {
+        match self.display {
+            Display::Quiet => {}
+            Display::Lines { logs, .. } => {
+                let mut out = self.out();
+                let _ = render::print_changes(&mut out, before, d);
+                for s in d.stages.iter().filter(|s| waits_for_approval(s)) {
+                    let was_waiting = before
+                        .and_then(|b| b.stages.iter().find(|o| o.id == s.id))
+                        .is_some_and(waits_for_approval);
+                    if !was_waiting {
+                        let _ = writeln!(out, "  {}", approve_hint(d, s));
+                    }
+                }
+                if logs {
+                    for s in d.stages.iter().filter(|s| s.started_at.is_some()) {
+                        for line in self.new_lines(client, d, s).await {
+                            let _ = writeln!(out, "    {} | {line}", s.id);
+                        }
+                    }
+                }
+            }
+            Display::Board => {
+                let current = d
+                    .stages
+                    .iter()
+                    .filter(|s| s.started_at.is_some())
+                    .max_by_key(|s| (s.status == StageStatus::Running, s.started_at.clone()));
+                if let Some(s) = current {
+                    self.new_lines(client, d, s).await;
+                }
+                let board = self.board(d, current.map(|s| s.id.as_str()));
+                self.draw(&board);
+            }
+        }
+    }
+
+    /// The log lines of stage `s` not seen yet (kept as the stage's tail for the board).
+    async fn new_lines(
+        &mut self,
+        client: &Client,
+        d: &DeploymentView,
+        s: &StageView,
+    ) -> Vec<String> {
+        let (after, tail) = self.logs.entry(s.id.to_string()).or_default();
+        // An unreachable server shows up on the next poll of the deployment.
+        let Ok(lines) = client.logs(d.id.as_str(), s.id.as_str(), *after).await else {
+            return Vec::new();
+        };
+        if let Some(l) = lines.last() {
+            *after = l.seq;
+        }
+        let texts: Vec<String> = lines.into_iter().map(|l| l.text).collect();
+        for t in texts.iter().rev().take(TAIL).rev() {
+            tail.push_back(t.clone());
+            if tail.len() > TAIL {
+                tail.pop_front();
+            }
+        }
+        texts
+    }
+
+    fn board(&self, d: &DeploymentView, current: Option<&str>) -> Vec<String> {
+        let now = SystemTime::now();
+        let mut lines = vec![format!(
+            "deployment {} · {} at {} · {}{}",
+            d.id,
+            d.app,
+            &d.commit[..7.min(d.commit.len())],
+            d.status.as_str(),
+            if d.status_reason.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", d.status_reason)
+            }
+        )];
+        let width = d
+            .stages
+            .iter()
+            .map(|s| s.id.as_str().len())
+            .max()
+            .unwrap_or(0);
+        let name_width = d.stages.iter().map(|s| s.name.len()).max().unwrap_or(0);
+        for s in d
+            .stages
+            .iter()
+            .filter(|s| s.visible || s.started_at.is_some())
+        {
+            let took = stage_elapsed(s, now).map(elapsed).unwrap_or_default();
+            lines.push(format!(
+                "  {} {:<width$}  {:<name_width$}  {:<15} {took}",
+                mark(s.status),
+                s.id.as_str(),
+                s.name,
+                s.status.as_str(),
+            ));
+            if waits_for_approval(s) {
+                lines.push(format!("      {}", approve_hint(d, s)));
+            }
+        }
+        if let Some(id) = current {
+            if let Some((_, tail)) = self.logs.get(id).filter(|(_, t)| !t.is_empty()) {
+                lines.push(format!("  {id} log:"));
+                lines.extend(tail.iter().map(|l| format!("    {l}")));
+            }
+        }
+        if let Some(note) = &self.note {
+            lines.push(note.clone());
+        }
+        lines
+    }
+
+    /// Draws `lines` over what was drawn last, each cut to the terminal's width.
+    fn draw(&mut self, lines: &[String]) {
+        let width = terminal_width();
+        let mut out = std::io::stdout().lock();
+        if self.drawn > 0 {
+            // Up to the board's first line, then clear to the end of the screen.
+            let _ = write!(out, "\x1b[{}A\r\x1b[J", self.drawn);
+        }
+        for line in lines {
+            let cut: String = line.chars().take(width.saturating_sub(1)).collect();
+            let _ = writeln!(out, "{cut}");
+        }
+        let _ = out.flush();
+        self.drawn = lines.len();
+    }
+
+    fn finish(&mut self) {
+        let _ = self.out().flush();
+    }
+}
+
+fn waits_for_approval(s: &StageView) -> bool {
+    s.status == StageStatus::Running && s.name == "WAIT_APPROVAL"
+}
+
+/// How to approve stage `s` of `d`.
+fn approve_hint(d: &DeploymentView, s: &StageView) -> String {
+    format!(
+        "waiting for approval: gannet approve {} --stage {}",
+        d.id, s.id
+    )
+}
+
+fn mark(status: StageStatus) -> &'static str {
+    match status {
+        StageStatus::Success => "✓",
+        StageStatus::Failure => "✗",
+        StageStatus::Running => "▸",
+        StageStatus::Cancelled | StageStatus::Exited => "■",
+        StageStatus::Skipped => "-",
+        StageStatus::NotStartedYet => "·",
+    }
+}
+
+/// How long stage `s` ran (or has been running).
+fn stage_elapsed(s: &StageView, now: SystemTime) -> Option<Duration> {
+    let start = humantime::parse_rfc3339(s.started_at.as_deref()?).ok()?;
+    let end = match s.completed_at.as_deref() {
+        Some(at) => humantime::parse_rfc3339(at).ok()?,
+        None => now,
+    };
+    end.duration_since(start).ok()
+}
+
+/// `0.4s`, `12s`, `3m05s`, `1h02m`.
+fn elapsed(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        0..10 => format!("{:.1}s", d.as_secs_f64()),
+        10..60 => format!("{secs}s"),
+        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
+        _ => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+/// The terminal's width in columns (100 when it cannot be read).
+fn terminal_width() -> usize {
+    rustix::termios::tcgetwinsize(std::io::stdout())
+        .map(|w| usize::from(w.ws_col))
+        .ok()
+        .filter(|c| *c >= 20)
+        .unwrap_or(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elapsed_reads_at_each_scale() {
+        assert_eq!(elapsed(Duration::from_millis(400)), "0.4s");
+        assert_eq!(elapsed(Duration::from_secs(12)), "12s");
+        assert_eq!(elapsed(Duration::from_secs(185)), "3m05s");
+        assert_eq!(elapsed(Duration::from_secs(3720)), "1h02m");
+    }
+}
