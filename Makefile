@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
+.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure pipecd-corpus
+test: lint infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
@@ -38,6 +38,7 @@ test: lint infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure promet
 		AWS_ENDPOINT_URL="$$AWS_ENDPOINT_URL" \
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		GANNET_PROMETHEUS="$$(scripts/prometheus.sh path)/prometheus" \
+		GANNET_CHROMIUM="$$(scripts/chromium.sh path)" \
 		PATH="$$(scripts/terraform.sh path):$$PATH" \
 		bash -c '$(RUN_TESTS)'
 
@@ -48,6 +49,14 @@ terraform-ensure:
 ## prometheus-ensure: the pinned Prometheus server for the tests (Debian's package, in .tools/prometheus-2.42.0)
 prometheus-ensure:
 	scripts/prometheus.sh ensure
+
+## chromium-ensure: Debian's Chromium for the web console's browser tests (pinned builds, unpacked into .tools/chromium-VERSION)
+chromium-ensure:
+	scripts/chromium.sh ensure
+
+## console-ensure: the web console's pinned npm packages (esbuild, Preact, TypeScript, Playwright) in console/node_modules
+console-ensure:
+	scripts/console.sh ensure
 
 ## pipecd-corpus: say whether PipeCD's example configs are there (their suite is skipped if not)
 pipecd-corpus:

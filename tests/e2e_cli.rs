@@ -1,5 +1,6 @@
 //! End to end: the `gannet` client commands' human and `--json` output against a real
-//! `gannet up`, `deployments watch` exit codes, and `gannet config check`.
+//! `gannet up`, `deployments watch` exit codes, and `gannet config check`. Waiting and its exit
+//! codes, rollback, pause and completions are in `e2e_cli_wait.rs`.
 
 mod support;
 
@@ -189,8 +190,15 @@ fn commands_without_a_server_say_how_to_reach_one() {
     let port = support::free_port();
     let url = format!("http://127.0.0.1:{port}");
     let run = run_gannet(&["apps", "list", "--server", &url], &[]);
-    assert_eq!(run.code, 1, "{run:?}");
+    // 6: unreachable, told apart from a refused request (1).
+    assert_eq!(run.code, 6, "{run:?}");
     assert!(run.stderr.contains("cannot reach gannet"), "{run:?}");
+    let run = run_gannet(&["apps", "list", "--server", "ftp://127.0.0.1"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("use an http:// or https:// URL"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -207,7 +215,7 @@ fn watch_follows_a_deployment_and_exits_by_its_outcome() {
         (
             "      - name: WAIT\n        with: {duration: 1s}\n      - name: SCRIPT_RUN\n        with: {run: 'echo watched-bad; exit 3'}\n",
             "FAILURE",
-            1,
+            3,
             "stage-1 | watched-bad",
         ),
     ];
@@ -237,7 +245,7 @@ fn watch_follows_a_deployment_and_exits_by_its_outcome() {
         line_with(&again.stderr, &["deployment", &id, status]);
     }
 
-    // A watch that runs out of time says so and exits 1.
+    // A watch that runs out of time says so and exits 5 (the deployment goes on).
     let head = repo.commit(
         &[(
             "apps/web/app.pipecd.yaml",
@@ -248,8 +256,13 @@ fn watch_follows_a_deployment_and_exits_by_its_outcome() {
     assert_eq!(g.push(&head, "watch-slow").0, 202);
     let id = g.deployment_of(&head, LIMIT);
     let run = g.cli_env(&["deployments", "watch", &id, "--timeout", "1"], &[]);
-    assert_eq!(run.code, 1, "{run:?}");
-    assert!(run.stderr.contains("after 1s"), "{run:?}");
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "gave up after 1.0s: deployment {id} is still RUNNING"
+        )),
+        "{run:?}"
+    );
 }
 
 /// Every `*.pipecd.yaml` under `dir`.

@@ -303,3 +303,115 @@ fn reordered_subnets_and_security_groups_are_not_drift_but_a_replaced_subnet_is(
         "{app}"
     );
 }
+
+/// `gannet apps diff` names what deploying a commit would change, read from the live function,
+/// and changes nothing; `gannet rollback` deploys the earlier commit again, and the app ends
+/// SYNCED on it: held there (paused) so that a push does not undo the rollback until
+/// `gannet apps resume`.
+#[test]
+fn apps_diff_names_what_a_commit_would_change_and_rollback_returns_to_the_earlier_commit_synced() {
+    let lab = Lab::start("rollback", "", "");
+    let v1 = lab.repo.head();
+    let v1_deployment = lab.g.deployment_of(&v1, LIMIT);
+    lab.wait_synced_on("1");
+
+    // v2: new code and an environment variable, committed but not pushed.
+    let v2_spec = Spec {
+        function: lab.function.clone(),
+        config: lab.spec.config.clone(),
+        manifest: "  environments:\n    COLOR: blue\n".into(),
+    };
+    let v2 = v2_spec.commit(&lab.repo, "v2");
+    let (code, out) = lab.g.cli(&["apps", "diff", "fn", "--commit", &v2]);
+    assert_eq!(code, 0, "{out}");
+    for words in ["OUT_OF_SYNC", "FIELD THAT WOULD CHANGE", "spec.zipFile"] {
+        assert!(out.contains(words), "`apps diff` lacks {words:?}:\n{out}");
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.contains("spec.environments.COLOR") && l.contains("\"blue\"")),
+        "{out}"
+    );
+    let (code, out) = lab
+        .g
+        .cli(&["apps", "diff", "fn", "--commit", &v2, "--exit-code"]);
+    assert_eq!(code, 1, "something would change: {out}");
+    // The branch head is v2 too; the running commit would change nothing.
+    let (code, out) = lab.g.cli(&["apps", "diff", "fn", "--exit-code", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let diff: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(diff["commit"], v2.as_str(), "{diff}");
+    let (code, out) = lab
+        .g
+        .cli(&["apps", "diff", "fn", "--commit", &v1, "--exit-code"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("nothing would change"), "{out}");
+    // Bad input is named, and nothing was deployed by any of it.
+    let (code, _) = lab.g.cli(&["apps", "diff", "fn", "--commit", "abc123"]);
+    assert_eq!(code, 1);
+    let run = lab
+        .g
+        .cli_env(&["apps", "diff", "fn", "--commit", &"0".repeat(40)], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("not found"), "{run:?}");
+    assert_eq!(lab.deployment_count(), 1);
+    assert_eq!(lab.alias(), Some(Routing::all_to("1")));
+
+    // Deploy v2, then roll back to v1's deployment (the default: the newest successful one of
+    // another commit).
+    let (status, body) = lab.g.push(&v2, "rollback-v2");
+    assert_eq!(status, 202, "{body}");
+    lab.deployed(&v2);
+    lab.wait_synced_on("2");
+    let run = lab
+        .g
+        .cli_env(&["rollback", "fn", "--wait", "--timeout", "30s"], &[]);
+    assert_eq!(run.code, 0, "{run:?}\n{}", lab.g.log());
+    let rollback = lab
+        .g
+        .deployments()
+        .into_iter()
+        .find(|d| !d["rollback_of"].is_null())
+        .expect("a rollback deployment");
+    assert_eq!(
+        rollback["rollback_of"],
+        v1_deployment.as_str(),
+        "{rollback}"
+    );
+    assert_eq!(rollback["commit"], v1.as_str(), "{rollback}");
+    assert_eq!(rollback["status"], "SUCCESS", "{rollback}");
+    assert_eq!(rollback["commander"], "admin", "{rollback}");
+    // v1's code is served again, and drift checks compare with v1: SYNCED.
+    let served = lab.alias().expect("alias");
+    let app = lab.wait_app("a drift check finds the app in sync on v1", |a| {
+        a["sync_status"] == "SYNCED"
+            && a["drift"].as_array().is_some_and(Vec::is_empty)
+            && alias_summary(a).is_some_and(|s| !s.starts_with("version 2 "))
+    });
+    assert_eq!(app["paused"]["commit"], v1.as_str(), "{app}");
+    assert_eq!(app["running_commit"], v1.as_str(), "{app}");
+    std::thread::sleep(DRIFT * 2);
+    assert_eq!(lab.app()["sync_status"], "SYNCED", "still held at v1");
+    let (_, out) = lab.g.cli(&["apps", "history", "fn"]);
+    assert!(
+        out.contains(&format!("ROLLBACK to {v1_deployment}")),
+        "{out}"
+    );
+
+    // A push does not undo the rollback; resuming compares with the branch again.
+    let v3 = lab.commit("v3");
+    let (status, _) = lab.g.push(&v3, "rollback-v3");
+    assert_eq!(status, 202);
+    lab.g.wait_until(LIMIT, "the push was judged", || {
+        lab.g
+            .log()
+            .contains("not triggered: the app is paused")
+            .then_some(())
+    });
+    std::thread::sleep(DRIFT);
+    assert_eq!(lab.alias(), Some(served.clone()));
+    let (code, out) = lab.g.cli(&["apps", "resume", "fn"]);
+    assert_eq!(code, 0, "{out}");
+    lab.deployed(&v3);
+    assert_ne!(lab.alias(), Some(served));
+}

@@ -620,6 +620,30 @@ pub fn run_gannet(args: &[&str], env: &[(&str, &str)]) -> CliRun {
     }
 }
 
+/// Waits (at most `limit`) for a background process to exit; kills it and panics, with what it
+/// printed, when it does not.
+pub fn finish(mut child: Child, limit: Duration) -> CliRun {
+    let started = Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "the process did not exit within {limit:?}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    CliRun {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Everything a refused webhook must leave untouched, read straight from the state file.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Stored {

@@ -1,0 +1,398 @@
+//! End to end: the CLI waiting for deployments against a real `gannet up`. `sync --wait`,
+//! `deployments wait` and `deployments watch` exit 0 on SUCCESS, 3 on FAILURE, 4 on
+//! CANCELLED, 5 on timeout and 6 when the server stays unreachable, and a wait outlives a
+//! server killed and restarted under it. `apps pause` stops pushes from deploying until
+//! `apps resume`, which deploys what was pushed meanwhile; `apps history`, `completions`, and
+//! `--server`/`--token` before or after the subcommand. (Rollback and `apps diff` need live
+//! state: they are in `e2e_drift.rs`, on Lambda.)
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{
+    app_config, finish, gannet_bin, run_gannet, token_of, CliRun, Gannet, Repo, UpOptions,
+    ADMIN_TOKEN,
+};
+
+const LIMIT: Duration = Duration::from_secs(30);
+const CONFIG: &str = "apps/web/app.pipecd.yaml";
+
+fn wait_stage(seconds: u64) -> String {
+    format!("      - name: WAIT\n        with: {{duration: {seconds}s}}\n")
+}
+
+const OK: &str = "      - name: SCRIPT_RUN\n        with: {run: echo waited-ok}\n";
+const BAD: &str = "      - name: SCRIPT_RUN\n        with: {run: 'echo waited-bad; exit 7'}\n";
+
+/// A repository whose app `web` runs `stages`, and a `gannet up` that has deployed it once.
+fn server(stages: &str) -> (Repo, tempfile::TempDir, Gannet) {
+    let repo = Repo::new();
+    let head = repo.commit(&[(CONFIG, &app_config("web", stages))], "add web");
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    let id = g.deployment_of(&head, LIMIT);
+    g.wait_terminal(&id, LIMIT);
+    wait_unlocked(&g);
+    (repo, state, g)
+}
+
+fn wait_unlocked(g: &Gannet) {
+    g.wait_until(LIMIT, "web is no longer deploying", || {
+        g.get("/apps/web").1["app"]["active_deployment"]
+            .is_null()
+            .then_some(())
+    });
+}
+
+/// Starts a client command in the background against `url`, as the admin.
+fn spawn(url: &str, args: &[&str]) -> Child {
+    Command::new(gannet_bin())
+        .args(args)
+        .env("GANNET_SERVER", url)
+        .env("GANNET_TOKEN", ADMIN_TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gannet runs")
+}
+
+/// The deployment a `sync`/`rollback` printed: `… <id> of web at <sha> started`.
+fn started_id(run: &CliRun) -> String {
+    run.stdout
+        .lines()
+        .find(|l| l.ends_with("started"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("no started line: {run:?}"))
+        .to_owned()
+}
+
+#[test]
+fn sync_wait_exits_by_the_deployments_outcome() {
+    let (repo, _state, g) = server(OK);
+    let run = g.cli_env(&["sync", "web", "--wait", "--timeout", "30s"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let id = started_id(&run);
+    assert_eq!(g.deployment(&id)["status"], "SUCCESS");
+    assert!(
+        run.stderr
+            .contains(&format!("deployment {id} ended SUCCESS")),
+        "{run:?}"
+    );
+    // Piped output is appended lines (no redrawing), with each stage's change.
+    assert!(!run.stdout.contains('\x1b'), "{run:?}");
+    assert!(run.stdout.contains("stage stage-0"), "{run:?}");
+    wait_unlocked(&g);
+
+    repo.commit(&[(CONFIG, &app_config("web", BAD))], "break web");
+    let run = g.cli_env(&["sync", "web", "--wait"], &[]);
+    assert_eq!(run.code, 3, "FAILURE exits 3: {run:?}");
+    assert!(run.stderr.contains("ended FAILURE"), "{run:?}");
+    wait_unlocked(&g);
+
+    // --json: stdout is the final deployment alone.
+    let run = g.cli_env(&["sync", "web", "--wait", "--json"], &[]);
+    assert_eq!(run.code, 3, "{run:?}");
+    let d: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON alone");
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    wait_unlocked(&g);
+
+    // Cancelled while waited for: 4.
+    repo.commit(&[(CONFIG, &app_config("web", &wait_stage(30)))], "slow web");
+    let child = spawn(&g.url, &["sync", "web", "--wait"]);
+    let id = g.wait_until(LIMIT, "the sync's deployment runs", || {
+        g.deployments()
+            .into_iter()
+            .find(|d| d["status"] == "RUNNING")
+            .and_then(|d| d["id"].as_str().map(str::to_owned))
+    });
+    let (status, body) = g.post(&format!("/deployments/{id}/cancel"), serde_json::json!({}));
+    assert_eq!(status, 200, "{body}");
+    let run = finish(child, LIMIT);
+    assert_eq!(run.code, 4, "CANCELLED exits 4: {run:?}");
+    assert!(run.stderr.contains("ended CANCELLED"), "{run:?}");
+    wait_unlocked(&g);
+
+    // Not done in time: 5, and the deployment goes on.
+    let run = g.cli_env(&["sync", "web", "--wait", "--timeout", "1s"], &[]);
+    assert_eq!(run.code, 5, "a timeout exits 5: {run:?}");
+    let id = started_id(&run);
+    assert!(run.stderr.contains("is still RUNNING"), "{run:?}");
+    assert_eq!(g.deployment(&id)["status"], "RUNNING");
+    let (status, body) = g.post(&format!("/deployments/{id}/cancel"), serde_json::json!({}));
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn a_wait_outlives_a_server_restart_and_gives_up_on_a_server_that_stays_down() {
+    let (repo, _state, g) = server(OK);
+    let head = repo.commit(
+        &[(
+            CONFIG,
+            &app_config("web", &format!("{}{OK}", wait_stage(4))),
+        )],
+        "slower web",
+    );
+    assert_eq!(g.push(&head, "wait-restart").0, 202);
+    let id = g.deployment_of(&head, LIMIT);
+    g.wait_stage(&id, "WAIT", "RUNNING", LIMIT);
+    let child = spawn(&g.url, &["deployments", "wait", &id, "--retry-for", "60s"]);
+    std::thread::sleep(Duration::from_millis(700));
+    // SIGKILL mid-stage, down for a while, then back on the same state: the deployment
+    // resumes and the wait sees it end.
+    let mut g = g;
+    g.kill();
+    std::thread::sleep(Duration::from_secs(2));
+    let g = g.restart();
+    let run = finish(child, LIMIT * 2);
+    assert_eq!(run.code, 0, "{run:?}\n{}", g.log());
+    assert!(
+        run.stderr.contains("cannot reach gannet"),
+        "it said the server was down: {run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains(&format!("deployment {id} ended SUCCESS")),
+        "{run:?}"
+    );
+    assert_eq!(g.deployment(&id)["status"], "SUCCESS");
+
+    // A server that stays down: 6 once --retry-for has passed, saying so.
+    let url = g.url.clone();
+    drop(g);
+    let started = Instant::now();
+    let run = run_gannet(
+        &[
+            "deployments",
+            "wait",
+            &id,
+            "--retry-for",
+            "2s",
+            "--server",
+            &url,
+        ],
+        &[("GANNET_TOKEN", ADMIN_TOKEN)],
+    );
+    assert_eq!(run.code, 6, "{run:?}");
+    assert!(run.stderr.contains("unreachable for"), "{run:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn watch_redraws_on_a_terminal_and_says_how_to_approve_a_waiting_stage() {
+    let stages = "      - name: SCRIPT_RUN\n        with: {run: 'for i in 1 2 3 4 5 6 7; do echo tail-line-$i; done'}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n";
+    let (repo, _state, g) = server(OK);
+    let head = repo.commit(&[(CONFIG, &app_config("web", stages))], "approval");
+    assert_eq!(g.push(&head, "watch-approval").0, 202);
+    let id = g.deployment_of(&head, LIMIT);
+    g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+
+    // Not a terminal: appended lines, with the hint once.
+    let run = g.cli_env(&["deployments", "watch", &id, "--timeout", "2s"], &[]);
+    assert_eq!(run.code, 5, "{run:?}");
+    let hint = format!("waiting for approval: gannet approve {id} --stage stage-1");
+    assert_eq!(run.stdout.matches(&hint).count(), 1, "{run:?}");
+    assert!(!run.stdout.contains('\x1b'), "{run:?}");
+
+    // A terminal (script(1) gives it one): the board is redrawn in place, with the stages,
+    // the hint and the last lines of the stage that ran.
+    let command = format!("{} deployments watch {id} --timeout 3s", gannet_bin());
+    let out = Command::new("script")
+        .args(["-qefc", &command, "/dev/null"])
+        .env("GANNET_SERVER", &g.url)
+        .env("GANNET_TOKEN", ADMIN_TOKEN)
+        .output()
+        .expect("script(1) runs");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(5), "{screen}");
+    assert!(
+        screen.contains("\x1b[") && screen.contains("A\r\x1b[J"),
+        "no redraw: {screen:?}"
+    );
+    assert!(screen.contains(&hint), "{screen}");
+    assert!(screen.contains("WAIT_APPROVAL"), "{screen}");
+    assert!(screen.contains("RUNNING"), "{screen}");
+
+    // Approved: the watch ends 0.
+    let run = g.cli_env(&["approve", &id], &[("GANNET_TOKEN", token_of("alice"))]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = g.cli_env(&["deployments", "watch", &id, "--timeout", "20s"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn a_paused_app_ignores_pushes_until_resumed_then_deploys_what_was_pushed() {
+    let (repo, _state, g) = server(OK);
+    let run = g.cli_env(&["apps", "pause", "web", "--reason", "release freeze"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let app = g.app_view("web");
+    assert_eq!(app["paused"]["by"], "admin", "{app}");
+    assert_eq!(app["paused"]["reason"], "release freeze", "{app}");
+    // Shown in the list and the app.
+    let run = g.cli_env(&["apps", "list"], &[]);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("web") && l.contains("paused")),
+        "{run:?}"
+    );
+    let run = g.cli_env(&["apps", "show", "web"], &[]);
+    assert!(run.stdout.contains("paused:   by admin"), "{run:?}");
+    assert!(run.stdout.contains("release freeze"), "{run:?}");
+    // Pausing again changes nothing; a viewer may not pause.
+    let run = g.cli_env(&["apps", "pause", "web"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(g.app_view("web")["paused"], app["paused"]);
+    let run = g.cli_env(
+        &["apps", "pause", "web"],
+        &[("GANNET_TOKEN", token_of("vic"))],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("needs the role deployer or admin"),
+        "{run:?}"
+    );
+
+    let before = g.deployments().len();
+    let head = repo.commit(
+        &[(
+            CONFIG,
+            &app_config(
+                "web",
+                "      - name: SCRIPT_RUN\n        with: {run: echo second}\n",
+            ),
+        )],
+        "second",
+    );
+    assert_eq!(g.push(&head, "paused-push").0, 202);
+    g.wait_until(LIMIT, "the push was judged", || {
+        g.log()
+            .contains("not triggered: the app is paused")
+            .then_some(())
+    });
+    g.wait_idle(LIMIT);
+    assert_eq!(
+        g.deployments().len(),
+        before,
+        "a paused app deployed on a push"
+    );
+    let run = g.cli_env(&["apps", "history", "web"], &[]);
+    assert!(
+        run.stdout
+            .contains("History of web (paused: release freeze)"),
+        "{run:?}"
+    );
+
+    let run = g.cli_env(&["apps", "resume", "web"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(g.app_view("web")["paused"].is_null());
+    let id = g.deployment_of(&head, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(d["trigger"], "ON_COMMIT", "{d}");
+
+    let run = g.cli_env(&["apps", "history", "web", "--json"], &[]);
+    let list: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
+    let ids: Vec<&str> = list["deployments"]
+        .as_array()
+        .expect("deployments")
+        .iter()
+        .filter_map(|d| d["id"].as_str())
+        .collect();
+    assert_eq!(ids.first(), Some(&id.as_str()), "newest first: {list}");
+    assert_eq!(ids.len(), before + 1, "{list}");
+}
+
+#[test]
+fn server_and_token_go_before_or_after_the_subcommand() {
+    let (_repo, _state, g) = server(OK);
+    let token = token_of("vic");
+    for args in [
+        vec![
+            "--server",
+            g.url.as_str(),
+            "--token",
+            token,
+            "apps",
+            "list",
+            "--json",
+        ],
+        vec![
+            "apps",
+            "list",
+            "--json",
+            "--server",
+            g.url.as_str(),
+            "--token",
+            token,
+        ],
+        vec![
+            "apps",
+            "--token",
+            token,
+            "list",
+            "--server",
+            g.url.as_str(),
+            "--json",
+        ],
+    ] {
+        let run = run_gannet(&args, &[]);
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        assert!(run.stdout.contains("\"web\""), "{run:?}");
+    }
+    // The flag wins over the environment; a wrong token is refused (1), not unreachable.
+    let run = run_gannet(
+        &[
+            "apps",
+            "list",
+            "--server",
+            g.url.as_str(),
+            "--token",
+            "not-a-token-000000000000000",
+        ],
+        &[("GANNET_TOKEN", ADMIN_TOKEN)],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("HTTP 401"), "{run:?}");
+}
+
+#[test]
+fn completions_for_each_shell_name_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let run = run_gannet(&["completions", shell], &[]);
+        assert_eq!(run.code, 0, "{shell}: {run:?}");
+        // Fish names a long option `-l server`, the others `--server`.
+        for word in [
+            "rollback",
+            "deployments",
+            "pause",
+            "server",
+            "token",
+            "wait",
+            "retry-for",
+        ] {
+            assert!(run.stdout.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    // The bash script is valid bash.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gannet.bash");
+    std::fs::write(&path, run_gannet(&["completions", "bash"], &[]).stdout).expect("write");
+    let check = Command::new("bash")
+        .arg("-n")
+        .arg(&path)
+        .output()
+        .expect("bash");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let run = run_gannet(&["completions", "tcsh"], &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+}
