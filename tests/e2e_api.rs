@@ -654,3 +654,173 @@ fn a_slack_receiver_gets_one_readable_line_per_event_worth_it_with_the_configure
         "the Slack URL reached the log"
     );
 }
+
+/// Rollback, pause and diff refuse what they cannot do with a clear error and store nothing;
+/// the same rollback key never starts two deployments, and pausing twice is one pause.
+#[test]
+fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
+    let failing = "      - name: SCRIPT_RUN\n        with: {run: 'exit 1'}\n";
+    let (repo, _state, g) = setup(
+        &[
+            ("web", app_config("web", QUICK)),
+            ("api", app_config("api", failing)),
+        ],
+        &UpOptions::default(),
+    );
+    let first = g
+        .deployments()
+        .into_iter()
+        .find(|d| d["app"] == "web")
+        .expect("web's first deployment");
+    let first_id = first["id"].as_str().expect("id").to_owned();
+    let failed_id = g
+        .deployments()
+        .into_iter()
+        .find(|d| d["app"] == "api")
+        .and_then(|d| d["id"].as_str().map(str::to_owned))
+        .expect("api's failed deployment");
+
+    let refusals: Vec<(&str, String, Value, u16, &str)> = vec![
+        // (what, path, body, status, words in the error)
+        (
+            "nothing to go back to",
+            "/apps/web/rollback".into(),
+            json!({}),
+            409,
+            "no earlier successful deployment",
+        ),
+        (
+            "a failed deployment",
+            "/apps/api/rollback".into(),
+            json!({"to": failed_id}),
+            409,
+            "only a successful deployment",
+        ),
+        (
+            "another app's deployment",
+            "/apps/api/rollback".into(),
+            json!({"to": first_id}),
+            400,
+            "is of application web",
+        ),
+        (
+            "a malformed id",
+            "/apps/web/rollback".into(),
+            json!({"to": "nope"}),
+            404,
+            "no deployment nope",
+        ),
+        (
+            "an unknown id",
+            "/apps/web/rollback".into(),
+            json!({"to": "d-00000000000000000000"}),
+            404,
+            "no deployment",
+        ),
+        (
+            "an unknown field",
+            "/apps/web/rollback".into(),
+            json!({"too": first_id}),
+            422,
+            "unknown field",
+        ),
+        (
+            "a long key",
+            "/apps/web/rollback".into(),
+            json!({"key": "k".repeat(300)}),
+            400,
+            "key: too long",
+        ),
+        (
+            "an unknown app",
+            "/apps/nosuch/rollback".into(),
+            json!({}),
+            404,
+            "no application named nosuch",
+        ),
+        (
+            "a long reason",
+            "/apps/web/pause".into(),
+            json!({"reason": "r".repeat(300)}),
+            400,
+            "reason: too long",
+        ),
+        (
+            "an unknown app",
+            "/apps/nosuch/pause".into(),
+            json!({}),
+            404,
+            "no application named nosuch",
+        ),
+    ];
+    for (what, path, body, status, words) in refusals {
+        let before = g.stored();
+        let (got, answer) = g.post(&path, body);
+        assert_eq!(got, status, "{what}: {answer}");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains(words), "{what}: {error}");
+        assert_eq!(g.stored(), before, "{what} stored something");
+    }
+    let diffs = [
+        ("/apps/web/diff?commit=abc", 400, "commit: invalid commit"),
+        (
+            "/apps/web/diff?commit=0000000000000000000000000000000000000000",
+            404,
+            "not found",
+        ),
+        // An app of scripts only has no live state to compare with.
+        (
+            "/apps/web/diff",
+            409,
+            "cannot compare web with its live state",
+        ),
+        ("/apps/nosuch/diff", 404, "no application named nosuch"),
+    ];
+    for (path, status, words) in diffs {
+        let before = g.stored();
+        let (got, answer) = g.get(path);
+        assert_eq!(got, status, "{path}: {answer}");
+        let error = answer["error"].as_str().unwrap_or_default();
+        assert!(error.contains(words), "{path}: {error}");
+        assert_eq!(g.stored(), before, "GET {path} stored something");
+    }
+
+    // A second successful deployment; then a rollback with a key, twice: one deployment.
+    let second = change_and_push(
+        &repo,
+        &g,
+        "web",
+        &app_config("web", "      - name: WAIT\n        with: {duration: 1s}\n"),
+    );
+    let d = g.wait_terminal(&second, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    g.wait_idle(LIMIT);
+    let (status, a) = g.post("/apps/web/rollback", json!({"key": "release-42"}));
+    assert_eq!(status, 200, "{a}");
+    let (status, b) = g.post("/apps/web/rollback", json!({"key": "release-42"}));
+    assert_eq!(status, 200, "{b}");
+    assert_eq!(a["deployment"]["id"], b["deployment"]["id"]);
+    assert_eq!(a["deployment"]["rollback_of"], first_id.as_str(), "{a}");
+    assert_eq!(a["deployment"]["commit"], first["commit"], "{a}");
+    let rolled = a["deployment"]["id"].as_str().expect("id");
+    assert_eq!(g.wait_terminal(rolled, LIMIT)["status"], "SUCCESS");
+    let app = g.app_view("web");
+    assert_eq!(app["paused"]["commit"], first["commit"], "{app}");
+    assert_eq!(app["paused"]["by"], "admin", "{app}");
+
+    // Pausing a paused app keeps the first pause (the rollback's) as it was.
+    let (status, again) = g.post("/apps/web/pause", json!({"reason": "another"}));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["app"]["paused"], app["paused"], "{again}");
+    let (status, resumed) = g.post("/apps/web/resume", json!({}));
+    assert_eq!(status, 200, "{resumed}");
+    assert!(resumed["app"]["paused"].is_null(), "{resumed}");
+    let before = g.stored();
+    let (status, _) = g.post("/apps/web/resume", json!({}));
+    assert_eq!(status, 200);
+    assert_eq!(
+        g.stored().apps,
+        before.apps,
+        "resuming twice writes nothing"
+    );
+}

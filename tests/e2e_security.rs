@@ -94,6 +94,7 @@ fn each_role_may_do_what_it_says_and_nothing_more() {
         "/deployments".to_owned(),
         format!("/deployments/{id}"),
         format!("/deployments/{id}/stages/{stage}/logs"),
+        "/whoami".to_owned(),
     ];
     // (caller, token): no token, a wrong one, then one per role.
     let callers = [
@@ -131,6 +132,13 @@ fn each_role_may_do_what_it_says_and_nothing_more() {
             format!("/deployments/{id}/approve"),
             ["alice", "admin"],
         ),
+        (
+            "roll back",
+            "/apps/web/rollback".to_owned(),
+            ["dora", "admin"],
+        ),
+        ("pause", "/apps/web/pause".to_owned(), ["dora", "admin"]),
+        ("resume", "/apps/web/resume".to_owned(), ["dora", "admin"]),
     ];
     let mut checked = 0;
     for (what, path, allowed) in &changes {
@@ -162,7 +170,7 @@ fn each_role_may_do_what_it_says_and_nothing_more() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 12, "every refused pair was tried");
+    assert_eq!(checked, 24, "every refused pair was tried");
 
     // An admin not on the stage's approvers list is refused by the stage itself.
     let approve = format!("/deployments/{id}/approve");

@@ -751,11 +751,18 @@ export class Gannet extends Construct {
       read: policy('ApiReadPolicy', 'gannet API role viewer - read apps, deployments and stage logs.', [
         'GET/api/v1/*',
       ]),
-      deploy: policy('ApiDeployPolicy', 'gannet API role deployer - read, sync apps and cancel deployments.', [
-        'GET/api/v1/*',
-        'POST/api/v1/apps/*/sync',
-        'POST/api/v1/deployments/*/cancel',
-      ]),
+      deploy: policy(
+        'ApiDeployPolicy',
+        'gannet API role deployer - read, sync, roll back, pause and resume apps, cancel deployments.',
+        [
+          'GET/api/v1/*',
+          'POST/api/v1/apps/*/sync',
+          'POST/api/v1/apps/*/rollback',
+          'POST/api/v1/apps/*/pause',
+          'POST/api/v1/apps/*/resume',
+          'POST/api/v1/deployments/*/cancel',
+        ],
+      ),
       approve: policy('ApiApprovePolicy', 'gannet API role approver - read and approve stages.', [
         'GET/api/v1/*',
         'POST/api/v1/deployments/*/approve',
