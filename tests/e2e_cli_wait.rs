@@ -396,3 +396,184 @@ fn completions_for_each_shell_name_every_command() {
     let run = run_gannet(&["completions", "tcsh"], &[]);
     assert_eq!(run.code, 2, "{run:?}");
 }
+
+/// A TLS front for `upstream` (127.0.0.1:`upstream`) on 127.0.0.1:`port` with `cert`/`key`: a
+/// byte relay in Python's standard library, as a load balancer terminating HTTPS would be.
+fn tls_front(dir: &std::path::Path, port: u16, upstream: u16) -> Child {
+    let script = format!(
+        r#"
+import socket, ssl, threading
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain({cert:?}, {key:?})
+server = socket.create_server(("127.0.0.1", {port}))
+def pipe(a, b):
+    try:
+        while (data := a.recv(65536)):
+            b.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (a, b):
+            try: s.shutdown(socket.SHUT_RDWR)
+            except OSError: pass
+def serve(raw):
+    try:
+        tls = ctx.wrap_socket(raw, server_side=True)
+    except (ssl.SSLError, OSError):
+        raw.close(); return
+    up = socket.create_connection(("127.0.0.1", {upstream}))
+    threading.Thread(target=pipe, args=(tls, up), daemon=True).start()
+    pipe(up, tls)
+while True:
+    conn, _ = server.accept()
+    threading.Thread(target=serve, args=(conn,), daemon=True).start()
+"#,
+        cert = dir.join("cert.pem").display().to_string(),
+        key = dir.join("key.pem").display().to_string(),
+    );
+    Command::new("python3")
+        .args(["-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 runs")
+}
+
+/// Kills a helper process by its PID when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_cli_talks_https_checking_the_servers_certificate() {
+    // A test CA and a certificate it signed for localhost (a self-signed leaf cannot be a
+    // trust anchor for rustls).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=gannet test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "leaf.csr",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.path().join("ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("ext");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext",
+        "-out",
+        "cert.pem",
+    ]);
+
+    let repo = Repo::new();
+    let head = repo.commit(&[(CONFIG, &app_config("web", OK))], "add web");
+    let state = tempfile::tempdir().expect("tempdir");
+    let front = support::free_port();
+    let g = Gannet::start_raw(
+        state.path(),
+        |port| {
+            format!(
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{env: GANNET_E2E_TOKENS}}\n  hosts: [\"localhost:{front}\"]\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {}\nintervals: {{poll: 1m, resume: 1s}}\n",
+                repo.path().display(),
+                support::GITHUB
+            )
+        },
+        &[],
+    );
+    g.wait_terminal(&g.deployment_of(&head, LIMIT), LIMIT);
+    let upstream: u16 = g
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let _front = Killed(tls_front(dir.path(), front, upstream));
+    let url = format!("https://localhost:{front}");
+    let cert = dir.path().join("ca.pem");
+    let cert = cert.to_str().expect("path");
+    let run = g.wait_until(LIMIT, "the TLS front answers", || {
+        let run = run_gannet(
+            &["apps", "list", "--server", &url],
+            &[("GANNET_TOKEN", ADMIN_TOKEN), ("SSL_CERT_FILE", cert)],
+        );
+        (run.code == 0).then_some(run)
+    });
+    assert!(run.stdout.contains("web"), "{run:?}");
+    let run = run_gannet(
+        &["sync", "web", "--wait", "--server", &url],
+        &[("GANNET_TOKEN", ADMIN_TOKEN), ("SSL_CERT_FILE", cert)],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+
+    // A certificate the client does not trust is refused, and said so (not "unreachable").
+    let run = run_gannet(
+        &["apps", "list", "--server", &url],
+        &[("GANNET_TOKEN", ADMIN_TOKEN)],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("does not trust"), "{run:?}");
+    assert!(run.stderr.contains("SSL_CERT_FILE"), "{run:?}");
+}

@@ -51,7 +51,14 @@ fn scenario(g: &Gannet, name: &str, token: &str, deployment: &str, expect: Value
         .env("GANNET_TOKEN", token)
         .env("GANNET_DEPLOYMENT", deployment)
         .env("GANNET_APP", "web")
-        .env("GANNET_SCREENSHOTS", artifacts())
+        // The screenshots scenario's pictures are the README's; the others' go beside them.
+        .env(
+            "GANNET_SCREENSHOTS",
+            match name {
+                "screenshots" => artifacts(),
+                other => artifacts().join(other),
+            },
+        )
         .env("GANNET_EXPECT", expect.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -117,10 +117,13 @@ impl Client {
             // A refused or dropped connection, a timeout: worth retrying. A bad certificate
             // is not (its message says so).
             Err(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
-                let cause = std::error::Error::source(&e)
-                    .map_or_else(|| e.to_string(), |s| format!("{e}: {s}"));
-                if cause.contains("certificate") {
-                    bail!("cannot reach gannet at {}: {cause}", self.base);
+                let cause = causes(&e);
+                if cause.contains("certificate") || cause.contains("UnknownIssuer") {
+                    bail!(
+                        "gannet at {} presented a certificate this machine does not trust ({cause}); \
+                         point SSL_CERT_FILE at its CA's certificate",
+                        self.base
+                    );
                 }
                 return Err(self.unreachable(cause));
             }
@@ -305,6 +308,18 @@ impl Client {
         )
         .await
     }
+}
+
+/// An error and every cause under it, as one line.
+fn causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut next = err.source();
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
 }
 
 /// Percent-encodes a path segment.

@@ -763,3 +763,52 @@ fn init_logs(format: LogFormat) {
         builder.init();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command says what it does and shows an example; every flag and argument says
+    /// what it is.
+    #[test]
+    fn every_command_and_flag_has_help_and_every_command_an_example() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let path = format!("{path} {}", cmd.get_name()).trim().to_owned();
+            if cmd.get_about().is_none() && path != "gannet" {
+                missing.push(format!("{path}: no about"));
+            }
+            let has_subcommands = cmd.get_subcommands().next().is_some();
+            let example = cmd
+                .get_after_help()
+                .is_some_and(|h| h.to_string().contains("Example"));
+            if !has_subcommands && !example {
+                missing.push(format!("{path}: no example"));
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                if arg.get_help().is_none() {
+                    missing.push(format!("{path} {id}: no help"));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                walk(sub, &path, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "", &mut missing);
+        assert!(missing.is_empty(), "{missing:#?}");
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn durations_are_go_style_or_seconds() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .contains("invalid duration"));
+    }
+}
