@@ -4,7 +4,9 @@
 //! `gannet apps show` and in the API. With the default `trigger.onOutOfSync` only the status
 //! changes; with `{disabled: false, minWindow: 0s}` a deployment puts the alias back and the
 //! app is SYNCED again. A version with its subnets and security groups reordered by hand is
-//! not drift; one with a subnet replaced is.
+//! not drift; one with a subnet replaced is. `gannet apps diff` names what a commit would
+//! change on the Lambda function and on an ECS service, and `gannet rollback` brings the
+//! function back to an earlier commit, SYNCED and held there until resumed.
 //!
 //! These tests need moto: `make test` starts it and sets GANNET_MOTO_ENDPOINT; without it they
 //! fail saying how to start it.
@@ -414,4 +416,96 @@ fn apps_diff_names_what_a_commit_would_change_and_rollback_returns_to_the_earlie
     assert_eq!(code, 0, "{out}");
     lab.deployed(&v3);
     assert_ne!(lab.alias(), Some(served));
+}
+
+/// A call to moto's ECS JSON API (moto reads the region from the credential scope).
+fn ecs(action: &str, body: Value) -> Value {
+    let res = reqwest::blocking::Client::new()
+        .post(format!("{}/", moto::endpoint()))
+        .header("X-Amz-Target", format!("AmazonEC2ContainerServiceV20141113.{action}"))
+        .header("Content-Type", "application/x-amz-json-1.1")
+        .header(
+            "Authorization",
+            format!("AWS4-HMAC-SHA256 Credential=testing/20240101/{}/ecs/aws4_request, SignedHeaders=host, Signature=0", moto::REGION),
+        )
+        .body(body.to_string())
+        .send()
+        .expect("moto answers");
+    assert!(res.status().is_success(), "ECS {action}: {}", res.status());
+    res.json().expect("ECS answer")
+}
+
+/// `gannet apps diff` on an ECS service (quick sync, no load balancer) deployed to moto names
+/// the image and the desired count a commit would change.
+#[test]
+fn apps_diff_on_an_ecs_service_names_the_image_and_the_count_a_commit_would_change() {
+    let cluster = moto::unique("diff");
+    let arn = ecs("CreateCluster", serde_json::json!({"clusterName": cluster}))["cluster"]
+        ["clusterArn"]
+        .as_str()
+        .expect("cluster ARN")
+        .to_owned();
+    let service = moto::unique("svc");
+    let files = |image: &str, count: u32| {
+        [
+            (
+                "apps/svc/app.pipecd.yaml".to_owned(),
+                "apiVersion: pipecd.dev/v1beta1\nkind: ECSApp\nspec:\n  name: svc\n  input:\n    serviceDefinitionFile: servicedef.yaml\n    taskDefinitionFile: taskdef.yaml\n".to_owned(),
+            ),
+            (
+                "apps/svc/servicedef.yaml".to_owned(),
+                format!("cluster: {arn}\nserviceName: {service}\ndesiredCount: {count}\ndeploymentController:\n  type: EXTERNAL\nlaunchType: FARGATE\n"),
+            ),
+            (
+                "apps/svc/taskdef.yaml".to_owned(),
+                format!("family: {service}\ncontainerDefinitions:\n  - name: web\n    image: {image}\n    memory: 100\n    portMappings:\n      - containerPort: 80\nnetworkMode: bridge\nmemory: 512\ncpu: 256\n"),
+            ),
+        ]
+    };
+    let commit = |repo: &Repo, image: &str, count: u32, message: &str| {
+        let files = files(image, count);
+        let files: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        repo.commit(&files, message)
+    };
+    let repo = Repo::new();
+    let v1 = commit(&repo, "nginx:1.25", 2, "svc v1");
+    let state = tempfile::tempdir().expect("tempdir");
+    let opts = UpOptions {
+        extra_config: format!(
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nplugins:\n  ecs:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+            moto::REGION,
+            moto::endpoint()
+        ),
+        env: moto::gannet_env(),
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&repo, state.path(), &opts);
+    let id = g.deployment_of(&v1, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
+
+    let (code, out) = g.cli(&["apps", "diff", "svc", "--commit", &v1, "--exit-code"]);
+    assert_eq!(code, 0, "the deployed commit changes nothing: {out}");
+    let v2 = commit(&repo, "nginx:1.27", 3, "svc v2");
+    let (code, out) = g.cli(&["apps", "diff", "svc", "--commit", &v2, "--exit-code"]);
+    assert_eq!(code, 1, "{out}");
+    let image = out
+        .lines()
+        .find(|l| l.contains("taskDefinition.containerDefinitions[0].image"))
+        .unwrap_or_else(|| panic!("no image line:\n{out}"));
+    assert!(
+        image.contains("nginx:1.25") && image.contains("nginx:1.27"),
+        "{image}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("serviceDefinition.desiredCount")
+                && l.contains('2')
+                && l.contains('3')),
+        "{out}"
+    );
+    assert_eq!(g.deployments().len(), 1, "a diff deploys nothing");
 }
