@@ -26,7 +26,7 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions
+.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run
 test: lint infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
@@ -110,6 +110,10 @@ bench-terraform:
 bench-kubernetes:
 	cargo build --profile bench -p gannet-kube-fake --bin gannet-kube-fake
 	cargo bench -p gannet-plugin-kubernetes --bench sync
+
+## bench-console: the web console's deployment page (10 stages, 5,000 log lines) in Chromium next to the same text as a static page; prints a markdown table (BENCHMARKS.md)
+bench-console: chromium-ensure console-ensure
+	GANNET_CHROMIUM="$$(scripts/chromium.sh path)" cargo bench -p gannet-cli --bench console
 
 ## bench-functions: each function's arm64 zip size and its init time under `cargo lambda watch` (BENCHMARKS.md)
 bench-functions: lambda-ensure

@@ -290,8 +290,43 @@ export async function renderSpeed(browser) {
     console.log(JSON.stringify({ ms, run: i + 1 }));
     await context.close();
   }
+  printMedian(times);
+}
+
+/** Prints the runs' median as the last line: {"ms": MEDIAN, "median": true, "runs": [...]}. */
+function printMedian(times) {
   const sorted = [...times].sort((a, b) => a - b);
   const mid = Math.floor(sorted.length / 2);
   const median = sorted.length % 2 ? sorted[mid] : Math.round((sorted[mid - 1] + sorted[mid]) / 2);
   console.log(JSON.stringify({ ms: median, median: true, runs: times }));
+}
+
+/**
+ * render-static: the benchmark's peer. The same stages and log as one static HTML page (no
+ * script, no API), from a file: from navigation start until its <pre> shows the last line.
+ * GANNET_EXPECT: {runs, file (absolute path), last_line}. Prints as render-speed does.
+ */
+export async function renderStatic(browser) {
+  const want = expectation();
+  const runs = Number(want.runs ?? 5);
+  if (!want.file || !want.last_line) fail("GANNET_EXPECT needs file and last_line");
+  const times = [];
+  for (let i = 0; i < runs; i++) {
+    const context = await browser.newContext({ viewport: LAPTOP });
+    const page = await context.newPage();
+    await page.goto(`file://${want.file}`);
+    const handle = await page.waitForFunction(
+      (last) => {
+        const pre = document.querySelector("pre");
+        return pre && pre.offsetParent !== null && pre.textContent.trimEnd().endsWith(last) && performance.now();
+      },
+      want.last_line,
+      { polling: "raf", timeout: timeoutMs() },
+    );
+    const ms = Math.round(await handle.jsonValue());
+    times.push(ms);
+    console.log(JSON.stringify({ ms, run: i + 1 }));
+    await context.close();
+  }
+  printMedian(times);
 }

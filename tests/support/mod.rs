@@ -554,15 +554,25 @@ impl Gannet {
 
     /// The text of a stage's log lines, through the API.
     pub fn stage_log(&self, deployment: &str, stage: &str) -> Vec<String> {
-        let (status, body) = self.get(&format!("/deployments/{deployment}/stages/{stage}/logs"));
-        assert_eq!(status, 200, "{body}");
-        body["lines"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|l| l["text"].as_str().map(str::to_owned))
-            .collect()
+        let mut texts = Vec::new();
+        let mut after = 0;
+        // Page by page (the API returns at most 1,000 lines a call).
+        loop {
+            let (status, body) = self.get(&format!(
+                "/deployments/{deployment}/stages/{stage}/logs?after={after}"
+            ));
+            assert_eq!(status, 200, "{body}");
+            let lines = body["lines"].as_array().cloned().unwrap_or_default();
+            let Some(last) = lines.last().and_then(|l| l["seq"].as_u64()) else {
+                return texts;
+            };
+            after = last;
+            texts.extend(
+                lines
+                    .iter()
+                    .filter_map(|l| l["text"].as_str().map(str::to_owned)),
+            );
+        }
     }
 }
 

@@ -38,8 +38,7 @@ pub struct RollbackRequest {
 pub struct DiffView {
     pub app: String,
     pub commit: String,
-    /// SYNCED (nothing would change), OUT_OF_SYNC (`drift` lists what would), or
-    /// INVALID_CONFIG / UNKNOWN with the reason.
+    /// SYNCED (nothing would change) or OUT_OF_SYNC (`drift` lists what would).
     pub status: SyncStatus,
     pub reason: String,
     pub drift: Vec<DriftField>,
@@ -174,15 +173,14 @@ impl Controller {
             }
             None => self.inner.git.head(&app.repo, &repo.branch).await?.sha,
         };
-        let (finding, _) = match self.examine(&app, Some(&sha)).await {
+        let finding = match self.examine(&app, Some(&sha)).await {
             Ok(Examined::NotWatched { why }) => {
                 return Err(ApiError::Conflict(format!(
                     "cannot compare {} with its live state: {why}",
                     app.name
                 )))
             }
-            Ok(Examined::Done(finding)) => (finding, None),
-            Ok(Examined::Live { finding, head, .. }) => (finding, Some(head)),
+            Ok(Examined::Done(finding) | Examined::Live { finding, .. }) => finding,
             Err(crate::HandlerError::Live { source, .. }) => {
                 return Err(ApiError::Conflict(format!(
                     "cannot read the live state of {}: {}",
@@ -192,6 +190,16 @@ impl Controller {
             }
             Err(e) => return Err(e.into()),
         };
+        // Nothing was compared (the config at that commit is invalid, the platform refused
+        // the read): an error naming why, never an empty diff that reads "nothing changes".
+        if !matches!(finding.status, SyncStatus::Synced | SyncStatus::OutOfSync) {
+            return Err(ApiError::Conflict(format!(
+                "cannot compare {} at {} with its live state: {}",
+                app.name,
+                sha.short(),
+                finding.reason
+            )));
+        }
         let live = finding.live.unwrap_or_default();
         Ok(DiffView {
             app: app.name,
