@@ -29,6 +29,8 @@ pub const RECEIVERS: &str = "GANNET_RECEIVERS";
 /// The EventBridge bus (name or ARN) the notify function puts every event on; unset: none.
 pub const EVENT_BUS: &str = "GANNET_EVENT_BUS";
 pub const CALLER_NAMES: &str = "GANNET_CALLER_NAMES";
+/// The function (name or ARN) the api function asks for `apps diff` (the drift function).
+pub const DIFF_FUNCTION: &str = "GANNET_DIFF_FUNCTION";
 /// The job runner's CodeBuild project, S3 bucket and log group (all three, or none).
 pub const JOBS_PROJECT: &str = "GANNET_JOBS_PROJECT";
 pub const JOBS_BUCKET: &str = "GANNET_JOBS_BUCKET";
@@ -164,6 +166,8 @@ pub struct FunctionConfig {
     pub receivers: Vec<ReceiverConfig>,
     /// The EventBridge bus that gets every event.
     pub event_bus: Option<String>,
+    /// The function that reads live state for `apps diff` (the api function's).
+    pub diff_function: Option<String>,
     /// People's names for IAM principal ARNs (or ARN prefixes ending in `*`), for the API.
     pub caller_names: BTreeMap<String, String>,
     /// Where stages run long commands (CodeBuild); `None` when the stack has no job runner.
@@ -354,6 +358,7 @@ impl FunctionConfig {
             intervals,
             receivers,
             event_bus: get(EVENT_BUS),
+            diff_function: get(DIFF_FUNCTION),
             caller_names,
             jobs,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),

@@ -8,8 +8,8 @@
 //! | `webhook` | Function URL (lambda_http) | [`http::webhook`] → `Controller::webhook` |
 //! | `trigger`, `plan`, `stage`, `notify` | SQS event source mapping with `ReportBatchItemFailures` | [`sqs::handle_batch`] → `Controller::handle` per record |
 //! | `poll`, `resume` | EventBridge Scheduler (Input JSON as-is) | [`schedule::poll`], [`schedule::resume`] |
-//! | `api` | HTTP API with IAM auth (lambda_http) | [`http::api`]: the axum router of `gannet up` |
-//! | `drift` | EventBridge Scheduler (the sweep) and the SQS `drift` queue (one check per app) | [`schedule::drift`] → `Controller::drift_sweep`; [`sqs::handle_batch`] → the check |
+//! | `api` | HTTP API with IAM auth (lambda_http) | [`http::api`]: the axum router of `gannet up`; `apps diff` asks `drift` ([`diff`]) |
+//! | `drift` | EventBridge Scheduler (the sweep), the SQS `drift` queue (one check per app), and the `api` function (a diff) | [`schedule::drift`] → `Controller::drift_sweep`; [`sqs::handle_batch`] → the check; `answer_diff` |
 //!
 //! Each function, on a cold start:
 //! - reads its configuration from the environment once ([`FunctionConfig::from_env`]; the
@@ -45,6 +45,7 @@
 //! `"url"` is for tests and local runs.
 
 pub mod config;
+pub mod diff;
 pub mod eventbridge;
 pub mod http;
 mod runtime;
@@ -56,9 +57,11 @@ mod start;
 use gannet_core::ports::QueueName;
 
 pub use config::{ConfigError, FunctionConfig};
+pub use diff::lambda_diff;
 pub use eventbridge::eventbridge_bus;
 pub use runtime::{
-    codebuild_jobs, BusFactory, Clients, Extras, JobClients, JobsFactory, Runtime, StartError,
+    codebuild_jobs, BusFactory, Clients, DiffFactory, Extras, JobClients, JobsFactory, Runtime,
+    StartError,
 };
 pub use start::{init_tracing, start, start_with};
 

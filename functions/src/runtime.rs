@@ -8,7 +8,9 @@ use gannet_aws::{
     sdk_config, ClientOptions, CodeBuildJobs, DynamoStore, JobsConfig, SqsOptions, SqsQueue,
     StoreOptions, SystemClock,
 };
-use gannet_controller::{Controller, EventBus, Receiver, ReceiverFormat, Secret, Settings};
+use gannet_controller::{
+    Controller, EventBus, Receiver, ReceiverFormat, RemoteDiff, Secret, Settings,
+};
 use gannet_core::jobs::JobRunner;
 use gannet_core::ports::{BoxError, Clock};
 use gannet_core::registry::Registry;
@@ -120,15 +122,20 @@ pub type JobsFactory = fn(&SdkConfig, &JobsConfig) -> Arc<dyn JobRunner>;
 /// Builds the notify function's event bus from the SDK configuration and the bus's name.
 pub type BusFactory = fn(&SdkConfig, String) -> Arc<dyn EventBus>;
 
+/// Builds the api function's remote diff from the SDK configuration and the drift function's
+/// name.
+pub type DiffFactory = fn(&SdkConfig, String) -> Arc<dyn RemoteDiff>;
+
 /// What only some functions build, each named by the `main` of the functions that need it so
 /// that the others do not link its code and SDKs: the plugins (whole in stage and drift, their
-/// planning faces in trigger, plan and api, none elsewhere), the job runner (stage, drift) and
-/// the event bus (notify).
+/// planning faces in trigger, plan and api, none elsewhere), the job runner (stage, drift),
+/// the event bus (notify) and the remote diff (api).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extras {
     pub plugins: Option<fn() -> Registry>,
     pub jobs: Option<JobsFactory>,
     pub bus: Option<BusFactory>,
+    pub diff: Option<DiffFactory>,
 }
 
 /// The stage and drift functions' job runner: CodeBuild builds of the stack's jobs project.
@@ -163,6 +170,11 @@ impl Runtime {
         let mut runtime = Self::with_clients(function, config, &Clients::new(&sdk)).await?;
         if let (Some(make), Some(bus)) = (extras.bus, &config.event_bus) {
             runtime.controller = runtime.controller.with_event_bus(make(&sdk, bus.clone()));
+        }
+        if let (Some(make), Some(function)) = (extras.diff, &config.diff_function) {
+            runtime.controller = runtime
+                .controller
+                .with_remote_diff(make(&sdk, function.clone()));
         }
         Ok(match (extras.jobs, &config.jobs) {
             (Some(make), Some(settings)) => runtime.with_jobs(make(&sdk, settings)),

@@ -137,7 +137,8 @@ async fn serve_timer(runtime: Runtime, job: Job) -> Result<(), lambda_runtime::E
     lambda_runtime::run(handler).await
 }
 
-/// The drift function: its timer's input, or an SQS event (told apart by its `Records`).
+/// The drift function: its timer's input, an SQS event (told apart by its `Records`), or the
+/// api function's diff request (`{"diff": ...}`, [`crate::diff`]).
 async fn serve_timer_or_queue(
     runtime: Runtime,
     job: Job,
@@ -146,6 +147,9 @@ async fn serve_timer_or_queue(
     let handler = service_fn(move |event: LambdaEvent<Value>| {
         let runtime = runtime.clone();
         async move {
+            if let Some(request) = event.payload.get("diff") {
+                return Ok(gannet_controller::answer_diff(runtime.controller(), request).await);
+            }
             if event.payload.get("Records").is_none() {
                 return timer(&runtime, job, event).await;
             }

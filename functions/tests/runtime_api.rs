@@ -13,9 +13,14 @@
 //! One batch carries a bad record and a record the function cannot settle; the response that
 //! comes back over the Runtime API names only the latter.
 //!
+//! A second path: `apps diff` through the `api` function, which has only the plugins' planning
+//! faces, answered by the `drift` function over the Invoke API, reading the live state on moto.
+//!
 //! Needs moto (`GANNET_MOTO_ENDPOINT`) and cargo-lambda (`GANNET_CARGO_LAMBDA`); `make test`
 //! sets both, and without them the test fails saying how to get them.
 
+#[path = "../../tests/lambda_moto/mod.rs"]
+mod lambda_moto;
 // Shared with lambda_e2e.rs: moto's endpoint, unique names, the git repository, the push.
 mod support;
 
@@ -367,6 +372,15 @@ fn start_function(
 /// Provisions a table and queues on moto, commits the app, starts the emulator and the
 /// functions under it.
 async fn start() -> (Harness, Processes, Repo, String) {
+    start_with(&[("apps/web/app.pipecd.yaml", APP)], &FUNCTIONS, &[]).await
+}
+
+/// [`start`] with these files in the first commit, these functions, and more environment.
+async fn start_with(
+    files: &[(&str, &str)],
+    functions: &[(&str, &str)],
+    extra_env: &[(&str, String)],
+) -> (Harness, Processes, Repo, String) {
     let cargo_lambda = cargo_lambda();
     let endpoint = moto_endpoint();
     let sdk = sdk_on(&endpoint).await;
@@ -376,7 +390,7 @@ async fn start() -> (Harness, Processes, Repo, String) {
         .await
         .expect("provision table and queues on moto");
     let repo = Repo::new();
-    let head = repo.commit(&[("apps/web/app.pipecd.yaml", APP)], "add web");
+    let head = repo.commit(files, "add the app");
 
     let queues: BTreeMap<&str, Value> = provisioned
         .queues
@@ -387,17 +401,24 @@ async fn start() -> (Harness, Processes, Repo, String) {
         })
         .collect();
     let repos = json!([{"id": "shop", "url": repo.path().display().to_string()}]);
-    let gannet_env = [
+    let mut gannet_env = vec![
         ("AWS_REGION", REGION.to_owned()),
         ("AWS_ENDPOINT_URL", endpoint),
         ("GANNET_TABLE", provisioned.table.clone()),
         ("GANNET_QUEUES", json!(queues).to_string()),
         ("GANNET_REPOS", repos.to_string()),
     ];
+    gannet_env.extend(extra_env.iter().cloned());
     let mut procs = Processes::new();
     let port = start_emulator(&mut procs, &cargo_lambda).await;
-    for function in FUNCTIONS {
-        start_function(&mut procs, function, port, &gannet_env);
+    // The api function invokes others through the emulator's Invoke API (AWS's variable for
+    // one service's endpoint).
+    gannet_env.push((
+        "AWS_ENDPOINT_URL_LAMBDA",
+        format!("http://127.0.0.1:{port}"),
+    ));
+    for function in functions {
+        start_function(&mut procs, *function, port, &gannet_env);
     }
 
     let queue = SqsQueue::new(
@@ -614,4 +635,111 @@ async fn a_signed_push_reaches_success_through_the_runtime_api() {
         log.contains("\"shutting down\""),
         "stage logs its shutdown: {log}"
     );
+}
+
+/// An HTTP API (payload format 2.0) event for `GET path?query`, IAM-authorised as API Gateway
+/// sends it to the api function.
+fn http_api_event(path: &str, query: &str) -> Value {
+    json!({
+        "version": "2.0",
+        "routeKey": "ANY /{proxy+}",
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": {"host": "e2e.execute-api.us-east-1.amazonaws.com"},
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "e2e",
+            "authorizer": {"iam": {"accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA", "principalOrgId": null, "userArn": support::OPS_PRINCIPAL, "userId": "AIDA"}},
+            "domainName": "e2e.execute-api.us-east-1.amazonaws.com",
+            "http": {"method": "GET", "path": path, "protocol": "HTTP/1.1", "sourceIp": "10.0.0.1", "userAgent": "e2e"},
+            "requestId": unique("req"),
+            "routeKey": "ANY /{proxy+}",
+            "stage": "$default",
+            "time": "01/Jan/2025:00:00:00 +0000",
+            "timeEpoch": 1735689600000u64
+        },
+        "isBase64Encoded": false
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() {
+    let function = lambda_moto::unique("diff");
+    let zip = String::from_utf8(lambda_moto::zip_bytes("v1")).expect("zip bytes are text");
+    let manifest = format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  zipFile: fn.zip\n",
+        lambda_moto::ROLE
+    );
+    let app = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n";
+    let plugins = json!({"lambda": {"deployTargets": [{"name": "local", "region": REGION, "endpoint": moto_endpoint()}]}});
+    let (h, mut procs, _repo, head) = start_with(
+        &[
+            ("apps/fn/app.pipecd.yaml", app),
+            ("apps/fn/function.yaml", &manifest),
+            ("apps/fn/fn.zip", &zip),
+        ],
+        &[
+            ("api", env!("CARGO_BIN_EXE_api")),
+            ("drift", env!("CARGO_BIN_EXE_drift")),
+        ],
+        &[
+            ("GANNET_PLUGINS", plugins.to_string()),
+            ("GANNET_DIFF_FUNCTION", "drift".to_owned()),
+        ],
+    )
+    .await;
+    // The app as the trigger would have recorded it.
+    let id = gannet_core::AppId::parse("shop:apps/fn/app.pipecd.yaml").expect("app id");
+    let app = gannet_core::app::App::new(
+        id,
+        "fn".into(),
+        "LambdaApp".into(),
+        gannet_core::duration::Millis(1),
+    );
+    h.store
+        .apply(gannet_core::ports::Changes {
+            writes: vec![gannet_core::ports::Write::PutApp {
+                app: Box::new(app),
+                expect: gannet_core::ports::Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("the app is stored");
+
+    let answer = h
+        .invoke(
+            "api",
+            &http_api_event("/api/v1/apps/fn/diff", &format!("commit={head}")),
+        )
+        .await;
+    procs.assert_alive();
+    assert_eq!(answer["statusCode"], 200, "{answer}\n{}", procs.log("api"));
+    let body: Value = serde_json::from_str(answer["body"].as_str().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {answer}"));
+    // The function is not on moto yet: the drift function read that (with the lambda plugin
+    // whole; the api function's planning face cannot read live state at all).
+    assert_eq!(body["diff"]["status"], "OUT_OF_SYNC", "{body}");
+    assert_eq!(body["diff"]["commit"], head.as_str(), "{body}");
+    let fields: Vec<&str> = body["diff"]["drift"]
+        .as_array()
+        .expect("drift")
+        .iter()
+        .filter_map(|f| f["field"].as_str())
+        .collect();
+    assert_eq!(fields, ["function"], "{body}");
+    let drift_log = procs.log("drift");
+    assert!(drift_log.contains("\"started\""), "{drift_log}");
+
+    // An unknown commit is refused before the drift function is asked.
+    let answer = h
+        .invoke(
+            "api",
+            &http_api_event(
+                "/api/v1/apps/fn/diff",
+                &format!("commit={}", "0".repeat(40)),
+            ),
+        )
+        .await;
+    assert_eq!(answer["statusCode"], 404, "{answer}");
 }

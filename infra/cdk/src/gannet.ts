@@ -308,7 +308,7 @@ export class Gannet extends Construct {
       notify: fn('notify', 'Deployment events to receivers and GitHub commit statuses.', QUEUES.notify, loop),
       poll: fn('poll', 'Timer - queue a trigger per repository (the backstop for lost webhooks).', 30),
       resume: fn('resume', 'Timer - re-drive deployments with no progress past their lease.', 60),
-      api: fn('api', 'The JSON API of gannet up (apps, deployments, sync, cancel, approve).', 29, {
+      api: fn('api', 'The JSON API of gannet up (apps, deployments, sync, cancel, approve, diff).', 29, {
         environment: { GANNET_CALLER_NAMES: s.callerNamesJson },
       }),
       drift: fn('drift', "Timer - queue one drift check per app; queue - check one app's live state.", QUEUES.drift, {
@@ -316,6 +316,16 @@ export class Gannet extends Construct {
         environment: jobsEnvironment,
       }),
     };
+
+    // apps diff: the api function asks the drift function, which reads the live state (the api
+    // function links no platform SDK and has no role to read one). SAM: ApiRole's Diff.
+    this.functions.api.addEnvironment('GANNET_DIFF_FUNCTION', this.functions.drift.functionName);
+    roles.api.addPropertyOverride('Policies.0.PolicyDocument.Statement.2', {
+      Sid: 'Diff',
+      Effect: 'Allow',
+      Action: 'lambda:InvokeFunction',
+      Resource: this.functions.drift.functionArn,
+    });
 
     // Event sources: consumers report partial batch failures, so one bad message never fails
     // its batch-mates. One stage step per invocation, so a slow step holds up no other.

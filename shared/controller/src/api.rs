@@ -34,6 +34,9 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     Conflict(String),
+    /// A service this call depends on failed (the drift function, for a diff on AWS).
+    #[error("{0}")]
+    Unavailable(String),
     #[error("internal error")]
     Internal(#[from] HandlerError),
 }
@@ -552,6 +555,19 @@ impl ApiError {
             Self::Forbidden(_) => 403,
             Self::Conflict(_) => 409,
             Self::Internal(_) => 500,
+            Self::Unavailable(_) => 502,
+        }
+    }
+
+    /// The error a status and message stand for (a remote answer's).
+    pub fn from_status(status: u64, message: String) -> Self {
+        match status {
+            400 => Self::BadRequest(message),
+            401 => Self::Unauthorized(message),
+            403 => Self::Forbidden(message),
+            404 => Self::NotFound(message),
+            409 => Self::Conflict(message),
+            _ => Self::Unavailable(message),
         }
     }
 

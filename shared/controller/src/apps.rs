@@ -5,9 +5,13 @@ use gannet_core::app::{App, Pause, SyncStatus};
 use gannet_core::deployment::{DeploymentStatus, SyncStrategy};
 use gannet_core::drift::{DriftField, LiveResource};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, StoreError, Write};
-use gannet_core::CommitSha;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use gannet_core::{AppId, CommitSha};
 use gannet_events::{Message, TriggerCause};
 use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
 
 use crate::api::{AppView, DeployCommand, DeploymentView};
 use crate::drift::Examined;
@@ -45,7 +49,45 @@ pub struct DiffView {
     pub live: Vec<LiveResource>,
 }
 
+/// Where `apps diff` reads the live state when this process has only the plugins' planning
+/// faces: the AWS `api` function asks the `drift` function, which has them whole.
+#[async_trait]
+pub trait RemoteDiff: Send + Sync {
+    /// What deploying `commit` of `app` would change, as [`Controller::diff`] answers where
+    /// the plugins run.
+    async fn diff(&self, app: &AppId, commit: &CommitSha) -> Result<DiffView, ApiError>;
+}
+
+/// [`Controller::diff`] answering a remote request (`{"app": "<id>", "commit": "<sha>"}`):
+/// `{"diff": {...}}`, or `{"error": "...", "status": N}`.
+pub async fn answer_diff(controller: &Controller, request: &Value) -> Value {
+    let field = |name: &str| request.get(name).and_then(Value::as_str);
+    let (Some(app), Some(commit)) = (field("app"), field("commit")) else {
+        return json!({"error": "a diff request names app and commit", "status": 400});
+    };
+    match controller.diff(app, Some(commit)).await {
+        Ok(diff) => json!({ "diff": diff }),
+        Err(e) => json!({"error": e.public_message(), "status": e.status()}),
+    }
+}
+
+/// The diff in a remote answer ([`answer_diff`]); `Err(None)` when the answer has neither shape.
+pub fn diff_from_answer(answer: &Value) -> Result<DiffView, Option<ApiError>> {
+    if let Some(diff) = answer.get("diff") {
+        return serde_json::from_value(diff.clone()).map_err(|_| None);
+    }
+    let message = answer.get("error").and_then(Value::as_str).ok_or(None)?;
+    let status = answer.get("status").and_then(Value::as_u64).ok_or(None)?;
+    Err(Some(ApiError::from_status(status, message.to_owned())))
+}
+
 impl Controller {
+    /// The same controller, reading live state for `apps diff` through `remote`.
+    pub fn with_remote_diff(mut self, remote: Arc<dyn RemoteDiff>) -> Self {
+        Arc::make_mut(&mut self.inner).remote_diff = Some(remote);
+        self
+    }
+
     /// Turns the app's automatic deployments off (pushes and auto-sync); a pause already in
     /// place is kept as it is.
     pub async fn pause_app(
@@ -173,6 +215,9 @@ impl Controller {
             }
             None => self.inner.git.head(&app.repo, &repo.branch).await?.sha,
         };
+        if let Some(remote) = &self.inner.remote_diff {
+            return remote.diff(&app.id, &sha).await;
+        }
         let finding = match self.examine(&app, Some(&sha)).await {
             Ok(Examined::NotWatched { why }) => {
                 return Err(ApiError::Conflict(format!(

@@ -27,7 +27,7 @@ mod trigger;
 mod webhook;
 
 pub use api::{ApiError, AppView, DeploymentView, PauseView, StageView, SyncRequest};
-pub use apps::{DiffView, RollbackRequest};
+pub use apps::{answer_diff, diff_from_answer, DiffView, RemoteDiff, RollbackRequest};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
 pub use settings::{
@@ -59,6 +59,8 @@ struct Inner {
     jobs: Arc<dyn JobRunner>,
     /// An event bus that gets every event (Amazon EventBridge on AWS).
     bus: Option<Arc<dyn EventBus>>,
+    /// Where `apps diff` reads live state when the plugins here cannot (the AWS api function).
+    remote_diff: Option<Arc<dyn RemoteDiff>>,
 }
 
 impl Controller {
@@ -83,6 +85,7 @@ impl Controller {
                 statuses: None,
                 jobs: Arc::new(NoJobs),
                 bus: None,
+                remote_diff: None,
             }),
         }
     }
