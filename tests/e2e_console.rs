@@ -237,3 +237,300 @@ fn the_console_is_served_with_a_strict_policy_and_its_files_need_no_caller() {
         json!({"caller": {"name": "alice", "role": "approver"}, "may": {"read": true, "deploy": false, "approve": true}})
     );
 }
+
+/// The fake of API Gateway's IAM authorisation (it cannot run here): checks each request's
+/// SigV4 signature for `execute-api` against the test's credentials, as API Gateway checks it,
+/// then passes it to `gannet up` as the admin (API Gateway would pass the IAM principal).
+mod fake_api_gateway {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+    use aws_sigv4::sign::v4;
+    use axum::body::Body;
+    use axum::extract::{Request, State};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+
+    pub const KEY_ID: &str = "AKIDGANNETCONSOLE01";
+    pub const SECRET_KEY: &str = "gannet-console-test-secret-key-0000000000";
+    pub const REGION: &str = "us-east-1";
+
+    pub struct Front {
+        pub url: String,
+        /// Requests whose signature checked out.
+        pub verified: Arc<AtomicUsize>,
+        /// Serves the front; dropped with it.
+        _runtime: tokio::runtime::Runtime,
+    }
+
+    struct Upstream {
+        gannet: String,
+        verified: Arc<AtomicUsize>,
+    }
+
+    /// What the signature of this request would be, signed at `time` (x-amz-date).
+    fn expected(
+        method: &str,
+        url: &str,
+        host: &str,
+        kind: Option<&str>,
+        body: &[u8],
+        time: SystemTime,
+    ) -> String {
+        let credentials =
+            aws_credential_types::Credentials::new(KEY_ID, SECRET_KEY, None, None, "test");
+        let identity = credentials.into();
+        let params = v4::SigningParams::builder()
+            .identity(&identity)
+            .region(REGION)
+            .name("execute-api")
+            .time(time)
+            .settings(SigningSettings::default())
+            .build()
+            .expect("params")
+            .into();
+        let mut headers = vec![("host", host)];
+        if let Some(kind) = kind {
+            headers.push(("content-type", kind));
+        }
+        let signable =
+            SignableRequest::new(method, url, headers.into_iter(), SignableBody::Bytes(body))
+                .expect("signable");
+        let (instructions, _) = sign(signable, &params).expect("sign").into_parts();
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(url)
+            .body(())
+            .expect("request");
+        instructions.apply_to_request_http1x(&mut request);
+        request.headers()["authorization"]
+            .to_str()
+            .expect("text")
+            .to_owned()
+    }
+
+    async fn check(State(up): State<Arc<Upstream>>, req: Request) -> Response {
+        let (parts, body) = req.into_parts();
+        let body = axum::body::to_bytes(body, 1 << 20)
+            .await
+            .unwrap_or_default();
+        let text = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let (Some(auth), Some(date), Some(host)) =
+            (text("authorization"), text("x-amz-date"), text("host"))
+        else {
+            return (
+                StatusCode::FORBIDDEN,
+                r#"{"message":"Missing Authentication Token"}"#,
+            )
+                .into_response();
+        };
+        let time = amz_date(date);
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let url = format!("http://{host}{path}");
+        if expected(
+            parts.method.as_str(),
+            &url,
+            host,
+            text("content-type"),
+            &body,
+            time,
+        ) != auth
+        {
+            return (StatusCode::FORBIDDEN, r#"{"message":"The request signature we calculated does not match the signature you provided."}"#).into_response();
+        }
+        up.verified.fetch_add(1, Ordering::SeqCst);
+        let mut call = reqwest::Client::new()
+            .request(parts.method.clone(), format!("{}{path}", up.gannet))
+            .bearer_auth(super::ADMIN_TOKEN)
+            .body(body.to_vec());
+        if let Some(kind) = text("content-type") {
+            call = call.header("content-type", kind);
+        }
+        let answer = call.send().await.expect("gannet up answers");
+        let mut response = Response::builder().status(answer.status().as_u16());
+        for (name, value) in answer.headers() {
+            response = response.header(name, value);
+        }
+        response
+            .body(Body::from(answer.bytes().await.unwrap_or_default()))
+            .expect("response")
+    }
+
+    /// `20261126T083000Z` as a time.
+    fn amz_date(date: &str) -> SystemTime {
+        let n = |range: std::ops::Range<usize>| {
+            date.get(range)
+                .and_then(|s| s.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let (y, m, d) = (n(0..4), n(4..6), n(6..8));
+        let secs = n(9..11) * 3600 + n(11..13) * 60 + n(13..15);
+        // Days from civil (Howard Hinnant's algorithm).
+        let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+        let era = y / 400;
+        let yoe = y - era * 400;
+        let doy = (153 * m + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        let days = era * 146_097 + doe - 719_468;
+        SystemTime::UNIX_EPOCH + Duration::from_secs(days * 86_400 + secs)
+    }
+
+    /// Starts the front for the `gannet up` at `gannet`.
+    pub fn start(gannet: &str) -> Front {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let verified = Arc::new(AtomicUsize::new(0));
+        let up = Arc::new(Upstream {
+            gannet: gannet.to_owned(),
+            verified: verified.clone(),
+        });
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        runtime.spawn(async move {
+            let app = axum::Router::new().fallback(check).with_state(up);
+            let _ = axum::serve(listener, app).await;
+        });
+        Front {
+            url,
+            verified,
+            _runtime: runtime,
+        }
+    }
+}
+
+#[test]
+fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() {
+    let (_repo, _state, g, _) = server(QUICK);
+    let front = fake_api_gateway::start(&g.url);
+    let port = support::free_port();
+    let mut child = Command::new(support::gannet_bin())
+        .args([
+            "console",
+            "--server",
+            &front.url,
+            "--region",
+            fake_api_gateway::REGION,
+        ])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_ACCESS_KEY_ID", fake_api_gateway::KEY_ID)
+        .env("AWS_SECRET_ACCESS_KEY", fake_api_gateway::SECRET_KEY)
+        .env("AWS_CONFIG_FILE", "/nonexistent/gannet-e2e")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/gannet-e2e")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gannet console starts");
+    // The key is the last of its first three lines.
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    let key = (0..3)
+        .filter_map(|_| lines.next().and_then(Result::ok))
+        .last()
+        .map(|l| l.trim().to_owned())
+        .expect("the key line");
+    assert_eq!(key.len(), 64, "{key}");
+    let _console = KilledOnDrop(child);
+    let proxy = format!("http://127.0.0.1:{port}");
+    let http = reqwest::blocking::Client::new();
+
+    // The page, from the api function through the signed path, with its policy.
+    let page = http
+        .get(format!("{proxy}/deployments"))
+        .send()
+        .expect("page");
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .contains("frame-ancestors 'none'"));
+    // Data: with the key, signed and checked by the front; without, refused here.
+    let apps = http
+        .get(format!("{proxy}/api/v1/apps"))
+        .bearer_auth(&key)
+        .send()
+        .expect("apps");
+    assert_eq!(apps.status(), 200);
+    let apps: Value = apps.json().expect("json");
+    assert_eq!(apps["apps"][0]["name"], "web", "{apps}");
+    let who = http
+        .get(format!("{proxy}/api/v1/whoami"))
+        .bearer_auth(&key)
+        .send()
+        .expect("whoami");
+    assert_eq!(who.status(), 200);
+    let sync = http
+        .post(format!("{proxy}/api/v1/apps/web/sync"))
+        .bearer_auth(&key)
+        .header("origin", &proxy)
+        .json(&json!({}))
+        .send()
+        .expect("sync");
+    assert_eq!(
+        sync.status(),
+        200,
+        "a signed POST with a body: {:?}",
+        sync.text()
+    );
+    let verified = front.verified.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(verified, 4, "every forwarded request was signed correctly");
+
+    let before = g.deployments().len();
+    let refusals = [
+        (
+            http.get(format!("{proxy}/api/v1/apps")),
+            401,
+            "without the key",
+        ),
+        (
+            http.get(format!("{proxy}/api/v1/apps"))
+                .bearer_auth("0".repeat(64)),
+            401,
+            "with another key",
+        ),
+        (
+            http.get(format!("{proxy}/api/v1/apps"))
+                .bearer_auth(&key)
+                .header("host", "evil.example:7071"),
+            403,
+            "for another host",
+        ),
+        (
+            http.post(format!("{proxy}/api/v1/apps/web/sync"))
+                .bearer_auth(&key)
+                .header("origin", "http://evil.example")
+                .json(&json!({})),
+            403,
+            "from another origin",
+        ),
+    ];
+    for (request, status, what) in refusals {
+        let answer = request.send().expect("answer");
+        assert_eq!(answer.status(), status, "{what}");
+    }
+    assert_eq!(
+        front.verified.load(std::sync::atomic::Ordering::SeqCst),
+        verified,
+        "nothing refused reached the API"
+    );
+    assert_eq!(g.deployments().len(), before);
+}
+
+/// Kills a process by its PID when dropped.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

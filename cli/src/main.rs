@@ -3,6 +3,7 @@
 
 mod check;
 mod client;
+mod console;
 mod exit;
 mod render;
 mod wait;
@@ -165,6 +166,13 @@ enum Command {
         #[command(subcommand)]
         command: WebhookCommand,
     },
+    /// Open the web console of a gannet on AWS: serves it on loopback, forwarding every
+    /// request to the API signed with your AWS credentials (`gannet up` serves its console
+    /// itself).
+    #[command(
+        after_help = "Example:\n  gannet console --server https://abc123.execute-api.eu-west-1.amazonaws.com\n  then open http://127.0.0.1:7071/ and sign in with the key it prints"
+    )]
+    Console(console::ConsoleArgs),
     /// Print a shell completion script.
     #[command(
         after_help = "Examples:\n  gannet completions bash > ~/.local/share/bash-completion/completions/gannet\n  gannet completions zsh > \"${fpath[1]}/_gannet\"\n  gannet completions fish > ~/.config/fish/completions/gannet.fish"
@@ -540,6 +548,7 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         } => {
             webhook::push(args, &server.url).await?;
         }
+        Command::Console(args) => console::run(&server.url, args).await?,
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "gannet", &mut std::io::stdout());
         }
