@@ -168,8 +168,9 @@ pub struct FunctionConfig {
     pub event_bus: Option<String>,
     /// The function that reads live state for `apps diff` (the api function's).
     pub diff_function: Option<String>,
-    /// People's names for IAM principal ARNs (or ARN prefixes ending in `*`), for the API.
-    pub caller_names: BTreeMap<String, String>,
+    /// People's names (and roles) for IAM principal ARNs (or ARN prefixes ending in `*`), for
+    /// the API.
+    pub caller_names: BTreeMap<String, gannet_aws::CallerEntry>,
     /// Where stages run long commands (CodeBuild); `None` when the stack has no job runner.
     pub jobs: Option<JobsConfig>,
     /// Local git's cache directory.
@@ -319,7 +320,7 @@ impl FunctionConfig {
             None => Vec::new(),
         };
         let caller_names = match get(CALLER_NAMES) {
-            Some(text) => json::<BTreeMap<String, String>>(CALLER_NAMES, &text)?,
+            Some(text) => json::<BTreeMap<String, gannet_aws::CallerEntry>>(CALLER_NAMES, &text)?,
             None => BTreeMap::new(),
         };
         let jobs = match (get(JOBS_PROJECT), get(JOBS_BUCKET), get(JOBS_LOG_GROUP)) {

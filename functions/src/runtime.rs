@@ -150,7 +150,7 @@ pub struct Runtime {
     function: Function,
     controller: Controller,
     queue: SqsQueue,
-    caller_names: std::collections::BTreeMap<String, String>,
+    caller_names: std::collections::BTreeMap<String, gannet_aws::CallerEntry>,
 }
 
 impl Runtime {
@@ -282,7 +282,7 @@ impl Runtime {
     }
 
     /// People's names for IAM principals, for the API.
-    pub fn caller_names(&self) -> &std::collections::BTreeMap<String, String> {
+    pub fn caller_names(&self) -> &std::collections::BTreeMap<String, gannet_aws::CallerEntry> {
         &self.caller_names
     }
 

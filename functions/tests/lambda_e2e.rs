@@ -458,6 +458,27 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
     );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["deployment"]["commander"], "carol", "{body}");
+    // A role in the table is the caller's (whoami tells the web console which controls to
+    // show) and the API enforces it; without one, IAM alone decides (admin).
+    let vic = Some("arn:aws:iam::123456789012:user/ops/vic");
+    let (status, body) = c.lab.api_as(vic, "GET", "/api/v1/whoami", None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["caller"],
+        json!({"name": "vic", "role": "viewer"}),
+        "{body}"
+    );
+    assert_eq!(body["may"]["deploy"], false, "{body}");
+    let before = deployments(&mut c);
+    let (status, body) = c.lab.api_as(vic, "POST", sync, Some(json!({})));
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(deployments(&mut c), before);
+    let (_, body) = c.lab.api_as(Some(deployer), "GET", "/api/v1/whoami", None);
+    assert_eq!(
+        body["caller"],
+        json!({"name": "alice", "role": "admin"}),
+        "{body}"
+    );
 }
 
 #[test]

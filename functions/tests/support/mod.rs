@@ -348,7 +348,11 @@ impl Lab {
             ("GANNET_JOBS_LOG_GROUP", jobs.log_group.clone()),
             (
                 "GANNET_CALLER_NAMES",
-                json!({"arn:aws:sts::123456789012:assumed-role/Deployer/*": "alice"}).to_string(),
+                json!({
+                    "arn:aws:sts::123456789012:assumed-role/Deployer/*": "alice",
+                    "arn:aws:iam::123456789012:user/ops/vic": {"name": "vic", "role": "viewer"}
+                })
+                .to_string(),
             ),
         ]
         .into_iter()

@@ -128,8 +128,13 @@ export interface GannetProps {
   readonly jobs?: JobSettings;
   /** Concurrency reserved for (and capping) the public webhook function; 0 reserves none. @default 10 */
   readonly webhookReservedConcurrency?: number;
-  /** People's names for the IAM principals that call the API (ARN, or a prefix ending in *). @default {} */
-  readonly callerNames?: Record<string, string>;
+  /**
+   * People's names, and optionally gannet roles, for the IAM principals that call the API (ARN,
+   * or a prefix ending in *). A role is enforced by the API and tells the web console which
+   * controls to show; without one the principal acts as admin (its IAM policy decides).
+   * @default {}
+   */
+  readonly callerNames?: Record<string, string | CallerName>;
   /** Minutes between polls, 1 to 1440. @default 1 */
   readonly pollIntervalMinutes?: number;
   /** Minutes between resume sweeps, 1 to 1440. @default 1 */
@@ -144,4 +149,10 @@ export interface GannetProps {
   readonly stageMaxConcurrency?: number;
   /** An SNS topic the dead-letter-queue alarms notify. @default none: alarms only change state */
   readonly alarmTopicArn?: string;
+}
+
+/** A principal's name and its gannet role. */
+export interface CallerName {
+  readonly name: string;
+  readonly role: 'viewer' | 'deployer' | 'approver' | 'admin';
 }

@@ -101,7 +101,12 @@ export function resolveSettings(props: GannetProps): Settings {
     reposJson: json('repositories', props.repositories, Array.isArray, 'a list of repositories'),
     pluginsJson: json('plugins', plugins, isPlainObject, 'a map of plugin settings'),
     receiversJson: json('receivers', receivers, Array.isArray, 'a list of receivers'),
-    callerNamesJson: json('callerNames', props.callerNames ?? {}, isPlainObject, 'a map of principal to name'),
+    callerNamesJson: json(
+      'callerNames',
+      props.callerNames ?? {},
+      isCallerNames,
+      'a map of principal to a name or to {name, role} (role: viewer, deployer, approver or admin)',
+    ),
     lambdaTargetRoleArns: roleArns(
       'plugins.lambda.deployTargets[#].roleArn',
       lambdaTargets.map((t) => t.roleArn),
@@ -217,6 +222,20 @@ function json(prop: string, value: unknown, shape: (v: unknown) => boolean, what
 
 function isPlainObject(value: unknown): boolean {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const ROLES = ['viewer', 'deployer', 'approver', 'admin'];
+
+function isCallerNames(value: unknown): boolean {
+  return (
+    isPlainObject(value) &&
+    Object.values(value as Record<string, unknown>).every((entry) => {
+      if (typeof entry === 'string') return entry.length > 0;
+      if (!isPlainObject(entry)) return false;
+      const { name, role, ...rest } = entry as Record<string, unknown>;
+      return typeof name === 'string' && name.length > 0 && ROLES.includes(role as string) && Object.keys(rest).length === 0;
+    })
+  );
 }
 
 function unique(values: string[]): string[] {

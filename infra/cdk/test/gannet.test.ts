@@ -111,6 +111,10 @@ describe('props are checked at synth time, and errors name the prop', () => {
       },
       /^Gannet: props\.receivers\[1\]\.slack\.urlSecretArn: "https:\/\/hooks\.slack\.com\/x" is not an SSM parameter ARN/,
     ],
+    [
+      { callerNames: { 'arn:aws:iam::1:user/vic': { name: 'vic', role: 'owner' } } } as never,
+      /^Gannet: props\.callerNames: is not a map of principal to a name or to \{name, role\}/,
+    ],
   ];
   for (const [props, message] of cases) {
     it(`refuses ${JSON.stringify(props)}`, () => {

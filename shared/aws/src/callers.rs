@@ -1,12 +1,14 @@
 //! The AWS runtime's [`Callers`]: the IAM principal that signed the request to the
 //! IAM-authorised HTTP API. IAM has already decided what the principal may call (the template's
-//! read, deploy and approve policies), so every principal that arrives here acts with the
-//! admin role; what this adds is its name, the person recorded for a sync, a cancel or an
-//! approval.
+//! read, deploy and approve policies); what this adds is its name, the person recorded for a
+//! sync, a cancel or an approval, and its gannet role: the one its entry names, or admin (IAM
+//! decides alone). A role in the entry is enforced by the API as on `gannet up`, and tells the
+//! web console which controls to show, so give each principal the role its policy grants.
 //!
 //! The name of a principal ARN is, in order:
-//! 1. its entry in the configured table (`GANNET_CALLER_NAMES`, `{"<ARN>": "<name>"}`; an
-//!    entry may end in `*` to match every ARN that starts with the rest);
+//! 1. its entry in the configured table (`GANNET_CALLER_NAMES`, `{"<ARN>": "<name>"}` or
+//!    `{"<ARN>": {"name": "<name>", "role": "viewer"}}`; an entry may end in `*` to match every
+//!    ARN that starts with the rest);
 //! 2. an IAM user's user name (`arn:aws:iam::1:user/ops/alice` → `alice`);
 //! 3. an assumed role's role and session name (`arn:aws:sts::1:assumed-role/Dev/alice` →
 //!    `Dev/alice`): the session name alone is chosen by whoever assumes the role, so it is
@@ -16,32 +18,60 @@
 use std::collections::BTreeMap;
 
 use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Role};
+use serde::Deserialize;
+
+/// One entry of the table: a name, or a name and a role.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum CallerEntry {
+    Name(String),
+    Named { name: String, role: Role },
+}
+
+impl CallerEntry {
+    fn name(&self) -> &str {
+        match self {
+            Self::Name(name) | Self::Named { name, .. } => name,
+        }
+    }
+
+    fn role(&self) -> Role {
+        match self {
+            Self::Name(_) => Role::Admin,
+            Self::Named { role, .. } => *role,
+        }
+    }
+}
 
 /// Names IAM principals.
 #[derive(Clone, Debug, Default)]
 pub struct IamCallers {
-    names: BTreeMap<String, String>,
+    entries: BTreeMap<String, CallerEntry>,
 }
 
 impl IamCallers {
-    /// `names` maps principal ARNs (or ARN prefixes ending in `*`) to people's names.
-    pub fn new(names: BTreeMap<String, String>) -> Self {
-        Self { names }
+    /// `entries` maps principal ARNs (or ARN prefixes ending in `*`) to people's names, and
+    /// optionally their roles.
+    pub fn new(entries: BTreeMap<String, CallerEntry>) -> Self {
+        Self { entries }
+    }
+
+    /// The entry for `arn`: its own, or the longest prefix's.
+    fn entry(&self, arn: &str) -> Option<&CallerEntry> {
+        self.entries.get(arn).or_else(|| {
+            self.entries
+                .iter()
+                .filter_map(|(k, v)| Some((k.strip_suffix('*')?, v)))
+                .filter(|(prefix, _)| arn.starts_with(prefix))
+                .max_by_key(|(prefix, _)| prefix.len())
+                .map(|(_, entry)| entry)
+        })
     }
 
     /// The name the rule above gives `arn`.
     pub fn name_of(&self, arn: &str) -> String {
-        if let Some(name) = self.names.get(arn) {
-            return name.clone();
-        }
-        let by_prefix = self
-            .names
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_suffix('*')?, v)))
-            .filter(|(prefix, _)| arn.starts_with(prefix))
-            .max_by_key(|(prefix, _)| prefix.len());
-        if let Some((_, name)) = by_prefix {
-            return name.clone();
+        if let Some(entry) = self.entry(arn) {
+            return entry.name().to_owned();
         }
         let resource = arn.splitn(6, ':').nth(5).unwrap_or("");
         if let Some(user) = resource.strip_prefix("user/") {
@@ -52,6 +82,11 @@ impl IamCallers {
         }
         arn.to_owned()
     }
+
+    /// The role of `arn`: its entry's, or admin.
+    pub fn role_of(&self, arn: &str) -> Role {
+        self.entry(arn).map_or(Role::Admin, CallerEntry::role)
+    }
 }
 
 impl Callers for IamCallers {
@@ -59,7 +94,7 @@ impl Callers for IamCallers {
         match credentials.iam_principal.filter(|p| !p.is_empty()) {
             Some(arn) => Ok(Caller {
                 name: self.name_of(arn),
-                role: Role::Admin,
+                role: self.role_of(arn),
             }),
             None => Err(CallerError::Missing {
                 how: "call the API with SigV4-signed requests (IAM); see docs/deploy-aws.md".into(),
@@ -74,17 +109,16 @@ mod tests {
 
     #[test]
     fn principals_are_named_by_the_documented_rule() {
-        let callers = IamCallers::new(BTreeMap::from([
-            (
-                "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice@example.com"
-                    .to_owned(),
-                "alice".to_owned(),
-            ),
-            (
-                "arn:aws:sts::111122223333:assumed-role/Release/*".to_owned(),
-                "release-bot".to_owned(),
-            ),
-        ]));
+        let callers: IamCallers = IamCallers::new(
+            serde_json::from_str(
+                r#"{
+                    "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice@example.com": "alice",
+                    "arn:aws:sts::111122223333:assumed-role/Release/*": "release-bot",
+                    "arn:aws:iam::111122223333:user/ops/vic": {"name": "vic", "role": "viewer"}
+                }"#,
+            )
+            .expect("a table"),
+        );
         let cases = [
             (
                 "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_1/alice@example.com",
@@ -122,5 +156,24 @@ mod tests {
             callers.identify(&Credentials::default()),
             Err(CallerError::Missing { .. })
         ));
+        // A role in the entry is the caller's; without one, IAM alone decides (admin).
+        let vic = Credentials {
+            bearer: None,
+            iam_principal: Some("arn:aws:iam::111122223333:user/ops/vic"),
+        };
+        assert_eq!(
+            callers.identify(&vic),
+            Ok(Caller {
+                name: "vic".into(),
+                role: Role::Viewer
+            })
+        );
+        assert_eq!(
+            callers.role_of("arn:aws:sts::111122223333:assumed-role/Release/run-42"),
+            Role::Admin
+        );
+        let bad: Result<BTreeMap<String, CallerEntry>, _> =
+            serde_json::from_str(r#"{"arn:x": {"name": "x", "role": "owner"}}"#);
+        assert!(bad.is_err(), "an unknown role is refused");
     }
 }

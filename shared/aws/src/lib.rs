@@ -101,7 +101,7 @@ mod sqs;
 #[cfg(test)]
 mod test_moto;
 
-pub use callers::IamCallers;
+pub use callers::{CallerEntry, IamCallers};
 pub use client::{sdk_config, ClientOptions};
 pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};
