@@ -8,29 +8,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{app_config, run_gannet, CliRun, Gannet, Repo, UpOptions};
+use support::{app_config, deployed_web, run_gannet, CliRun, Gannet};
 
 const LIMIT: Duration = Duration::from_secs(20);
 
 const SCRIPT: &str = "      - name: SCRIPT_RUN\n        with: {run: echo hello-from-cli-test}\n";
-
-/// A repository with the app `web` running `stages`, and a `gannet up` on it that has
-/// deployed it once; returns that deployment's id.
-fn deployed(stages: &str) -> (Repo, tempfile::TempDir, Gannet, String) {
-    let repo = Repo::new();
-    let head = repo.commit(
-        &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
-        "add web",
-    );
-    let state = tempfile::tempdir().expect("tempdir");
-    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
-    let id = g.deployment_of(&head, LIMIT);
-    g.wait_terminal(&id, LIMIT);
-    g.wait_until(LIMIT, "web is no longer deploying", || {
-        (g.get("/apps/web").1["app"]["active_deployment"].is_null()).then_some(())
-    });
-    (repo, state, g, id)
-}
 
 /// Runs a client command that must succeed; returns its stdout.
 fn ok(g: &Gannet, args: &[&str]) -> String {
@@ -75,7 +57,7 @@ fn line_with<'a>(out: &'a str, fragments: &[&str]) -> &'a str {
 
 #[test]
 fn apps_and_deployments_print_their_fields_as_tables_and_json() {
-    let (repo, _state, g, id) = deployed(SCRIPT);
+    let (repo, _state, g, id) = deployed_web(SCRIPT);
     let commit = repo.head();
 
     let out = ok(&g, &["apps", "list"]);
@@ -203,7 +185,7 @@ fn commands_without_a_server_say_how_to_reach_one() {
 
 #[test]
 fn watch_follows_a_deployment_and_exits_by_its_outcome() {
-    let (repo, _state, g, _) = deployed(SCRIPT);
+    let (repo, _state, g, _) = deployed_web(SCRIPT);
     // (stages, expected status, expected exit code, a line the log stream must show)
     let cases = [
         (
@@ -469,7 +451,7 @@ fn config_check_passes_a_valid_app_and_locates_each_mistake() {
 
 #[test]
 fn who_you_are_is_your_token_and_a_missing_one_is_named() {
-    let (_repo, _state, g, id) = deployed(SCRIPT);
+    let (_repo, _state, g, id) = deployed_web(SCRIPT);
     let home = tempfile::tempdir().expect("tempdir");
     // As in a container or CI: no $USER, no token, no ~/.config/gannet/token.
     let bare = |args: &[&str], env: &[(&str, &str)]| {
@@ -519,7 +501,7 @@ fn who_you_are_is_your_token_and_a_missing_one_is_named() {
 #[test]
 fn a_log_written_to_a_file_has_no_colour_codes() {
     // The server's stderr is a file here (tests/support), as under systemd or `> gannet.log`.
-    let (_repo, _state, g, _) = deployed(SCRIPT);
+    let (_repo, _state, g, _) = deployed_web(SCRIPT);
     let log = g.log();
     assert!(log.contains("deployment finished"), "{log}");
     assert!(

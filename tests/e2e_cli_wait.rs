@@ -12,8 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::{
-    app_config, finish, gannet_bin, run_gannet, token_of, CliRun, Gannet, Repo, UpOptions,
-    ADMIN_TOKEN,
+    app_config, deployed_web, finish, gannet_bin, run_gannet, token_of, CliRun, Gannet, KillOnDrop,
+    Repo, ADMIN_TOKEN,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -25,26 +25,6 @@ fn wait_stage(seconds: u64) -> String {
 
 const OK: &str = "      - name: SCRIPT_RUN\n        with: {run: echo waited-ok}\n";
 const BAD: &str = "      - name: SCRIPT_RUN\n        with: {run: 'echo waited-bad; exit 7'}\n";
-
-/// A repository whose app `web` runs `stages`, and a `gannet up` that has deployed it once.
-fn server(stages: &str) -> (Repo, tempfile::TempDir, Gannet) {
-    let repo = Repo::new();
-    let head = repo.commit(&[(CONFIG, &app_config("web", stages))], "add web");
-    let state = tempfile::tempdir().expect("tempdir");
-    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
-    let id = g.deployment_of(&head, LIMIT);
-    g.wait_terminal(&id, LIMIT);
-    wait_unlocked(&g);
-    (repo, state, g)
-}
-
-fn wait_unlocked(g: &Gannet) {
-    g.wait_until(LIMIT, "web is no longer deploying", || {
-        g.get("/apps/web").1["app"]["active_deployment"]
-            .is_null()
-            .then_some(())
-    });
-}
 
 /// Starts a client command in the background against `url`, as the admin.
 fn spawn(url: &str, args: &[&str]) -> Child {
@@ -70,7 +50,7 @@ fn started_id(run: &CliRun) -> String {
 
 #[test]
 fn sync_wait_exits_by_the_deployments_outcome() {
-    let (repo, _state, g) = server(OK);
+    let (repo, _state, g, _) = deployed_web(OK);
     let run = g.cli_env(&["sync", "web", "--wait", "--timeout", "30s"], &[]);
     assert_eq!(run.code, 0, "{run:?}");
     let id = started_id(&run);
@@ -83,20 +63,20 @@ fn sync_wait_exits_by_the_deployments_outcome() {
     // Piped output is appended lines (no redrawing), with each stage's change.
     assert!(!run.stdout.contains('\x1b'), "{run:?}");
     assert!(run.stdout.contains("stage stage-0"), "{run:?}");
-    wait_unlocked(&g);
+    g.wait_unlocked("web", LIMIT);
 
     repo.commit(&[(CONFIG, &app_config("web", BAD))], "break web");
     let run = g.cli_env(&["sync", "web", "--wait"], &[]);
     assert_eq!(run.code, 3, "FAILURE exits 3: {run:?}");
     assert!(run.stderr.contains("ended FAILURE"), "{run:?}");
-    wait_unlocked(&g);
+    g.wait_unlocked("web", LIMIT);
 
     // --json: stdout is the final deployment alone.
     let run = g.cli_env(&["sync", "web", "--wait", "--json"], &[]);
     assert_eq!(run.code, 3, "{run:?}");
     let d: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON alone");
     assert_eq!(d["status"], "FAILURE", "{d}");
-    wait_unlocked(&g);
+    g.wait_unlocked("web", LIMIT);
 
     // Cancelled while waited for: 4.
     repo.commit(&[(CONFIG, &app_config("web", &wait_stage(30)))], "slow web");
@@ -112,7 +92,7 @@ fn sync_wait_exits_by_the_deployments_outcome() {
     let run = finish(child, LIMIT);
     assert_eq!(run.code, 4, "CANCELLED exits 4: {run:?}");
     assert!(run.stderr.contains("ended CANCELLED"), "{run:?}");
-    wait_unlocked(&g);
+    g.wait_unlocked("web", LIMIT);
 
     // Not done in time: 5, and the deployment goes on.
     let run = g.cli_env(&["sync", "web", "--wait", "--timeout", "1s"], &[]);
@@ -126,7 +106,7 @@ fn sync_wait_exits_by_the_deployments_outcome() {
 
 #[test]
 fn a_wait_outlives_a_server_restart_and_gives_up_on_a_server_that_stays_down() {
-    let (repo, _state, g) = server(OK);
+    let (repo, _state, g, _) = deployed_web(OK);
     let head = repo.commit(
         &[(
             CONFIG,
@@ -186,7 +166,7 @@ fn a_wait_outlives_a_server_restart_and_gives_up_on_a_server_that_stays_down() {
 #[test]
 fn watch_redraws_on_a_terminal_and_says_how_to_approve_a_waiting_stage() {
     let stages = "      - name: SCRIPT_RUN\n        with: {run: 'for i in 1 2 3 4 5 6 7; do echo tail-line-$i; done'}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n";
-    let (repo, _state, g) = server(OK);
+    let (repo, _state, g, _) = deployed_web(OK);
     let head = repo.commit(&[(CONFIG, &app_config("web", stages))], "approval");
     assert_eq!(g.push(&head, "watch-approval").0, 202);
     let id = g.deployment_of(&head, LIMIT);
@@ -227,7 +207,7 @@ fn watch_redraws_on_a_terminal_and_says_how_to_approve_a_waiting_stage() {
 
 #[test]
 fn a_paused_app_ignores_pushes_until_resumed_then_deploys_what_was_pushed() {
-    let (repo, _state, g) = server(OK);
+    let (repo, _state, g, _) = deployed_web(OK);
     let run = g.cli_env(&["apps", "pause", "web", "--reason", "release freeze"], &[]);
     assert_eq!(run.code, 0, "{run:?}");
     let app = g.app_view("web");
@@ -310,7 +290,7 @@ fn a_paused_app_ignores_pushes_until_resumed_then_deploys_what_was_pushed() {
 
 #[test]
 fn server_and_token_go_before_or_after_the_subcommand() {
-    let (_repo, _state, g) = server(OK);
+    let (_repo, _state, g, _) = deployed_web(OK);
     let token = token_of("vic");
     for args in [
         vec![
@@ -439,16 +419,6 @@ while True:
         .expect("python3 runs")
 }
 
-/// Kills a helper process by its PID when dropped.
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn the_cli_talks_https_checking_the_servers_certificate() {
     // A test CA and a certificate it signed for localhost (a self-signed leaf cannot be a
@@ -550,7 +520,7 @@ fn the_cli_talks_https_checking_the_servers_certificate() {
         .next()
         .and_then(|p| p.parse().ok())
         .expect("port");
-    let _front = Killed(tls_front(dir.path(), front, upstream));
+    let _front = KillOnDrop(tls_front(dir.path(), front, upstream));
     let url = format!("https://localhost:{front}");
     let cert = dir.path().join("ca.pem");
     let cert = cert.to_str().expect("path");

@@ -2,8 +2,10 @@
 //! Playwright (the scenarios in `console/e2e`), against a real `gannet up` serving the web
 //! console from its binary. A push deploys while the page shows the stages turning SUCCESS in
 //! order; an approver approves from the page and the deployment goes on; a viewer sees no
-//! approve (or any other) button; a failing stage shows its log line without a click; and a
-//! screenshot of each page is saved to `artifacts/console/` (linked from the README).
+//! approve (or any other) button; a failing stage shows its log line without a click; the
+//! keyboard alone signs in and opens a log, and every control is named; and a screenshot of
+//! each page is saved to `artifacts/console/` (linked from the README). `gannet console` serves
+//! an AWS API's console, signing every request (against a fake of API Gateway's IAM check).
 //!
 //! `make test` installs Chromium and sets GANNET_CHROMIUM; without it these tests fail saying
 //! how to get it.
@@ -15,7 +17,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{app_config, finish, token_of, CliRun, Gannet, Repo, UpOptions, ADMIN_TOKEN};
+use support::{
+    app_config, deployed_web, finish, token_of, CliRun, Gannet, KillOnDrop, Repo, ADMIN_TOKEN,
+};
 
 const LIMIT: Duration = Duration::from_secs(30);
 /// A scenario's own waits are bounded at 30 s each; the process at this.
@@ -73,18 +77,6 @@ fn passes(g: &Gannet, run: &CliRun, what: &str) {
     assert_eq!(run.code, 0, "{what}: {run:?}\n{}", g.log());
 }
 
-/// A repository whose app `web` runs `stages`, a `gannet up` on it, and the id of the
-/// deployment of its first commit (ended).
-fn server(stages: &str) -> (Repo, tempfile::TempDir, Gannet, String) {
-    let repo = Repo::new();
-    let head = repo.commit(&[(CONFIG, &app_config("web", stages))], "add web");
-    let state = tempfile::tempdir().expect("tempdir");
-    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
-    let id = g.deployment_of(&head, LIMIT);
-    g.wait_terminal(&id, LIMIT);
-    (repo, state, g, id)
-}
-
 /// Pushes a commit of `web` with `stages`; returns its deployment's id.
 fn push(repo: &Repo, g: &Gannet, stages: &str, message: &str) -> String {
     let head = repo.commit(&[(CONFIG, &app_config("web", stages))], message);
@@ -97,7 +89,7 @@ const QUICK: &str = "      - name: SCRIPT_RUN\n        with: {run: echo first}\n
 
 #[test]
 fn a_push_deploys_while_the_page_shows_its_stages_turning_success_in_order() {
-    let (repo, _state, g, _) = server(QUICK);
+    let (repo, _state, g, _) = deployed_web(QUICK);
     let stages = "      - name: WAIT\n        with: {duration: 3s}\n      - name: SCRIPT_RUN\n        with: {run: 'for i in 1 2 3; do echo step-$i; sleep 0.5; done'}\n      - name: WAIT\n        with: {duration: 2s}\n";
     let id = push(&repo, &g, stages, "three stages");
     let run = scenario(
@@ -113,7 +105,7 @@ fn a_push_deploys_while_the_page_shows_its_stages_turning_success_in_order() {
 
 #[test]
 fn an_approver_approves_from_the_page_and_a_viewer_sees_no_control() {
-    let (repo, _state, g, _) = server(QUICK);
+    let (repo, _state, g, _) = deployed_web(QUICK);
     let stages = "      - name: SCRIPT_RUN\n        with: {run: echo before}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n      - name: SCRIPT_RUN\n        with: {run: echo after}\n";
     let id = push(&repo, &g, stages, "approval");
     g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
@@ -135,8 +127,8 @@ fn an_approver_approves_from_the_page_and_a_viewer_sees_no_control() {
 }
 
 #[test]
-fn a_failing_stage_shows_its_log_line_and_every_page_is_screenshotted() {
-    let (repo, _state, g, _) = server(QUICK);
+fn a_failing_stage_shows_its_log_line_every_page_is_screenshotted_and_works_from_the_keyboard() {
+    let (repo, _state, g, _) = deployed_web(QUICK);
     let failing = "      - name: SCRIPT_RUN\n        with: {run: echo warming up}\n      - name: SCRIPT_RUN\n        with: {run: 'echo connection refused by db-7; exit 1'}\n";
     let id = push(&repo, &g, failing, "failing");
     let d = g.wait_terminal(&id, LIMIT);
@@ -172,11 +164,21 @@ fn a_failing_stage_shows_its_log_line_and_every_page_is_screenshotted() {
         );
         assert!(bytes.len() > 5_000, "{} is nearly empty", path.display());
     }
+
+    // The keyboard alone: sign in, open and close a stage's log; every control is named.
+    let run = scenario(
+        &g,
+        "keyboard",
+        ADMIN_TOKEN,
+        &id,
+        json!({"stage": "stage-0"}),
+    );
+    passes(&g, &run, "keyboard");
 }
 
 #[test]
 fn the_console_is_served_with_a_strict_policy_and_its_files_need_no_caller() {
-    let (_repo, _state, g, id) = server(QUICK);
+    let (_repo, _state, g, id) = deployed_web(QUICK);
     let http = reqwest::blocking::Client::new();
     for path in [
         "/",
@@ -407,7 +409,7 @@ mod fake_api_gateway {
 
 #[test]
 fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() {
-    let (_repo, _state, g, _) = server(QUICK);
+    let (_repo, _state, g, _) = deployed_web(QUICK);
     let front = fake_api_gateway::start(&g.url);
     let port = support::free_port();
     let mut child = Command::new(support::gannet_bin())
@@ -439,7 +441,7 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
         .map(|l| l.trim().to_owned())
         .expect("the key line");
     assert_eq!(key.len(), 64, "{key}");
-    let _console = KilledOnDrop(child);
+    let _console = KillOnDrop(child);
     let proxy = format!("http://127.0.0.1:{port}");
     let http = reqwest::blocking::Client::new();
 
@@ -523,14 +525,4 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
         "nothing refused reached the API"
     );
     assert_eq!(g.deployments().len(), before);
-}
-
-/// Kills a process by its PID when dropped.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

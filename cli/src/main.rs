@@ -442,6 +442,16 @@ fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Prints `value` as JSON with `--json`, otherwise as `render` shows it.
+fn show<T: serde::Serialize>(json: bool, value: &T, render: impl FnOnce()) -> anyhow::Result<()> {
+    if json {
+        print_json(value)
+    } else {
+        render();
+        Ok(())
+    }
+}
+
 /// The name the caller claims (`--as`, or `$GANNET_USER`), if any. The server records the
 /// caller its token names, and refuses a claim of anyone else.
 fn claimed(explicit: Option<String>) -> Option<String> {
@@ -620,30 +630,22 @@ async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
     match command {
         AppsCommand::List { json } => {
             let apps = client.apps().await?;
-            if json {
-                print_json(&serde_json::json!({"apps": apps}))?;
-            } else {
-                render::apps(&apps);
-            }
+            show(json, &serde_json::json!({"apps": apps}), || {
+                render::apps(&apps)
+            })?;
         }
         AppsCommand::Show { app, json } => {
             let app = client.app(&app).await?;
-            if json {
-                print_json(&app)?;
-            } else {
-                render::app(&app);
-            }
+            show(json, &app, || render::app(&app))?;
         }
         AppsCommand::History { app, limit, json } => {
             let app = client.app(&app).await?;
             let list = client
                 .deployments(Some(app.id.as_str()), None, limit)
                 .await?;
-            if json {
-                print_json(&serde_json::json!({"deployments": list}))?;
-            } else {
-                render::history(&app, &list);
-            }
+            show(json, &serde_json::json!({"deployments": list}), || {
+                render::history(&app, &list)
+            })?;
         }
         AppsCommand::Diff {
             app,
@@ -652,11 +654,7 @@ async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
             json,
         } => {
             let diff = client.diff(&app, commit.as_deref()).await?;
-            if json {
-                print_json(&diff)?;
-            } else {
-                render::diff(&diff);
-            }
+            show(json, &diff, || render::diff(&diff))?;
             if exit_code && !diff.drift.is_empty() {
                 return Ok(Exit::Error);
             }
@@ -675,11 +673,9 @@ async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
         }
         AppsCommand::Resume { app, json } => {
             let app = client.resume(&app).await?;
-            if json {
-                print_json(&app)?;
-            } else {
-                println!("{} deploys automatically again", app.name);
-            }
+            show(json, &app, || {
+                println!("{} deploys automatically again", app.name)
+            })?;
         }
     }
     Ok(Exit::Success)
@@ -697,19 +693,13 @@ async fn deployments(server: &Server, command: DeploymentsCommand) -> anyhow::Re
             let list = client
                 .deployments(app.as_deref(), status.as_deref(), limit)
                 .await?;
-            if json {
-                print_json(&serde_json::json!({"deployments": list}))?;
-            } else {
-                render::deployments(&list);
-            }
+            show(json, &serde_json::json!({"deployments": list}), || {
+                render::deployments(&list)
+            })?;
         }
         DeploymentsCommand::Show { deployment, json } => {
             let d = client.deployment(&deployment).await?;
-            if json {
-                print_json(&d)?;
-            } else {
-                render::deployment(&d);
-            }
+            show(json, &d, || render::deployment(&d))?;
         }
         DeploymentsCommand::Logs { deployment, stage } => {
             let d = client.deployment(&deployment).await?;

@@ -3,7 +3,7 @@
 //   GANNET_CHROMIUM=/path/to/chromium GANNET_URL=http://127.0.0.1:7070 GANNET_TOKEN=... \
 //     node e2e/run.mjs SCENARIO
 //
-// Scenarios: stages-in-order, approve, viewer-no-approve, failing-stage-log, screenshots,
+// Scenarios: stages-in-order, approve, viewer-no-approve, failing-stage-log, screenshots, keyboard,
 // render-speed, render-static (see scenarios.mjs). Other variables: GANNET_DEPLOYMENT, GANNET_APP,
 // GANNET_SCREENSHOTS (a directory for PNGs), GANNET_EXPECT (JSON, per scenario). Exits 0 when
 // the scenario's assertions hold; otherwise prints why on stderr and exits 1 (2: bad usage).
@@ -20,6 +20,7 @@ const BY_NAME = {
   screenshots: scenarios.screenshots,
   "render-speed": scenarios.renderSpeed,
   "render-static": scenarios.renderStatic,
+  keyboard: scenarios.keyboard,
 };
 
 const name = process.argv[2];

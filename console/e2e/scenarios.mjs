@@ -330,3 +330,62 @@ export async function renderStatic(browser) {
   }
   printMedian(times);
 }
+
+/** Presses Tab until `isTarget(arg)` (run in the page) holds; at most 60 presses. */
+async function tabTo(page, what, isTarget, arg) {
+  for (let i = 0; i < 60; i++) {
+    await page.keyboard.press("Tab");
+    if (await page.evaluate(isTarget, arg)) return;
+  }
+  fail(`Tab never reached ${what}`);
+}
+
+/** Every form field has a label and every button or link a name a screen reader can say. */
+async function unnamedControls(page) {
+  return page.$$eval("input, select, textarea, button, a[href]", (els) =>
+    els
+      .filter((el) => {
+        const aria = (el.getAttribute("aria-label") || "").trim() || el.getAttribute("aria-labelledby");
+        if (["INPUT", "SELECT", "TEXTAREA"].includes(el.tagName)) return !aria && !(el.labels && el.labels.length);
+        return !aria && !el.textContent.trim();
+      })
+      .map((el) => el.outerHTML.slice(0, 120)),
+  );
+}
+
+/**
+ * keyboard: with the keyboard alone, sign in (Tab to the labelled token field, type, Enter),
+ * then on the deployment page Tab to a stage and open its log with Enter and close it with
+ * Space. On every page, every field is labelled and every control named.
+ */
+export async function keyboard(browser) {
+  const page = await newPage(browser);
+  await page.goto(url(deploymentPath()));
+  await tabTo(page, "the API token field", () => document.activeElement?.labels?.[0]?.textContent === "API token");
+  await page.keyboard.type(env("GANNET_TOKEN"));
+  await page.keyboard.press("Enter");
+  await waitFor("the header to show who is signed in", () => page.getByTestId("caller").isVisible(), {
+    detail: () => alerts(page),
+  });
+  await waitFor("the deployment's stages", async () => (await stageStatuses(page)).length > 0);
+  const stage = expectation().stage;
+  if (!stage) fail("GANNET_EXPECT.stage must name a stage whose log to open");
+  const pane = page.getByTestId(`log-${stage}`);
+  await tabTo(page, `stage ${stage}'s header`, (id) => {
+    const el = document.activeElement;
+    return el?.tagName === "BUTTON" && el.closest(`[data-testid="stage-${id}"]`) !== null;
+  }, stage);
+  const expanded = () => page.evaluate(() => document.activeElement.getAttribute("aria-expanded"));
+  if ((await expanded()) === "true") await page.keyboard.press("Space");
+  await page.keyboard.press("Enter");
+  await waitFor(`stage ${stage}'s log to open with Enter`, async () => (await expanded()) === "true" && pane.isVisible());
+  await page.keyboard.press("Space");
+  await waitFor(`stage ${stage}'s log to close with Space`, async () => (await expanded()) === "false");
+  for (const path of ["/apps", `/apps/${encodeURIComponent(env("GANNET_APP"))}`, "/deployments", deploymentPath()]) {
+    await page.goto(url(path));
+    await waitFor(`${path} to render`, () => page.locator("main h1").first().isVisible());
+    const unnamed = await unnamedControls(page);
+    if (unnamed.length) fail(`${path} has controls without a label or name: ${unnamed.join(" | ")}`);
+  }
+  console.log(`keyboard: signed in and opened and closed stage ${stage}'s log with the keyboard; every control named`);
+}

@@ -630,6 +630,33 @@ pub fn run_gannet(args: &[&str], env: &[(&str, &str)]) -> CliRun {
     }
 }
 
+/// A repository whose app `web` (`apps/web/app.pipecd.yaml`) runs `stages`, a `gannet up` on
+/// it, and the id of the deployment of its first commit, ended, with the app's lock released.
+pub fn deployed_web(stages: &str) -> (Repo, tempfile::TempDir, Gannet, String) {
+    let limit = Duration::from_secs(30);
+    let repo = Repo::new();
+    let head = repo.commit(
+        &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
+        "add web",
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    let id = g.deployment_of(&head, limit);
+    g.wait_terminal(&id, limit);
+    g.wait_unlocked("web", limit);
+    (repo, state, g, id)
+}
+
+/// Kills a helper process by its PID when dropped (and reaps it).
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Waits (at most `limit`) for a background process to exit; kills it and panics, with what it
 /// printed, when it does not.
 pub fn finish(mut child: Child, limit: Duration) -> CliRun {
@@ -739,6 +766,15 @@ impl Gannet {
     pub fn wait_idle(&self, limit: Duration) {
         self.wait_until(limit, "every queue is empty", || {
             (self.count("messages") == 0).then_some(())
+        });
+    }
+
+    /// Waits until app `app` no longer holds a deployment's lock.
+    pub fn wait_unlocked(&self, app: &str, limit: Duration) {
+        self.wait_until(limit, &format!("{app} is no longer deploying"), || {
+            self.get(&format!("/apps/{app}")).1["app"]["active_deployment"]
+                .is_null()
+                .then_some(())
         });
     }
 
