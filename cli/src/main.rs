@@ -97,14 +97,8 @@ enum Command {
     Sync {
         /// The application's name (or id).
         app: String,
-        /// Force a quick sync or the whole pipeline (default: as PipeCD decides).
-        #[arg(long, value_enum)]
-        strategy: Option<Strategy>,
         #[command(flatten)]
-        wait: WaitArgs,
-        /// Print the deployment as JSON.
-        #[arg(long)]
-        json: bool,
+        start: StartArgs,
     },
     /// Deploy again the commit of an earlier successful deployment, and pause the app there.
     #[command(
@@ -117,14 +111,8 @@ enum Command {
         /// deployment of a commit other than the running one).
         #[arg(long, value_name = "DEPLOYMENT")]
         to: Option<String>,
-        /// Force a quick sync or the whole pipeline (default: as PipeCD decides).
-        #[arg(long, value_enum)]
-        strategy: Option<Strategy>,
         #[command(flatten)]
-        wait: WaitArgs,
-        /// Print the deployment as JSON.
-        #[arg(long)]
-        json: bool,
+        start: StartArgs,
     },
     /// Cancel a deployment; it rolls back unless --no-rollback.
     #[command(after_help = "Example:\n  gannet cancel <DEPLOYMENT> --no-rollback")]
@@ -182,6 +170,19 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+/// How a sync or a rollback runs, and what it prints.
+#[derive(clap::Args)]
+struct StartArgs {
+    /// Force a quick sync or the whole pipeline (default: as PipeCD decides).
+    #[arg(long, value_enum)]
+    strategy: Option<Strategy>,
+    #[command(flatten)]
+    wait: WaitArgs,
+    /// Print the deployment as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// How to wait for the deployment a command starts.
@@ -470,34 +471,23 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         }
         Command::Apps { command } => return apps(&server, command).await,
         Command::Deployments { command } => return deployments(&server, command).await,
-        Command::Sync {
-            app,
-            strategy,
-            wait,
-            json,
-        } => {
+        Command::Sync { app, start } => {
             let client = server.client()?;
             let d = client
                 .sync(
                     &app,
-                    strategy.map(Strategy::as_api),
+                    start.strategy.map(Strategy::as_api),
                     claimed(None).as_deref(),
                 )
                 .await?;
-            return started(&client, d, &wait, json, "deployment").await;
+            return started(&client, d, &start, "deployment").await;
         }
-        Command::Rollback {
-            app,
-            to,
-            strategy,
-            wait,
-            json,
-        } => {
+        Command::Rollback { app, to, start } => {
             let client = server.client()?;
             let d = client
-                .rollback(&app, to.as_deref(), strategy.map(Strategy::as_api))
+                .rollback(&app, to.as_deref(), start.strategy.map(Strategy::as_api))
                 .await?;
-            return started(&client, d, &wait, json, "rollback").await;
+            return started(&client, d, &start, "rollback").await;
         }
         Command::Cancel {
             deployment,
@@ -570,10 +560,10 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
 async fn started(
     client: &Client,
     d: gannet_controller::DeploymentView,
-    wait: &WaitArgs,
-    json: bool,
+    start: &StartArgs,
     what: &str,
 ) -> anyhow::Result<Exit> {
+    let (wait, json) = (&start.wait, start.json);
     if !wait.wait {
         if json {
             print_json(&d)?;
