@@ -824,3 +824,34 @@ fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
         "resuming twice writes nothing"
     );
 }
+
+/// A stage's log comes in pages of at most 1,000 lines; the next page starts after the last
+/// line of the one before, and every line comes once, in order.
+#[test]
+fn stage_logs_come_in_pages_of_a_thousand_lines() {
+    let long = "      - name: SCRIPT_RUN\n        with: {run: 'for i in $(seq 1 1500); do echo line $i; done'}\n";
+    let (_repo, _state, g) = setup(&[("web", app_config("web", long))], &UpOptions::default());
+    let d = g.deployments().into_iter().next().expect("the deployment");
+    let id = d["id"].as_str().expect("id");
+    let path = |after: u64| format!("/deployments/{id}/stages/stage-0/logs?after={after}");
+    let (status, first) = g.get(&path(0));
+    assert_eq!(status, 200, "{first}");
+    let first = first["lines"].as_array().expect("lines").clone();
+    assert_eq!(first.len(), 1000);
+    assert_eq!(first[0]["seq"], 1);
+    let (_, rest) = g.get(&path(1000));
+    let rest = rest["lines"].as_array().expect("lines").clone();
+    assert!(!rest.is_empty() && rest.len() < 1000, "{}", rest.len());
+    assert_eq!(rest[0]["seq"], 1001);
+    let texts: Vec<String> = first
+        .iter()
+        .chain(&rest)
+        .filter_map(|l| l["text"].as_str().map(str::to_owned))
+        .filter(|t| t.starts_with("line "))
+        .collect();
+    let want: Vec<String> = (1..=1500).map(|i| format!("line {i}")).collect();
+    assert_eq!(texts, want);
+    let last = rest.last().and_then(|l| l["seq"].as_u64()).expect("seq");
+    let (_, after_all) = g.get(&path(last));
+    assert_eq!(after_all["lines"], serde_json::json!([]));
+}

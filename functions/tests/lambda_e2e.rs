@@ -404,7 +404,7 @@ fn a_script_runs_as_a_codebuild_job_not_in_the_stage_function_and_its_output_rea
     let log: Vec<String> = c
         .lab
         .rt
-        .block_on(c.lab.store.logs(&d.id, &stage.id, 0))
+        .block_on(c.lab.store.logs(&d.id, &stage.id, 0, usize::MAX))
         .expect("stage log")
         .into_iter()
         .map(|l| l.text)
@@ -1177,7 +1177,7 @@ fn terraform_plans_and_applies_as_codebuild_jobs_with_the_plan_carried_in_the_jo
     );
     let log: Vec<String> = lab
         .rt
-        .block_on(lab.store.logs(&d.id, &apply.id, 0))
+        .block_on(lab.store.logs(&d.id, &apply.id, 0, usize::MAX))
         .expect("stage log")
         .into_iter()
         .map(|l| l.text)

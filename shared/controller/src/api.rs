@@ -320,9 +320,11 @@ impl Controller {
                 d.id
             )));
         }
-        let mut lines = self.inner.store.logs(&d.id, &stage, after).await?;
-        lines.truncate(LOG_PAGE);
-        Ok(lines)
+        Ok(self
+            .inner
+            .store
+            .logs(&d.id, &stage, after, LOG_PAGE)
+            .await?)
     }
 
     /// Starts a deployment of the app at its branch head (PipeCD's ON_COMMAND).

@@ -312,6 +312,7 @@ mod tests {
             _: &DeploymentId,
             _: &StageId,
             _: u64,
+            _: usize,
         ) -> Result<Vec<LogLine>, StoreError> {
             Ok(Vec::new())
         }

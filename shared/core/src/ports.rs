@@ -126,12 +126,13 @@ pub trait Store: Send + Sync {
         at: Millis,
         lines: &[String],
     ) -> Result<(), StoreError>;
-    /// Log lines of a stage with `seq > after`, in order.
+    /// At most `limit` log lines of a stage with `seq > after`, in order.
     async fn logs(
         &self,
         deployment: &DeploymentId,
         stage: &StageId,
         after: u64,
+        limit: usize,
     ) -> Result<Vec<LogLine>, StoreError>;
 }
 

@@ -295,15 +295,17 @@ impl Store for SqliteRuntime {
         deployment: &DeploymentId,
         stage: &StageId,
         after: u64,
+        limit: usize,
     ) -> Result<Vec<LogLine>, StoreError> {
         let (deployment, stage) = (deployment.as_str().to_owned(), stage.as_str().to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(move |conn| {
             let mut stmt = conn.prepare_cached(
                 "SELECT seq, at, text FROM stage_logs
-                 WHERE deployment = ?1 AND stage = ?2 AND seq > ?3 ORDER BY seq",
+                 WHERE deployment = ?1 AND stage = ?2 AND seq > ?3 ORDER BY seq LIMIT ?4",
             )?;
             let lines = stmt
-                .query_map(params![deployment, stage, int(after)], |row| {
+                .query_map(params![deployment, stage, int(after), limit], |row| {
                     Ok(LogLine {
                         seq: uint(row.get(0)?),
                         at: Millis(uint(row.get(1)?)),

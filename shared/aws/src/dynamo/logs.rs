@@ -195,14 +195,19 @@ impl DynamoStore {
         deployment: &DeploymentId,
         stage: &StageId,
         after: u64,
+        limit: usize,
     ) -> Result<Vec<LogLine>, StoreError> {
         let Some(from) = after.checked_add(1) else {
             return Ok(Vec::new());
         };
         let mut lines = Vec::new();
         let mut start: Option<Item> = None;
-        // Each page holds up to 1 MB; a stage's log is bounded by what was appended.
+        // Each page holds up to 1 MB (and at most the lines still wanted).
         for _ in 0..100_000 {
+            let wanted = limit.saturating_sub(lines.len());
+            if wanted == 0 {
+                break;
+            }
             let out = self
                 .client
                 .query()
@@ -214,6 +219,7 @@ impl DynamoStore {
                 .expression_attribute_values(":from", keys::s(keys::log_sort_key(stage, from)))
                 .expression_attribute_values(":to", keys::s(keys::log_sort_key(stage, u64::MAX)))
                 .consistent_read(true)
+                .limit(i32::try_from(wanted).unwrap_or(i32::MAX))
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
@@ -283,7 +289,7 @@ mod tests {
         check(Some(2), &["c"], true).await;
         check(Some(2), &["lost"], false).await;
         let got: Vec<(u64, String)> = store
-            .read_lines(&d, &stage, 0)
+            .read_lines(&d, &stage, 0, usize::MAX)
             .await
             .expect("logs")
             .into_iter()

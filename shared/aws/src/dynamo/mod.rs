@@ -169,7 +169,8 @@ impl Store for DynamoStore {
         deployment: &DeploymentId,
         stage: &StageId,
         after: u64,
+        limit: usize,
     ) -> Result<Vec<LogLine>, StoreError> {
-        self.read_lines(deployment, stage, after).await
+        self.read_lines(deployment, stage, after, limit).await
     }
 }

@@ -435,22 +435,41 @@ pub async fn stage_logs_in_order<S: Store, Q: Queue>(s: Subject<S, Q>) {
         at: Millis(at),
         text: text.to_owned(),
     };
+    let all = usize::MAX;
     let reads = [
         (
             &d1,
             &build,
             0,
+            all,
             vec![line(1, 10, "one"), line(2, 10, "two"), line(3, 13, "three")],
         ),
-        (&d1, &build, 2, vec![line(3, 13, "three")]),
-        (&d1, &build, 3, vec![]),
-        (&d1, &test, 0, vec![line(1, 11, "t-one")]),
-        (&d2, &build, 0, vec![line(1, 14, "other")]),
-        (&d2, &test, 0, vec![]),
+        (&d1, &build, 2, all, vec![line(3, 13, "three")]),
+        (&d1, &build, 3, all, vec![]),
+        // A page: at most `limit` lines, the next page after its last.
+        (
+            &d1,
+            &build,
+            0,
+            2,
+            vec![line(1, 10, "one"), line(2, 10, "two")],
+        ),
+        (&d1, &build, 2, 2, vec![line(3, 13, "three")]),
+        (&d1, &build, 0, 0, vec![]),
+        (&d1, &test, 0, all, vec![line(1, 11, "t-one")]),
+        (&d2, &build, 0, all, vec![line(1, 14, "other")]),
+        (&d2, &test, 0, all, vec![]),
     ];
-    for (deployment, stage, after, want) in reads {
-        let got = s.store.logs(deployment, stage, after).await.expect("logs");
-        assert_eq!(got, want, "logs of {deployment}/{stage} after {after}");
+    for (deployment, stage, after, limit, want) in reads {
+        let got = s
+            .store
+            .logs(deployment, stage, after, limit)
+            .await
+            .expect("logs");
+        assert_eq!(
+            got, want,
+            "logs of {deployment}/{stage} after {after}, at most {limit}"
+        );
     }
 }
 
