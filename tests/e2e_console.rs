@@ -2,7 +2,8 @@
 //! Playwright (the scenarios in `console/e2e`), against a real `gannet up` serving the web
 //! console from its binary. A push deploys while the page shows the stages turning SUCCESS in
 //! order; an approver approves from the page and the deployment goes on; a viewer sees no
-//! approve (or any other) button; a failing stage shows its log line without a click; the
+//! approve (or any other) button; a PENDING deployment says which deployment it waits for and
+//! links it; a failing stage shows its log line without a click; the
 //! keyboard alone signs in and opens a log, and every control is named; and a screenshot of
 //! each page is saved to `artifacts/console/` (linked from the README). `gannet console` serves
 //! an AWS API's console, signing every request (against a fake of API Gateway's IAM check).
@@ -104,7 +105,7 @@ fn a_push_deploys_while_the_page_shows_its_stages_turning_success_in_order() {
 }
 
 #[test]
-fn an_approver_approves_from_the_page_and_a_viewer_sees_no_control() {
+fn an_approver_approves_from_the_page_a_viewer_sees_no_control_and_a_pending_one_says_why() {
     let (repo, _state, g, _) = deployed_web(QUICK);
     let stages = "      - name: SCRIPT_RUN\n        with: {run: echo before}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n      - name: SCRIPT_RUN\n        with: {run: echo after}\n";
     let id = push(&repo, &g, stages, "approval");
@@ -117,6 +118,22 @@ fn an_approver_approves_from_the_page_and_a_viewer_sees_no_control() {
         "RUNNING",
         "a viewer's visit changed nothing"
     );
+
+    // A push while it waits: the new deployment is PENDING, and its page says for which.
+    let waiting = push(&repo, &g, QUICK, "behind the approval");
+    g.wait_until(
+        LIMIT,
+        "the new deployment records what it waits for",
+        || (g.deployment(&waiting)["blocked_by"] == id.as_str()).then_some(()),
+    );
+    let run = scenario(
+        &g,
+        "pending-why",
+        token_of("vic"),
+        &waiting,
+        json!({"blocked_by": id}),
+    );
+    passes(&g, &run, "pending-why");
 
     let run = scenario(&g, "approve", token_of("alice"), &id, json!({}));
     passes(&g, &run, "approve");

@@ -4,6 +4,7 @@
 //     node e2e/run.mjs SCENARIO
 //
 // Scenarios: stages-in-order, approve, viewer-no-approve, failing-stage-log, screenshots, keyboard,
+// pending-why,
 // render-speed, render-static (see scenarios.mjs). Other variables: GANNET_DEPLOYMENT, GANNET_APP,
 // GANNET_SCREENSHOTS (a directory for PNGs), GANNET_EXPECT (JSON, per scenario). Exits 0 when
 // the scenario's assertions hold; otherwise prints why on stderr and exits 1 (2: bad usage).
@@ -21,6 +22,7 @@ const BY_NAME = {
   "render-speed": scenarios.renderSpeed,
   "render-static": scenarios.renderStatic,
   keyboard: scenarios.keyboard,
+  "pending-why": scenarios.pendingWhy,
 };
 
 const name = process.argv[2];

@@ -389,3 +389,23 @@ export async function keyboard(browser) {
   }
   console.log(`keyboard: signed in and opened and closed stage ${stage}'s log with the keyboard; every control named`);
 }
+
+/**
+ * pending-why: a PENDING deployment's page says why it waits and links the deployment it waits
+ * for (GANNET_EXPECT.blocked_by), which opens in the same page.
+ */
+export async function pendingWhy(browser) {
+  const blocker = expectation().blocked_by;
+  if (!blocker) fail("GANNET_EXPECT.blocked_by must name the deployment it waits for");
+  const page = await newPage(browser);
+  await openSignedIn(page, deploymentPath());
+  const banner = page.locator(".banner-wait");
+  await waitFor("the waiting banner", () => banner.isVisible(), { detail: () => alerts(page) });
+  const text = await banner.innerText();
+  if (!text.includes("Waiting to start")) fail(`the banner says: ${text}`);
+  const link = banner.locator(`a[href="/deployments/${encodeURIComponent(blocker)}"]`);
+  if ((await link.count()) !== 1) fail(`no link to ${blocker} in: ${text}`);
+  await link.click();
+  await waitFor(`the page of ${blocker}`, async () => page.url().endsWith(`/deployments/${encodeURIComponent(blocker)}`) && (await stageStatuses(page)).length > 0);
+  console.log(`pending-why: "${text.replace(/\s+/g, " ").trim()}"`);
+}
