@@ -297,7 +297,13 @@ impl Controller {
                 );
             }
             match store.apply(changes).await {
-                Ok(()) => return Ok(AppView::from(self.find_app(key).await?)),
+                // The one record just written (find_app would read every app again).
+                Ok(()) => {
+                    let written = store.app(&app.id).await?.ok_or_else(|| {
+                        ApiError::NotFound(format!("application {} is gone", app.name))
+                    })?;
+                    return Ok(AppView::from(written));
+                }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
