@@ -795,6 +795,22 @@ fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
     let d = g.wait_terminal(&second, LIMIT);
     assert_eq!(d["status"], "SUCCESS", "{d}");
     g.wait_idle(LIMIT);
+    // Then the head's config breaks: a sync is refused, a rollback (to a commit whose config
+    // is valid) is not.
+    let broken = repo.commit(
+        &[(
+            "apps/web/app.pipecd.yaml",
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec: [\n",
+        )],
+        "break web",
+    );
+    let (status, body) = g.push(&broken, "break-web");
+    assert_eq!(status, 202, "{body}");
+    g.wait_until(LIMIT, "web is INVALID_CONFIG", || {
+        (g.app_view("web")["sync_status"] == "INVALID_CONFIG").then_some(())
+    });
+    let (status, body) = g.post("/apps/web/sync", json!({}));
+    assert_eq!(status, 409, "{body}");
     let (status, a) = g.post("/apps/web/rollback", json!({"key": "release-42"}));
     assert_eq!(status, 200, "{a}");
     let (status, b) = g.post("/apps/web/rollback", json!({"key": "release-42"}));

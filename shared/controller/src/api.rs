@@ -330,6 +330,14 @@ impl Controller {
     /// Starts a deployment of the app at its branch head (PipeCD's ON_COMMAND).
     pub async fn sync(&self, app_key: &str, req: SyncRequest) -> Result<DeploymentView, ApiError> {
         let app = self.find_app(app_key).await?;
+        // The status is the branch head's; a rollback to an earlier commit checks only that
+        // commit's config (deploy_commit), so a broken head can still be rolled back from.
+        if app.sync_status == SyncStatus::InvalidConfig {
+            return Err(ApiError::Conflict(format!(
+                "application {} has an invalid config: {}",
+                app.name, app.sync_reason
+            )));
+        }
         let repo = self.configured_repo(&app)?;
         let head = self.inner.git.head(&app.repo, &repo.branch).await?;
         let key = req
@@ -365,12 +373,6 @@ impl Controller {
         command: DeployCommand,
     ) -> Result<DeploymentView, ApiError> {
         let inner = &self.inner;
-        if app.sync_status == SyncStatus::InvalidConfig {
-            return Err(ApiError::Conflict(format!(
-                "application {} has an invalid config: {}",
-                app.name, app.sync_reason
-            )));
-        }
         let path = app.id.config_path();
         let text = inner
             .git
