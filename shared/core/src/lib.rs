@@ -27,6 +27,7 @@ pub mod stage_options;
 pub mod targets;
 #[cfg(feature = "test-util")]
 pub mod test_run;
+pub mod tree;
 pub mod trigger;
 pub mod typed;
 
