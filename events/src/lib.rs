@@ -7,7 +7,7 @@
 pub mod github;
 
 use gannet_core::app::App;
-use gannet_core::deployment::{Deployment, DeploymentStatus};
+use gannet_core::deployment::{Deployment, DeploymentStatus, GateSkip};
 use gannet_core::duration::{GoDuration, Millis};
 use gannet_core::ports::{Outgoing, QueueName};
 use gannet_core::{AppId, CommitSha, DeploymentId, RepoId};
@@ -213,6 +213,9 @@ pub struct EventData {
     #[serde(default)]
     pub result: String,
     pub reason: String,
+    /// For a deployment an admin let skip the app's approval gate: who, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_skip: Option<GateSkip>,
 }
 
 /// A CloudEvents 1.0 event in structured JSON mode.
@@ -265,6 +268,7 @@ impl Event {
                 phase: found.map(|s| if s.rollback { "rollback" } else { "deployment" }.to_owned()),
                 result: result.to_owned(),
                 reason,
+                gate_skip: d.trigger.gate_skip.clone(),
             },
         }
     }
@@ -291,6 +295,7 @@ impl Event {
                 phase: None,
                 result: app.sync_status.as_str().into(),
                 reason: app.sync_reason.clone(),
+                gate_skip: None,
             },
         }
     }

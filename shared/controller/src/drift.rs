@@ -333,6 +333,7 @@ impl Controller {
             kind: TriggerKind::OnOutOfSync,
             commander: String::new(),
             strategy: SyncStrategy::Auto,
+            gate_skip: None,
         };
         // One deployment per drift observation: the app's version is part of the id, and the
         // app write is conditional on that version.

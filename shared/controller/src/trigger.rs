@@ -95,6 +95,7 @@ impl Controller {
                                 kind: TriggerKind::OnCommit,
                                 commander: String::new(),
                                 strategy: SyncStrategy::Auto,
+                                gate_skip: None,
                             };
                             let d = pending_deployment(
                                 &app,

@@ -184,6 +184,7 @@ fn check_parsed(
         kind: TriggerKind::OnCommit,
         commander: String::new(),
         strategy: SyncStrategy::Auto,
+        gate_skip: None,
     };
     let ctx = PlanContext {
         app,

@@ -138,6 +138,17 @@ pub struct Trigger {
     pub commander: String,
     /// The strategy a command forced; `Auto` lets the planner decide.
     pub strategy: SyncStrategy,
+    /// An admin's decision that this deployment may go past the app's approval stages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_skip: Option<GateSkip>,
+}
+
+/// Who let a deployment skip the app's approval gate (its pipeline's approval stages), and
+/// why. Only an admin may; the planner runs the approval stages of any deployment without one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateSkip {
+    pub by: String,
+    pub reason: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

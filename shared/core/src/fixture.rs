@@ -39,6 +39,7 @@ impl Deployment {
                 kind: TriggerKind::OnCommit,
                 commander: String::new(),
                 strategy: SyncStrategy::Auto,
+                gate_skip: None,
             },
             status: DeploymentStatus::Planned,
             status_reason: String::new(),

@@ -11,6 +11,12 @@
 //!
 //! A quick sync takes its stages from the platform plugin. When there is none, or it has no
 //! quick sync stages, the pipeline runs instead and the summary says so.
+//!
+//! The approval gate: when the pipeline has approval stages (`WAIT_APPROVAL`), no strategy
+//! goes past them unless an admin's [`GateSkip`] is on the trigger. A quick sync of such an
+//! app (its first deployment, a commit matcher, the plugin's choice, a command) runs those
+//! approval stages first; with `planner.alwaysUsePipeline` even a forced quick sync runs the
+//! pipeline. PipeCD's planner lets any quick sync past the pipeline's approval.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +24,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::config::{AppConfig, ConfigError, StageConfig};
-use crate::deployment::{Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
+use crate::deployment::{GateSkip, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
 use crate::ids::{CommitSha, StageId};
 use crate::lifecycle::{Lifecycle, PhaseKind};
@@ -260,15 +266,18 @@ fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
             .map(|p| p.quick_sync_stages(&ctx))
             .unwrap_or_default();
         if let Some(p) = platform.filter(|_| !quick.is_empty()) {
-            let mut stages = quick;
-            if app.planner().auto_rollback {
-                let rollback = p.rollback_stages(&ctx, &stages);
-                stages.extend(rollback.into_iter().map(hidden_rollback));
-            }
+            let (mut stages, gate_note) = gate_before_quick_sync(input)?;
+            let rollback = if app.planner().auto_rollback {
+                p.rollback_stages(&ctx, &quick)
+            } else {
+                Vec::new()
+            };
+            stages.extend(quick);
+            stages.extend(rollback.into_iter().map(hidden_rollback));
             check_unique_ids(&stages, &[])?;
             return Ok(Plan {
                 strategy,
-                summary: format!("{label}, because {why}"),
+                summary: format!("{label}, because {why}{gate_note}"),
                 stages,
             });
         }
@@ -293,6 +302,55 @@ fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
         summary: format!("{label}, because {why}"),
         stages: pipeline_stages(input, &ctx)?,
     })
+}
+
+/// The pipeline's approval stages with their indexes: the gate that only an admin may skip.
+pub fn approval_stages<'a>(app: &'a AppConfig, plugins: &Plugins) -> Vec<(usize, &'a StageConfig)> {
+    app.stages()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| plugins.approvable(&s.name))
+        .collect()
+}
+
+/// How an error or a summary names the approval stages: their ids (or names).
+pub fn gate_names(gate: &[(usize, &StageConfig)]) -> String {
+    gate.iter()
+        .map(|(index, cfg)| match &cfg.id {
+            Some(id) => id.to_string(),
+            None => format!("{} (stage {index})", cfg.name),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The stages a quick sync runs before the platform's: the pipeline's approval stages, unless
+/// an admin skipped them; and what the summary says about them.
+fn gate_before_quick_sync(input: &PlanInput<'_>) -> Result<(Vec<Stage>, String), PlanError> {
+    let gate = approval_stages(input.app, input.plugins);
+    if gate.is_empty() {
+        return Ok((Vec::new(), String::new()));
+    }
+    let names = gate_names(&gate);
+    if let Some(GateSkip { by, reason }) = &input.trigger.gate_skip {
+        return Ok((
+            Vec::new(),
+            format!("; {by} skipped the approval gate ({names}): {reason}"),
+        ));
+    }
+    let mut stages = Vec::with_capacity(gate.len());
+    for (index, cfg) in gate {
+        let (mut stage, _) = build_stage(index, cfg, input.plugins)?;
+        if let Some(reason) = skip_reason(cfg, input) {
+            stage.status = StageStatus::Skipped;
+            stage.status_reason = reason;
+        }
+        stages.push(stage);
+    }
+    Ok((
+        stages,
+        format!("; the pipeline's approval gate ({names}) runs first: only an admin may skip it"),
+    ))
 }
 
 /// The plugin that deploys the app; an error when the app names a platform gannet lacks.
@@ -335,6 +393,12 @@ fn choose_strategy(
         trigger.commander.clone()
     };
     match trigger.strategy {
+        SyncStrategy::QuickSync if app.has_pipeline() && app.planner().always_use_pipeline => {
+            return Ok((
+                SyncStrategy::Pipeline,
+                format!("{who} asked for a quick sync, but planner.alwaysUsePipeline is set"),
+            ))
+        }
         SyncStrategy::QuickSync => {
             return Ok((
                 SyncStrategy::QuickSync,

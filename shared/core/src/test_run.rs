@@ -151,6 +151,7 @@ impl<P: Platform> Run<P> {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
             strategy: SyncStrategy::Auto,
+            gate_skip: None,
         };
         let platform = Arc::new(platform);
         let plugins = Plugins::new(P::plugins(&platform));

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gannet_core::config::{parse_app_config, AppConfig, Percentage};
-use gannet_core::deployment::{Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
+use gannet_core::deployment::{GateSkip, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
 use gannet_core::planner::{plan, Plan, PlanError, PlanInput};
 use gannet_core::plugin::{
     AppFileError, PlanContext, Plugin, Plugins, StageConfigError, StepContext, StepError,
@@ -188,9 +188,32 @@ impl Plugin for Ecs {
     }
 }
 
+/// WAIT_APPROVAL: the approval gate.
+struct Approval;
+
+#[async_trait]
+impl Plugin for Approval {
+    fn name(&self) -> &'static str {
+        "wait-approval"
+    }
+    fn stage_names(&self) -> &'static [&'static str] {
+        &["WAIT_APPROVAL"]
+    }
+    fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
+        Ok(with.clone())
+    }
+    fn approvable(&self, _: &str) -> bool {
+        true
+    }
+    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        not_run().await
+    }
+}
+
 fn plugins(choice: Option<(SyncStrategy, &'static str)>) -> Plugins {
     Plugins::new(vec![
         Arc::new(Wait),
+        Arc::new(Approval),
         Arc::new(Script),
         Arc::new(Lambda { choice }),
         Arc::new(Ecs),
@@ -221,6 +244,7 @@ struct Case<'a> {
     choice: Option<(SyncStrategy, &'static str)>,
     /// The text of `function.yaml` in the app's directory, if it exists.
     manifest: Option<&'a str>,
+    gate_skip: Option<GateSkip>,
 }
 
 impl Default for Case<'_> {
@@ -234,6 +258,7 @@ impl Default for Case<'_> {
             first_deployment: false,
             choice: None,
             manifest: Some("memory: 128"),
+            gate_skip: None,
         }
     }
 }
@@ -243,6 +268,7 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
         kind: case.kind,
         commander: case.commander.to_owned(),
         strategy: case.strategy,
+        gate_skip: case.gate_skip,
     };
     let changed: Vec<String> = case.changed.iter().map(|s| s.to_string()).collect();
     let running = running();
@@ -441,6 +467,90 @@ fn strategy_rules() {
             names(&plan)
         );
     }
+}
+
+/// No quick sync goes past the pipeline's approval stage unless an admin's skip is on the
+/// trigger; with alwaysUsePipeline not even then.
+#[test]
+fn the_approval_gate_holds_for_every_quick_sync() {
+    const GATED: &str = "  commitMatcher:\n    quickSync: \"(?i)hotfix\"\n  pipeline:\n    stages:\n      - name: LAMBDA_CANARY_ROLLOUT\n      - id: approve\n        name: WAIT_APPROVAL\n        with:\n          approvers: [alice]\n      - name: LAMBDA_PROMOTE\n        with:\n          percent: 100\n";
+    let gated = app("LambdaApp", GATED);
+    let always = app(
+        "LambdaApp",
+        &format!("  planner:\n    alwaysUsePipeline: true\n{GATED}"),
+    );
+    let skipped_on_prefix = app(
+        "LambdaApp",
+        &GATED.replace(
+            "        name: WAIT_APPROVAL\n",
+            "        name: WAIT_APPROVAL\n        skipOn:\n          commitMessagePrefixes: [\"[skip]\"]\n",
+        ),
+    );
+    let admin_skip = || {
+        Some(GateSkip {
+            by: "root".into(),
+            reason: "sev1: the canary is down".into(),
+        })
+    };
+    let forced = || Case {
+        kind: TriggerKind::OnCommand,
+        strategy: SyncStrategy::QuickSync,
+        commander: "dora",
+        ..Case::default()
+    };
+    let gate_first = ["WAIT_APPROVAL", "LAMBDA_SYNC", "(LAMBDA_ROLLBACK)"];
+    let cases: Vec<(&str, &AppConfig, Case, &[&str], &str)> = vec![
+        ("a forced quick sync", &gated, forced(), &gate_first, "the pipeline's approval gate (approve) runs first: only an admin may skip it"),
+        (
+            "a forced quick sync an admin let skip the gate",
+            &gated,
+            Case { gate_skip: admin_skip(), ..forced() },
+            &["LAMBDA_SYNC", "(LAMBDA_ROLLBACK)"],
+            "Quick sync, because dora asked for a quick sync; root skipped the approval gate (approve): sev1: the canary is down",
+        ),
+        ("the first deployment", &gated, Case { first_deployment: true, ..Case::default() }, &gate_first, "this is the app's first deployment; the pipeline's approval gate (approve) runs first"),
+        ("commitMatcher.quickSync", &gated, Case { message: "hotfix", ..Case::default() }, &gate_first, "commitMatcher.quickSync"),
+        (
+            "the platform plugin's choice",
+            &gated,
+            Case { choice: Some((SyncStrategy::QuickSync, "only the config changed")), ..Case::default() },
+            &gate_first,
+            "only the config changed; the pipeline's approval gate",
+        ),
+        (
+            "alwaysUsePipeline: a forced quick sync runs the pipeline",
+            &always,
+            forced(),
+            &["LAMBDA_CANARY_ROLLOUT", "WAIT_APPROVAL", "LAMBDA_PROMOTE", "(LAMBDA_ROLLBACK)"],
+            "Pipeline sync, because dora asked for a quick sync, but planner.alwaysUsePipeline is set",
+        ),
+        (
+            "alwaysUsePipeline: an admin's skip does not skip the pipeline",
+            &always,
+            Case { gate_skip: admin_skip(), ..forced() },
+            &["LAMBDA_CANARY_ROLLOUT", "WAIT_APPROVAL", "LAMBDA_PROMOTE", "(LAMBDA_ROLLBACK)"],
+            "planner.alwaysUsePipeline is set",
+        ),
+    ];
+    for (what, cfg, case, want, summary) in cases {
+        let plan = check(cfg, case).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(names(&plan), want.to_vec(), "{what}");
+        assert!(plan.summary.contains(summary), "{what}: {}", plan.summary);
+    }
+    // The gate keeps its id, its approvers and the pipeline's skipOn rules.
+    let plan = check(&gated, forced()).unwrap();
+    assert_eq!(plan.stages[0].id.as_str(), "approve");
+    assert_eq!(plan.stages[0].with["approvers"], json!(["alice"]));
+    assert_eq!(plan.stages[0].status, StageStatus::NotStartedYet);
+    let plan = check(
+        &skipped_on_prefix,
+        Case {
+            message: "[skip] docs",
+            ..forced()
+        },
+    )
+    .unwrap();
+    assert_eq!(plan.stages[0].status, StageStatus::Skipped);
 }
 
 #[test]

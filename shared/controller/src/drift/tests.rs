@@ -561,6 +561,7 @@ async fn auto_sync_waits_for_min_window_and_for_a_pending_deployment() {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
             strategy: SyncStrategy::Auto,
+            gate_skip: None,
         },
         "ON_COMMIT",
         other.now(),

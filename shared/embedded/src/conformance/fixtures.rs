@@ -68,6 +68,7 @@ pub fn deployment_fixture(id: &str, app: &str) -> DeploymentFixture {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
             strategy: SyncStrategy::Auto,
+            gate_skip: None,
         },
         status: DeploymentStatus::Pending,
         status_reason: String::new(),

@@ -374,6 +374,7 @@ spec:
         kind: TriggerKind::OnCommit,
         commander: String::new(),
         strategy: SyncStrategy::Auto,
+        gate_skip: None,
     };
     let plan = |file: &lifecycle::Lifecycle| {
         planner::plan(&PlanInput {

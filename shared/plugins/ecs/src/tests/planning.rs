@@ -101,6 +101,7 @@ fn plan(
             kind: TriggerKind::OnCommit,
             commander: String::new(),
             strategy: SyncStrategy::Auto,
+            gate_skip: None,
         },
         commit_message: "change",
         changed_files: &[],
@@ -236,6 +237,7 @@ fn pipecds_examples_pass_the_check() {
                     kind: TriggerKind::OnCommit,
                     commander: String::new(),
                     strategy: SyncStrategy::Auto,
+                    gate_skip: None,
                 };
                 let ctx = PlanContext {
                     app: &app,

@@ -78,6 +78,7 @@ fn plan_with(
             kind: TriggerKind::OnCommit,
             commander: String::new(),
             strategy: SyncStrategy::Auto,
+            gate_skip: None,
         },
         commit_message: "change",
         changed_files: &[],
@@ -181,6 +182,7 @@ fn a_git_source_is_unsupported_not_invalid() {
         kind: TriggerKind::OnCommit,
         commander: String::new(),
         strategy: SyncStrategy::Auto,
+        gate_skip: None,
     };
     let ctx = gannet_core::plugin::PlanContext {
         app: &app,
