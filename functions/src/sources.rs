@@ -111,4 +111,13 @@ impl GitSource for RepoSources {
     async fn checkout(&self, repo: &RepoId, commit: &CommitSha) -> Result<PathBuf, GitError> {
         self.source(repo)?.checkout(repo, commit).await
     }
+
+    async fn is_ancestor(
+        &self,
+        repo: &RepoId,
+        commit: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<bool, GitError> {
+        self.source(repo)?.is_ancestor(repo, commit, head).await
+    }
 }

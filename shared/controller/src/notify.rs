@@ -351,6 +351,14 @@ mod tests {
         async fn checkout(&self, repo: &RepoId, _: &CommitSha) -> Result<PathBuf, GitError> {
             Err(GitError::UnknownRepo(repo.clone()))
         }
+        async fn is_ancestor(
+            &self,
+            repo: &RepoId,
+            _: &CommitSha,
+            _: &CommitSha,
+        ) -> Result<bool, GitError> {
+            Err(GitError::UnknownRepo(repo.clone()))
+        }
     }
 
     struct Fixed;

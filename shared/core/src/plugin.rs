@@ -328,6 +328,14 @@ pub trait Plugin: Send + Sync {
         Ok(Live::NotRead)
     }
 
+    /// True when reading `app`'s live state runs code from the repository (Terraform's live
+    /// read is a `terraform plan`: providers and `external` data sources run with the deploy
+    /// target's credentials). The API then never reads it for a caller who may not deploy:
+    /// such a caller's diff is the app's last drift check.
+    fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
+        false
+    }
+
     /// True when stages named `stage` wait for approvals ([`Plugin::approve`]).
     fn approvable(&self, _stage: &str) -> bool {
         false

@@ -297,6 +297,14 @@ pub trait GitSource: Send + Sync {
     ) -> Result<Option<Vec<u8>>, GitError>;
     /// A read-only directory holding the tree at `commit` (cached; do not modify it).
     async fn checkout(&self, repo: &RepoId, commit: &CommitSha) -> Result<PathBuf, GitError>;
+    /// True when `commit` is `head` or one of its ancestors (on the branch whose head is
+    /// `head`). Reads commits only: no tree is checked out.
+    async fn is_ancestor(
+        &self,
+        repo: &RepoId,
+        commit: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<bool, GitError>;
 }
 
 /// The state of a commit status, as GitHub names them.

@@ -160,6 +160,10 @@ impl<P: Plugin> Plugin for PlanningOnly<P> {
         Err(self.refused("read the live state of", "an app"))
     }
 
+    fn live_read_runs_code(&self, app: &AppConfig) -> bool {
+        self.0.live_read_runs_code(app)
+    }
+
     fn approvable(&self, stage: &str) -> bool {
         self.0.approvable(stage)
     }

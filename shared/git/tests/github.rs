@@ -184,6 +184,36 @@ async fn changed_files_from_compare_with_renames_as_both_paths() {
     );
 }
 
+/// Whether a commit is on the branch (the head or an ancestor of it), from the compare API
+/// alone: no tree or tarball is read.
+#[tokio::test]
+async fn is_ancestor_from_compare_without_reading_a_tree() {
+    let Setup { fake, git, .. } = with_token().await;
+    let c1 = fake.commit(REPO, &[], "one", &[("a", Mode::File, b"1")]);
+    let c2 = fake.commit(REPO, &[&c1], "two", &[("a", Mode::File, b"2")]);
+    let feature = fake.commit(REPO, &[&c1], "feature", &[("a", Mode::File, b"f")]);
+    let cases = [
+        (&c1, &c2, true),
+        (&c2, &c2, true),
+        (&c2, &c1, false),
+        (&feature, &c2, false),
+    ];
+    for (commit, head, want) in cases {
+        let got = git
+            .is_ancestor(&shop(), &sha(commit), &sha(head))
+            .await
+            .unwrap();
+        assert_eq!(got, want, "{} on {}", &commit[..7], &head[..7]);
+    }
+    check_err(
+        git.is_ancestor(&shop(), &sha(&"f".repeat(40)), &sha(&c2))
+            .await,
+        "no commit fffffff",
+    );
+    assert_eq!(fake.count("/git/trees/"), 0);
+    assert_eq!(fake.count("tarball"), 0);
+}
+
 #[tokio::test]
 async fn a_compare_at_its_300_file_limit_falls_back_to_the_trees() {
     let Setup { fake, git, .. } = with_token().await;

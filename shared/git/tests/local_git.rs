@@ -281,6 +281,65 @@ async fn a_path_repository_is_read_in_place() {
     assert_eq!(h.work.git(&["rev-parse", "HEAD"]).trim(), c3.as_str());
 }
 
+/// A commit is on the branch when it is the head or an ancestor of it; a commit on another
+/// branch is not. Both for a repository read in place and for a clone (which fetches only the
+/// configured branch, so a feature branch's commit is not even there). No tree is checked out.
+#[tokio::test]
+async fn is_ancestor_says_whether_a_commit_is_on_the_branch_without_a_checkout() {
+    let h = history();
+    h.work
+        .git(&["checkout", "--quiet", "-b", "feature", h.first.as_str()]);
+    let feature = h.work.commit("feature only", 1_700_000_300);
+    h.work.git(&["checkout", "--quiet", "main"]);
+
+    let cache = TempDir::new().unwrap();
+    let in_place = source(Location::Path(h.work.path().to_owned()), cache.path());
+    let cases = [
+        ("the first commit", &h.first, Ok(true)),
+        ("the head itself", &h.third, Ok(true)),
+        ("a feature branch's commit", &feature, Ok(false)),
+    ];
+    for (what, commit, want) in cases {
+        check(
+            what,
+            in_place.is_ancestor(&repo_id(), commit, &h.third).await,
+            want,
+        );
+    }
+    check(
+        "a later commit is not an ancestor of an earlier one",
+        in_place.is_ancestor(&repo_id(), &h.third, &h.first).await,
+        Ok(false),
+    );
+    check(
+        "an unknown commit",
+        in_place.is_ancestor(&repo_id(), &missing(), &h.third).await,
+        Err(("NoCommit", MISSING)),
+    );
+
+    let clone_cache = TempDir::new().unwrap();
+    let url = format!("file://{}", h.work.path().display());
+    let clone = source(Location::Url(url), clone_cache.path());
+    let head = clone.head(&repo_id(), "main").await.unwrap().sha;
+    check(
+        "an ancestor, in a clone",
+        clone.is_ancestor(&repo_id(), &h.second, &head).await,
+        Ok(true),
+    );
+    check(
+        "a feature branch's commit, which a clone never fetches",
+        clone.is_ancestor(&repo_id(), &feature, &head).await,
+        Err(("NoCommit", feature.as_str())),
+    );
+    for dir in [cache.path(), clone_cache.path()] {
+        assert!(
+            !dir.join("trees").exists(),
+            "no tree under {}",
+            dir.display()
+        );
+    }
+}
+
 #[tokio::test]
 async fn failures_are_named() {
     let h = history();

@@ -23,6 +23,12 @@ pub(crate) fn compare_is_complete(status: &str, files: usize) -> bool {
     matches!(status, "ahead" | "identical") && files < COMPARE_FILE_LIMIT
 }
 
+/// Whether a compare answer (`{base}...{head}`) with this status says head is base or one of
+/// its ancestors.
+pub(crate) fn is_behind_or_identical(status: &str) -> bool {
+    matches!(status, "behind" | "identical")
+}
+
 /// Paths whose entry (blob or submodule; mode and sha) differs between two full listings.
 /// Trees themselves are skipped: the entries below them carry the change.
 pub(crate) fn diff_listings(from: &[TreeEntry], to: &[TreeEntry]) -> BTreeSet<String> {
@@ -197,6 +203,19 @@ mod tests {
         check("ahead", 300, false);
         check("behind", 3, false);
         check("diverged", 3, false);
+    }
+
+    #[test]
+    fn when_head_is_an_ancestor_of_base() {
+        for (status, want) in [
+            ("behind", true),
+            ("identical", true),
+            ("ahead", false),
+            ("diverged", false),
+            ("", false),
+        ] {
+            assert_eq!(is_behind_or_identical(status), want, "{status}");
+        }
     }
 
     #[test]

@@ -401,6 +401,33 @@ impl GitSource for GithubSource {
         let repo = self.repo(repo)?;
         repo.tree_dir(&self.trees, commit).await
     }
+
+    /// From the compare API: `{head}...{commit}` says how `commit` stands to `head`.
+    async fn is_ancestor(
+        &self,
+        repo: &RepoId,
+        commit: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<bool, GitError> {
+        let repo = self.repo(repo)?;
+        if commit == head {
+            return Ok(true);
+        }
+        let compared = repo
+            .client
+            .get_json::<Compare>(&repo.api(&format!("compare/{head}...{commit}?per_page=1")))
+            .await;
+        match compared {
+            Ok(compare) => Ok(changes::is_behind_or_identical(&compare.status)),
+            Err(e) if e.status() == Some(404) || e.status() == Some(422) => {
+                // Name the commit that is missing.
+                repo.commit(commit).await?;
+                repo.commit(head).await?;
+                Err(repo.failed("compare", e))
+            }
+            Err(e) => Err(repo.failed("compare", e)),
+        }
+    }
 }
 
 #[cfg(test)]

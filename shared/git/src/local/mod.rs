@@ -273,6 +273,35 @@ impl GitSource for LocalGit {
         crate::prune::touch(&tree);
         Ok(tree)
     }
+
+    async fn is_ancestor(
+        &self,
+        repo: &RepoId,
+        commit: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<bool, GitError> {
+        let repo = self.repo(repo)?;
+        let git_dir = repo.git_dir(&self.cache).await?;
+        repo.require_commit(&git_dir, commit).await?;
+        repo.require_commit(&git_dir, head).await?;
+        let output = Git::on(&git_dir)
+            .args([
+                "merge-base",
+                "--is-ancestor",
+                commit.as_str(),
+                head.as_str(),
+            ])
+            .run()
+            .await
+            .map_err(|e| repo.failed("merge-base", e));
+        let output = repo.recheck(&git_dir, &[commit, head], output).await?;
+        // 0: an ancestor (or the head itself); 1: not one; anything else is a failure.
+        match output.status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(repo.failed("merge-base", output.failure())),
+        }
+    }
 }
 
 impl Repo {

@@ -53,4 +53,28 @@ mod tests {
             assert_eq!(built, registry.names());
         }
     }
+
+    /// Terraform's live read is a `terraform plan` (code from the repository); the others'
+    /// are API reads. The planning face (the AWS api function's) says the same.
+    #[test]
+    fn only_terraforms_live_read_runs_code_whole_or_planning() {
+        let kinds = [
+            ("TerraformApp", true),
+            ("LambdaApp", false),
+            ("ECSApp", false),
+            ("KubernetesApp", false),
+            ("CloudRunApp", false),
+        ];
+        for registry in [registry(), planning()] {
+            let plugins = registry.without_settings().expect("empty settings build");
+            for (kind, runs_code) in kinds {
+                let text =
+                    format!("apiVersion: pipecd.dev/v1beta1\nkind: {kind}\nspec:\n  name: a\n");
+                let app = gannet_core::config::parse_app_config("a/app.pipecd.yaml", &text)
+                    .unwrap_or_else(|e| panic!("{kind}: {e}"));
+                let plugin = plugins.platform_for(&app).expect("a platform plugin");
+                assert_eq!(plugin.live_read_runs_code(&app), runs_code, "{kind}");
+            }
+        }
+    }
 }

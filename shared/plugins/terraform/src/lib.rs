@@ -193,6 +193,12 @@ impl Plugin for TerraformPlugin {
         app.platform() == Some("terraform")
     }
 
+    /// The live read is a `terraform plan` of the app's directory: its providers and
+    /// `external` data sources are code from the repository.
+    fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
+        true
+    }
+
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
         match name {
             STAGE_PLAN => {
