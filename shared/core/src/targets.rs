@@ -8,19 +8,55 @@ use crate::config::AppConfig;
 use crate::plugin::StepError;
 use crate::typed::FieldError;
 
-/// True for an endpoint gannet may send credentials to: `https://`, or plain `http://` to a
-/// loopback host only (127.0.0.1, localhost, [::1]), so no secret crosses a network
-/// unencrypted.
-pub fn carries_credentials_safely(url: &str) -> bool {
-    if url.starts_with("https://") {
-        return true;
+/// Why gannet may not send credentials to a URL.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnsafeUrl {
+    #[error("is not a URL ({0})")]
+    NotAUrl(String),
+    #[error("holds a backslash, a space or a control character; write the URL plainly")]
+    Ambiguous,
+    #[error("has a user name or password in it (`user@host`); give credentials in their own setting, never in the URL")]
+    Userinfo,
+    #[error("has a #fragment; leave it out")]
+    Fragment,
+    #[error("must be an https:// URL (plain http:// only to a loopback host: 127.0.0.1, [::1] or localhost), so no credential crosses a network unencrypted")]
+    Unencrypted,
+}
+
+/// The URL `text`, when gannet may send credentials to it: `https://`, or plain `http://` to a
+/// loopback host only (127.0.0.0/8, `[::1]`, `localhost`), so no secret crosses a network
+/// unencrypted. It is parsed as the HTTP clients parse it (the `url` crate), so what is
+/// checked is the host they connect to: `http://localhost:x@evil.example/` is a user name on
+/// `evil.example`, refused like any user name or password in the URL.
+pub fn credentialed_url(text: &str) -> Result<url::Url, UnsafeUrl> {
+    // Where URL parsers disagree (`\` is `/` to some, part of the user name to others), or
+    // where a URL was pasted with more than itself.
+    if text.contains(|c: char| c == '\\' || c.is_whitespace() || c.is_control()) {
+        return Err(UnsafeUrl::Ambiguous);
     }
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
+    let url = url::Url::parse(text).map_err(|e| UnsafeUrl::NotAUrl(e.to_string()))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(UnsafeUrl::Userinfo);
+    }
+    if url.fragment().is_some() {
+        return Err(UnsafeUrl::Fragment);
+    }
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
     };
-    let host = rest.split(['/', '?']).next().unwrap_or("");
-    let host = host.rsplit_once(':').map_or(host, |(h, _)| h);
-    matches!(host, "127.0.0.1" | "localhost" | "[::1]")
+    match url.scheme() {
+        "https" if url.host().is_some() => Ok(url),
+        "http" if loopback => Ok(url),
+        _ => Err(UnsafeUrl::Unencrypted),
+    }
+}
+
+/// True for an endpoint gannet may send credentials to ([`credentialed_url`]).
+pub fn carries_credentials_safely(url: &str) -> bool {
+    credentialed_url(url).is_ok()
 }
 
 /// A deploy target has a name, unique among its plugin's targets.
@@ -87,5 +123,72 @@ pub fn pick<'a, T: Named>(
             names.join(", "),
             if kind.starts_with(['A', 'E', 'I', 'O', 'U']) { "n" } else { "" },
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_go_over_https_or_to_loopback_only() {
+        let accepted = [
+            "https://example.com/",
+            "https://run.googleapis.com",
+            "HTTPS://Example.COM/v1",
+            "http://127.0.0.1:9090/",
+            "http://127.1.2.3/",
+            "http://localhost:8080/api",
+            "http://LOCALHOST/",
+            "HTTP://127.0.0.1/",
+            "http://[::1]:80/",
+            "http://[::1]/",
+            "http://127.1/",
+        ];
+        for url in accepted {
+            assert_eq!(credentialed_url(url).map(|_| ()), Ok(()), "{url}");
+        }
+        let refused = [
+            ("http://localhost:x@evil.example/", UnsafeUrl::Userinfo),
+            ("HTTP://localhost:x@evil.example/", UnsafeUrl::Userinfo),
+            ("http://127.0.0.1@evil.example/", UnsafeUrl::Userinfo),
+            ("https://user:pw@example.com/", UnsafeUrl::Userinfo),
+            ("http://@evil.example:80@localhost/", UnsafeUrl::Userinfo),
+            ("http://localhost.evil.example/", UnsafeUrl::Unencrypted),
+            ("http://localhost./", UnsafeUrl::Unencrypted),
+            ("http://127.0.0.1.nip.io/", UnsafeUrl::Unencrypted),
+            ("http://evil.example#@localhost/", UnsafeUrl::Fragment),
+            ("http://evil.example/#@localhost", UnsafeUrl::Fragment),
+            ("http://evil.example\\@localhost", UnsafeUrl::Ambiguous),
+            ("http://localhost\\@evil.example/", UnsafeUrl::Ambiguous),
+            ("http://localhost /", UnsafeUrl::Ambiguous),
+            ("http://localhost\t.evil.example/", UnsafeUrl::Ambiguous),
+            ("http://evil.example/", UnsafeUrl::Unencrypted),
+            ("HTTP://evil.example/", UnsafeUrl::Unencrypted),
+            ("http://10.0.0.1:6443/", UnsafeUrl::Unencrypted),
+            ("http://0.0.0.0/", UnsafeUrl::Unencrypted),
+            ("http://[::ffff:8.8.8.8]/", UnsafeUrl::Unencrypted),
+            ("http://[::2]/", UnsafeUrl::Unencrypted),
+            ("http://evil.example?localhost", UnsafeUrl::Unencrypted),
+            ("http://evil.example:80/localhost", UnsafeUrl::Unencrypted),
+            ("ftp://127.0.0.1/", UnsafeUrl::Unencrypted),
+            ("file:///etc/passwd", UnsafeUrl::Unencrypted),
+        ];
+        for (url, why) in refused {
+            assert_eq!(credentialed_url(url).map(|_| ()), Err(why), "{url}");
+            assert!(!carries_credentials_safely(url), "{url}");
+        }
+        for url in ["127.0.0.1:9090", "localhost", "", "http://"] {
+            assert!(
+                matches!(credentialed_url(url), Err(UnsafeUrl::NotAUrl(_))),
+                "{url}"
+            );
+        }
+        let checked = credentialed_url("http://127.1:9090/x").expect("loopback");
+        assert_eq!(
+            checked.host_str(),
+            Some("127.0.0.1"),
+            "the host the client connects to"
+        );
     }
 }

@@ -203,14 +203,12 @@ fn provider_url(at: &str, text: &str) -> Result<reqwest::Url, FieldError> {
         path: at.to_owned(),
         message,
     };
-    let url =
-        reqwest::Url::parse(text).map_err(|e| error(format!("{text:?} is not a URL: {e}")))?;
-    if gannet_core::targets::carries_credentials_safely(url.as_str()) {
-        return Ok(url);
-    }
-    Err(error(format!(
-        "{text:?}: use https (plain http only to a loopback address)"
-    )))
+    gannet_core::targets::credentialed_url(text).map_err(|why| {
+        error(format!(
+            "{:?}: {why}",
+            gannet_core::report::redact_urls(text)
+        ))
+    })
 }
 
 impl Provider {
@@ -733,7 +731,8 @@ mod tests {
         );
         let cases = [
             (json!({"name": "p", "type": "STACKDRIVER"}), "plugins.analysis.providers[0].type: \"STACKDRIVER\" is not a provider type"),
-            (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "http://prom.internal:9090"}}), "plugins.analysis.providers[0].config.address: \"http://prom.internal:9090\": use https"),
+            (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "http://prom.internal:9090"}}), "plugins.analysis.providers[0].config.address: \"http://prom.internal:9090\": must be an https:// URL"),
+            (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "http://localhost:pw@prom.internal:9090"}}), "plugins.analysis.providers[0].config.address: \"http://***@prom.internal:9090\": has a user name or password"),
             (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "https://p", "passwordFile": "/p"}}), "plugins.analysis.providers[0].config: basic auth needs both"),
             (json!({"name": "d", "type": "DATADOG", "config": {"applicationKeyFile": "/k"}}), "plugins.analysis.providers[0].config.apiKeyFile: is required"),
             (json!({"name": "c", "type": "CLOUDWATCH", "config": {"region": "Mars"}}), "plugins.analysis.providers[0].config.region:"),

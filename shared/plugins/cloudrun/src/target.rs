@@ -158,14 +158,13 @@ fn is_project_id(id: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// An endpoint gannet sends a bearer token to: HTTPS, or plain HTTP on loopback only.
+/// An endpoint gannet sends a bearer token to: HTTPS, or plain HTTP on loopback only, with no
+/// user name or password in it ([`gannet_core::targets::credentialed_url`]).
 pub(crate) fn check_url(url: &str) -> Result<(), String> {
-    if gannet_core::targets::carries_credentials_safely(url) {
-        return Ok(());
+    match gannet_core::targets::credentialed_url(url) {
+        Ok(_) => Ok(()),
+        Err(why) => Err(format!("{:?} {why}", gannet_core::report::redact_urls(url))),
     }
-    Err(format!(
-        "{url:?}: must be an https:// URL (plain http only to 127.0.0.1 or localhost), so no token crosses a network unencrypted"
-    ))
 }
 
 #[cfg(test)]
@@ -214,6 +213,10 @@ mod tests {
                 json!({"name": "a", "project": "my-project", "region": "r", "apiEndpoint": "http://127.0.0.1.example.com"}),
                 "apiEndpoint",
             ),
+            (
+                json!({"name": "a", "project": "my-project", "region": "r", "apiEndpoint": "http://localhost:x@run.example.com/"}),
+                "apiEndpoint",
+            ),
         ] {
             let e = check(target.clone()).unwrap_err();
             assert_eq!(
@@ -222,6 +225,11 @@ mod tests {
                 "{target}: {e:?}"
             );
         }
+        let userinfo = check(json!({"name": "a", "project": "my-project", "region": "r", "apiEndpoint": "http://localhost:pw@run.example.com/"})).unwrap_err();
+        assert!(
+            userinfo.message.contains("user name or password") && !userinfo.message.contains("pw"),
+            "{userinfo:?}"
+        );
         assert!(check(
             json!({"name": "a", "project": "my-project", "region": "r", "credentials": "{}"})
         )

@@ -91,12 +91,18 @@ impl DeployTarget {
                 "inCluster and kubeConfigPath exclude each other: keep one",
             ));
         }
+        // The cluster's credentials (a kubeconfig's token, the EKS token) go to masterURL.
         let url = &self.master_url;
-        if !(url.is_empty() || url.starts_with("https://") || url.starts_with("http://")) {
-            return Err(error(
-                "masterURL",
-                "must be an http(s) URL such as https://10.0.0.1:6443",
-            ));
+        if !url.is_empty() {
+            gannet_core::targets::credentialed_url(url).map_err(|why| {
+                error(
+                    "masterURL",
+                    &format!(
+                        "{:?} {why} (such as https://10.0.0.1:6443)",
+                        gannet_core::report::redact_urls(url)
+                    ),
+                )
+            })?;
         }
         Ok(())
     }
@@ -125,6 +131,7 @@ mod tests {
         ));
         let eks = json!({"clusterName": "prod", "region": "eu-west-1"});
         assert!(check(json!({"name": "a", "kubeConfigPath": "/k"})).is_ok());
+        assert!(check(json!({"name": "a", "masterURL": "http://127.0.0.1:6443"})).is_ok());
         assert!(check(json!({"name": "a", "masterURL": "https://x.eks.amazonaws.com", "certificateAuthorityData": ca, "eks": eks})).is_ok());
         for (target, field) in [
             (
@@ -133,6 +140,14 @@ mod tests {
             ),
             (
                 json!({"name": "a", "masterURL": "10.0.0.1:6443"}),
+                "masterURL",
+            ),
+            (
+                json!({"name": "a", "masterURL": "http://10.0.0.1:6443"}),
+                "masterURL",
+            ),
+            (
+                json!({"name": "a", "masterURL": "http://localhost:x@evil.example/"}),
                 "masterURL",
             ),
             (
