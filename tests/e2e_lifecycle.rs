@@ -27,6 +27,8 @@ use support::{app_config, marker_lines, stage_named, Gannet, Repo, UpOptions};
 /// The bound on every wait for the server to get somewhere.
 const LIMIT: Duration = Duration::from_secs(45);
 const ALIAS: &str = "Service";
+/// The evaluations check an endpoint on loopback, which ANALYSIS reaches only when told to.
+const LOOPBACK_CHECKS: &str = "  analysis:\n    http: {allowPrivateNetworks: [127.0.0.0/8]}\n";
 
 /// A task that marks its start and its end in `marks`, taking `secs` between them.
 fn task(name: &str, marks: &Path, secs: u32) -> String {
@@ -145,7 +147,7 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
     let v1 = lambda.commit("v1", &lifecycle(&pre, post));
     let state = tempfile::tempdir().expect("tempdir");
     let extra_config = format!(
-        "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nnotifications:\n  receivers:\n    - name: audit\n      webhook: {{url: \"{}\"}}\nplugins:\n  lambda:\n    deployTargets:\n      - {{name: local, region: {}, endpoint: '{}'}}\n",
+        "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nnotifications:\n  receivers:\n    - name: audit\n      webhook: {{url: \"{}\"}}\nplugins:\n  lambda:\n    deployTargets:\n      - {{name: local, region: {}, endpoint: '{}'}}\n{LOOPBACK_CHECKS}",
         receiver.url,
         moto::REGION,
         moto::endpoint()
@@ -322,7 +324,10 @@ fn a_sigkill_mid_phase_resumes_without_running_a_task_twice() {
         ],
         "add web",
     );
-    let mut g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    let mut opts = UpOptions::default();
+    opts.extra_config
+        .push_str(&format!("plugins:\n{LOOPBACK_CHECKS}"));
+    let mut g = Gannet::start(&repo, state.path(), &opts);
     let id = g.deploy(LIMIT, &head);
     g.wait_until(LIMIT, "both tasks started", || {
         let lines = marker_lines(&marks);

@@ -11,8 +11,10 @@
 //! except the last one, which is always taken.
 //!
 //! The providers (Prometheus, Datadog, CloudWatch) are configured once, in
-//! `plugins.analysis.providers` ([`providers`]).
+//! `plugins.analysis.providers` ([`providers`]). What an `https` check, written in the
+//! repository, may reach is the operator's to widen, in `plugins.analysis.http` ([`egress`]).
 
+mod egress;
 pub mod mannwhitney;
 mod measure;
 mod options;
@@ -21,6 +23,8 @@ mod record;
 mod template;
 #[cfg(feature = "test-util")]
 pub mod testkit;
+
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
@@ -35,6 +39,7 @@ use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::Value;
 
+use crate::egress::{Egress, Lookup, SystemLookup};
 use crate::measure::Inputs;
 use crate::options::{AnalysisOptions, Check, CheckKind, Strategy};
 use crate::providers::{Provider, Range};
@@ -46,12 +51,29 @@ pub const STAGE_ANALYSIS: &str = "ANALYSIS";
 /// Runs ANALYSIS stages against the configured providers.
 pub struct AnalysisPlugin {
     providers: Vec<Provider>,
-    /// Built on the first measurement, not when the plugin is: every function builds every
-    /// plugin at start-up, and loading the system's TLS roots is not free.
-    http: std::sync::OnceLock<reqwest::Client>,
+    /// What `https` checks may reach.
+    egress: Arc<Egress>,
+    /// How `https` checks' names are looked up: the system's resolver outside tests.
+    lookup: Arc<dyn Lookup>,
+    /// The providers' client. Both are built on the first measurement, not when the plugin is:
+    /// every function builds every plugin at start-up, and loading the system's TLS roots is
+    /// not free.
+    http: OnceLock<reqwest::Client>,
+    /// The `https` checks' client: held to [`egress`], no redirect followed.
+    checks: OnceLock<reqwest::Client>,
 }
 
 impl AnalysisPlugin {
+    fn new(providers: Vec<Provider>, egress: Egress, lookup: Arc<dyn Lookup>) -> Self {
+        Self {
+            providers,
+            egress: Arc::new(egress),
+            lookup,
+            http: OnceLock::new(),
+            checks: OnceLock::new(),
+        }
+    }
+
     fn http(&self) -> &reqwest::Client {
         self.http.get_or_init(|| {
             reqwest::Client::builder()
@@ -59,6 +81,11 @@ impl AnalysisPlugin {
                 .build()
                 .unwrap_or_default()
         })
+    }
+
+    fn checks(&self) -> &reqwest::Client {
+        self.checks
+            .get_or_init(|| egress::client(self.egress.clone(), self.lookup.clone()))
     }
 }
 
@@ -75,10 +102,11 @@ pub const SPEC: PluginSpec = PluginSpec::new::<AnalysisPlugin>("analysis");
 
 impl FromSettings for AnalysisPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
-        Ok(AnalysisPlugin {
-            providers: providers::from_settings(settings)?,
-            http: std::sync::OnceLock::new(),
-        })
+        Ok(AnalysisPlugin::new(
+            providers::from_settings(settings)?,
+            Egress::from_settings(settings)?,
+            Arc::new(SystemLookup),
+        ))
     }
 }
 
@@ -148,7 +176,22 @@ impl Plugin for AnalysisPlugin {
     }
 
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
-        AnalysisOptions::parse(with).map(|o| stage_options::to_value(&o))
+        let options = AnalysisOptions::parse(with)?;
+        // A URL whose host says where it goes is refused now; a name, at each request.
+        for check in &options.checks {
+            if let CheckKind::Http { url, .. } = &check.kind {
+                let refused = reqwest::Url::parse(url)
+                    .ok()
+                    .and_then(|u| self.egress.check_host(&u).err());
+                if let Some(refused) = refused {
+                    return Err(StageConfigError::new(
+                        format!("{}.url", check.id),
+                        refused.to_string(),
+                    ));
+                }
+            }
+        }
+        Ok(stage_options::to_value(&options))
     }
 
     fn default_timeout(&self, stage: &Stage) -> GoDuration {
@@ -224,6 +267,8 @@ impl Plugin for AnalysisPlugin {
             };
             let inputs = Inputs {
                 http: self.http(),
+                checks: self.checks(),
+                egress: &self.egress,
                 providers: &self.providers,
                 app_name: &ctx.deployment.app_name,
                 range,

@@ -20,6 +20,7 @@ use gannet_core::duration::Millis;
 use gannet_core::report::cut;
 use gannet_core::GoDuration;
 
+use crate::egress::{self, Egress};
 use crate::mannwhitney::{self, Alternative};
 use crate::options::{Check, CheckKind, Deviation, Strategy};
 use crate::providers::{Provider, QueryError, Range};
@@ -31,7 +32,12 @@ const MAX_BODY_BYTES: usize = 1 << 20;
 
 /// What one measurement needs besides its check.
 pub(crate) struct Inputs<'a> {
+    /// The providers' client.
     pub(crate) http: &'a reqwest::Client,
+    /// The `https` checks' client, whose resolver holds every name to `egress`.
+    pub(crate) checks: &'a reqwest::Client,
+    /// What an `https` check may reach.
+    pub(crate) egress: &'a Egress,
     pub(crate) providers: &'a [Provider],
     pub(crate) app_name: &'a str,
     /// The slot's interval: the range the queries cover.
@@ -61,26 +67,33 @@ pub(crate) async fn measure(check: &Check, inputs: &Inputs<'_>) -> Measurement {
                 Some(text) => format!("{expected} with {:?}", cut(text, 40)),
                 None => expected,
             };
-            let got = http_check(inputs.http, method, url, headers, check.timeout).await;
-            let judged = got.as_ref().map_err(Clone::clone).map(|(status, body)| {
-                let code_ok = match expected_code {
-                    Some(code) => status == code,
-                    None => (200..300).contains(status),
-                };
-                let body_ok = expected_response
-                    .as_ref()
-                    .is_none_or(|text| body.contains(text.as_str()));
-                if code_ok && body_ok {
-                    (Verdict::Pass, String::new())
-                } else if !code_ok {
-                    (Verdict::Fail, format!("answered {status}"))
-                } else {
-                    (
-                        Verdict::Fail,
-                        "the body lacks the expected response".to_owned(),
-                    )
-                }
-            });
+            let request = HttpRequest {
+                method,
+                url,
+                headers,
+                expected_response: expected_response.as_deref(),
+                timeout: check.timeout,
+            };
+            let got = http_check(inputs, &request).await;
+            let judged = got
+                .as_ref()
+                .map_err(Clone::clone)
+                .map(|&(status, body_ok)| {
+                    let code_ok = match expected_code {
+                        Some(code) => status == *code,
+                        None => (200..300).contains(&status),
+                    };
+                    if code_ok && body_ok {
+                        (Verdict::Pass, String::new())
+                    } else if !code_ok {
+                        (Verdict::Fail, format!("answered {status}"))
+                    } else {
+                        (
+                            Verdict::Fail,
+                            "the body lacks the expected response".to_owned(),
+                        )
+                    }
+                });
             let value = match &got {
                 Ok((status, _)) => format!("HTTP {status}"),
                 Err(_) => "-".to_owned(),
@@ -293,29 +306,50 @@ fn prefixed(variant: &str, e: QueryError) -> QueryError {
     }
 }
 
-/// Sends the check's request; its status and (up to 1 MB of) body.
-async fn http_check(
-    http: &reqwest::Client,
-    method: &str,
-    url: &str,
-    headers: &[crate::options::Header],
+/// What an `https` check sends, and what it looks for in the body.
+struct HttpRequest<'a> {
+    method: &'a str,
+    url: &'a str,
+    headers: &'a [crate::options::Header],
+    expected_response: Option<&'a str>,
     timeout: GoDuration,
-) -> Result<(u16, String), QueryError> {
-    let fail = |e: reqwest::Error| {
-        QueryError::Failed(gannet_core::report::redact_urls(
+}
+
+/// Sends the check's request to an address [`Egress`] allows, following no redirect; its
+/// status, and whether the body (up to 1 MB, read only when `expectedResponse` is set) holds
+/// the expected response. The body itself goes nowhere: not into the log, not into an error.
+async fn http_check(
+    inputs: &Inputs<'_>,
+    request: &HttpRequest<'_>,
+) -> Result<(u16, bool), QueryError> {
+    let fail = |e: reqwest::Error| match egress::refusal(&e) {
+        Some(refused) => QueryError::Failed(refused.to_string()),
+        None => QueryError::Failed(gannet_core::report::redact_urls(
             &gannet_core::report::error_chain(&e),
-        ))
+        )),
     };
+    let method = request.method;
     let method = reqwest::Method::from_bytes(method.as_bytes())
         .map_err(|_| QueryError::Failed(format!("{method:?} is not an HTTP method")))?;
-    let mut request = http
+    let url = reqwest::Url::parse(request.url)
+        .map_err(|e| QueryError::Failed(format!("the url does not read: {e}")))?;
+    // An address in the URL is checked here; a name, by the client's resolver.
+    inputs
+        .egress
+        .check_host(&url)
+        .map_err(|refused| QueryError::Failed(refused.to_string()))?;
+    let mut sent = inputs
+        .checks
         .request(method, url)
-        .timeout(Duration::from_millis(timeout.as_millis()));
-    for h in headers {
-        request = request.header(&h.key, &h.value);
+        .timeout(Duration::from_millis(request.timeout.as_millis()));
+    for h in request.headers {
+        sent = sent.header(&h.key, &h.value);
     }
-    let mut response = request.send().await.map_err(fail)?;
+    let mut response = sent.send().await.map_err(fail)?;
     let status = response.status().as_u16();
+    let Some(expected) = request.expected_response else {
+        return Ok((status, true));
+    };
     let mut body = Vec::new();
     while body.len() < MAX_BODY_BYTES {
         match response.chunk().await.map_err(fail)? {
@@ -323,5 +357,5 @@ async fn http_check(
             None => break,
         }
     }
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    Ok((status, String::from_utf8_lossy(&body).contains(expected)))
 }

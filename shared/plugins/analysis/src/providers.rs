@@ -49,6 +49,9 @@ pub(crate) enum QueryError {
 struct Settings {
     #[serde(default)]
     providers: Vec<WrittenProvider>,
+    /// What `https` checks may reach: read by [`crate::egress`].
+    #[serde(default, rename = "http")]
+    _http: serde::de::IgnoredAny,
 }
 
 #[derive(Deserialize)]

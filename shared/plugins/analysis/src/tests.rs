@@ -35,6 +35,24 @@ fn plugin(providers: Value) -> Arc<dyn Plugin> {
     Arc::new(plugin)
 }
 
+/// The plugin with no providers whose `https` checks may reach loopback
+/// (`plugins.analysis.http.allowPrivateNetworks: [127.0.0.0/8]`), where the tests' servers are.
+fn loopback_plugin() -> Arc<dyn Plugin> {
+    plugin_with(json!({"http": {"allowPrivateNetworks": ["127.0.0.0/8"]}}))
+}
+
+/// The plugin built from `settings` as `plugins.analysis`.
+fn plugin_with(settings: Value) -> Arc<dyn Plugin> {
+    let runtime = RuntimeInfo::default();
+    let plugin = AnalysisPlugin::from_settings(&PluginSettings::new(
+        "plugins.analysis",
+        &settings,
+        &runtime,
+    ))
+    .expect("settings build");
+    Arc::new(plugin)
+}
+
 /// How a test's time passes: virtually (jumps to when the step asked to be run again) or on
 /// the wall clock (sleeps until then), for checks against servers that keep real time.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -172,7 +190,7 @@ async fn an_http_check_counts_failures_up_to_its_limit_with_each_step_twice() {
     let with = json!({"duration": "10s", "https": [{
         "url": format!("http://{addr}/health"), "expectedCode": 200, "interval": "2s",
         "failureLimit": 1, "expectedResponse": "serving"}]});
-    let mut d = Driver::new(plugin(json!([])), with.clone(), Clock::Virtual);
+    let mut d = Driver::new(loopback_plugin(), with.clone(), Clock::Virtual);
     d.twice = true;
     assert_eq!(d.run().await, StageResult::Success, "{}", d.log());
     let r = d.record("https[0]");
@@ -191,7 +209,7 @@ async fn an_http_check_counts_failures_up_to_its_limit_with_each_step_twice() {
 
     // 503 twice: failureLimit 1 allows one failure, the second fails the stage.
     *status.lock().unwrap() = 503;
-    let mut d = Driver::new(plugin(json!([])), with, Clock::Virtual);
+    let mut d = Driver::new(loopback_plugin(), with, Clock::Virtual);
     let reason = failure(d.run().await);
     assert_eq!(
         reason,
@@ -206,7 +224,7 @@ async fn a_restart_resumes_counting_and_a_late_step_misses_slots_but_not_the_las
     let addr = health_endpoint(status.clone()).await;
     let with = json!({"duration": "10s", "https": [{
         "url": format!("http://{addr}/health"), "interval": "2s", "failureLimit": 2}]});
-    let mut d = Driver::new(plugin(json!([])), with.clone(), Clock::Virtual);
+    let mut d = Driver::new(loopback_plugin(), with.clone(), Clock::Virtual);
     let started = d.now;
     // Two failed measurements, then the process dies (the driver is dropped; what it saved
     // is all that is left).
@@ -220,7 +238,7 @@ async fn a_restart_resumes_counting_and_a_late_step_misses_slots_but_not_the_las
 
     // A new process, much later (slots 3 and 4 passed unmeasured), with the endpoint healthy.
     *status.lock().unwrap() = 200;
-    let mut restarted = Driver::new(plugin(json!([])), with, Clock::Virtual);
+    let mut restarted = Driver::new(loopback_plugin(), with, Clock::Virtual);
     restarted.deployment = saved;
     restarted.now = started.plus(GoDuration::from_secs(11));
     assert_eq!(
@@ -658,3 +676,5 @@ async fn no_checks_is_a_wait_and_the_pipecd_extras_are_read() {
         d.log()
     );
 }
+
+mod egress;

@@ -13,7 +13,7 @@ use gannet_core::jobs::JobRunner;
 use gannet_core::lifecycle;
 use gannet_core::planner::{self, PlanInput};
 use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
-use gannet_core::registry::Registry;
+use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_embedded::ProcessJobs;
 use gannet_plugin_analysis::testkit::health_endpoint;
 use serde_json::{json, Value};
@@ -23,15 +23,18 @@ use super::*;
 /// Every phase here ends within this.
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// The plugins a phase runs with: script-run and analysis (no providers), then lifecycle,
-/// built by the registry as gannet builds them.
+/// The plugins a phase runs with: script-run and analysis (no providers; its checks may reach
+/// loopback, where the tests' endpoints are), then lifecycle, built by the registry as gannet
+/// builds them.
 fn plugins() -> Plugins {
+    let settings = json!({"analysis": {"http": {"allowPrivateNetworks": ["127.0.0.0/8"]}}});
+    let settings = settings.as_object().cloned().unwrap_or_default();
     Registry::new(vec![
         gannet_plugin_script_run::SPEC,
         gannet_plugin_analysis::SPEC,
         SPEC,
     ])
-    .without_settings()
+    .build(&settings, "plugins", &RuntimeInfo::default())
     .expect("plugins build")
 }
 
@@ -301,6 +304,10 @@ fn items_are_validated_by_their_own_plugins_and_errors_name_the_field() {
         (
             json!({"evaluations": [{"name": "e", "with": {"duration": "1m", "https": [{"url": "https://x"}]}}]}),
             "evaluations[0].with.https[0].interval",
+        ),
+        (
+            json!({"evaluations": [{"name": "e", "with": {"duration": "1m", "https": [{"url": "http://169.254.169.254/", "interval": "1m"}]}}]}),
+            "evaluations[0].with.https[0].url",
         ),
         (
             json!({"evaluations": [{"name": "e", "with": {"duration": "1m", "logs": [{"provider": "x", "query": "y"}]}}]}),
