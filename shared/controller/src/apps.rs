@@ -1,20 +1,14 @@
 //! The commands on an application as a whole: pause and resume its automatic deployments,
-//! roll it back to an earlier deployment's commit, and diff its live state against a commit.
+//! and roll it back to an earlier deployment's commit (`apps diff` is in [`crate::diff`]).
 
-use gannet_core::app::{App, Pause, SyncStatus};
+use gannet_core::app::{App, Pause};
 use gannet_core::deployment::{DeploymentStatus, SyncStrategy};
-use gannet_core::drift::{DriftField, LiveResource};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, StoreError, Write};
-use std::sync::Arc;
 
-use async_trait::async_trait;
-use gannet_core::{AppId, CommitSha};
 use gannet_events::{Message, TriggerCause};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use crate::api::{AppView, DeployCommand, DeploymentView};
-use crate::drift::Examined;
 use crate::trigger::put_if_changed;
 use crate::{ApiError, Controller};
 
@@ -36,58 +30,7 @@ pub struct RollbackRequest {
     pub key: Option<String>,
 }
 
-/// What a deployment of a commit would change: the app's live state compared with the
-/// desired state at that commit.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DiffView {
-    pub app: String,
-    pub commit: String,
-    /// SYNCED (nothing would change) or OUT_OF_SYNC (`drift` lists what would).
-    pub status: SyncStatus,
-    pub reason: String,
-    pub drift: Vec<DriftField>,
-    pub live: Vec<LiveResource>,
-}
-
-/// Where `apps diff` reads the live state when this process has only the plugins' planning
-/// faces: the AWS `api` function asks the `drift` function, which has them whole.
-#[async_trait]
-pub trait RemoteDiff: Send + Sync {
-    /// What deploying `commit` of `app` would change, as [`Controller::diff`] answers where
-    /// the plugins run.
-    async fn diff(&self, app: &AppId, commit: &CommitSha) -> Result<DiffView, ApiError>;
-}
-
-/// [`Controller::diff`] answering a remote request (`{"app": "<id>", "commit": "<sha>"}`):
-/// `{"diff": {...}}`, or `{"error": "...", "status": N}`.
-pub async fn answer_diff(controller: &Controller, request: &Value) -> Value {
-    let field = |name: &str| request.get(name).and_then(Value::as_str);
-    let (Some(app), Some(commit)) = (field("app"), field("commit")) else {
-        return json!({"error": "a diff request names app and commit", "status": 400});
-    };
-    match controller.diff(app, Some(commit)).await {
-        Ok(diff) => json!({ "diff": diff }),
-        Err(e) => json!({"error": e.public_message(), "status": e.status()}),
-    }
-}
-
-/// The diff in a remote answer ([`answer_diff`]); `Err(None)` when the answer has neither shape.
-pub fn diff_from_answer(answer: &Value) -> Result<DiffView, Option<ApiError>> {
-    if let Some(diff) = answer.get("diff") {
-        return serde_json::from_value(diff.clone()).map_err(|_| None);
-    }
-    let message = answer.get("error").and_then(Value::as_str).ok_or(None)?;
-    let status = answer.get("status").and_then(Value::as_u64).ok_or(None)?;
-    Err(Some(ApiError::from_status(status, message.to_owned())))
-}
-
 impl Controller {
-    /// The same controller, reading live state for `apps diff` through `remote`.
-    pub fn with_remote_diff(mut self, remote: Arc<dyn RemoteDiff>) -> Self {
-        Arc::make_mut(&mut self.inner).remote_diff = Some(remote);
-        self
-    }
-
     /// Turns the app's automatic deployments off (pushes and auto-sync); a pause already in
     /// place is kept as it is.
     pub async fn pause_app(
@@ -198,62 +141,6 @@ impl Controller {
         };
         self.deploy_commit(&app, &commit, &repo.branch, command)
             .await
-    }
-
-    /// What deploying `commit` (the branch head by default) would change on the platform,
-    /// from the app's plugin's live-state face; nothing is written.
-    pub async fn diff(&self, key: &str, commit: Option<&str>) -> Result<DiffView, ApiError> {
-        let app = self.find_app(key).await?;
-        let repo = self.configured_repo(&app)?;
-        let sha = match commit {
-            Some(text) => {
-                let sha = CommitSha::parse(text.trim())
-                    .map_err(|e| ApiError::BadRequest(format!("commit: {e}")))?;
-                // Named in the error, rather than a failed checkout.
-                self.inner.git.commit(&app.repo, &sha).await?;
-                sha
-            }
-            None => self.inner.git.head(&app.repo, &repo.branch).await?.sha,
-        };
-        if let Some(remote) = &self.inner.remote_diff {
-            return remote.diff(&app.id, &sha).await;
-        }
-        let finding = match self.examine(&app, Some(&sha)).await {
-            Ok(Examined::NotWatched { why }) => {
-                return Err(ApiError::Conflict(format!(
-                    "cannot compare {} with its live state: {why}",
-                    app.name
-                )))
-            }
-            Ok(Examined::Done(finding) | Examined::Live { finding, .. }) => finding,
-            Err(crate::HandlerError::Live { source, .. }) => {
-                return Err(ApiError::Conflict(format!(
-                    "cannot read the live state of {}: {}",
-                    app.name,
-                    source.reason()
-                )))
-            }
-            Err(e) => return Err(e.into()),
-        };
-        // Nothing was compared (the config at that commit is invalid, the platform refused
-        // the read): an error naming why, never an empty diff that reads "nothing changes".
-        if !matches!(finding.status, SyncStatus::Synced | SyncStatus::OutOfSync) {
-            return Err(ApiError::Conflict(format!(
-                "cannot compare {} at {} with its live state: {}",
-                app.name,
-                sha.short(),
-                finding.reason
-            )));
-        }
-        let live = finding.live.unwrap_or_default();
-        Ok(DiffView {
-            app: app.name,
-            commit: sha.to_string(),
-            status: finding.status,
-            reason: finding.reason,
-            drift: live.drift,
-            live: live.resources,
-        })
     }
 
     /// Applies `change` to the app (retrying when another write got there first); `change`

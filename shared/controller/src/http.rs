@@ -489,6 +489,7 @@ async fn resume(
 
 #[derive(Deserialize)]
 struct DiffQuery {
+    /// On the watched branch; a commit other than the head needs the deploy role.
     commit: Option<String>,
 }
 
@@ -501,7 +502,7 @@ async fn diff(
     require(&caller, Need::Read)?;
     let commit = capped("commit", q.commit.as_deref())?;
     Ok(Json(
-        json!({"diff": s.controller.diff(&app, commit).await?}),
+        json!({"diff": s.controller.diff(&app, commit, &caller).await?}),
     ))
 }
 

@@ -12,6 +12,7 @@ use gannet_core::ports::{Clock, CommitStatuses, GitSource, Store};
 mod api;
 mod apps;
 mod console;
+mod diff;
 mod drift;
 mod error;
 pub mod http;
@@ -27,7 +28,8 @@ mod trigger;
 mod webhook;
 
 pub use api::{ApiError, AppView, DeploymentView, PauseView, StageView, SyncRequest};
-pub use apps::{answer_diff, diff_from_answer, DiffView, RemoteDiff, RollbackRequest};
+pub use apps::RollbackRequest;
+pub use diff::{answer_diff, diff_from_answer, DiffView, RemoteDiff};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
 pub use settings::{
