@@ -421,82 +421,9 @@ while True:
 
 #[test]
 fn the_cli_talks_https_checking_the_servers_certificate() {
-    // A test CA and a certificate it signed for localhost (a self-signed leaf cannot be a
-    // trust anchor for rustls).
+    // A test CA and a certificate it signed for localhost.
     let dir = tempfile::tempdir().expect("tempdir");
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(dir.path())
-            .output()
-            .expect("openssl runs");
-        assert!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509"][..],
-            &ec,
-            &[
-                "-days",
-                "1",
-                "-subj",
-                "/CN=gannet test CA",
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-            ],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req"][..],
-            &ec,
-            &[
-                "-subj",
-                "/CN=localhost",
-                "-keyout",
-                "key.pem",
-                "-out",
-                "leaf.csr",
-            ],
-        ]
-        .concat(),
-    );
-    std::fs::write(
-        dir.path().join("ext"),
-        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
-    )
-    .expect("ext");
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "leaf.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        "ext",
-        "-out",
-        "cert.pem",
-    ]);
+    support::test_certificate(dir.path());
 
     let repo = Repo::new();
     let head = repo.commit(&[(CONFIG, &app_config("web", OK))], "add web");

@@ -81,6 +81,11 @@ impl Client {
         if !matches!(url.scheme(), "http" | "https") {
             bail!("--server {base:?}: use an http:// or https:// URL");
         }
+        if token.is_some() {
+            if let Some(warning) = plain_http_warning(&url) {
+                eprintln!("{warning}");
+            }
+        }
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(token) = token {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
@@ -310,6 +315,32 @@ impl Client {
     }
 }
 
+/// The warning to print before a token goes to `url`: over plain HTTP to a host that is not
+/// this machine, anyone on the way reads the token. `None` for HTTPS and for loopback
+/// (127.0.0.0/8, ::1, `localhost`). Names the host, never the token.
+fn plain_http_warning(url: &reqwest::Url) -> Option<String> {
+    if url.scheme() != "http" {
+        return None;
+    }
+    let host = url.host_str()?;
+    let loopback = match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<std::net::IpAddr>()
+    {
+        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
+        Ok(std::net::IpAddr::V6(ip)) => {
+            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => host.trim_end_matches('.').eq_ignore_ascii_case("localhost"),
+    };
+    (!loopback).then(|| {
+        format!(
+            "warning: sending your API token to {host} over plain HTTP: anyone on the network path can read it and act as you; use https://{host}… (gannet up's api.tls, or a TLS proxy)"
+        )
+    })
+}
+
 /// An error and every cause under it, as one line.
 fn causes(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
@@ -333,4 +364,46 @@ fn encode(segment: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_over_plain_http_beyond_loopback_is_warned_about_by_host() {
+        let cases = [
+            ("http://127.0.0.1:7070", None),
+            ("http://127.8.9.10:7070", None),
+            ("http://localhost:7070", None),
+            ("http://LOCALHOST./", None),
+            ("http://[::1]:7070", None),
+            ("http://[::ffff:127.0.0.1]:7070", None),
+            ("https://gannet.example.com", None),
+            ("http://gannet.example.com:7070", Some("gannet.example.com")),
+            ("http://10.0.0.5:7070", Some("10.0.0.5")),
+            ("http://[2001:db8::1]:7070", Some("[2001:db8::1]")),
+            (
+                "http://localhost.evil.example/",
+                Some("localhost.evil.example"),
+            ),
+            // The userinfo is not the host: this goes to evil.example.
+            ("http://localhost:x@evil.example/", Some("evil.example")),
+            ("http://127.0.0.1@evil.example/", Some("evil.example")),
+        ];
+        for (server, host) in cases {
+            let url = reqwest::Url::parse(server).expect("url");
+            let warning = plain_http_warning(&url);
+            match host {
+                None => assert_eq!(warning, None, "{server}"),
+                Some(host) => {
+                    let warning = warning.unwrap_or_else(|| panic!("{server}: no warning"));
+                    assert!(
+                        warning.contains(&format!("token to {host} over plain HTTP")),
+                        "{server}: {warning}"
+                    );
+                }
+            }
+        }
+    }
 }

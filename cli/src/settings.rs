@@ -15,7 +15,7 @@ use gannet_core::{GoDuration, RepoId};
 use gannet_embedded::ApiTokens;
 use gannet_git::{Location, RepoSpec};
 
-use crate::up::Limits;
+use crate::up::{Limits, ServerTls};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -67,8 +67,20 @@ struct RawApi {
     #[serde(default)]
     hosts: Vec<String>,
     max_connections: Option<usize>,
+    /// Connections one client address may hold at once.
+    max_connections_per_peer: Option<usize>,
     /// How long a connection may take to send a request head (new or idle between requests).
     header_timeout: Option<GoDuration>,
+    /// HTTPS: the server's certificate and key (PEM).
+    tls: Option<RawTls>,
+}
+
+/// `api.tls`: the files `gannet up` serves HTTPS with.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawTls {
+    cert_file: PathBuf,
+    key_file: PathBuf,
 }
 
 /// Where the API tokens are: a file, or an environment variable (never this file).
@@ -196,6 +208,8 @@ pub struct UpConfig {
     pub hosts: Hosts,
     /// Connection limits of the HTTP server.
     pub limits: Limits,
+    /// The certificate and key of `api.tls`: the server speaks HTTPS only.
+    pub tls: Option<ServerTls>,
     pub workers: usize,
     pub visibility: GoDuration,
     pub max_attempts: u32,
@@ -283,6 +297,15 @@ impl UpConfig {
                     ))
                 }
             },
+            max_connections_per_peer: match raw.api.max_connections_per_peer {
+                None => Limits::default().max_connections_per_peer,
+                Some(n) if (1..=65_536).contains(&n) => n,
+                Some(n) => {
+                    return Err(format!(
+                        "api.maxConnectionsPerPeer: {n} is out of range (1 to 65536)"
+                    ))
+                }
+            },
             header_timeout: match raw.api.header_timeout {
                 None => Limits::default().header_timeout,
                 Some(t) if t.as_millis() >= 100 => t.get(),
@@ -292,6 +315,13 @@ impl UpConfig {
                     ))
                 }
             },
+        };
+        let tls = match &raw.api.tls {
+            Some(t) => Some(ServerTls::load(
+                &base.join(&t.cert_file),
+                &base.join(&t.key_file),
+            )?),
+            None => None,
         };
         let webhook_secret = match &raw.webhook {
             Some(w) => match env(&w.secret_env) {
@@ -429,6 +459,7 @@ impl UpConfig {
             tokens,
             hosts,
             limits,
+            tls,
             workers: raw.workers,
             visibility: raw.queue.visibility.unwrap_or(GoDuration::from_secs(30)),
             max_attempts: raw.queue.max_attempts.unwrap_or(5),
@@ -607,6 +638,35 @@ plugins:
         );
         std::fs::create_dir(dir.path().join("no-such-repo")).expect("mkdir");
         assert!(UpConfig::load(&config, &gannet_plugins::registry()).is_ok());
+    }
+
+    #[test]
+    fn the_servers_connection_limits_and_tls_files_are_checked_at_start() {
+        let c = parse("api: {maxConnectionsPerPeer: 8}").expect("parses");
+        assert_eq!(c.limits.max_connections_per_peer, 8);
+        assert!(c.tls.is_none());
+        assert_eq!(
+            parse("{}").expect("parses").limits.max_connections_per_peer,
+            64
+        );
+        let cases = [
+            (
+                "api: {maxConnectionsPerPeer: 0}",
+                "api.maxConnectionsPerPeer: 0 is out of range (1 to 65536)",
+            ),
+            (
+                "api: {tls: {certFile: cert.pem, keyFile: key.pem}}",
+                "api.tls.keyFile: /etc/gannet/key.pem: No such file",
+            ),
+            (
+                "api: {tls: {certFile: cert.pem}}",
+                "api.tls: missing field `keyFile`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let err = parse(text).unwrap_err();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -229,12 +229,60 @@ impl Gannet {
         Self::start_with_config(&state_dir, &config, port, &env)
     }
 
-    fn start_with_config(
+    pub fn start_with_config(
         state_dir: &Path,
         config: &Path,
         port: u16,
         env: &[(String, String)],
     ) -> Self {
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client");
+        Self::launch(
+            state_dir,
+            config,
+            format!("http://127.0.0.1:{port}"),
+            http,
+            env,
+        )
+    }
+
+    /// Starts `gannet up` serving HTTPS (the config's `api.tls`), on a config the caller writes
+    /// for the free port it is given. The harness reaches it as `https://localhost:<port>`,
+    /// trusting only `ca` (a PEM certificate, such as [`test_certificate`]'s).
+    pub fn start_tls(state_dir: &Path, config: impl FnOnce(u16) -> String, ca: &Path) -> Self {
+        let port = free_port();
+        let path = state_dir.join("gannet.yaml");
+        std::fs::write(&path, config(port)).expect("write config");
+        let ca = std::fs::read(ca).expect("read the CA");
+        let http = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("a PEM CA"))
+            .build()
+            .expect("client");
+        Self::launch(
+            state_dir,
+            &path,
+            format!("https://localhost:{port}"),
+            http,
+            &[],
+        )
+    }
+
+    fn launch(
+        state_dir: &Path,
+        config: &Path,
+        url: String,
+        http: reqwest::blocking::Client,
+        env: &[(String, String)],
+    ) -> Self {
+        let port: u16 = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
         let log = state_dir.join(format!(
             "gannet-{}.log",
             Instant::now().elapsed().as_nanos() ^ u128::from(port)
@@ -260,14 +308,11 @@ impl Gannet {
             .expect("gannet up starts");
         let g = Self {
             child,
-            url: format!("http://127.0.0.1:{port}"),
+            url,
             state_dir: state_dir.to_owned(),
             config: config.to_owned(),
             log,
-            http: reqwest::blocking::Client::builder()
-                .timeout(Duration::from_secs(30))
-                .build()
-                .expect("client"),
+            http,
             env: env.to_vec(),
         };
         g.wait_until(
@@ -799,4 +844,84 @@ pub fn stage_named<'a>(d: &'a Value, name: &str) -> &'a Value {
         .as_array()
         .and_then(|s| s.iter().find(|st| st["name"] == name))
         .unwrap_or_else(|| panic!("no stage {name} in {d}"))
+}
+
+/// A test CA and a certificate it signed for `localhost` and 127.0.0.1 (a self-signed leaf
+/// cannot be a trust anchor for rustls), made by `openssl` in `dir`: `ca.pem` (the CA's
+/// certificate), `cert.pem` and `key.pem` (the server's). Returns the path of `ca.pem`.
+pub fn test_certificate(dir: &Path) -> PathBuf {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-days",
+                "1",
+                "-subj",
+                "/CN=gannet test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "key.pem",
+                "-out",
+                "leaf.csr",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\n",
+    )
+    .expect("ext");
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "ext",
+        "-out",
+        "cert.pem",
+    ]);
+    dir.join("ca.pem")
 }

@@ -3,9 +3,11 @@
 //! lives in one SQLite file, so a restart resumes every in-flight deployment.
 
 mod serve;
+mod tls;
 mod worker;
 
 pub use serve::Limits;
+pub use tls::ServerTls;
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -93,6 +95,8 @@ pub async fn run_until(
     let jobs_dir = state_dir.join("jobs");
     let jobs = ProcessJobs::new(&jobs_dir)
         .with_context(|| format!("cannot create the jobs directory {}", jobs_dir.display()))?;
+    // Every job (scripts, terraform, lifecycle commands) is kept from gannet's keys.
+    let jobs = crate::jobs::confine(jobs, &cfg.jobs, &state_dir)?;
     let controller = Controller::new(
         Arc::new(runtime.clone()),
         git.clone(),
@@ -106,9 +110,16 @@ pub async fn run_until(
         .await
         .with_context(|| format!("cannot listen on {}", cfg.listen))?;
     let addr = listener.local_addr()?;
-    tracing::info!(%addr, state = %cfg.state.display(), workers = cfg.workers, "gannet up");
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    tracing::info!(%addr, scheme, state = %cfg.state.display(), workers = cfg.workers, "gannet up");
+    if cfg.tls.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "listening on plain HTTP beyond loopback: API tokens cross the network in clear; set api.tls or put a TLS reverse proxy in front (docs/serving.md)"
+        );
+    }
     println!(
-        "gannet up: listening on http://{addr}, state {}",
+        "gannet up: listening on {scheme}://{addr}, state {}",
         cfg.state.display()
     );
 
@@ -175,7 +186,13 @@ pub async fn run_until(
         hosts: cfg.hosts.clone(),
     };
     let app = gannet_controller::http::router(controller, access);
-    let server = tokio::spawn(serve::serve(listener, app, cfg.limits, stop_rx.clone()));
+    let server = tokio::spawn(serve::serve(
+        listener,
+        app,
+        cfg.limits,
+        cfg.tls.clone(),
+        stop_rx.clone(),
+    ));
 
     stop.await;
     tracing::info!("stopping: finishing the steps under way");
