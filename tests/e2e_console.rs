@@ -424,9 +424,34 @@ mod fake_api_gateway {
     }
 }
 
+/// The status of `method path` sent to 127.0.0.1:`port` byte for byte as written, with the
+/// proxy's own `Host` and `Origin` and `key` as the bearer; bounded at 10 s.
+fn raw_request(port: u16, method: &str, path: &str, key: Option<&str>) -> u16 {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream =
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let auth = key.map_or(String::new(), |k| format!("Authorization: Bearer {k}\r\n"));
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nOrigin: http://127.0.0.1:{port}\r\n{auth}Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{{}}"
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut answer = Vec::new();
+    let _ = stream.take(64 * 1024).read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    answer
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or_else(|| panic!("{method} {path}: no HTTP answer: {answer:?}"))
+}
+
 #[test]
 fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() {
-    let (_repo, _state, g, _) = deployed_web(QUICK);
+    let (_repo, _state, g, deployment) = deployed_web(QUICK);
     let front = fake_api_gateway::start(&g.url);
     let port = support::free_port();
     let mut child = Command::new(support::gannet_bin())
@@ -462,7 +487,8 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
     let proxy = format!("http://127.0.0.1:{port}");
     let http = reqwest::blocking::Client::new();
 
-    // The page, from the api function through the signed path, with its policy.
+    // The page and its files, served by `gannet console` itself without the key, with their
+    // policy; never signed, never sent to the API.
     let page = http
         .get(format!("{proxy}/deployments"))
         .send()
@@ -472,6 +498,18 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
         .to_str()
         .unwrap()
         .contains("frame-ancestors 'none'"));
+    assert_eq!(
+        http.get(format!("{proxy}/assets/app.js"))
+            .send()
+            .expect("script")
+            .status(),
+        200
+    );
+    assert_eq!(
+        front.verified.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the console's files are not fetched through the signed path"
+    );
     // Data: with the key, signed and checked by the front; without, refused here.
     let apps = http
         .get(format!("{proxy}/api/v1/apps"))
@@ -501,7 +539,7 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
         sync.text()
     );
     let verified = front.verified.load(std::sync::atomic::Ordering::SeqCst);
-    assert_eq!(verified, 4, "every forwarded request was signed correctly");
+    assert_eq!(verified, 3, "every forwarded request was signed correctly");
 
     let before = g.deployments().len();
     let refusals = [
@@ -535,6 +573,50 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
     for (request, status, what) in refusals {
         let answer = request.send().expect("answer");
         assert_eq!(answer.status(), status, "{what}");
+    }
+    // Every other spelling of an API path, sent as written (an HTTP client would tidy the
+    // path first), is refused before anything else, with the key or without; and every path
+    // that is not one of the console's own files needs the key, whatever it is.
+    let approve = format!("/api/v1/deployments/{deployment}/approve");
+    let mut probes: Vec<(&str, String, bool, u16)> = [
+        "/./api/v1/whoami",
+        "/api/./v1/whoami",
+        "//api/v1/whoami",
+        "/api//v1/whoami",
+        "/apps/../api/v1/whoami",
+        "/assets/..%2fapi/v1/whoami",
+        "/%2e/api/v1/whoami",
+        "/x/%2E%2E/api/v1/whoami",
+        "/x/.%2e/api/v1/whoami",
+        "/x%2F..%2Fapi/v1/whoami",
+        "/x%5c..%5capi/v1/whoami",
+        "/x/..\\api/v1/whoami",
+    ]
+    .into_iter()
+    .flat_map(|path| {
+        [
+            ("GET", path.to_owned(), false, 400),
+            ("GET", path.to_owned(), true, 400),
+        ]
+    })
+    .collect();
+    probes.extend([
+        ("POST", format!("/x/..{approve}"), false, 400),
+        ("POST", format!("/./{approve}"), true, 400),
+        ("POST", format!("/x%2f..{approve}"), false, 400),
+        ("GET", "/healthz".to_owned(), false, 401),
+        ("GET", "/API/v1/whoami".to_owned(), false, 401),
+        ("GET", "/apps/../healthz".to_owned(), false, 400),
+        ("POST", "/hooks/github".to_owned(), false, 401),
+        ("POST", approve.clone(), false, 401),
+    ]);
+    for (method, path, with_key, status) in &probes {
+        let key = with_key.then_some(key.as_str());
+        assert_eq!(
+            raw_request(port, method, path, key),
+            *status,
+            "{method} {path} (key: {with_key})"
+        );
     }
     assert_eq!(
         front.verified.load(std::sync::atomic::Ordering::SeqCst),

@@ -6,9 +6,15 @@
 //! your IAM identity, and nothing is stored anywhere.
 //!
 //! Only this machine reaches it (a `Host` other than its own address is refused, so a rebound
-//! DNS name cannot either), and an API call through it must carry the one-time key it prints
+//! DNS name cannot either), and every request it signs must carry the one-time key it prints
 //! at start (the console's sign-in): another local user's process or a web page cannot spend
 //! your credentials through it. Changes from a foreign `Origin` are refused too.
+//!
+//! The console's pages and files (which hold no data) are served from this binary's own copy
+//! of the bundle, never fetched through the signed path: a browser loads them without the key,
+//! so nothing that needs no key is ever signed. A path with `.` or `..` segments, `//`, a
+//! backslash or an encoded slash, dot or backslash is refused before anything else, so no
+//! spelling of a path reaches the API as a different one.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -119,9 +125,19 @@ pub async fn run(server: &str, args: ConsoleArgs) -> anyhow::Result<()> {
     println!(
         "gannet console for {server}\n  open http://{addr}/ and sign in with this one-time key (it lasts until you stop this command):\n  {key}"
     );
-    let app = axum::Router::new().fallback(forward).with_state(proxy);
-    axum::serve(listener, app).await?;
+    axum::serve(listener, app(proxy)).await?;
     Ok(())
+}
+
+/// Every request passes [`guard`] first; the console's pages are answered here, anything else
+/// is [`forward`]ed, signed, only with the key.
+fn app(proxy: Arc<Proxy>) -> axum::Router {
+    let routes = gannet_controller::console_routes()
+        .fallback(forward)
+        .with_state(proxy.clone());
+    axum::Router::new()
+        .fallback_service(routes)
+        .layer(axum::middleware::from_fn_with_state(proxy, guard))
 }
 
 /// The region of an API Gateway host name (`<id>.execute-api.<region>.amazonaws.com`).
@@ -149,15 +165,46 @@ fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn forward(State(proxy): State<Arc<Proxy>>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let host = header_text(&parts.headers, header::HOST).unwrap_or("");
+/// A path every reader spells the same way: no `.` or `..` segment, no empty one (`//`), no
+/// backslash, and no encoded slash, dot or backslash (`%2f`, `%2e`, `%5c`, any case), which a
+/// server further on might decode into one.
+fn plain_path(path: &str) -> bool {
+    let encoded = path.as_bytes().windows(3).any(|w| {
+        w[0] == b'%' && matches!(&[w[1], w[2].to_ascii_lowercase()], b"2f" | b"2e" | b"5c")
+    });
+    path.starts_with('/')
+        && !path.contains("//")
+        && !path.contains('\\')
+        && !encoded
+        && !path.split('/').any(|segment| matches!(segment, "." | ".."))
+}
+
+/// Checked on every request, before anything else: the path's spelling, then the `Host`.
+async fn guard(
+    State(proxy): State<Arc<Proxy>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if !plain_path(req.uri().path()) {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "a path with `.` or `..` segments, `//`, a backslash or an encoded slash, dot or backslash is refused",
+        );
+    }
+    let host = header_text(req.headers(), header::HOST).unwrap_or("");
     if !proxy.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
         return refuse(
             StatusCode::FORBIDDEN,
             "this console proxy serves only its own address",
         );
     }
+    next.run(req).await
+}
+
+/// Anything that is not one of the console's own pages: sent on, signed, only with the key,
+/// whatever its path.
+async fn forward(State(proxy): State<Arc<Proxy>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
     if parts.method != Method::GET && parts.method != Method::HEAD {
         let own = header_text(&parts.headers, header::ORIGIN)
             .and_then(|o| o.split_once("://"))
@@ -174,18 +221,16 @@ async fn forward(State(proxy): State<Arc<Proxy>>, req: Request) -> Response {
             );
         }
     }
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    if path.starts_with("/api/") {
-        let bearer = header_text(&parts.headers, header::AUTHORIZATION)
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !same(bearer.trim(), &proxy.key) {
-            return refuse(
-                StatusCode::UNAUTHORIZED,
-                "sign in with the one-time key `gannet console` printed when it started",
-            );
-        }
+    let bearer = header_text(&parts.headers, header::AUTHORIZATION)
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !same(bearer.trim(), &proxy.key) {
+        return refuse(
+            StatusCode::UNAUTHORIZED,
+            "sign in with the one-time key `gannet console` printed when it started",
+        );
     }
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let body = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(body) => body,
         Err(_) => return refuse(StatusCode::PAYLOAD_TOO_LARGE, "a request body over 64 KB"),
@@ -286,5 +331,45 @@ mod tests {
         );
         assert_eq!(region_of("gannet.example.com"), None);
         assert!(same("abc", "abc") && !same("abc", "abd") && !same("abc", "ab"));
+    }
+
+    #[test]
+    fn only_a_plainly_spelled_path_passes() {
+        for path in [
+            "/",
+            "/api/v1/whoami",
+            "/api/v1/apps/web/diff",
+            "/api/v1/deployments/d-1/stages/stage.1/logs",
+            "/assets/app.js",
+            "/apps/web",
+            "/apps/",
+            "/api/v1/apps/a%20b",
+            "/api/v1/apps/%41",
+        ] {
+            assert!(plain_path(path), "{path}");
+        }
+        for path in [
+            "/./api/v1/whoami",
+            "/x/../api/v1/deployments/d/approve",
+            "/api/v1/.",
+            "/api/v1/..",
+            "//api/v1/whoami",
+            "/api//v1/whoami",
+            "/api/v1//",
+            "/%2e/api/v1/whoami",
+            "/%2E%2E/api/v1/whoami",
+            "/x/.%2e/api/v1/whoami",
+            "/x%2f..%2fapi/v1/whoami",
+            "/x%2F..%2Fapi/v1/whoami",
+            "/x%5c..%5capi/v1/whoami",
+            "/x%5C..%5Capi/v1/whoami",
+            "/x\\..\\api/v1/whoami",
+            "\\api/v1/whoami",
+            "api/v1/whoami",
+            "",
+            "*",
+        ] {
+            assert!(!plain_path(path), "{path}");
+        }
     }
 }

@@ -12,8 +12,9 @@ use gannet_console::Asset;
 
 use crate::ApiError;
 
-/// The console's routes, for the server's router.
-pub(crate) fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+/// The console's routes, for the server's router (and `gannet console`, which serves them
+/// itself on AWS).
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/", get(page))
         .route("/apps", get(page))
