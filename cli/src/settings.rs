@@ -423,14 +423,18 @@ impl UpConfig {
                 },
                 _ => return Err(format!("{at}: give webhook or slack, one of them")),
             };
-            let host = url
-                .strip_prefix("https://")
-                .or_else(|| url.strip_prefix("http://"))
-                .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or(""));
-            if host.is_none_or(str::is_empty) || url.contains(char::is_whitespace) {
+            // The URL is a secret itself (a Slack webhook's path is its key; a receiver's may
+            // hold a token), so it goes over https, or plain http only to loopback.
+            if let Err(why) = gannet_core::targets::credentialed_url(&url) {
+                let shown = match format {
+                    // Not even redacted: its path is the key.
+                    ReceiverFormat::Slack => String::new(),
+                    ReceiverFormat::CloudEvents => {
+                        format!("{:?} ", gannet_core::report::redact_urls(&url))
+                    }
+                };
                 return Err(format!(
-                    "{at}.{field}: {:?} is not an http(s) URL such as https://hooks.example.com/gannet",
-                    gannet_core::report::redact_urls(&url)
+                    "{at}.{field}: {shown}{why}; for example https://hooks.example.com/gannet"
                 ));
             }
             receivers.push(Receiver {
@@ -508,13 +512,22 @@ fn read_tokens_file(path: &Path) -> Result<String, String> {
     use std::os::unix::fs::PermissionsExt;
     let at = |message: String| format!("api.tokens.file: {}: {message}", path.display());
     let meta = std::fs::metadata(path).map_err(|e| at(e.to_string()))?;
-    if meta.permissions().mode() & 0o007 != 0 {
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
         return Err(at(format!(
-            "other users may read it (mode {:o}); chmod 600 it",
-            meta.permissions().mode() & 0o777
+            "its group or other users have access to it (mode {mode:03o}); run `chmod 600 {}`",
+            path.display()
         )));
     }
     if meta.len() > MAX_TOKENS_FILE {
+    let plaintext = tokens.plaintext_names();
+    if !plaintext.is_empty() {
+        tracing::warn!(
+            source = %at,
+            names = %plaintext.join(", "),
+            "API tokens written in plaintext (`token:`): anyone who reads them can use them; write each as `sha256: <hex SHA-256 of the token>` instead (printf %s \"$TOKEN\" | sha256sum)"
+        );
+    }
         return Err(at(format!(
             "{} bytes is too large (at most 1 MB)",
             meta.len()
@@ -563,7 +576,11 @@ mod tests {
         UpConfig::parse(
             text,
             Path::new("/etc/gannet"),
-            &|name| (name == "SECRET").then(|| "s3cret".to_owned()),
+            &|name| match name {
+                "SECRET" => Some("s3cret".to_owned()),
+                "PLAIN_SLACK" => Some("http://hooks.slack.example/services/T0/B0/key".to_owned()),
+                _ => None,
+            },
             &gannet_plugins::registry(),
         )
     }
@@ -655,6 +672,116 @@ plugins:
                 "api.maxConnectionsPerPeer: 0 is out of range (1 to 65536)",
             ),
             (
+    /// `gannet.yaml` naming a tokens file written with `mode`, parsed from a tempdir.
+    fn with_tokens_file(mode: u32) -> (tempfile::TempDir, Result<UpConfig, String>) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("tokens.yaml");
+        std::fs::write(
+            &file,
+            format!(
+                "- {{name: alice, role: admin, sha256: {}}}\n",
+                "ab".repeat(32)
+            ),
+        )
+        .expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        let parsed = UpConfig::parse(
+            "api: {tokens: {file: tokens.yaml}}",
+            dir.path(),
+            &|_| None,
+            &gannet_plugins::registry(),
+        );
+        (dir, parsed)
+    }
+
+    #[test]
+    fn a_tokens_file_its_group_or_others_may_reach_is_refused_with_the_fix() {
+        for mode in [0o640, 0o604, 0o660, 0o644, 0o620, 0o610, 0o601, 0o666] {
+            let (dir, parsed) = with_tokens_file(mode);
+            let err = parsed.err().unwrap_or_default();
+            let file = dir.path().join("tokens.yaml").display().to_string();
+            assert!(
+                err.starts_with(&format!("api.tokens.file: {file}: "))
+                    && err.contains(&format!("(mode {mode:03o})"))
+                    && err.contains(&format!("chmod 600 {file}")),
+                "mode {mode:03o}: {err}"
+            );
+        }
+        for mode in [0o600, 0o400] {
+            let (_dir, parsed) = with_tokens_file(mode);
+            assert_eq!(parsed.map(|c| c.tokens.len()), Ok(1), "mode {mode:03o}");
+        }
+    }
+
+    /// What `gannet up` logs while parsing `text` with `vars` set, and the outcome.
+    fn logged_while_parsing(
+        text: &str,
+        vars: &[(&str, &str)],
+    ) -> (String, Result<UpConfig, String>) {
+        #[derive(Clone, Default)]
+        struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().expect("log buffer").extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let writer = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let env = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        };
+        let parsed = tracing::subscriber::with_default(subscriber, || {
+            UpConfig::parse(
+                text,
+                Path::new("/etc/gannet"),
+                &env,
+                &gannet_plugins::registry(),
+            )
+        });
+        let log = String::from_utf8_lossy(&buffer.0.lock().expect("log buffer")).into_owned();
+        (log, parsed)
+    }
+
+    #[test]
+    fn plaintext_tokens_are_warned_about_by_name_never_by_value() {
+        const ALICE: &str = "alice-plaintext-token-0123456789";
+        const CI: &str = "ci-plaintext-token-0123456789ab";
+        let digest = "cd".repeat(32);
+        let config = "api: {tokens: {env: GANNET_TOKENS}}";
+        let tokens = format!(
+            "- {{name: alice, role: admin, token: {ALICE}}}\n- {{name: ci, role: deployer, token: {CI}}}\n- {{name: bob, role: viewer, sha256: {digest}}}\n"
+        );
+        let (log, parsed) = logged_while_parsing(config, &[("GANNET_TOKENS", &tokens)]);
+        assert_eq!(parsed.map(|c| c.tokens.len()), Ok(3));
+        assert!(
+            log.contains("WARN")
+                && log.contains("api.tokens.env GANNET_TOKENS")
+                && log.contains("alice, ci")
+                && log.contains("sha256:"),
+            "{log}"
+        );
+        assert!(!log.contains("bob"), "bob's entry is a digest: {log}");
+        for secret in [ALICE, CI, digest.as_str()] {
+            assert!(!log.contains(secret), "a token reached the log: {log}");
+        }
+
+        let digests_only = format!("- {{name: bob, role: viewer, sha256: {digest}}}\n");
+        let (log, parsed) = logged_while_parsing(config, &[("GANNET_TOKENS", &digests_only)]);
+        assert!(parsed.is_ok());
+        assert!(!log.contains("plaintext"), "nothing to warn about: {log}");
+    }
+
                 "api: {tls: {certFile: cert.pem, keyFile: key.pem}}",
                 "api.tls.keyFile: /etc/gannet/key.pem: No such file",
             ),
@@ -689,7 +816,7 @@ plugins:
             ),
             (
                 "notifications: {receivers: [{name: ops, webhook: {url: 'hooks.example.com/x'}}]}",
-                "notifications.receivers[0].webhook.url: \"hooks.example.com/x\" is not an http(s) URL",
+                "notifications.receivers[0].webhook.url: \"hooks.example.com/x\" is not a URL",
             ),
             (
                 "notifications: {receivers: [{name: ops, webhook: {url: 'https://'}}]}",
@@ -697,7 +824,23 @@ plugins:
             ),
             (
                 "notifications: {receivers: [{name: ops, webhook: {url: 'ftp://u:pw@h/x'}}]}",
-                "\"ftp://***@h/x\" is not an http(s) URL",
+                "\"ftp://***@h/x\" has a user name or password in it",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, webhook: {url: 'http://localhost:x@evil.example/'}}]}",
+                "notifications.receivers[0].webhook.url: \"http://***@evil.example/\" has a user name or password in it",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, webhook: {url: 'http://localhost.evil.example/'}}]}",
+                "notifications.receivers[0].webhook.url: \"http://localhost.evil.example/\" must be an https:// URL",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, webhook: {url: 'http://evil.example#@localhost/'}}]}",
+                "notifications.receivers[0].webhook.url: \"http://evil.example#@localhost/\" has a #fragment",
+            ),
+            (
+                "notifications: {receivers: [{name: ops, slack: {urlEnv: PLAIN_SLACK}}]}",
+                "notifications.receivers[0].slack.urlEnv: must be an https:// URL",
             ),
             (
                 "listen: 0.0.0.0:7070",
@@ -791,3 +934,7 @@ plugins:
         }
     }
 }
+            assert!(
+                !err.contains("slack.example"),
+                "a Slack URL is its key: {err}"
+            );

@@ -2,11 +2,14 @@
 //! gives it a role. They are read from a file or an environment variable (never from
 //! gannet.yaml), kept only as SHA-256 digests, and compared in constant time.
 //!
-//! The text is YAML (JSON is YAML too), a list of entries:
+//! The text is YAML (JSON is YAML too), a list of entries. Write each token as its SHA-256
+//! digest (`printf %s "$TOKEN" | sha256sum`), so the file holds nothing a reader could send;
+//! a plaintext `token:` is still accepted, and [`ApiTokens::plaintext_names`] lets start-up
+//! warn about it:
 //!
 //! ```yaml
-//! - {name: alice, role: admin, token: "…at least 24 characters…"}
-//! - {name: ci, role: deployer, sha256: "…hex digest of the token…"}
+//! - {name: alice, role: admin, sha256: "…hex SHA-256 of alice's token…"}
+//! - {name: ci, role: deployer, sha256: "…hex SHA-256 of the robot's token…"}
 //! ```
 
 use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Role};
@@ -26,6 +29,16 @@ struct Entry {
     name: String,
     role: Role,
     digest: [u8; 32],
+    written: Form,
+}
+
+/// How an entry's token is written in the text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// `token:`, the token itself: whoever reads the text can use it.
+    Plaintext,
+    /// `sha256:`, its digest only.
+    Digest,
 }
 
 #[derive(serde::Deserialize)]
@@ -77,8 +90,10 @@ impl ApiTokens {
             if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
                 return Err(at("name", "must be 1 to 64 printable characters"));
             }
-            let digest = match (w.token, w.sha256) {
-                (Some(token), None) if token.chars().count() >= MIN_TOKEN_LEN => digest(&token),
+            let (digest, written) = match (w.token, w.sha256) {
+                (Some(token), None) if token.chars().count() >= MIN_TOKEN_LEN => {
+                    (digest(&token), Form::Plaintext)
+                }
                 (Some(_), None) => {
                     return Err(at(
                         "token",
@@ -88,7 +103,7 @@ impl ApiTokens {
                 (None, Some(hex_digest)) => {
                     let bytes = hex::decode(hex_digest.trim()).ok();
                     match bytes.and_then(|b| <[u8; 32]>::try_from(b).ok()) {
-                        Some(d) => d,
+                        Some(d) => (d, Form::Digest),
                         None => return Err(at("sha256", "is not a hex SHA-256 digest")),
                     }
                 }
@@ -101,6 +116,7 @@ impl ApiTokens {
                 name: name.to_owned(),
                 role: w.role,
                 digest,
+                written,
             });
         }
         Ok(Self { entries })
@@ -112,6 +128,16 @@ impl ApiTokens {
 
     pub fn len(&self) -> usize {
         self.entries.len()
+    }
+
+    /// The names of the entries written with a plaintext `token:` rather than its `sha256:`
+    /// digest (never the tokens themselves).
+    pub fn plaintext_names(&self) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter(|e| e.written == Form::Plaintext)
+            .map(|e| e.name.as_str())
+            .collect()
     }
 }
 
@@ -191,6 +217,11 @@ mod tests {
             Err(CallerError::Missing { how }) if how.contains("GANNET_TOKEN")
         ));
         assert!(!format!("{tokens:?}").contains(ALICE));
+        assert_eq!(
+            tokens.plaintext_names(),
+            ["alice"],
+            "ci is written as a digest"
+        );
         assert!(matches!(
             identify(&ApiTokens::default(), Some(ALICE)),
             Err(CallerError::Missing { how }) if how.contains("api.tokens")
