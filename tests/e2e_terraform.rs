@@ -6,7 +6,8 @@
 //! Shown here: PLAN → WAIT_APPROVAL → APPLY applies exactly the saved plan (a plan made stale
 //! while it waits fails with terraform's message); `exitOnNoChanges`; a failing apply rolls
 //! back by applying the running commit; a SIGKILL of gannet mid-apply leaves the apply running
-//! and the restarted gannet follows it to its end, once; drift from a change made by hand.
+//! and the restarted gannet follows it to its end, once; drift from a change made by hand;
+//! `apps diff` runs no terraform off the branch, nor for a viewer.
 
 mod support;
 
@@ -470,6 +471,133 @@ fn a_change_by_hand_is_drift_named_by_address_until_a_deployment_puts_it_back() 
         },
     );
     assert_eq!(lab.input_of("app"), json!("nginx:1"));
+}
+
+/// The jobs started so far (one directory each) and the commits checked out (one tree each).
+fn jobs_and_trees(g: &Gannet) -> (usize, Vec<String>) {
+    let dirs = |path: PathBuf| -> Vec<PathBuf> {
+        std::fs::read_dir(path)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect()
+    };
+    let state = g.state_dir.join("state");
+    let trees = dirs(state.join("git/trees"))
+        .into_iter()
+        .flat_map(dirs)
+        .filter_map(|t| t.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    (dirs(state.join("jobs")).len(), trees)
+}
+
+/// `apps diff` never runs terraform for a commit off the watched branch: 409 for every role,
+/// with no checkout and no job. A commit before the head needs the deploy role. A viewer's
+/// diff at the head is the last drift check, with its age, and starts no job; a deployer's
+/// diff at an earlier commit of the branch plans it.
+#[test]
+fn apps_diff_runs_no_terraform_off_the_branch_and_a_viewers_diff_starts_no_job() {
+    let lab = Lab::new("diffgate");
+    // A sweep every second but one plan per day, head and deployment: each check after the
+    // first reads that plan, so every job counted below was started by the call under test.
+    let g = lab.deployed(
+        "nginx:1",
+        "{poll: 1m, resume: 1s, drift: 1s}",
+        "        driftInterval: 24h\n",
+    );
+    let first = lab.repo.head();
+    // A change outside the app (nothing to deploy): `first` is now an ancestor of the head.
+    let head = lab.repo.commit(&[("README.md", "infra\n")], "readme");
+    g.wait_until(
+        LIMIT,
+        "a drift check reads the live state at the head",
+        || {
+            let app = g.app_view("infra");
+            let reason = app["sync_reason"].as_str().unwrap_or_default();
+            (app["sync_status"] == "SYNCED" && reason.contains(&head[..7])).then_some(())
+        },
+    );
+    // A commit on a feature branch only, as a pull request's author pushes it.
+    support::git(
+        lab.repo.path(),
+        &["checkout", "-q", "-b", "feature", &first],
+    );
+    let feature = lab.commit(
+        "  input:\n    vars: [\"image=nginx:1\"]\n",
+        &lab.main_tf("resource \"terraform_data\" \"feature\" {\n  input = \"x\"\n}\n"),
+        "feature only",
+    );
+    support::git(lab.repo.path(), &["checkout", "-q", "main"]);
+    let (jobs, trees) = jobs_and_trees(&g);
+    assert!(
+        jobs >= 2,
+        "the deployment's and the drift check's jobs: {jobs}"
+    );
+
+    let off_branch = format!("/apps/infra/diff?commit={feature}");
+    for (who, status, words) in [
+        ("admin", 409, "is not on branch main"),
+        ("dora", 409, "is not on branch main"),
+        ("vic", 403, "needs the role deployer or admin"),
+    ] {
+        let (got, body) = g.get_as(token_of(who), &off_branch);
+        assert_eq!(got, status, "{who}: {body}");
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(error.contains(words), "{who}: {error}");
+    }
+    assert_eq!(
+        jobs_and_trees(&g),
+        (jobs, trees.clone()),
+        "no job started and nothing checked out for a commit off the branch"
+    );
+    assert!(!trees.contains(&feature), "{trees:?}");
+
+    // A viewer's diff at the head: the last drift check, with its age; no job.
+    for path in [
+        "/apps/infra/diff".to_owned(),
+        format!("/apps/infra/diff?commit={head}"),
+    ] {
+        let (got, body) = g.get_as(token_of("vic"), &path);
+        assert_eq!(got, 200, "{path}: {body}");
+        let diff = &body["diff"];
+        assert_eq!(diff["status"], "SYNCED", "{diff}");
+        assert_eq!(diff["commit"], head.as_str(), "{diff}");
+        assert!(diff["as_of"].as_u64().is_some(), "{diff}");
+        assert!(diff["age_seconds"].as_u64().is_some(), "{diff}");
+    }
+    let run = g.cli_env(
+        &["apps", "diff", "infra"],
+        &[("GANNET_TOKEN", token_of("vic"))],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("from the last drift check"), "{run:?}");
+    // An earlier commit of the branch needs the deploy role.
+    let earlier = format!("/apps/infra/diff?commit={first}");
+    let (got, body) = g.get_as(token_of("vic"), &earlier);
+    assert_eq!(got, 403, "{body}");
+    assert_eq!(jobs_and_trees(&g).0, jobs, "a viewer's diff starts no job");
+
+    // A deployer's diff at that commit plans it (a job; answered once the plan has ended).
+    let diff = g.wait_until(LIMIT, "a deployer's diff at an earlier commit", || {
+        let (got, body) = g.get_as(token_of("dora"), &earlier);
+        let error = body["error"].as_str().unwrap_or_default();
+        assert!(
+            got == 200 || error.contains("terraform plan runs"),
+            "{got}: {body}"
+        );
+        (got == 200).then(|| body["diff"].clone())
+    });
+    assert_eq!(diff["commit"], first.as_str(), "{diff}");
+    assert_eq!(diff["status"], "SYNCED", "{diff}");
+    assert!(diff.get("as_of").is_none(), "read now: {diff}");
+    // One plan of that commit at most (a drift check may have planned it before the head
+    // moved on; then the diff reads that plan).
+    assert!(
+        jobs_and_trees(&g).0 <= jobs + 1,
+        "the deployer's diff planned once"
+    );
 }
 
 #[test]

@@ -177,6 +177,12 @@ pub fn diff(d: &DiffView) {
         d.status.as_str(),
         d.reason
     );
+    if let Some(age) = d.age_seconds {
+        println!(
+            "from the last drift check, {} ago: this app's live read runs its code, which a viewer's diff never does",
+            gannet_core::GoDuration::from_secs(age)
+        );
+    }
     if d.drift.is_empty() {
         println!("nothing would change");
         return;
