@@ -79,12 +79,18 @@ impl Lab {
             .to_owned()
     }
 
-    /// Server-side applies made so far, by object path.
+    /// Server-side applies made so far (as the app's field manager, `gannet-<app label>`),
+    /// by object path.
     fn applies(&self) -> Vec<String> {
         self.fake
             .requests()
             .into_iter()
-            .filter(|r| r.method == "PATCH" && r.field_manager.as_deref() == Some("gannet"))
+            .filter(|r| {
+                r.method == "PATCH"
+                    && r.field_manager
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("gannet-"))
+            })
             .map(|r| r.path)
             .collect()
     }

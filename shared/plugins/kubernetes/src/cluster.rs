@@ -1,7 +1,15 @@
-//! One deploy target's API server, through kube-rs: server-side apply under gannet's field
-//! manager, list by label selector, get and delete. Errors become step errors a person can act
-//! on: a conflict names each field and the manager that owns it; throttling and server errors
-//! are retried after the time the server asks for.
+//! One deploy target's API server, through kube-rs: server-side apply under the app's own
+//! field manager, list by label selector, get and delete. Errors become step errors a person
+//! can act on: a conflict names each field and the manager that owns it, and an object that
+//! another app owns is refused naming that app; throttling and server errors are retried after
+//! the time the server asks for.
+//!
+//! Each app applies as `gannet-<app label>`, so one app's apply never silently takes fields of
+//! another app's object: the other app's manager owns them, and the apply conflicts (at least
+//! on the `pipecd.dev/application` label, whose value differs). Objects an older gannet applied
+//! under the one manager `gannet` are taken over by the app that owns them by label: its
+//! conflicts with `gannet` are forced, and `gannet`'s remaining ownership is released (an
+//! empty apply as `gannet`), so a field Git drops is removed as server-side apply removes it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,8 +28,37 @@ use crate::kinds::{self, Kind};
 use crate::manifest::ObjectRef;
 use crate::target::DeployTarget;
 
-/// The field manager of everything gannet applies.
-pub const FIELD_MANAGER: &str = "gannet";
+/// The field manager every app shared before each app had its own; objects it applied are
+/// taken over by their app's manager at the next apply.
+pub const LEGACY_FIELD_MANAGER: &str = "gannet";
+
+/// The field manager of an app's objects: `gannet-<app label>` (at most 70 characters; the
+/// API server allows 128).
+pub fn field_manager(app_label: &str) -> String {
+    format!("{LEGACY_FIELD_MANAGER}-{app_label}")
+}
+
+/// The app an apply is for: its label value and its field manager.
+#[derive(Clone, Debug)]
+pub(crate) struct Owner {
+    pub app_label: String,
+    pub manager: String,
+}
+
+impl Owner {
+    pub fn new(app_label: &str) -> Self {
+        Self {
+            app_label: app_label.to_owned(),
+            manager: field_manager(app_label),
+        }
+    }
+
+    /// True for a field manager whose fields this app's apply may take without asking: its
+    /// own, the one an older gannet used, and changes by hand.
+    pub fn may_take_from(&self, manager: &str) -> bool {
+        manager == self.manager || manager == LEGACY_FIELD_MANAGER || crate::drift::by_hand(manager)
+    }
+}
 
 pub(crate) struct Cluster {
     client: Client,
@@ -135,33 +172,89 @@ impl Cluster {
         }
     }
 
-    /// Server-side apply of `body` (a whole object) under gannet's field manager. A field
-    /// another manager owns with another value is a conflict, reported by field; when every
-    /// conflicting field was last written by hand (a `kubectl…` manager), gannet takes them
-    /// back (a forced apply) and returns them (`.spec.replicas (conflict with "kubectl-edit" …)`).
+    /// Server-side apply of `body` (a whole object) under `owner`'s field manager. A field
+    /// another manager owns with another value is a conflict, reported by field. An object
+    /// labelled for another app is refused, naming it, and left as it is. When every
+    /// conflicting field was last written by hand (a `kubectl…` manager) or by an older
+    /// gannet's shared manager, the app takes them (a forced apply) and returns them
+    /// (`.spec.replicas (conflict with "kubectl-edit" …)`).
     pub async fn apply(
         &self,
         kind: &Kind,
         at: &ObjectRef,
         body: &Value,
+        owner: &Owner,
     ) -> Result<Vec<String>, StepError> {
         let api = self.api(kind, &at.namespace);
-        let params = PatchParams::apply(FIELD_MANAGER);
+        let params = PatchParams::apply(&owner.manager);
         let error = match api.patch(&at.name, &params, &Patch::Apply(body)).await {
-            Ok(_) => return Ok(Vec::new()),
+            Ok(applied) => {
+                self.release_legacy(&api, at, &applied).await?;
+                return Ok(Vec::new());
+            }
             Err(e) => e,
         };
-        let taken_back = match &error {
-            kube::Error::Api(status) => hand_conflicts(status),
-            _ => None,
+        let conflicts = match &error {
+            kube::Error::Api(status) => conflicts(status),
+            _ => Vec::new(),
         };
-        let Some(taken_back) = taken_back else {
+        if conflicts.is_empty() {
             return Err(api_error(format!("apply {at}"), error));
-        };
-        api.patch(&at.name, &params.force(), &Patch::Apply(body))
+        }
+        // Whose object is it? Another app's is never taken, whatever its managers.
+        if let Some(live) = self.get(kind, at).await? {
+            if let Some(other) = other_app(&live, &owner.app_label) {
+                return Err(StepError::permanent(format!(
+                    "apply {at}: the object belongs to another app, {other}; gannet changed nothing. Two apps cannot own one object: rename it or remove it from one app's manifests"
+                )));
+            }
+        }
+        if !conflicts.iter().all(|c| owner.may_take_from(&c.manager)) {
+            return Err(api_error(format!("apply {at}"), error));
+        }
+        let applied = api
+            .patch(&at.name, &params.force(), &Patch::Apply(body))
             .await
             .map_err(|e| api_error(format!("apply {at}"), e))?;
-        Ok(taken_back)
+        self.release_legacy(&api, at, &applied).await?;
+        Ok(conflicts
+            .into_iter()
+            .filter(|c| crate::drift::by_hand(&c.manager))
+            .map(|c| format!("{} ({})", c.field, c.message))
+            .collect())
+    }
+
+    /// When an older gannet's shared manager still owns fields of `applied` (which the app's
+    /// manager now owns too), releases them: an apply of no fields as that manager. A field
+    /// only it owned, which the app's manifests no longer set, is then removed.
+    async fn release_legacy(
+        &self,
+        api: &Api<DynamicObject>,
+        at: &ObjectRef,
+        applied: &DynamicObject,
+    ) -> Result<(), StepError> {
+        let legacy = applied.metadata.managed_fields.iter().flatten().any(|m| {
+            m.manager.as_deref() == Some(LEGACY_FIELD_MANAGER)
+                && m.operation.as_deref() == Some("Apply")
+        });
+        if !legacy {
+            return Ok(());
+        }
+        let mut metadata = serde_json::json!({"name": at.name});
+        if !at.namespace.is_empty() {
+            metadata["namespace"] = Value::String(at.namespace.clone());
+        }
+        let empty = serde_json::json!({
+            "apiVersion": at.api_version, "kind": at.kind, "metadata": metadata,
+        });
+        api.patch(
+            &at.name,
+            &PatchParams::apply(LEGACY_FIELD_MANAGER),
+            &Patch::Apply(&empty),
+        )
+        .await
+        .map_err(|e| api_error(format!("release {at} from the field manager gannet"), e))?;
+        Ok(())
     }
 
     /// The object, or `None` when it does not exist.
@@ -208,23 +301,51 @@ impl Cluster {
     }
 }
 
-/// The conflicting fields of a conflict status, when every one was written by hand.
-fn hand_conflicts(status: &Status) -> Option<Vec<String>> {
+/// One field of a conflict: the field, the server's words, and the manager that owns it.
+#[derive(Debug)]
+struct Conflict {
+    field: String,
+    message: String,
+    manager: String,
+}
+
+/// The conflicting fields of a conflict status (none for any other status).
+fn conflicts(status: &Status) -> Vec<Conflict> {
     if status.code != 409 {
-        return None;
+        return Vec::new();
     }
-    let causes: Vec<_> = status
+    status
         .details
         .iter()
         .flat_map(|d| d.causes.iter())
         .filter(|c| c.reason == "FieldManagerConflict")
-        .collect();
-    let by_hand = |message: &str| message.split('"').nth(1).is_some_and(crate::drift::by_hand);
-    (!causes.is_empty() && causes.iter().all(|c| by_hand(&c.message))).then(|| {
-        causes
-            .iter()
-            .map(|c| format!("{} ({})", c.field, c.message))
-            .collect()
+        .map(|c| Conflict {
+            field: c.field.clone(),
+            message: c.message.clone(),
+            // `conflict with "kubectl-edit" using apps/v1`
+            manager: c.message.split('"').nth(1).unwrap_or_default().to_owned(),
+        })
+        .collect()
+}
+
+/// The app `live` is labelled for (`pipecd.dev/application`), when that is not `app_label`:
+/// its id from PipeCD's annotation, or its label value.
+fn other_app(live: &Value, app_label: &str) -> Option<String> {
+    let meta = live.get("metadata")?;
+    let label = meta
+        .pointer("/labels")
+        .and_then(|l| l.get(crate::objects::LABEL_APPLICATION))
+        .and_then(Value::as_str)?;
+    if label == app_label {
+        return None;
+    }
+    let id = meta
+        .pointer("/annotations")
+        .and_then(|a| a.get(crate::objects::LABEL_APPLICATION))
+        .and_then(Value::as_str);
+    Some(match id {
+        Some(id) => format!("{id} (label {}={label})", crate::objects::LABEL_APPLICATION),
+        None => format!("{}={label}", crate::objects::LABEL_APPLICATION),
     })
 }
 
@@ -341,18 +462,47 @@ mod tests {
             reason.starts_with("apply Deployment/default/web: 1 field(s)"),
             "{reason}"
         );
-        assert_eq!(
-            hand_conflicts(&conflict),
-            None,
+        let owner = Owner::new("web");
+        let managers: Vec<String> = conflicts(&conflict)
+            .into_iter()
+            .map(|c| c.manager)
+            .collect();
+        assert_eq!(managers, ["kube-controller-manager"]);
+        assert!(
+            !owner.may_take_from("kube-controller-manager"),
             "a controller's field is never taken"
         );
-        let by_hand = status(
-            409,
-            "Conflict",
-            json!({"causes": [{"reason": "FieldManagerConflict",
-            "message": "conflict with \"kubectl-edit\" using apps/v1", "field": ".spec.replicas"}]}),
+        for manager in ["kubectl-edit", "gannet", "gannet-web"] {
+            assert!(owner.may_take_from(manager), "{manager}");
+        }
+        assert!(
+            !owner.may_take_from("gannet-shop"),
+            "another app's fields are never taken"
         );
-        assert_eq!(hand_conflicts(&by_hand).map(|f| f.len()), Some(1));
+    }
+
+    #[test]
+    fn an_object_labelled_for_another_app_is_named_by_its_id() {
+        let live = |labels: Value, annotations: Value| json!({"metadata": {"name": "x", "labels": labels, "annotations": annotations}});
+        let ours = json!({"pipecd.dev/managed-by": "piped", "pipecd.dev/application": "web"});
+        let theirs = json!({"pipecd.dev/managed-by": "piped", "pipecd.dev/application": "shop"});
+        let id = json!({"pipecd.dev/application": "demo:shop/app.pipecd.yaml"});
+        assert_eq!(other_app(&live(ours, id.clone()), "web"), None);
+        assert_eq!(
+            other_app(&live(theirs.clone(), id), "web").as_deref(),
+            Some("demo:shop/app.pipecd.yaml (label pipecd.dev/application=shop)")
+        );
+        assert_eq!(
+            other_app(&live(theirs, json!({})), "web").as_deref(),
+            Some("pipecd.dev/application=shop")
+        );
+        let no_managed_by = json!({"pipecd.dev/application": "shop"});
+        assert!(other_app(&live(no_managed_by, json!({})), "web").is_some());
+        assert_eq!(
+            other_app(&live(json!({"app": "x"}), json!({})), "web"),
+            None
+        );
+        assert!(field_manager(&"a".repeat(63)).len() <= 128);
     }
 
     #[test]

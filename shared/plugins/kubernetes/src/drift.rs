@@ -19,7 +19,7 @@ use gannet_core::ids::AppId;
 use gannet_core::plugin::StepError;
 use serde_json::Value;
 
-use crate::cluster::{Cluster, FIELD_MANAGER};
+use crate::cluster::{Cluster, Owner};
 use crate::fields;
 use crate::kinds::{self, Kind};
 use crate::manifest::{Manifest, ObjectRef};
@@ -50,6 +50,7 @@ pub(crate) async fn read(
 ) -> Result<LiveState, StepError> {
     let label = objects::app_label(app_id);
     let selector = objects::owned_selector(&label);
+    let owner = Owner::new(&label);
     let mut kinds: Vec<(String, String)> = manifests
         .iter()
         .map(|m| (m.api_version.clone(), m.kind.clone()))
@@ -113,7 +114,7 @@ pub(crate) async fn read(
         } else {
             m.body.clone()
         });
-        for path in others_fields(&object) {
+        for path in others_fields(&object, &owner) {
             fields::remove_path(&mut want, &path);
         }
         let key = at.pipecd_key();
@@ -188,8 +189,9 @@ fn desired_fields(body: &Value) -> Value {
     want
 }
 
-/// The fields managers other than gannet own, except those written by hand.
-fn others_fields(live: &Value) -> Vec<Vec<String>> {
+/// The fields managers other than the app's own (and an older gannet's) own, except those
+/// written by hand.
+fn others_fields(live: &Value, owner: &Owner) -> Vec<Vec<String>> {
     let Some(entries) = live
         .pointer("/metadata/managedFields")
         .and_then(Value::as_array)
@@ -200,7 +202,7 @@ fn others_fields(live: &Value) -> Vec<Vec<String>> {
         .iter()
         .filter(|e| {
             let manager = e["manager"].as_str().unwrap_or_default();
-            manager != FIELD_MANAGER && !by_hand(manager)
+            !owner.may_take_from(manager)
         })
         .filter_map(|e| e.get("fieldsV1"))
         .flat_map(fields::owned_paths)

@@ -58,7 +58,7 @@ use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
-pub use cluster::FIELD_MANAGER;
+pub use cluster::{field_manager, LEGACY_FIELD_MANAGER};
 pub use manifest::{Manifest, ObjectRef};
 pub use objects::{
     app_label, ANNOTATION_COMMIT, ANNOTATION_RESOURCE_KEY, ANNOTATION_VARIANT, LABEL_APPLICATION,

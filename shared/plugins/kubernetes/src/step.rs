@@ -12,7 +12,7 @@ use gannet_core::stage_meta::StageMeta;
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Owner};
 use crate::kinds::{self, Kind};
 use crate::manifest::{Manifest, ObjectRef};
 use crate::objects::{self, Stamp, Variant};
@@ -68,6 +68,11 @@ impl Step<'_> {
         self.ctx.io.log(line).await;
     }
 
+    /// Who applies: the app, by its label, under its own field manager.
+    fn owner(&self) -> Owner {
+        Owner::new(&self.app_label)
+    }
+
     fn stamp(&self) -> Stamp<'_> {
         Stamp {
             app: &self.ctx.deployment.app,
@@ -117,7 +122,7 @@ impl Step<'_> {
                 if self.cluster.get(&kind, &at).await?.is_none() {
                     let body =
                         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-                    self.cluster.apply(&kind, &at, &body).await?;
+                    self.cluster.apply(&kind, &at, &body, &self.owner()).await?;
                     self.log(&format!("Created namespace {ns} (autoCreateNamespace)"))
                         .await;
                 }
@@ -126,7 +131,10 @@ impl Step<'_> {
         let (first, rest): (Vec<&Desired>, Vec<&Desired>) =
             objects.iter().partition(|o| o.at.kind == "Namespace");
         for o in first.into_iter().chain(rest) {
-            let taken_back = self.cluster.apply(&o.kind, &o.at, &o.body).await?;
+            let taken_back = self
+                .cluster
+                .apply(&o.kind, &o.at, &o.body, &self.owner())
+                .await?;
             self.log(&format!("Applied {}", o.at)).await;
             if !taken_back.is_empty() {
                 self.log(&format!(
@@ -351,7 +359,9 @@ impl Step<'_> {
                 objects::select_variant(&mut o.body, &key, &value);
             }
         }
-        self.cluster.apply(&o.kind, &o.at, &o.body).await?;
+        self.cluster
+            .apply(&o.kind, &o.at, &o.body, &self.owner())
+            .await?;
         self.log(&format!("Routed {}: {split}", o.at)).await;
         Ok(())
     }

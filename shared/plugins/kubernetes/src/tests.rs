@@ -351,7 +351,7 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
         .as_array()
         .unwrap()
         .iter()
-        .any(|m| m["manager"] == "gannet" && m["operation"] == "Apply"));
+        .any(|m| m["manager"] == own_manager() && m["operation"] == "Apply"));
 
     // The next commit drops the ConfigMap: it is pruned; the one gannet never applied stays.
     kube.fake.clear_requests();
@@ -680,6 +680,92 @@ async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_han
         "{reason}"
     );
     assert_eq!(kube.deployment("web")["spec"]["replicas"], 5);
+}
+
+/// The field manager of [`APP`]'s objects.
+fn own_manager() -> String {
+    crate::field_manager(&crate::app_label(&AppId::parse(APP).expect("app id")))
+}
+
+/// Another app of the same repository, deploying to the same cluster.
+const OTHER_APP: &str = "demo:shop/app.pipecd.yaml";
+
+const SHARED_CONFIG: &str = "apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: shared
+data:
+  owner: web
+";
+
+#[tokio::test]
+async fn a_second_app_applying_the_first_apps_object_is_refused_naming_it_and_nothing_changes() {
+    let kube = Kube::new();
+    let a = commit('a', QUICK_SYNC, &[("config.yaml", SHARED_CONFIG)]);
+    assert_status(
+        &deploy(&kube, &a, None, Delivery::Once).await,
+        DeploymentStatus::Success,
+    );
+    let before = kube.get("v1", "ConfigMap", "shared").expect("applied");
+
+    // The other app's manifests hold a ConfigMap of the same name: with the same data too,
+    // it is not the other app's to take.
+    for data in ["shop", "web"] {
+        let theirs = SHARED_CONFIG.replace("owner: web", &format!("owner: {data}"));
+        let b = commit('b', QUICK_SYNC, &[("config.yaml", &theirs)]);
+        let mut run = Run::plan(kube.clone(), &b, None);
+        run.deployment.app = AppId::parse(OTHER_APP).expect("app id");
+        run.run_all(
+            &Commits {
+                target: &b,
+                running: None,
+            },
+            Delivery::Twice,
+        )
+        .await;
+        assert_eq!(run.deployment.status, DeploymentStatus::Failure, "{data}");
+        let reason = run.deployment.stages[0].status_reason.clone();
+        assert!(
+            reason.contains("apply ConfigMap/default/shared: the object belongs to another app, demo:app/app.pipecd.yaml"),
+            "{data}: {reason}"
+        );
+        assert_eq!(
+            kube.get("v1", "ConfigMap", "shared").as_ref(),
+            Some(&before),
+            "{data}: nothing changed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn objects_an_older_gannet_applied_under_one_manager_are_taken_over_by_their_app() {
+    let kube = Kube::new();
+    // What an older gannet left: the app's ConfigMap with gannet's labels, applied as `gannet`,
+    // with a key Git has since dropped.
+    let label = crate::app_label(&AppId::parse(APP).expect("app id"));
+    kube.fake
+        .apply_as(
+            crate::LEGACY_FIELD_MANAGER,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "web-config", "namespace": "default",
+                    "labels": {"pipecd.dev/managed-by": "piped", "pipecd.dev/application": label},
+                    "annotations": {"pipecd.dev/application": APP}},
+                "data": {"greeting": "hi", "dropped": "yes"}}),
+            false,
+        )
+        .expect("apply");
+    let a = commit('a', QUICK_SYNC, &[("config.yaml", CONFIG)]);
+    let run = deploy(&kube, &a, None, Delivery::Twice).await;
+    assert_status(&run, DeploymentStatus::Success);
+    let live = kube.get("v1", "ConfigMap", "web-config").expect("config");
+    assert_eq!(live["data"], json!({"greeting": "hello"}), "{live}");
+    let managers: Vec<&str> = live["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, [own_manager().as_str()], "{live}");
 }
 
 #[tokio::test]
