@@ -269,13 +269,66 @@ pub fn valid_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// `AWS_*` variables that configure a client without holding or locating a credential: a job
+/// may be given these.
+const AWS_SETTINGS: [&str; 10] = [
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_EC2_METADATA_DISABLED",
+    "AWS_MAX_ATTEMPTS",
+    "AWS_RETRY_MODE",
+    "AWS_CA_BUNDLE",
+    "AWS_USE_FIPS_ENDPOINT",
+    "AWS_USE_DUALSTACK_ENDPOINT",
+    "AWS_STS_REGIONAL_ENDPOINTS",
+    "AWS_SDK_LOAD_CONFIG",
+];
+
+/// Credentials gannet itself (or a provider it calls) reads from its environment, by name.
+const PROVIDER_SECRETS: [(&str, &str); 12] = [
+    ("GITHUB_TOKEN", "gannet's GitHub credential"),
+    ("GH_TOKEN", "a GitHub credential"),
+    ("GH_ENTERPRISE_TOKEN", "a GitHub credential"),
+    ("GITHUB_ENTERPRISE_TOKEN", "a GitHub credential"),
+    (
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "a Google Cloud credential",
+    ),
+    ("GOOGLE_OAUTH_ACCESS_TOKEN", "a Google Cloud credential"),
+    ("CLOUDSDK_AUTH_ACCESS_TOKEN", "a Google Cloud credential"),
+    ("DD_API_KEY", "a Datadog key (analysis providers)"),
+    ("DD_APP_KEY", "a Datadog key (analysis providers)"),
+    ("DD_APPLICATION_KEY", "a Datadog key (analysis providers)"),
+    ("DATADOG_API_KEY", "a Datadog key (analysis providers)"),
+    ("DATADOG_APP_KEY", "a Datadog key (analysis providers)"),
+];
+
+/// Why the variable `name` of gannet's environment is never given to a job, when it holds (or
+/// locates) one of gannet's own credentials by its name alone: `AWS_*` credentials (keys,
+/// session token, profile, credentials and config files, container and web-identity
+/// credentials; region and endpoint settings are fine), GitHub tokens, Google Cloud and Datadog
+/// credentials, and every `GANNET_*` variable.
+pub fn gannet_credential(name: &str) -> Option<&'static str> {
+    if let Some((_, what)) = PROVIDER_SECRETS.iter().find(|(n, _)| *n == name) {
+        return Some(what);
+    }
+    if name.starts_with("GANNET_") {
+        return Some("gannet's own settings and secrets (tokens, the webhook secret)");
+    }
+    let aws_setting = AWS_SETTINGS.contains(&name) || name.starts_with("AWS_ENDPOINT_URL");
+    (name.starts_with("AWS_") && !aws_setting)
+        .then_some("gannet's own AWS credentials (or where they are found)")
+}
+
 /// Checks a list of gannet's environment variables an operator lets jobs have (written at
 /// `at`, such as `plugins.script-run.allowEnv`): each a variable name, none of them holding
-/// one of gannet's own secrets (`secret_env`).
+/// one of gannet's own secrets (`secret_env`, and [`gannet_credential`]'s names). A refusal
+/// says why, and `own_credentials` how the jobs get credentials of their own instead.
 pub fn check_allowed_env(
     at: &str,
     names: &[String],
     secret_env: &[String],
+    own_credentials: &str,
 ) -> Result<(), crate::typed::FieldError> {
     for (i, name) in names.iter().enumerate() {
         let error = |message: String| crate::typed::FieldError {
@@ -288,6 +341,12 @@ pub fn check_allowed_env(
         if secret_env.contains(name) {
             return Err(error(format!(
                 "{name} holds one of gannet's own secrets; jobs never get it"
+            )));
+        }
+        if let Some(what) = gannet_credential(name) {
+            return Err(error(format!(
+                "{name} holds {what}, which jobs never get: whoever can push a commit would hold \
+                 them; {own_credentials}"
             )));
         }
     }
@@ -497,6 +556,85 @@ mod tests {
             .to_string(),
             "timed out after 1m30s"
         );
+    }
+
+    #[test]
+    fn gannets_own_credentials_are_refused_by_name_with_the_reason_and_the_fix() {
+        let check = |name: &str| {
+            check_allowed_env(
+                "plugins.script-run.allowEnv",
+                &["KUBECONFIG".to_owned(), name.to_owned()],
+                &["MY_WEBHOOK_SECRET".to_owned()],
+                "give the job credentials of its own",
+            )
+            .map_err(|e| e.to_string())
+        };
+        let refused = [
+            ("AWS_ACCESS_KEY_ID", "gannet's own AWS credentials"),
+            ("AWS_SECRET_ACCESS_KEY", "gannet's own AWS credentials"),
+            ("AWS_SESSION_TOKEN", "gannet's own AWS credentials"),
+            ("AWS_SECURITY_TOKEN", "gannet's own AWS credentials"),
+            (
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                "gannet's own AWS credentials",
+            ),
+            (
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                "gannet's own AWS credentials",
+            ),
+            (
+                "AWS_WEB_IDENTITY_TOKEN_FILE",
+                "gannet's own AWS credentials",
+            ),
+            ("AWS_ROLE_ARN", "gannet's own AWS credentials"),
+            ("AWS_PROFILE", "gannet's own AWS credentials"),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                "gannet's own AWS credentials",
+            ),
+            ("AWS_CONFIG_FILE", "gannet's own AWS credentials"),
+            ("GITHUB_TOKEN", "gannet's GitHub credential"),
+            ("GH_TOKEN", "a GitHub credential"),
+            ("GANNET_TOKENS", "gannet's own settings and secrets"),
+            ("GANNET_WEBHOOK_SECRET", "gannet's own settings and secrets"),
+            (
+                "GOOGLE_APPLICATION_CREDENTIALS",
+                "a Google Cloud credential",
+            ),
+            ("DD_API_KEY", "a Datadog key"),
+            ("DD_APPLICATION_KEY", "a Datadog key"),
+        ];
+        for (name, what) in refused {
+            let err = check(name).expect_err(name);
+            assert!(
+                err.starts_with(&format!(
+                    "plugins.script-run.allowEnv[1]: {name} holds {what}"
+                )),
+                "{err}"
+            );
+            assert!(err.contains("jobs never get"), "{err}");
+            assert!(
+                err.ends_with("give the job credentials of its own"),
+                "{err}"
+            );
+        }
+        // The names gannet.yaml gives its secrets keep their own message.
+        assert_eq!(
+            check("MY_WEBHOOK_SECRET").unwrap_err(),
+            "plugins.script-run.allowEnv[1]: MY_WEBHOOK_SECRET holds one of gannet's own secrets; jobs never get it"
+        );
+        for allowed in [
+            "AWS_REGION",
+            "AWS_DEFAULT_REGION",
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_S3",
+            "AWS_EC2_METADATA_DISABLED",
+            "TF_VAR_deploy_key",
+            "DEPLOY_AWS_ACCESS_KEY_ID",
+            "MARKER_DIR",
+        ] {
+            assert_eq!(check(allowed), Ok(()), "{allowed}");
+        }
     }
 
     #[test]

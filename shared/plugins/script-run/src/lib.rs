@@ -87,6 +87,9 @@ impl FromSettings for ScriptRunPlugin {
             &format!("{}.allowEnv", settings.at()),
             &written.allow_env,
             &settings.runtime.secret_env,
+            "give scripts credentials of their own under other names (such as \
+             DEPLOY_AWS_ACCESS_KEY_ID, which the script exports as AWS_ACCESS_KEY_ID), or \
+             run them on AWS, where each job has a role of its own",
         )?;
         Ok(ScriptRunPlugin::allowing_env(written.allow_env))
     }

@@ -696,6 +696,30 @@ fn the_operator_allows_variables_but_never_gannets_secrets() {
     assert!(build(json!({"allowEnv": ["A=B"]}))
         .unwrap_err()
         .starts_with("plugins.script-run.allowEnv[0]:"));
+    // gannet's own credentials, by name, with what to do instead.
+    for name in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GANNET_TOKENS",
+        "DD_API_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+    ] {
+        let err = build(json!({"allowEnv": ["KUBECONFIG", name]})).unwrap_err();
+        assert!(
+            err.starts_with(&format!("plugins.script-run.allowEnv[1]: {name} holds ")),
+            "{err}"
+        );
+        assert!(err.contains("DEPLOY_AWS_ACCESS_KEY_ID"), "{err}");
+    }
+    assert_eq!(
+        build(json!({"allowEnv": ["AWS_REGION", "DEPLOY_AWS_ACCESS_KEY_ID"]})),
+        Ok(())
+    );
     assert!(build(json!({"alowEnv": []}))
         .unwrap_err()
         .contains("did you mean `allowEnv`?"));

@@ -98,7 +98,15 @@ impl DeployTarget {
                 return Err(error("env", format!("{name:?} is not a variable name")));
             }
         }
-        jobs::check_allowed_env(&format!("{at}.allowEnv"), &self.allow_env, secret_env)?;
+        jobs::check_allowed_env(
+            &format!("{at}.allowEnv"),
+            &self.allow_env,
+            secret_env,
+            "give terraform credentials of its own: an assume_role in the provider block, a \
+             credentials file of its own named in this target's env \
+             (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE), or keys under other names read by the \
+             provider block through TF_VAR_* variables listed here",
+        )?;
         if self.drift_interval < GoDuration::from_secs(1) {
             return Err(error(
                 "driftInterval",

@@ -336,6 +336,14 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
             "plugins.terraform.deployTargets[0].allowEnv[0]",
         ),
         (
+            json!({"name": "a", "allowEnv": ["AWS_REGION", "AWS_SECRET_ACCESS_KEY"]}),
+            "plugins.terraform.deployTargets[0].allowEnv[1]",
+        ),
+        (
+            json!({"name": "a", "allowEnv": ["GITHUB_TOKEN"]}),
+            "plugins.terraform.deployTargets[0].allowEnv[0]",
+        ),
+        (
             json!({"name": "a", "env": {"A B": "x"}}),
             "plugins.terraform.deployTargets[0].env",
         ),
@@ -351,6 +359,15 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
         let err = build(json!({"deployTargets": [bad]})).unwrap_err();
         assert!(err.starts_with(&format!("{field}:")), "{err}");
     }
+    // Refusing gannet's AWS keys says how terraform gets keys of its own.
+    let err = build(json!({"deployTargets": [{"name": "a", "allowEnv": ["AWS_ACCESS_KEY_ID"]}]}))
+        .unwrap_err();
+    assert!(
+        err.contains("gannet's own AWS credentials")
+            && err.contains("assume_role")
+            && err.contains("TF_VAR_"),
+        "{err}"
+    );
 }
 
 #[test]
