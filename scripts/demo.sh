@@ -92,7 +92,9 @@ chmod +x apps/hello/release.sh
 echo 1 > apps/hello/version.txt
 git add -A && git commit -qm "Add the hello app"
 
-(umask 077; printf -- '- {name: demo, role: admin, token: %s}\n' "$GANNET_TOKEN" > "$work/tokens.yaml")
+# The tokens file holds the token's SHA-256 digest, never the token itself.
+token_sha256=$(printf %s "$GANNET_TOKEN" | sha256sum | cut -d' ' -f1)
+(umask 077; printf -- '- {name: demo, role: admin, sha256: %s}\n' "$token_sha256" > "$work/tokens.yaml")
 cat > "$work/gannet.yaml" <<YAML
 listen: 127.0.0.1:$port
 state: state/gannet.db

@@ -282,6 +282,64 @@ fn a_server_reachable_from_other_machines_needs_tokens() {
 }
 
 #[test]
+fn a_tokens_file_its_group_may_read_stops_start_up_and_plaintext_tokens_are_warned_about() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.yaml");
+    std::fs::write(
+        &tokens,
+        format!("- {{name: admin, role: admin, token: {ADMIN_TOKEN}}}\n"),
+    )
+    .expect("write");
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    let config = dir.path().join("gannet.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "listen: 127.0.0.1:{}\nstate: state/gannet.db\napi:\n  tokens: {{file: tokens.yaml}}\n",
+            support::free_port()
+        ),
+    )
+    .expect("write");
+    // Bounded: a server that accepted the file would run until killed.
+    let child = std::process::Command::new(support::gannet_bin())
+        .args(["up", "--config", config.to_str().unwrap_or_default()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("gannet up starts");
+    let run = support::finish(child, LIMIT);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "api.tokens.file: {}: its group or other users have access to it (mode 640); run `chmod 600 {}`",
+            tokens.display(),
+            tokens.display()
+        )),
+        "{run:?}"
+    );
+    assert!(!dir.path().join("state").exists(), "nothing was created");
+
+    // The suite's servers are given plaintext tokens (GANNET_E2E_TOKENS): warned about at
+    // start, by entry name only (the harness checks the log for every token when it drops).
+    let repo = Repo::new();
+    repo.commit(&[("README", "x")], "first");
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    let log = g.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("WARN") && l.contains("plaintext"))
+        .unwrap_or_else(|| panic!("no warning about plaintext tokens: {log}"));
+    assert!(
+        warning.contains("api.tokens.env GANNET_E2E_TOKENS")
+            && warning.contains("admin, alice, bob, mallory, dora, vic")
+            && warning.contains("sha256:"),
+        "{warning}"
+    );
+}
+
+#[test]
 fn idle_and_slow_connections_are_closed_and_healthz_still_answers() {
     // The api section of the default config, with a short head timeout.
     let api = "intervals: {poll: 1m, resume: 1s}\napi:\n  tokens: {env: GANNET_E2E_TOKENS}\n  headerTimeout: 1s\n";

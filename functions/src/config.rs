@@ -277,12 +277,14 @@ impl FunctionConfig {
             secret_arn: secret_arn(GITHUB_SECRET_ARN)?,
             api_url: get(GITHUB_API_URL),
         };
+        // The GitHub token goes there.
         if let Some(url) = &github.api_url {
-            if !(url.starts_with("https://") || url.starts_with("http://")) {
+            if let Err(why) = gannet_core::targets::credentialed_url(url) {
                 return Err(invalid(
                     GITHUB_API_URL,
                     format!(
-                        "{url:?} is not an http(s) URL such as https://github.example.com/api/v3"
+                        "{:?} {why}; for example https://github.example.com/api/v3",
+                        gannet_core::report::redact_urls(url)
                     ),
                 ));
             }
@@ -763,7 +765,17 @@ mod tests {
             (
                 GITHUB_API_URL,
                 Some("github.example.com"),
-                "GANNET_GITHUB_API_URL: \"github.example.com\" is not an http(s) URL",
+                "GANNET_GITHUB_API_URL: \"github.example.com\" is not a URL",
+            ),
+            (
+                GITHUB_API_URL,
+                Some("http://localhost:x@github.example.com/api/v3"),
+                "GANNET_GITHUB_API_URL: \"http://***@github.example.com/api/v3\" has a user name or password",
+            ),
+            (
+                GITHUB_API_URL,
+                Some("http://github.example.com/api/v3"),
+                "GANNET_GITHUB_API_URL: \"http://github.example.com/api/v3\" must be an https:// URL",
             ),
             (
                 RECEIVERS,
