@@ -418,6 +418,9 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
+    if let Some(code) = job_sandbox() {
+        return code;
+    }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -436,6 +439,24 @@ fn main() -> ExitCode {
             Exit::for_error(&err).code()
         }
     }
+}
+
+/// `gannet __job-sandbox <job dir> <command…>`, the launcher `gannet up` runs each job's
+/// script through (it confines itself, then becomes the script), or `--probe`. Handled before
+/// anything else starts: no thread, no runtime, no logging. Not a subcommand: no one types it.
+fn job_sandbox() -> Option<ExitCode> {
+    use gannet_embedded::sandbox;
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != sandbox::LAUNCHER_COMMAND {
+        return None;
+    }
+    let rest: Vec<std::ffi::OsString> = args.collect();
+    let code = if rest.first().is_some_and(|a| a == "--probe") {
+        sandbox::probe()
+    } else {
+        sandbox::launch(&rest)
+    };
+    Some(ExitCode::from(u8::try_from(code).unwrap_or(1)))
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {

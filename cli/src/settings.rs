@@ -56,6 +56,9 @@ struct RawConfig {
     testing: RawTesting,
     #[serde(default)]
     api: RawApi,
+    /// How jobs are confined (`jobs.runAs`, `jobs.sandbox`).
+    #[serde(default)]
+    jobs: crate::jobs::RawJobs,
 }
 
 /// `api`: who may call the JSON API, and the names the server is reached by.
@@ -214,6 +217,8 @@ pub struct UpConfig {
     pub visibility: GoDuration,
     pub max_attempts: u32,
     pub delivery: Delivery,
+    /// How jobs are kept from gannet's config, tokens and state.
+    pub jobs: crate::jobs::JobsConfig,
 }
 
 impl UpConfig {
@@ -271,6 +276,9 @@ impl UpConfig {
         registry: &Registry,
     ) -> Result<Self, String> {
         let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        // The same text as a tree: the fields naming secrets, wherever they are (jobs never
+        // get them).
+        let doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
         let listen: SocketAddr = raw.listen.parse().map_err(|e| {
             format!(
                 "listen: {:?} is not an address such as 127.0.0.1:7070: {e}",
@@ -402,8 +410,14 @@ impl UpConfig {
                         .iter()
                         .filter_map(|r| r.slack.as_ref().map(|s| s.url_env.clone())),
                 )
+                // And every other variable gannet.yaml names for a secret (`apiKeyEnv`, ...).
+                .chain(crate::jobs::named_in(&doc, "Env"))
                 .collect(),
         };
+        let jobs =
+            crate::jobs::JobsConfig::parse(&raw.jobs, base, &base.join(&raw.state), &doc, &|| {
+                std::fs::read_to_string("/etc/passwd").ok()
+            })?;
         let plugins = registry
             .build(&raw.plugins, "plugins", &runtime)
             .map_err(|e| e.to_string())?;
@@ -472,6 +486,7 @@ impl UpConfig {
             } else {
                 Delivery::Once
             },
+            jobs,
         })
     }
 }

@@ -14,6 +14,9 @@
 //! | `stopped`    | cancel     | why gannet stopped it (`cancelled`, `timeout`, `output`)   |
 //! | `in/`        | start      | the files of earlier jobs it was given (`GANNET_JOB_IN`)   |
 //! | `out/`       | the job    | the files it leaves (`GANNET_JOB_OUT`), read by `output`   |
+//! | `tmp/`       | start      | the job's own `TMPDIR`, when sandboxed                     |
+//! | `home/`      | start      | the job's own `HOME`, when sandboxed                       |
+//! | `sandbox.json` | start    | how the job is confined ([`sandbox::Policy`])              |
 //!
 //! The directory is prepared aside and renamed into place, so a job either exists whole or
 //! not at all. The process is started through `setsid -f`: it leads a session of its own, is
@@ -25,6 +28,12 @@
 //! Stopping a job (a cancel, its timeout) sends its group SIGTERM and kills what is left after
 //! [`STOP_GRACE`]: a terraform apply stops gracefully and releases its state lock.
 //!
+//! With a [`Sandbox`] (`gannet up` always sets one), the script runs through the launcher
+//! (`gannet __job-sandbox`), which confines it with Landlock and, when gannet runs as root and
+//! `jobs.runAs` is set, drops it to another uid: it cannot read gannet's config, tokens or
+//! state, nor write its own job's records (`claim`, `pid`, `exit`), which the wrapper keeps
+//! outside the sandbox.
+//!
 //! A job is running while a live process of its group carries `GANNET_JOB=<key>` in its
 //! environment (`/proc`): a reused process id never makes gannet wait for, or kill, a
 //! process that is not the job's. Its processes gone and no `exit` written means lost.
@@ -35,6 +44,7 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
@@ -44,6 +54,10 @@ use gannet_core::jobs::{
 };
 use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
+
+pub mod sandbox;
+
+pub use sandbox::{Landlock, RunAs, Sandbox};
 
 /// A job that has not claimed its run this long after it was started never will.
 pub const LAUNCH_GRACE: Duration = Duration::from_secs(30);
@@ -62,15 +76,17 @@ pub const MARKER: &str = "GANNET_JOB";
 /// Where setsid(1) may be.
 const SETSID: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
 
-/// The job's first process: claims the run, records itself, runs the script, records its
-/// exit code. Shell builtins only (the job's PATH is the user's to set) and `/bin/sh`.
+/// The job's first process: claims the run, records itself, runs the script (through the
+/// launcher that follows the job's directory in its arguments, if any), records its exit code.
+/// Shell builtins only (the job's PATH is the user's to set) and `/bin/sh`.
 const WRAPPER: &str = r#"d=$1
+shift
 set -C
 { : >"$d/claim"; } 2>/dev/null || exit 0
 set +C
 echo $$ >"$d/pid"
 cd "$d/work" || { echo 126 >"$d/exit"; exit 126; }
-/bin/sh "$d/script" </dev/null >>"$d/output.log" 2>&1
+"$@" /bin/sh "$d/script" </dev/null >>"$d/output.log" 2>&1
 echo $? >"$d/exit"
 "#;
 
@@ -86,6 +102,9 @@ struct Record {
 #[derive(Clone, Debug)]
 pub struct ProcessJobs {
     root: PathBuf,
+    /// How each job is confined; `None` runs jobs as gannet's user, unconfined (tests of the
+    /// plugins, benchmarks).
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl ProcessJobs {
@@ -94,7 +113,26 @@ impl ProcessJobs {
         let root = root.into();
         fs::create_dir_all(&root)?;
         set_mode(&root, 0o700)?;
-        Ok(Self { root })
+        Ok(Self {
+            root,
+            sandbox: None,
+        })
+    }
+
+    /// The same runner, confining every job it starts from now on with `sandbox`. With
+    /// `run_as`, the jobs directory lets other users through (mode 0711, not listable) so the
+    /// job's uid reaches its own directory.
+    pub fn with_sandbox(mut self, sandbox: Sandbox) -> io::Result<Self> {
+        if sandbox.run_as.is_some() {
+            set_mode(&self.root, 0o711)?;
+        }
+        self.sandbox = Some(Arc::new(sandbox));
+        Ok(self)
+    }
+
+    /// The directory jobs are kept in.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     fn dir(&self, key: &JobKey) -> PathBuf {
@@ -134,9 +172,11 @@ impl ProcessJobs {
             self.prepare(spec, &dir)?;
         }
         if !dir.join("claim").exists() {
-            launch(&dir, &spec.key, &spec.env).map_err(|source| JobError::Unavailable {
-                operation: "starting the job's process",
-                source: source.into(),
+            launch(&dir, &spec.key, &spec.env, self.sandbox.as_deref()).map_err(|source| {
+                JobError::Unavailable {
+                    operation: "starting the job's process",
+                    source: source.into(),
+                }
             })?;
         }
         Ok(())
@@ -172,16 +212,47 @@ impl ProcessJobs {
             started_at: now_ms(),
             timeout: spec.timeout,
         };
-        let written = fs::write(tmp.join("script"), &spec.script).and_then(|()| {
-            let json = serde_json::to_vec(&record).map_err(io::Error::other)?;
-            fs::write(tmp.join("job.json"), json)
-        });
+        let written = fs::write(tmp.join("script"), &spec.script)
+            .and_then(|()| self.confine(spec, &tmp, dir))
+            .and_then(|()| {
+                let json = serde_json::to_vec(&record).map_err(io::Error::other)?;
+                fs::write(tmp.join("job.json"), json)
+            });
         if let Err(err) = written.and_then(|()| fs::rename(&tmp, dir)) {
             let _ = fs::remove_dir_all(&tmp);
             // Another start of the same key got there first.
             if !dir.join("job.json").is_file() {
                 return Err(unavailable("writing the job's directory")(err));
             }
+        }
+        Ok(())
+    }
+
+    /// Writes the job's sandbox policy and gives it its own `tmp/` and `home/`, in `tmp` (to be
+    /// renamed `dir`). With `run_as`, what the job writes or reads is handed to its uid.
+    fn confine(&self, spec: &Owned, tmp: &Path, dir: &Path) -> io::Result<()> {
+        // Its output is for gannet to read (and the job to append to), no one else.
+        OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(tmp.join("output.log"))?;
+        set_mode(&tmp.join("output.log"), 0o600)?;
+        let Some(sandbox) = &self.sandbox else {
+            return Ok(());
+        };
+        for own in ["tmp", "home"] {
+            fs::create_dir(tmp.join(own))?;
+            set_mode(&tmp.join(own), 0o700)?;
+        }
+        sandbox::write_policy(tmp, &sandbox.policy(dir, &spec.env))?;
+        set_mode(&tmp.join(sandbox::POLICY_FILE), 0o600)?;
+        if let Some(RunAs { uid, gid }) = sandbox.run_as {
+            for own in ["work", "out", "in", "tmp", "home", "output.log"] {
+                chown_tree(&tmp.join(own), uid, gid)?;
+            }
+            // Its uid reads the script, and passes through its directory to its own.
+            set_mode(&tmp.join("script"), 0o644)?;
+            set_mode(tmp, 0o711)?;
         }
         Ok(())
     }
@@ -411,8 +482,14 @@ async fn blocking<T: Send + 'static>(
         })?
 }
 
-/// Starts the job's first process in a session of its own, detached from gannet.
-fn launch(dir: &Path, key: &JobKey, env: &[(String, String)]) -> io::Result<()> {
+/// Starts the job's first process in a session of its own, detached from gannet. With a
+/// sandbox, the script runs through its launcher, with the job's own `HOME` and `TMPDIR`.
+fn launch(
+    dir: &Path,
+    key: &JobKey,
+    env: &[(String, String)],
+    sandbox: Option<&Sandbox>,
+) -> io::Result<()> {
     let mut command = match SETSID.iter().find(|p| Path::new(p).is_file()) {
         // `-f`: always fork, so the session leader is a new process that init adopts.
         Some(setsid) => {
@@ -426,13 +503,20 @@ fn launch(dir: &Path, key: &JobKey, env: &[(String, String)]) -> io::Result<()> 
             c
         }
     };
-    let mut child = command
+    command
         .arg("-c")
         .arg(WRAPPER)
         .arg("gannet-job")
         .arg(dir)
+        .args(sandbox.map(|s| s.launcher_args(dir)).unwrap_or_default())
         .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    if sandbox.is_some() {
+        command
+            .env("HOME", dir.join("home"))
+            .env("TMPDIR", dir.join("tmp"));
+    }
+    let mut child = command
         .env(MARKER, key.as_str())
         .env(OUT_ENV, dir.join("out"))
         .env(IN_ENV, dir.join("in"))
@@ -504,6 +588,17 @@ fn read_output(path: &Path, cursor: &str, ended: bool) -> io::Result<(Vec<String
 fn text(bytes: &[u8]) -> String {
     let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Gives `path` and everything under it (links themselves, not what they name) to `uid`.
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+    if fs::symlink_metadata(path)?.is_dir() {
+        for entry in fs::read_dir(path)? {
+            chown_tree(&entry?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
 }
 
 /// Copies a directory tree: files with their permissions, symlinks as symlinks (a checkout

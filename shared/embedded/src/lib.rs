@@ -19,6 +19,8 @@ pub mod conformance;
 
 pub use clock::SystemClock;
 pub use error::OpenError;
-pub use jobs::{ProcessJobs, LAUNCH_GRACE, MARKER as JOB_MARKER, OUTPUT_CAP};
+pub use jobs::{
+    sandbox, Landlock, ProcessJobs, RunAs, Sandbox, LAUNCH_GRACE, MARKER as JOB_MARKER, OUTPUT_CAP,
+};
 pub use runtime::{RuntimeOptions, SqliteRuntime};
 pub use tokens::{ApiTokens, MIN_TOKEN_LEN};

@@ -332,7 +332,7 @@ async fn a_job_that_never_started_is_lost_and_can_never_start_late() {
         "{end:?}"
     );
     // A late process finds the run claimed and does nothing.
-    super::launch(&dir, &k, &env(&f)).unwrap();
+    super::launch(&dir, &k, &env(&f), None).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(lines_of(&f.out.join("runs")), ["ran"]);
 }
