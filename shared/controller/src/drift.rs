@@ -21,11 +21,11 @@ use gannet_core::drift::{self, LiveState};
 use gannet_core::duration::Millis;
 use gannet_core::plugin::{Live, LiveContext, Plugins, StepError};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
+use gannet_core::tree::{self, TreeError};
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, CommitSha, RepoId};
 use gannet_events::{Event, EventKind, Message};
 
-use crate::plan::inside_repo;
 use crate::trigger::{deployable_config, notify, pending_deployment, put_if_changed};
 use crate::{Controller, HandlerError};
 
@@ -193,15 +193,17 @@ impl Controller {
         };
         let root = inner.git.checkout(&app.repo, &head).await?;
         let path = app.id.config_path();
-        let bytes = match tokio::fs::read(root.join(path)).await {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+        // Through the checked reader: a link (or a chain of them) out of the checkout is
+        // refused, and the reason never quotes what it pointed at.
+        let text = match tree::read(&root, path, bounded::MAX_BYTES as u64) {
+            Ok(text) => text,
+            Err(TreeError::NotFound) => {
                 return Ok(Examined::Done(Finding::new(
                     SyncStatus::InvalidConfig,
                     format!("config file {path} no longer exists at {}", head.short()),
                 )))
             }
-            Err(e) => {
+            Err(TreeError::Read(e)) => {
                 return Err(GitError::Failed {
                     repo: app.repo.clone(),
                     operation: "read file",
@@ -209,12 +211,12 @@ impl Controller {
                 }
                 .into())
             }
-        };
-        let Ok(text) = String::from_utf8(bytes) else {
-            return Ok(Examined::Done(Finding::new(
-                SyncStatus::InvalidConfig,
-                format!("{path}: not UTF-8"),
-            )));
+            Err(e) => {
+                return Ok(Examined::Done(Finding::new(
+                    SyncStatus::InvalidConfig,
+                    format!("config file {path} {e}"),
+                )))
+            }
         };
         // The same words as the trigger handler's, so the two never flip the reason.
         let cfg = match deployable_config(path, &text, &inner.plugins) {
@@ -394,12 +396,13 @@ fn manifest_issues(
     root: &Path,
     plugins: &Plugins,
 ) -> Option<String> {
-    // A repository is untrusted: no symlinks out of it, nothing past the size limit.
+    // A repository is untrusted: no link (nor chain of links) out of it, nothing past the size
+    // limit.
     let read = |rel: &str| {
-        let path = root.join(inside_repo(app_dir, rel)?);
-        bounded::read_file(&path, bounded::MAX_BYTES as u64).ok()
+        let path = tree::in_repo(app_dir, rel).ok_or(TreeError::OutsidePath)?;
+        tree::read(root, &path, bounded::MAX_BYTES as u64)
     };
-    let checked = check::check_app(path, text, plugins, &read);
+    let checked = check::check_app_files(path, text, plugins, &read);
     if checked.ok {
         return None;
     }

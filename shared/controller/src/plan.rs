@@ -6,8 +6,6 @@
 //! The lock is the app record's `active_deployment`, taken and released with conditional
 //! writes in the same atomic set as the deployment's own change.
 
-use std::path::{Component, Path, PathBuf};
-
 use gannet_core::app::{App, SyncStatus};
 use gannet_core::bounded;
 use gannet_core::config::{self, NotificationMention};
@@ -16,6 +14,7 @@ use gannet_core::duration::Millis;
 use gannet_core::lifecycle::{self, Lifecycle};
 use gannet_core::planner::{self, PlanInput};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
+use gannet_core::tree;
 use gannet_core::AppId;
 use gannet_events::{EventKind, Message};
 
@@ -204,8 +203,9 @@ impl Controller {
         };
         let read = |rel: &str| {
             let root = root.as_deref()?;
-            let path = root.join(inside_repo(app.id.dir(), rel)?);
-            bounded::read_file(&path, bounded::MAX_BYTES as u64).ok()
+            // No link (nor chain of links) out of the checkout is followed.
+            let path = tree::in_repo(app.id.dir(), rel)?;
+            tree::read(root, &path, bounded::MAX_BYTES as u64).ok()
         };
         let input = PlanInput {
             app: &cfg,
@@ -256,23 +256,6 @@ impl Controller {
         }
         Ok(())
     }
-}
-
-/// `rel`, taken from the app directory `app_dir`, as a path from the repository root; `None`
-/// when it is absolute or climbs out of the repository.
-pub(crate) fn inside_repo(app_dir: &str, rel: &str) -> Option<PathBuf> {
-    let mut parts: Vec<&str> = app_dir.split('/').filter(|p| !p.is_empty()).collect();
-    for part in Path::new(rel).components() {
-        match part {
-            Component::Normal(p) => parts.push(p.to_str()?),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                parts.pop()?;
-            }
-            Component::RootDir | Component::Prefix(_) => return None,
-        }
-    }
-    Some(parts.iter().collect())
 }
 
 /// Releases the lock of a finished (or vanished) deployment and records its outcome.
@@ -334,11 +317,7 @@ mod tests {
             ("apps/web", "/etc/passwd", None),
         ];
         for (dir, rel, want) in cases {
-            assert_eq!(
-                inside_repo(dir, rel),
-                want.map(PathBuf::from),
-                "{dir} {rel}"
-            );
+            assert_eq!(tree::in_repo(dir, rel).as_deref(), want, "{dir} {rel}");
         }
     }
 }

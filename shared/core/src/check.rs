@@ -14,6 +14,7 @@ use crate::glob;
 use crate::lifecycle;
 use crate::planner::{self, PlanError};
 use crate::plugin::{PlanContext, Plugins};
+use crate::tree::TreeError;
 
 /// The result of checking one app config.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -47,6 +48,20 @@ pub fn check_app(
     text: &str,
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Option<String>,
+) -> AppCheck {
+    check_app_files(path, text, plugins, &|rel| {
+        read(rel).ok_or(TreeError::NotFound)
+    })
+}
+
+/// [`check_app`] with a reader that says why it did not read a file (a path out of the
+/// repository, a link leaving it: [`crate::tree`]), so the issue names the field and the
+/// reason, never what the file holds.
+pub fn check_app_files(
+    path: &str,
+    text: &str,
+    plugins: &Plugins,
+    read: &dyn Fn(&str) -> Result<String, TreeError>,
 ) -> AppCheck {
     let mut issues = Issues {
         file: path.to_owned(),
@@ -116,13 +131,23 @@ impl Issues {
 fn check_lifecycle(
     config_path: &str,
     plugins: &Plugins,
-    read: &dyn Fn(&str) -> Option<String>,
+    read: &dyn Fn(&str) -> Result<String, TreeError>,
     errors: &mut Vec<Issue>,
 ) {
     let file = lifecycle::file_for(config_path);
     let name = file.rsplit('/').next().unwrap_or(&file);
-    let Some(text) = read(name) else {
-        return;
+    let text = match read(name) {
+        Ok(text) => text,
+        Err(TreeError::NotFound) => return,
+        Err(e) => {
+            return errors.push(Issue {
+                file: file.clone(),
+                line: None,
+                field: "(file)".to_owned(),
+                message: format!("the lifecycle file {e}"),
+                unsupported: false,
+            })
+        }
     };
     let problem = |e: config::ConfigError| Issue {
         file: e.path,
@@ -166,7 +191,7 @@ pub fn validate(path: &str, text: &str, app: &AppConfig, plugins: &Plugins) -> V
 fn check_parsed(
     app: &AppConfig,
     plugins: &Plugins,
-    read: &dyn Fn(&str) -> Option<String>,
+    read: &dyn Fn(&str) -> Result<String, TreeError>,
     issues: &mut Issues,
 ) {
     check_stages(app, plugins, issues);
@@ -191,7 +216,7 @@ fn check_parsed(
         trigger: &trigger,
         running_commit: None,
     };
-    if let Err(e) = platform.check_app(&ctx, read) {
+    if let Err(e) = platform.check_app(&ctx, &|rel| read(rel).ok()) {
         let e = PlanError::InvalidAppFile(e);
         let issue = issues.issue(&e.field(), e.message(), e.is_unsupported());
         issues.errors.push(issue);
@@ -298,28 +323,39 @@ fn manifests(app: &AppConfig) -> Vec<Manifest> {
     out
 }
 
-fn check_manifest(m: &Manifest, read: &dyn Fn(&str) -> Option<String>, issues: &mut Issues) {
+fn check_manifest(
+    m: &Manifest,
+    read: &dyn Fn(&str) -> Result<String, TreeError>,
+    issues: &mut Issues,
+) {
     let path = glob::clean(&m.file);
     let written = issues.index.contains(&m.field);
-    let Some(text) = read(&path) else {
-        if m.default && !written {
-            issues.warning(
-                &m.field,
-                format!("{path} (the default) does not exist in the app directory; deployments will fail until it does"),
-            );
-        } else {
-            issues.error(
-                &m.field,
-                format!("{path} does not exist in the app directory"),
-            );
-        }
-        return;
+    let text = match read(&path) {
+        Ok(text) => text,
+        Err(TreeError::NotFound) => return missing_manifest(m, &path, written, issues),
+        // Refused (out of the repository, through a link leaving it, too large): the reason,
+        // never the file.
+        Err(e) => return issues.error(&m.field, format!("{path} {e}")),
     };
     if m.format == Format::Opaque {
         return;
     }
     if let Err(reason) = parse_manifest(&path, &text, m.format) {
         issues.error(&m.field, format!("{path}: {reason}"));
+    }
+}
+
+fn missing_manifest(m: &Manifest, path: &str, written: bool, issues: &mut Issues) {
+    if m.default && !written {
+        issues.warning(
+            &m.field,
+            format!("{path} (the default) does not exist in the app directory; deployments will fail until it does"),
+        );
+    } else {
+        issues.error(
+            &m.field,
+            format!("{path} does not exist in the app directory"),
+        );
     }
 }
 

@@ -30,37 +30,39 @@ pub use unsupported::Unsupported;
 /// Why a step could not read its app's config from the app's directory.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("cannot read the app config {path}: {source}")]
+    #[error("the app config {path} {source}")]
     Read {
-        path: std::path::PathBuf,
+        path: String,
         #[source]
-        source: std::io::Error,
+        source: crate::tree::TreeError,
     },
     #[error("invalid app config: {0}")]
     Config(#[from] ConfigError),
 }
 
 /// The config of app `app` from the app's directory (in a checkout of some commit), as a
-/// platform plugin's step reads it.
+/// platform plugin's step reads it: through [`crate::tree`], so no link leads out of the
+/// checkout.
 pub fn load_app_config(
     app_dir: &std::path::Path,
     app: &crate::ids::AppId,
 ) -> Result<AppConfig, LoadError> {
     let config_path = app.config_path();
     let file_name = config_path.rsplit('/').next().unwrap_or(config_path);
-    let path = app_dir.join(file_name);
-    let text = std::fs::read_to_string(&path).map_err(|source| LoadError::Read {
-        path: path.clone(),
-        source,
-    })?;
+    let text = crate::tree::AppFiles::new(app_dir, app)
+        .read(file_name)
+        .map_err(|source| LoadError::Read {
+            path: config_path.to_owned(),
+            source,
+        })?;
     Ok(parse_app_config(config_path, &text)?)
 }
 
 /// A file the app config names (a manifest), read from the app's directory in a checkout as a
-/// plugin must read it: the path stays inside the directory (no absolute path, no `..`), the
-/// file is a regular file and not a symlink (a link could read any file of the machine), and it
-/// is no larger than the YAML limit ([`crate::bounded::MAX_BYTES`]), checked before it is read.
-/// The error says which rule the file broke.
+/// plugin must read it ([`crate::tree`]): the path stays inside the directory (no absolute
+/// path, no `..`), every link on the way stays inside the directory, the file is a regular
+/// file, and it is no larger than the YAML limit ([`crate::bounded::MAX_BYTES`]), checked
+/// before it is read. The error says which rule the file broke, never what it holds.
 pub fn read_app_file(app_dir: &std::path::Path, rel: &str) -> Result<String, String> {
     use std::path::{Component, Path};
     let path = Path::new(rel);
@@ -70,11 +72,9 @@ pub fn read_app_file(app_dir: &std::path::Path, rel: &str) -> Result<String, Str
     {
         return Err(format!("{rel:?}: name a file inside the app's directory"));
     }
-    crate::bounded::read_file(&app_dir.join(path), crate::bounded::MAX_BYTES as u64).map_err(|e| {
-        match e {
-            crate::bounded::FileError::NotFound => "does not exist in the app directory".to_owned(),
-            other => other.to_string(),
-        }
+    crate::tree::read(app_dir, rel, crate::bounded::MAX_BYTES as u64).map_err(|e| match e {
+        crate::tree::TreeError::NotFound => "does not exist in the app directory".to_owned(),
+        other => other.to_string(),
     })
 }
 

@@ -111,7 +111,7 @@ async fn write_tree(
         .stdout()
         .await?;
     let root = dir.to_owned();
-    let removed = tokio::task::spawn_blocking(move || remove_escaping_links(&root, &root))
+    let removed = tokio::task::spawn_blocking(move || remove_escaping_links(&root))
         .await
         .map_err(|e| CommandError::io("scan", dir, io::Error::other(e)))?
         .map_err(|e| CommandError::io("scan", dir, e))?;
@@ -121,57 +121,44 @@ async fn write_tree(
     Ok(())
 }
 
-/// Removes every symbolic link under `dir` whose target lies outside `root` (an absolute
-/// target, or one that climbs out with `..`), so nothing reading the checkout can be led to a
-/// file of the host; returns them, relative to `root`. Links that stay inside are kept.
-pub(crate) fn remove_escaping_links(root: &Path, dir: &Path) -> io::Result<Vec<String>> {
-    let mut removed = Vec::new();
+/// Removes every symbolic link under `root` that leads outside it (an absolute target, one
+/// that climbs out with `..`, or a chain of links that each look inside but together leave),
+/// resolving each the way the kernel would, so nothing reading the checkout (a tool such as
+/// terraform or kustomize included) can be led to a file of the host; returns them, relative
+/// to `root`. Every link is judged before any is removed, so a link through one that leaves
+/// goes too. Links that stay inside are kept, and so are links to nothing.
+pub(crate) fn remove_escaping_links(root: &Path) -> io::Result<Vec<String>> {
+    use gannet_core::tree::{self, TreeError};
+    let mut links = Vec::new();
+    find_links(root, root, &mut links)?;
+    let mut leaving = Vec::new();
+    for rel in links {
+        match tree::resolve(root, &rel) {
+            Ok(_) | Err(TreeError::NotFound) => {}
+            Err(TreeError::Read(e)) => return Err(e),
+            Err(_leaves_or_loops) => leaving.push(rel),
+        }
+    }
+    for rel in &leaving {
+        std::fs::remove_file(root.join(rel))?;
+    }
+    Ok(leaving)
+}
+
+/// Every symbolic link under `dir`, relative to `root`; directories are searched without
+/// following links.
+fn find_links(root: &Path, dir: &Path, out: &mut Vec<String>) -> io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
         let meta = std::fs::symlink_metadata(&path)?;
         if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(&path)?;
-            let parent = path.parent().unwrap_or(root);
-            if !stays_inside(root, parent, &target) {
-                std::fs::remove_file(&path)?;
-                removed.push(
-                    path.strip_prefix(root)
-                        .unwrap_or(&path)
-                        .display()
-                        .to_string(),
-                );
-            }
+            let rel = path.strip_prefix(root).map_err(io::Error::other)?;
+            out.push(rel.to_string_lossy().into_owned());
         } else if meta.is_dir() {
-            removed.extend(remove_escaping_links(root, &path)?);
+            find_links(root, &path, out)?;
         }
     }
-    Ok(removed)
-}
-
-/// True when `target`, read from a link in `parent`, names a path inside `root` (lexically:
-/// the links it may cross are checked on their own).
-fn stays_inside(root: &Path, parent: &Path, target: &Path) -> bool {
-    use std::path::Component;
-    if target.is_absolute() {
-        return false;
-    }
-    let Ok(start) = parent.strip_prefix(root) else {
-        return false;
-    };
-    let mut depth: Vec<_> = start.components().collect();
-    for part in target.components() {
-        match part {
-            Component::Normal(_) => depth.push(part),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if depth.pop().is_none() {
-                    return false;
-                }
-            }
-            Component::RootDir | Component::Prefix(_) => return false,
-        }
-    }
-    true
+    Ok(())
 }
 
 /// Makes an empty bare repository at `git_dir` unless one is there.
@@ -197,5 +184,98 @@ async fn is_dir(path: &Path) -> bool {
 async fn remove_quietly(dir: &Path) {
     if let Err(error) = tokio::fs::remove_dir_all(dir).await {
         tracing::warn!(dir = %dir.display(), %error, "could not remove staging directory");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+    use std::process::Command;
+
+    use gannet_core::ids::{CommitSha, RepoId};
+    use gannet_core::ports::GitSource as _;
+
+    use crate::{LocalGit, Location, RepoSpec};
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_AUTHOR_NAME", "Ada")
+            .env("GIT_AUTHOR_EMAIL", "ada@example.com")
+            .env("GIT_COMMITTER_NAME", "Ada")
+            .env("GIT_COMMITTER_EMAIL", "ada@example.com")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Links committed to a real repository, each of which looks as if it stays inside, that
+    /// together reach a file outside the checkout: the checkout leaves out every link of the
+    /// chain that leads out, and keeps the links that stay inside.
+    #[tokio::test]
+    async fn a_chain_of_links_out_of_the_checkout_is_left_out() {
+        let work = tempfile::tempdir().unwrap();
+        let w = work.path();
+        git(w, &["init", "--quiet", "--initial-branch=main"]);
+        std::fs::create_dir_all(w.join("apps/web")).unwrap();
+        std::fs::create_dir_all(w.join("shared")).unwrap();
+        std::fs::write(w.join("shared/values.yaml"), "v: 1\n").unwrap();
+        std::fs::write(w.join("apps/web/app.pipecd.yaml"), "kind: KubernetesApp\n").unwrap();
+        symlink("../../shared/values.yaml", w.join("apps/web/values.yaml")).unwrap();
+        // The checkout is `<cache>/trees/<repo>/<sha>`. Each link alone stays inside (`c`
+        // reads as the root), but `up` is the root, so `c` is the cache three levels above.
+        symlink("../..", w.join("apps/web/up")).unwrap();
+        symlink("up/../../..", w.join("apps/web/c")).unwrap();
+        symlink("c", w.join("apps/web/via")).unwrap();
+        symlink("missing", w.join("apps/web/dangling")).unwrap();
+        git(w, &["add", "--all"]);
+        git(w, &["commit", "--quiet", "-m", "links"]);
+        let sha = CommitSha::parse(git(w, &["rev-parse", "HEAD"]).trim()).unwrap();
+
+        let cache = tempfile::tempdir().unwrap();
+        let repo = RepoId::parse("demo").unwrap();
+        let source = LocalGit::new(
+            cache.path(),
+            vec![RepoSpec {
+                id: repo.clone(),
+                location: Location::Path(w.to_owned()),
+                branch: "main".into(),
+            }],
+        )
+        .unwrap();
+        let tree = source.checkout(&repo, &sha).await.unwrap();
+        let web = tree.join("apps/web");
+        let exists = |name: &str| std::fs::symlink_metadata(web.join(name)).is_ok();
+        assert!(
+            !exists("c"),
+            "the link that climbs out through another is gone"
+        );
+        assert!(!exists("via"), "a link through it is gone too");
+        assert!(exists("up") && exists("values.yaml") && exists("dangling"));
+        assert_eq!(
+            std::fs::read_to_string(web.join("values.yaml")).unwrap(),
+            "v: 1\n"
+        );
+        // What a lexical check alone would have kept reached the cache.
+        let reached = tree.join("apps/web/up/../../..").canonicalize().unwrap();
+        assert_eq!(reached, cache.path().canonicalize().unwrap());
+        // And the checked reader refuses what is left that leads out, by name.
+        let escaped = gannet_core::tree::read(&tree, "apps/web/up/../x", 100);
+        assert!(matches!(
+            escaped,
+            Err(gannet_core::tree::TreeError::OutsidePath)
+        ));
+        symlink("up/..", web.join("again")).unwrap();
+        match gannet_core::tree::read(&tree, "apps/web/again/x", 100) {
+            Err(gannet_core::tree::TreeError::LinkLeaves { link }) => {
+                assert_eq!(link, "apps/web/again")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

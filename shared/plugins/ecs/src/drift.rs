@@ -62,9 +62,10 @@ const CONTAINER_KEYS: [&str; 10] = [
 pub(crate) async fn read(
     api: &EcsApi,
     app: &AppConfig,
+    app_rel: &str,
     app_dir: &Path,
 ) -> Result<Option<LiveState>, StepError> {
-    let desired = source::load(app_dir, app).map_err(StepError::permanent)?;
+    let desired = source::load(app_dir, app_rel, app).map_err(StepError::permanent)?;
     let Some(def) = &desired.service else {
         return Ok(None);
     };

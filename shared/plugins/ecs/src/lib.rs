@@ -213,7 +213,7 @@ impl Plugin for EcsPlugin {
             StepError::permanent(format!("{prefix}{e}"))
         };
         let app = source::load_app_config(dir, &d.app).map_err(at)?;
-        let desired = source::load(dir, &app).map_err(at)?;
+        let desired = source::load(dir, d.app.dir(), &app).map_err(at)?;
         let target = self.target_for(&app)?;
         let api = target.api().await;
         let mut step = Step {
@@ -249,7 +249,7 @@ impl Plugin for EcsPlugin {
     /// What the service serves against the manifests at the branch head (see `drift`).
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;
-        let read = drift::read(target.api().await, ctx.app, ctx.app_dir).await?;
+        let read = drift::read(target.api().await, ctx.app, ctx.app_id.dir(), ctx.app_dir).await?;
         Ok(read.map_or(Live::NotRead, Live::Read))
     }
 }

@@ -92,9 +92,11 @@ pub(crate) fn ecs_spec(app: &AppConfig) -> Result<EcsSpec, SourceError> {
     Ok(spec)
 }
 
-/// Reads and checks what the app deploys from `app_dir`.
-pub(crate) fn load(app_dir: &Path, app: &AppConfig) -> Result<Desired, SourceError> {
-    check_manifests(app, &|rel| std::fs::read_to_string(app_dir.join(rel)).ok())
+/// Reads and checks what the app deploys from `app_dir`, which is `app_rel` in the repository,
+/// through gannet's checked reader ([`gannet_core::tree`]): no link out of the repository.
+pub(crate) fn load(app_dir: &Path, app_rel: &str, app: &AppConfig) -> Result<Desired, SourceError> {
+    let files = gannet_core::tree::AppFiles::at(app_dir, app_rel);
+    check_manifests(app, &|rel| files.read(rel).ok())
 }
 
 /// Checks the manifests `app` names, as planning can: `read` gives a file's text by its path

@@ -1,7 +1,8 @@
 //! The desired state: the app's Kubernetes manifests read from Git, plain YAML files or
 //! directories (every `*.yaml` and `*.yml` in the app's directory when the config names none).
 //! A repository is untrusted: files are measured before they are parsed (YAML bombs), must stay
-//! inside the app's directory, and are never followed through a symlink.
+//! inside the app's directory, and are read through gannet's checked reader
+//! ([`gannet_core::tree`]): a symlink is followed only while it stays inside the app's directory.
 
 use std::fmt;
 use std::path::{Component, Path};
@@ -191,19 +192,11 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
         for name in listed {
             let rel = name.trim_start_matches("./");
             inside(rel).map_err(|m| error(rel, None, "", m))?;
-            let path = app_dir.join(rel);
-            let meta = std::fs::symlink_metadata(&path)
-                .map_err(|_| error(rel, None, "", "does not exist in the app directory"))?;
-            if meta.file_type().is_symlink() {
-                return Err(error(
-                    rel,
-                    None,
-                    "",
-                    "is a symlink; gannet reads only regular files of the repository",
-                ));
-            }
-            if meta.is_dir() {
-                files.extend(yaml_files_in(&path, rel)?);
+            // Through gannet's checked reader: links are followed only while they stay
+            // inside the app's directory, however many there are.
+            let found = gannet_core::tree::resolve(app_dir, rel).map_err(|e| unread(rel, e))?;
+            if found.is_dir {
+                files.extend(yaml_files_in(&app_dir.join(&found.path), rel)?);
             } else {
                 files.push(rel.to_owned());
             }
@@ -211,8 +204,8 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
     }
     let mut out = Vec::new();
     for file in files {
-        let text = std::fs::read_to_string(app_dir.join(&file))
-            .map_err(|e| error(&file, None, "", format!("cannot be read: {e}")))?;
+        let text = gannet_core::tree::read(app_dir, &file, gannet_core::bounded::MAX_BYTES as u64)
+            .map_err(|e| unread(&file, e))?;
         out.extend(parse(&file, &text)?);
     }
     if out.is_empty() {
@@ -220,6 +213,16 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
     }
     check_unique(&out)?;
     Ok(out)
+}
+
+/// Why the manifest file `rel` was not read (never what it holds).
+fn unread(rel: &str, e: gannet_core::tree::TreeError) -> AppFileError {
+    match e {
+        gannet_core::tree::TreeError::NotFound => {
+            error(rel, None, "", "does not exist in the app directory")
+        }
+        other => error(rel, None, "", other.to_string()),
+    }
 }
 
 /// A path that stays inside the app's directory.
@@ -467,10 +470,15 @@ mod tests {
             dir.path().join("link.yaml"),
         )
         .unwrap();
+        // Each link looks inside; together they reach the directory above the app's.
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink("..", dir.path().join("sub/up")).unwrap();
+        std::os::unix::fs::symlink("up/..", dir.path().join("sub/out")).unwrap();
         for (listed, says) in [
             ("../x.yaml", "inside the app's directory"),
             ("/etc/passwd", "inside the app's directory"),
-            ("link.yaml", "is a symlink"),
+            ("link.yaml", "leads outside the repository"),
+            ("sub/out/secret.yaml", "leads outside the repository"),
             ("missing.yaml", "does not exist"),
         ] {
             let e = load(dir.path(), &spec(&[listed])).unwrap_err();

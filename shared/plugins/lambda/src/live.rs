@@ -77,7 +77,7 @@ pub(crate) async fn read(
     app_dir: &Path,
 ) -> Result<LiveState, StepError> {
     let permanent = |e: source::SourceError| StepError::permanent(e);
-    let manifest = source::load_manifest(app_dir, app).map_err(permanent)?;
+    let manifest = source::load_manifest(app_dir, app_rel, app).map_err(permanent)?;
     let code = git_code(&manifest, app, app_rel, app_dir).map_err(permanent)?;
     let name = manifest.name.as_str();
     let live = match api.alias(name, alias).await? {

@@ -16,7 +16,7 @@ fn desired(service: &str, task: &str) -> Desired {
     std::fs::write(dir.path().join("servicedef.yaml"), service).expect("write");
     std::fs::write(dir.path().join("taskdef.yaml"), task).expect("write");
     let app = gannet_core::config::parse_app_config("app/app.pipecd.yaml", config).expect("config");
-    source::load(dir.path(), &app).expect("valid manifests")
+    source::load(dir.path(), "", &app).expect("valid manifests")
 }
 
 fn task_set(status: &str, td: &str, scale: f64) -> ServedTaskSet {
