@@ -8,6 +8,7 @@
 
 mod checkout;
 mod command;
+mod credentials;
 mod names;
 
 use std::collections::{HashMap, HashSet};
@@ -348,7 +349,10 @@ impl Repo {
             return Ok(());
         };
         let _held = sync.lock().await;
-        let output = Git::on(git_dir)
+        // The URL's credentials reach git through its environment, never its arguments.
+        let remote = credentials::Remote::parse(url);
+        let output = remote
+            .authenticate(Git::on(git_dir))
             .limit(NETWORK_LIMIT)
             .args([
                 "fetch",
@@ -357,7 +361,7 @@ impl Repo {
                 "--no-write-fetch-head",
                 "--",
             ])
-            .arg(url.as_str())
+            .arg(remote.url())
             .arg(format!("+refs/heads/{branch}:refs/heads/{branch}"))
             .run()
             .await
