@@ -112,15 +112,13 @@ fn from_bits(bits: u128, v4: bool) -> IpAddr {
 
 /// The `prefix` leading bits of a `bits`-bit address set.
 fn mask(prefix: u8, bits: u8) -> u128 {
-    if prefix == 0 {
-        return 0;
-    }
     let all = if bits == 32 {
         u128::from(u32::MAX)
     } else {
         u128::MAX
     };
-    all & !(all >> prefix)
+    // A shift by the whole width (a /128) leaves no bit unfixed.
+    all & !all.checked_shr(u32::from(prefix)).unwrap_or(0)
 }
 
 /// Why an address is held back: what kind of address it is.
@@ -474,8 +472,9 @@ mod tests {
         );
         assert!(none.check(ip("8.8.8.8")).is_ok());
 
-        let loopback = Egress::allowing(&["127.0.0.0/8", "fd12:3456::/32", "10.9.8.7"]);
+        let loopback = Egress::allowing(&["127.0.0.0/8", "fd12:3456::/32", "10.9.8.7", "fd00::1"]);
         for allowed in [
+            "fd00::1",
             "127.0.0.1",
             "127.4.5.6",
             "::ffff:127.0.0.1",
@@ -485,6 +484,7 @@ mod tests {
             assert!(loopback.check(ip(allowed)).is_ok(), "{allowed}");
         }
         for refused in [
+            "fd00::2",
             "::1",
             "169.254.169.254",
             "10.9.8.6",
@@ -510,6 +510,11 @@ mod tests {
             Network::parse("0.0.0.0/0").unwrap().to_string(),
             "0.0.0.0/0"
         );
+        assert_eq!(
+            Network::parse("fd00::1").unwrap().to_string(),
+            "fd00::1/128"
+        );
+        assert_eq!(Network::parse("::/0").unwrap().to_string(), "::/0");
         let cases = [
             ("10.0.0.1/8", "has bits set past its /8: write 10.0.0.0/8"),
             ("10.0.0.0/33", "the prefix length must be 0 to 32"),
