@@ -1,8 +1,8 @@
 //! `gannet console`: the web console of a gannet on AWS, in your browser. The AWS `api`
 //! function serves the console and the API behind IAM, so every request must be SigV4-signed,
-//! which a browser cannot do. This command listens on loopback and forwards each request to
-//! the API signed with your AWS credentials (the standard chain: environment, profile, SSO), as
-//! `kubectl proxy` does for Kubernetes: the pages come from the api function, the data with
+//! which a browser cannot do. This command listens on loopback, serves the console's pages
+//! itself and forwards each API call signed with your AWS credentials (the standard chain:
+//! environment, profile, SSO), as `kubectl proxy` does for Kubernetes: the data comes with
 //! your IAM identity, and nothing is stored anywhere.
 //!
 //! Only this machine reaches it (a `Host` other than its own address is refused, so a rebound
