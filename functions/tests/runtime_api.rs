@@ -14,7 +14,9 @@
 //! comes back over the Runtime API names only the latter.
 //!
 //! A second path: `apps diff` through the `api` function, which has only the plugins' planning
-//! faces, answered by the `drift` function over the Invoke API, reading the live state on moto.
+//! faces, answered by the `drift` function over the Invoke API, reading the live state on moto;
+//! a commit off the branch (409), or a viewer's at any commit but the head (403), is refused
+//! by the api function, and the drift function is not invoked.
 //!
 //! Needs moto (`GANNET_MOTO_ENDPOINT`) and cargo-lambda (`GANNET_CARGO_LAMBDA`); `make test`
 //! sets both, and without them the test fails saying how to get them.
@@ -672,7 +674,7 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
     );
     let app = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n";
     let plugins = json!({"lambda": {"deployTargets": [{"name": "local", "region": REGION, "endpoint": moto_endpoint()}]}});
-    let (h, mut procs, _repo, head) = start_with(
+    let (h, mut procs, repo, head) = start_with(
         &[
             ("apps/fn/app.pipecd.yaml", app),
             ("apps/fn/function.yaml", &manifest),
@@ -685,6 +687,10 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
         &[
             ("GANNET_PLUGINS", plugins.to_string()),
             ("GANNET_DIFF_FUNCTION", "drift".to_owned()),
+            (
+                "GANNET_CALLER_NAMES",
+                json!({VIEWER_PRINCIPAL: {"name": "vic", "role": "viewer"}}).to_string(),
+            ),
         ],
     )
     .await;
@@ -730,6 +736,30 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
     assert_eq!(fields, ["function"], "{body}");
     let drift_log = procs.log("drift");
     assert!(drift_log.contains("\"started\""), "{drift_log}");
+    let asked = |procs: &Processes| procs.log("drift").matches("diff requested").count();
+    assert_eq!(
+        asked(&procs),
+        1,
+        "the drift function logs each diff it is asked for"
+    );
+
+    // A commit on a feature branch only: refused by the api function (409), and by role for a
+    // viewer (403), before the drift function is asked: it runs no code of that commit.
+    let feature = feature_commit(repo.path(), &head);
+    let off_branch = http_api_event("/api/v1/apps/fn/diff", &format!("commit={feature}"));
+    let mut as_viewer = off_branch.clone();
+    as_viewer["requestContext"]["authorizer"]["iam"]["userArn"] = json!(VIEWER_PRINCIPAL);
+    for (event, status, words) in [
+        (&off_branch, 409, "is not on branch main"),
+        (&as_viewer, 403, "needs the role deployer or admin"),
+    ] {
+        let answer = h.invoke("api", event).await;
+        assert_eq!(answer["statusCode"], status, "{answer}");
+        let body = answer["body"].as_str().unwrap_or_default();
+        assert!(body.contains(words), "{body}");
+    }
+    procs.assert_alive();
+    assert_eq!(asked(&procs), 1, "the drift function was not invoked");
 
     // An unknown commit is refused before the drift function is asked.
     let answer = h
@@ -742,4 +772,31 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
         )
         .await;
     assert_eq!(answer["statusCode"], 404, "{answer}");
+    assert_eq!(asked(&procs), 1, "the drift function was not invoked");
+}
+
+/// An IAM principal the api function maps to a viewer.
+const VIEWER_PRINCIPAL: &str = "arn:aws:iam::123456789012:user/ops/vic";
+
+/// Commits a change to the function's manifest on a new branch `feature` from `base`, and
+/// goes back to `main`; returns the feature commit.
+fn feature_commit(repo: &Path, base: &str) -> String {
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(repo)
+            .env("GIT_AUTHOR_NAME", "e2e")
+            .env("GIT_AUTHOR_EMAIL", "e2e@gannet.invalid")
+            .env("GIT_COMMITTER_NAME", "e2e")
+            .env("GIT_COMMITTER_EMAIL", "e2e@gannet.invalid")
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    git(&["checkout", "-q", "-b", "feature", base]);
+    git(&["commit", "-q", "--allow-empty", "-m", "feature only"]);
+    let feature = git(&["rev-parse", "HEAD"]);
+    git(&["checkout", "-q", "main"]);
+    feature
 }
