@@ -47,6 +47,9 @@ struct Lab {
     bucket: String,
     /// An empty terraform CLI config (the machine's may name a missing file).
     cli_config: PathBuf,
+    /// The test's files that jobs read or write (the CLI config, markers): never in gannet's
+    /// config directory, which no job reaches.
+    outside: tempfile::TempDir,
 }
 
 const APP: &str = "apps/infra";
@@ -55,7 +58,8 @@ impl Lab {
     fn new(name: &str) -> Self {
         require_terraform();
         let state = tempfile::tempdir().expect("tempdir");
-        let cli_config = state.path().join("terraformrc");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let cli_config = outside.path().join("terraformrc");
         std::fs::write(&cli_config, "").expect("terraformrc");
         let bucket = format!(
             "tf-{name}-{}",
@@ -75,6 +79,7 @@ impl Lab {
             state,
             bucket,
             cli_config,
+            outside,
         }
     }
 
@@ -391,7 +396,7 @@ fn a_failing_apply_rolls_back_by_applying_the_running_commit() {
 #[test]
 fn sigkill_of_gannet_mid_apply_the_same_apply_completes_once() {
     let lab = Lab::new("kill");
-    let marker = lab.state.path().join("applies");
+    let marker = lab.outside.path().join("applies");
     let mut g = lab.deployed("nginx:1", DEFAULTS, "");
     let before = lab.serial();
 
