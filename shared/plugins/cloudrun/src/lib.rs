@@ -198,7 +198,8 @@ fn manifest_of(
 }
 
 /// The app config and its service manifest in `dir` (a checkout of some commit), read through
-/// gannet's checked reader: no symlink, no path out of the app, no huge file.
+/// gannet's checked reader: no link (nor chain of links) out of the app, no path out of it, no
+/// huge file.
 fn load_at(dir: &Path, app: &AppId) -> Result<(AppConfig, ServiceManifest), String> {
     let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
     let manifest =

@@ -608,7 +608,7 @@ async fn a_hostile_or_broken_service_manifest_fails_the_step_naming_it_and_chang
         "      containerConcurrency: 80\n      runtimeClassName: gvisor\n",
     );
     for (commit, want) in [
-        (linked, "service.yaml: is a symlink"),
+        (linked, "service.yaml: goes through the symbolic link service.yaml, which leads outside the repository"),
         (Commit::with_files('b', QUICK_SYNC, &[("service.yaml", huge.as_bytes())]), "service.yaml: is 20972002 bytes, larger than the 1048576 bytes gannet reads"),
         (Commit::with_files('c', QUICK_SYNC, &[("service.yaml", unknown.as_bytes())]), "service.yaml:12: spec.template.spec.runtimeClassName: unknown field `runtimeClassName`"),
     ] {
