@@ -4,7 +4,8 @@
 //! splits exactly 0.9/0.1 then goes to 100%; cancel without rollback leaves the split, cancel
 //! with rollback puts it back exactly; a SIGKILL inside LAMBDA_PROMOTE's AWS call resumes
 //! without publishing again; a bad function manifest fails the plan and `config check`, naming
-//! the file and the field.
+//! the file and the field. The approval gate holds on every path that deploys: only an
+//! approval, or an admin's recorded skip, gets a change of a gated app to the platform.
 //!
 //! These tests need moto: `make test` starts it and sets GANNET_MOTO_ENDPOINT; without it they
 //! fail saying how to start it.
@@ -17,7 +18,8 @@ use std::time::Duration;
 use lambda_moto as moto;
 use lambda_moto::{Proxy, Routing};
 use serde_json::{json, Value};
-use support::{run_gannet, stage_of, Gannet, Repo, UpOptions};
+use support::receiver::Receiver;
+use support::{run_gannet, stage_named, stage_of, token_of, Gannet, Repo, UpOptions};
 
 /// The bound on every wait for the server to get somewhere.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -77,6 +79,16 @@ impl Lab {
 
     /// [`Lab::start`] with the first commit made by `first` (given the function and bucket).
     fn start_with(prefix: &str, endpoint: &str, first: impl FnOnce(&Repo, &str, &str)) -> Self {
+        Self::start_configured(prefix, endpoint, ("1m", ""), first)
+    }
+
+    /// [`Lab::start_with`] with the drift interval and `extra` lines for gannet.yaml.
+    fn start_configured(
+        prefix: &str,
+        endpoint: &str,
+        (drift, extra): (&str, &str),
+        first: impl FnOnce(&Repo, &str, &str),
+    ) -> Self {
         moto::ensure_role();
         let function = moto::unique(prefix);
         let bucket = moto::unique("code").to_lowercase();
@@ -86,7 +98,7 @@ impl Lab {
         let state = tempfile::tempdir().expect("tempdir");
         let opts = UpOptions {
             extra_config: format!(
-                "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {endpoint}\n",
+                "intervals: {{poll: 1m, resume: 1s, drift: {drift}}}\nqueue: {{visibility: 3s}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {endpoint}\n{extra}",
                 moto::REGION
             ),
             env: moto::gannet_env(),
@@ -369,4 +381,304 @@ fn a_bad_function_manifest_fails_the_plan_and_config_check_naming_file_and_field
             && line.contains(": spec.memory: 64 is out of range"),
         "{line}"
     );
+}
+
+// ------------------------------------------------------------------ the approval gate
+
+/// A canary whose promotion waits for alice's approval.
+const GATED: &str = "      - name: LAMBDA_CANARY_ROLLOUT\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice]}\n      - name: LAMBDA_PROMOTE\n        with: {percent: 100}\n";
+
+impl Lab {
+    /// POSTs `body` to an API path as the person `who` (see support::TOKENS).
+    fn post_as(&self, who: &str, path: &str, body: Value) -> (u16, Value) {
+        self.g.post_as(token_of(who), path, body)
+    }
+
+    /// Waits until `id` waits for approval; the alias must still route as `routing` then.
+    fn waits_at_the_gate(&self, id: &str, routing: &Routing) -> Value {
+        let d = self.g.wait_stage(id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+        assert_eq!(
+            self.alias().as_ref(),
+            Some(routing),
+            "nothing reached the alias before the approval: {d}"
+        );
+        d
+    }
+
+    /// Alice approves `id`, which then ends SUCCESS.
+    fn approve(&self, id: &str) -> Value {
+        let (status, body) =
+            self.post_as("alice", &format!("/deployments/{id}/approve"), json!({}));
+        assert_eq!(status, 200, "{body}");
+        let d = self.g.wait_terminal(id, LIMIT);
+        assert_eq!(d["status"], "SUCCESS", "{d}\n{}", self.g.log());
+        d
+    }
+
+    /// `who` cancels `id`, which then ends CANCELLED.
+    fn cancel_as(&self, who: &str, id: &str) {
+        let (status, body) = self.post_as(who, &format!("/deployments/{id}/cancel"), json!({}));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(self.g.wait_terminal(id, LIMIT)["status"], "CANCELLED");
+    }
+}
+
+/// The deployment an API answer holds, as the id of a deployment that then waits at the gate.
+fn started(answer: (u16, Value)) -> String {
+    let (status, body) = answer;
+    assert_eq!(status, 200, "{body}");
+    body["deployment"]["id"]
+        .as_str()
+        .expect("deployment id")
+        .to_owned()
+}
+
+/// Every command that could deploy a gated app, by every role: only an approval or an
+/// admin's skip with a reason reaches the alias; each refusal says why and stores nothing.
+#[test]
+fn no_role_gets_past_the_approval_gate_of_a_lambda_app_without_an_admin() {
+    let receiver = Receiver::start(0);
+    let notify = format!(
+        "notifications:\n  receivers:\n    - name: audit\n      webhook: {{url: \"{}\"}}\n",
+        receiver.url
+    );
+    let mut lab =
+        Lab::start_configured("gate", &moto::endpoint(), ("1m", &notify), |repo, f, b| {
+            commit_code(repo, f, b, "v1", GATED);
+        });
+    // The first deployment is a quick sync, and still waits for the approval first.
+    let first = lab.g.deployment_of(&lab.repo.head(), LIMIT);
+    let d = lab.g.wait_stage(&first, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    assert_eq!(d["strategy"], "QUICK_SYNC", "{d}");
+    assert!(
+        d["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("approval gate"),
+        "{d}"
+    );
+    assert_eq!(lab.alias(), None, "nothing is deployed before the approval");
+    lab.approve(&first);
+    let v1 = Routing::all_to("1");
+    assert_eq!(lab.alias().as_ref(), Some(&v1));
+
+    // v2 waits at the gate; the deployer cancels it and tries to force it through.
+    let v2 = lab.commit("v2", GATED);
+    let id = lab.push(&v2);
+    lab.waits_at_the_gate(&id, &v1);
+    lab.cancel_as("dora", &id);
+    let count = lab.g.deployments().len();
+    let sync = "/apps/fn/sync";
+    let quick = json!({"strategy": "QUICK_SYNC"});
+    let refusals = [
+        ("dora", 403, "only an admin may skip an approval"),
+        (
+            "vic",
+            403,
+            "syncing or cancelling needs the role deployer or admin",
+        ),
+        (
+            "alice",
+            403,
+            "syncing or cancelling needs the role deployer or admin",
+        ),
+        ("admin", 400, "must say why"),
+    ];
+    for (who, want, says) in refusals {
+        let (status, body) = lab.post_as(who, sync, quick.clone());
+        let error = body["error"].as_str().unwrap_or_default();
+        assert_eq!(
+            (status, error.contains(says)),
+            (want, true),
+            "{who}: {body}"
+        );
+    }
+    let (status, body) = lab.post_as("dora", sync, quick.clone());
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        status == 403
+            && error.contains("dora has the role deployer")
+            && error.contains("WAIT_APPROVAL")
+            && error.contains("ask an approver"),
+        "the refusal says why and what to do: {body}"
+    );
+    assert_eq!(
+        lab.g.deployments().len(),
+        count,
+        "a refused command stores nothing"
+    );
+    assert_eq!(lab.alias().as_ref(), Some(&v1));
+
+    // What a deployer may start runs the gate: the pipeline, or the planner's choice.
+    for body in [json!({}), json!({"strategy": "PIPELINE"})] {
+        let id = started(lab.post_as("dora", sync, body));
+        lab.waits_at_the_gate(&id, &v1);
+        lab.cancel_as("dora", &id);
+    }
+
+    // The admin skips the gate, saying why: the deployment and its events record it.
+    let reason = "sev1: the checkout is down";
+    let (status, body) = lab.post_as(
+        "admin",
+        sync,
+        json!({"strategy": "QUICK_SYNC", "reason": reason}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let skipped = body["deployment"]["id"].as_str().expect("id").to_owned();
+    let d = lab.g.wait_terminal(&skipped, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}\n{}", lab.g.log());
+    assert_eq!(
+        d["gate_skip"],
+        json!({"by": "admin", "reason": reason}),
+        "{d}"
+    );
+    assert!(
+        d["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("admin skipped the approval gate"),
+        "{d}"
+    );
+    assert!(
+        d["stages"]
+            .as_array()
+            .expect("stages")
+            .iter()
+            .all(|s| s["name"] != "WAIT_APPROVAL"),
+        "{d}"
+    );
+    // The canary rollouts that waited published versions; the quick sync routes to a new one.
+    let newest = lab.versions().last().cloned().expect("versions");
+    assert_ne!(newest, "1");
+    let v2_live = Routing::all_to(&newest);
+    assert_eq!(lab.alias().as_ref(), Some(&v2_live));
+    lab.g.wait_until(
+        LIMIT,
+        "the receiver has the skip in the deployment's events",
+        || {
+            receiver
+                .events()
+                .into_iter()
+                .any(|(_, e)| {
+                    e["data"]["deployment"] == skipped.as_str()
+                        && e["data"]["gate_skip"]["by"] == "admin"
+                })
+                .then_some(())
+        },
+    );
+    assert!(
+        lab.g.log().contains("an admin skipped the approval gate"),
+        "the server log says so"
+    );
+
+    // A rollback: forced quick, refused for the deployer; the planner's, behind the gate.
+    let (status, body) = lab.post_as("dora", "/apps/fn/rollback", quick.clone());
+    assert_eq!(status, 403, "{body}");
+    let id = started(lab.post_as("dora", "/apps/fn/rollback", json!({})));
+    let d = lab.waits_at_the_gate(&id, &v2_live);
+    assert_eq!(stage_named(&d, "WAIT_APPROVAL")["status"], "RUNNING", "{d}");
+    lab.cancel_as("dora", &id);
+}
+
+/// The paths nobody commands directly (resume after a pause, auto-sync on drift) wait at the
+/// gate too, and `alwaysUsePipeline` lets nobody force a quick sync.
+#[test]
+fn automatic_deployments_of_a_gated_lambda_app_wait_for_the_approval() {
+    let auto = "  trigger:\n    onOutOfSync:\n      disabled: false\n      minWindow: 0s\n";
+    let config = |stages: &str| format!("{}{auto}", lambda_app(stages));
+    let lab = Lab::start_configured("gate-auto", &moto::endpoint(), ("1s", ""), |repo, f, b| {
+        repo.commit(
+            &[
+                (&format!("{APP_DIR}/app.pipecd.yaml"), &config(GATED)),
+                (
+                    &format!("{APP_DIR}/function.yaml"),
+                    &moto::upload_code(f, b, "v1"),
+                ),
+            ],
+            "deploy v1",
+        );
+    });
+    let first = lab.g.deployment_of(&lab.repo.head(), LIMIT);
+    lab.g.wait_stage(&first, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    lab.approve(&first);
+
+    // Paused, a push deploys nothing; resuming deploys it, behind the gate.
+    let (status, body) = lab.post_as("dora", "/apps/fn/pause", json!({"reason": "freeze"}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["app"]["paused"]["by"], "dora", "{body}");
+    // Meanwhile someone changes the function by hand: once resumed, the app is out of sync.
+    moto::update_memory(&lab.function, 256);
+    let by_hand = moto::publish_version(&lab.function);
+    moto::update_alias(&lab.function, ALIAS, &Routing::all_to(&by_hand));
+    let live = Routing::all_to(&by_hand);
+    let v2 = lab.repo.commit(
+        &[
+            (&format!("{APP_DIR}/app.pipecd.yaml"), &config(GATED)),
+            (
+                &format!("{APP_DIR}/function.yaml"),
+                &moto::upload_code(&lab.function, &lab.bucket, "v2"),
+            ),
+        ],
+        "deploy v2",
+    );
+    let (status, body) = lab.g.push(&v2, "gate-auto-v2");
+    assert_eq!(status, 202, "{body}");
+    lab.g
+        .wait_until(LIMIT, "the trigger passes over the paused app", || {
+            lab.g
+                .log()
+                .contains("not triggered: the app is paused")
+                .then_some(())
+        });
+    assert_eq!(lab.g.deployments().len(), 1, "nothing deploys while paused");
+    let (status, body) = lab.post_as("dora", "/apps/fn/resume", json!({}));
+    assert_eq!(status, 200, "{body}");
+    let resumed = lab.g.deployment_of(&v2, LIMIT);
+    lab.waits_at_the_gate(&resumed, &live);
+    lab.cancel_as("dora", &resumed);
+
+    // The change by hand is drift, and auto-sync starts a deployment: it waits at the gate too.
+    let auto_synced = lab
+        .g
+        .wait_until(LIMIT, "auto-sync starts a deployment", || {
+            lab.g
+                .deployments()
+                .into_iter()
+                .find(|d| d["trigger"] == "ON_OUT_OF_SYNC")
+                .map(|d| d["id"].as_str().unwrap_or_default().to_owned())
+        });
+    lab.waits_at_the_gate(&auto_synced, &live);
+    lab.approve(&auto_synced);
+    assert_ne!(
+        lab.alias(),
+        Some(live),
+        "the approved deployment moved the alias"
+    );
+
+    // With alwaysUsePipeline nobody forces a quick sync, not even an admin with a reason.
+    lab.repo.commit(
+        &[(
+            &format!("{APP_DIR}/app.pipecd.yaml"),
+            &config(GATED).replace(
+                "spec:\n",
+                "spec:\n  planner:\n    alwaysUsePipeline: true\n",
+            ),
+        )],
+        "always use the pipeline",
+    );
+    let before = lab.g.deployments().len();
+    let (status, body) = lab.post_as(
+        "admin",
+        "/apps/fn/sync",
+        json!({"strategy": "QUICK_SYNC", "reason": "please"}),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("alwaysUsePipeline"),
+        "{body}"
+    );
+    assert_eq!(lab.g.deployments().len(), before, "nothing stored");
 }

@@ -10,6 +10,15 @@ use gannet_core::ports::LogLine;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
+/// How a sync or a rollback is to deploy.
+#[derive(Clone, Copy, Default)]
+pub struct Start<'a> {
+    /// `QUICK_SYNC` or `PIPELINE`; `None` lets the planner decide.
+    pub strategy: Option<&'a str>,
+    /// Why an admin skips the app's approval gate.
+    pub reason: Option<&'a str>,
+}
+
 pub struct Client {
     base: String,
     http: reqwest::Client,
@@ -219,13 +228,18 @@ impl Client {
             .await
     }
 
+    /// Starts a deployment of the app's branch head (a sync).
     pub async fn sync(
         &self,
         app: &str,
-        strategy: Option<&str>,
+        start: Start<'_>,
         commander: Option<&str>,
     ) -> anyhow::Result<DeploymentView> {
-        let body = json!({"strategy": strategy, "commander": commander.unwrap_or_default()});
+        let body = json!({
+            "strategy": start.strategy,
+            "reason": start.reason,
+            "commander": commander.unwrap_or_default(),
+        });
         self.call(
             self.http
                 .post(self.url(&format!("/apps/{}/sync", encode(app))))
@@ -255,9 +269,9 @@ impl Client {
         &self,
         app: &str,
         to: Option<&str>,
-        strategy: Option<&str>,
+        start: Start<'_>,
     ) -> anyhow::Result<DeploymentView> {
-        let body = json!({"to": to, "strategy": strategy});
+        let body = json!({"to": to, "strategy": start.strategy, "reason": start.reason});
         self.call(
             self.http
                 .post(self.url(&format!("/apps/{}/rollback", encode(app))))

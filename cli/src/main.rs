@@ -175,14 +175,27 @@ enum Command {
 /// How a sync or a rollback runs, and what it prints.
 #[derive(clap::Args)]
 struct StartArgs {
-    /// Force a quick sync or the whole pipeline (default: as PipeCD decides).
+    /// Force a quick sync or the whole pipeline (default: as PipeCD decides). A quick sync
+    /// of an app whose pipeline has an approval stage is an admin's alone, with --reason.
     #[arg(long, value_enum)]
     strategy: Option<Strategy>,
+    /// Why you (an admin) skip the app's approval stage; recorded on the deployment.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
     #[command(flatten)]
     wait: WaitArgs,
     /// Print the deployment as JSON.
     #[arg(long)]
     json: bool,
+}
+
+impl StartArgs {
+    fn request(&self) -> client::Start<'_> {
+        client::Start {
+            strategy: self.strategy.map(Strategy::as_api),
+            reason: self.reason.as_deref(),
+        }
+    }
 }
 
 /// How to wait for the deployment a command starts.
@@ -495,18 +508,14 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         Command::Sync { app, start } => {
             let client = server.client()?;
             let d = client
-                .sync(
-                    &app,
-                    start.strategy.map(Strategy::as_api),
-                    claimed(None).as_deref(),
-                )
+                .sync(&app, start.request(), claimed(None).as_deref())
                 .await?;
             return started(&client, d, &start, "deployment").await;
         }
         Command::Rollback { app, to, start } => {
             let client = server.client()?;
             let d = client
-                .rollback(&app, to.as_deref(), start.strategy.map(Strategy::as_api))
+                .rollback(&app, to.as_deref(), start.request())
                 .await?;
             return started(&client, d, &start, "rollback").await;
         }

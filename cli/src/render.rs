@@ -214,6 +214,12 @@ pub fn deployment(d: &DeploymentView) {
     if let Some(of) = &d.rollback_of {
         println!("  rollback: to the commit of deployment {of}");
     }
+    if let Some(skip) = &d.gate_skip {
+        println!(
+            "  gate:     approval skipped by {}: {}",
+            skip.by, skip.reason
+        );
+    }
     if let Some(b) = &d.blocked_by {
         println!("  waiting:  for deployment {b}");
     }

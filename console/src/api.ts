@@ -111,6 +111,8 @@ export interface Deployment {
   running_commit: string | null;
   blocked_by: string | null;
   rollback_of?: string | null;
+  /** Set when an admin let this deployment skip the app's approval stages. */
+  gate_skip?: { by: string; reason: string } | null;
   created_at: string;
   planned_at: string | null;
   completed_at: string | null;

@@ -481,6 +481,100 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
     );
 }
 
+/// The approval gate on AWS: an IAM principal mapped to `deployer` cannot force a quick sync
+/// past WAIT_APPROVAL, what it may start waits for the approval, and an admin's skip (an
+/// unmapped principal: IAM alone decides) is recorded with its reason.
+#[test]
+fn an_iam_deployer_cannot_skip_the_approval_gate_and_an_admins_skip_is_recorded() {
+    const GATED: &str = "      - name: LAMBDA_CANARY_ROLLOUT
+      - name: WAIT_APPROVAL
+        with: {approvers: [alice]}
+      - name: LAMBDA_PROMOTE
+        with: {percent: 100}
+";
+    let mut c = Canary::new("gate", LabOptions::default());
+    let dora = Some("arn:aws:iam::123456789012:user/ops/dora");
+    let carol = Some("arn:aws:iam::123456789012:user/ops/carol");
+    let sync = "/api/v1/apps/fn/sync";
+    let at_the_gate = |c: &mut Canary, id: &DeploymentId| {
+        c.lab
+            .drive_until("the deployment waits for approval", support::LIMIT, |lab| {
+                lab.deployment(id)
+                    .stages
+                    .iter()
+                    .any(|s| s.name == "WAIT_APPROVAL" && s.status == StageStatus::Running)
+            });
+        assert_eq!(
+            c.alias(),
+            Some(Routing::all_to("1")),
+            "nothing promoted before the approval"
+        );
+    };
+    let cancel = |c: &mut Canary, id: &DeploymentId| {
+        let (status, body) = c.lab.api_as(
+            dora,
+            "POST",
+            &format!("/api/v1/deployments/{id}/cancel"),
+            Some(json!({})),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(c.lab.drive_to_end(id).status, DeploymentStatus::Cancelled);
+    };
+    let v2 = c.commit("v2", GATED);
+    let id = c.push(&v2);
+    at_the_gate(&mut c, &id);
+    cancel(&mut c, &id);
+    let count = c.lab.api("GET", "/api/v1/deployments").1["deployments"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let (status, body) = c
+        .lab
+        .api_as(dora, "POST", sync, Some(json!({"strategy": "QUICK_SYNC"})));
+    assert_eq!(status, 403, "{body}");
+    let error = body["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("dora has the role deployer") && error.contains("only an admin may skip"),
+        "{body}"
+    );
+    assert_eq!(
+        c.lab.api("GET", "/api/v1/deployments").1["deployments"]
+            .as_array()
+            .map_or(0, Vec::len),
+        count,
+        "the refusal stored nothing"
+    );
+    c.lab
+        .drive_until("the queues are quiet", support::LIMIT, |_| true);
+    assert_eq!(c.alias(), Some(Routing::all_to("1")));
+    // What the deployer may start waits for the approval.
+    let (status, body) = c.lab.api_as(dora, "POST", sync, Some(json!({})));
+    assert_eq!(status, 200, "{body}");
+    let id = DeploymentId::parse(body["deployment"]["id"].as_str().expect("id")).expect("id");
+    at_the_gate(&mut c, &id);
+    cancel(&mut c, &id);
+    // An admin skips it, saying why; the deployment records who and why.
+    let (status, body) = c.lab.api_as(
+        carol,
+        "POST",
+        sync,
+        Some(json!({"strategy": "QUICK_SYNC", "reason": "sev1"})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["deployment"]["gate_skip"],
+        json!({"by": "carol", "reason": "sev1"}),
+        "{body}"
+    );
+    let id = DeploymentId::parse(body["deployment"]["id"].as_str().expect("id")).expect("id");
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    assert_eq!(d.trigger.gate_skip.map(|s| s.by).as_deref(), Some("carol"));
+    // The canaries that waited published versions; the quick sync routes to a newer one.
+    let newest = c.versions().last().cloned().expect("versions");
+    assert_ne!(newest, "1");
+    assert_eq!(c.alias(), Some(Routing::all_to(&newest)));
+}
+
 #[test]
 fn the_drift_function_finds_an_alias_repointed_by_hand() {
     let mut c = Canary::new("drift", LabOptions::default());

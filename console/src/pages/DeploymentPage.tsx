@@ -82,6 +82,13 @@ export function DeploymentPage({ id, may }: { id: string; may: Whoami["may"] }) 
           </p>
         </div>
       )}
+      {d.gate_skip && (
+        <div class="banner banner-paused" data-testid="gate-skip">
+          <p>
+            The approval stage was skipped by {d.gate_skip.by}: {d.gate_skip.reason}
+          </p>
+        </div>
+      )}
       <dl class="facts">
         <dt>Commit</dt>
         <dd>

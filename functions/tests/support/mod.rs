@@ -350,7 +350,8 @@ impl Lab {
                 "GANNET_CALLER_NAMES",
                 json!({
                     "arn:aws:sts::123456789012:assumed-role/Deployer/*": "alice",
-                    "arn:aws:iam::123456789012:user/ops/vic": {"name": "vic", "role": "viewer"}
+                    "arn:aws:iam::123456789012:user/ops/vic": {"name": "vic", "role": "viewer"},
+                    "arn:aws:iam::123456789012:user/ops/dora": {"name": "dora", "role": "deployer"}
                 })
                 .to_string(),
             ),

@@ -4,16 +4,18 @@
 use std::collections::BTreeMap;
 
 use gannet_core::app::{App, SyncStatus};
-use gannet_core::config;
+use gannet_core::callers::{Caller, Role};
+use gannet_core::config::{self, AppConfig};
 use gannet_core::deployment::{
-    CancelMode, CancelRequest, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy,
-    Trigger, TriggerKind,
+    CancelMode, CancelRequest, Deployment, DeploymentStatus, GateSkip, Stage, StageStatus,
+    SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_core::drift::{DriftField, LiveResource};
 use gannet_core::measure::{self, Measurement};
+use gannet_core::planner;
 use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
 use gannet_core::trigger::{self as determiner, Decision};
-use gannet_core::{AppId, DeploymentId, StageId};
+use gannet_core::{AppId, CommitSha, DeploymentId, StageId};
 use gannet_events::{rfc3339, Message};
 use serde::{Deserialize, Serialize};
 
@@ -179,6 +181,9 @@ pub struct DeploymentView {
     /// For a rollback: the earlier deployment whose commit this one deploys again.
     #[serde(default)]
     pub rollback_of: Option<DeploymentId>,
+    /// Set when an admin let this deployment skip the app's approval gate: who, and why.
+    #[serde(default)]
+    pub gate_skip: Option<GateSkip>,
     pub created_at: String,
     pub planned_at: Option<String>,
     pub completed_at: Option<String>,
@@ -204,6 +209,7 @@ impl From<&Deployment> for DeploymentView {
             running_commit: d.running_commit.as_ref().map(|c| c.to_string()),
             blocked_by: d.blocked_by.clone(),
             rollback_of: d.rollback_of.clone(),
+            gate_skip: d.trigger.gate_skip.clone(),
             created_at: rfc3339(d.created_at),
             planned_at: d.planned_at.map(rfc3339),
             completed_at: d.completed_at.map(rfc3339),
@@ -222,15 +228,20 @@ pub struct SyncRequest {
     /// An idempotency key: the same key never starts two deployments.
     #[serde(default)]
     pub key: Option<String>,
+    /// Why an admin's quick sync skips the app's approval gate (required then).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// The most log lines one call returns; the caller asks again after the last one it got.
 pub const LOG_PAGE: usize = 1000;
 
 /// A deployment a person asked for: a sync, or a rollback to an earlier deployment's commit.
-pub(crate) struct DeployCommand {
-    pub commander: String,
+pub(crate) struct DeployCommand<'c> {
+    pub caller: &'c Caller,
     pub strategy: Option<SyncStrategy>,
+    /// Why the caller skips the approval gate, if the command does.
+    pub reason: Option<String>,
     /// Part of the deployment's id: the same cause never starts two deployments.
     pub cause: String,
     pub rollback_of: Option<DeploymentId>,
@@ -328,7 +339,12 @@ impl Controller {
     }
 
     /// Starts a deployment of the app at its branch head (PipeCD's ON_COMMAND).
-    pub async fn sync(&self, app_key: &str, req: SyncRequest) -> Result<DeploymentView, ApiError> {
+    pub async fn sync(
+        &self,
+        app_key: &str,
+        req: SyncRequest,
+        caller: &Caller,
+    ) -> Result<DeploymentView, ApiError> {
         let app = self.find_app(app_key).await?;
         // The status is the branch head's; a rollback to an earlier commit checks only that
         // commit's config (deploy_commit), so a broken head can still be rolled back from.
@@ -344,8 +360,9 @@ impl Controller {
             .key
             .unwrap_or_else(|| self.inner.clock.now().0.to_string());
         let command = DeployCommand {
-            commander: req.commander,
+            caller,
             strategy: req.strategy,
+            reason: req.reason,
             cause: format!("ON_COMMAND:{key}"),
             rollback_of: None,
             pause: None,
@@ -370,28 +387,20 @@ impl Controller {
         app: &App,
         commit: &CommitInfo,
         branch: &str,
-        command: DeployCommand,
+        command: DeployCommand<'_>,
     ) -> Result<DeploymentView, ApiError> {
         let inner = &self.inner;
-        let path = app.id.config_path();
-        let text = inner
-            .git
-            .read_file(&app.repo, &commit.sha, path)
-            .await?
-            .ok_or_else(|| {
-                ApiError::Conflict(format!("{path} does not exist at {}", commit.sha.short()))
-            })?;
-        let cfg = config::parse_app_config(path, &String::from_utf8_lossy(&text)).map_err(|e| {
-            ApiError::Conflict(format!("invalid config at {}: {e}", commit.sha.short()))
-        })?;
+        let cfg = self.config_at(app, &commit.sha).await?;
         if let Decision::Skip { reason } = determiner::on_command(&cfg) {
             return Err(ApiError::Forbidden(reason));
         }
+        let gate_skip = self.gate_check(app, &cfg, branch, &command).await?;
         let now = inner.clock.now();
         let trigger = Trigger {
             kind: TriggerKind::OnCommand,
-            commander: command.commander,
+            commander: command.caller.name.clone(),
             strategy: command.strategy.unwrap_or_default(),
+            gate_skip,
         };
         let mut d = pending_deployment(app, &cfg, commit, branch, trigger, &command.cause, now);
         d.rollback_of = command.rollback_of;
@@ -413,8 +422,14 @@ impl Controller {
             paused.paused = Some(pause);
             put_if_changed(&mut changes, Some(app), paused, now);
         }
+        let skipped = d.trigger.gate_skip.clone();
         match inner.store.apply(changes).await {
-            Ok(()) => self.get_deployment(d.id.as_str()).await,
+            Ok(()) => {
+                if let Some(skip) = skipped {
+                    tracing::warn!(app = %app.id, deployment = %d.id, by = %skip.by, reason = %skip.reason, "an admin skipped the approval gate");
+                }
+                self.get_deployment(d.id.as_str()).await
+            }
             // The same command again (its idempotency key): the deployment it made.
             Err(StoreError::Conflict { .. }) if inner.store.deployment(&d.id).await?.is_some() => {
                 self.get_deployment(d.id.as_str()).await
@@ -425,6 +440,89 @@ impl Controller {
             ))),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The app's config at `commit`; a conflict naming why when it is missing or invalid.
+    async fn config_at(&self, app: &App, commit: &CommitSha) -> Result<AppConfig, ApiError> {
+        let path = app.id.config_path();
+        let text = self
+            .inner
+            .git
+            .read_file(&app.repo, commit, path)
+            .await?
+            .ok_or_else(|| {
+                ApiError::Conflict(format!("{path} does not exist at {}", commit.short()))
+            })?;
+        config::parse_app_config(path, &String::from_utf8_lossy(&text))
+            .map_err(|e| ApiError::Conflict(format!("invalid config at {}: {e}", commit.short())))
+    }
+
+    /// Holds a command to the app's approval gate: a command that would deploy past the
+    /// pipeline's approval stages (a forced quick sync; a rollback to a commit whose pipeline
+    /// lacks the branch head's approval) is an admin's alone, and needs a reason, which the
+    /// deployment records. With `planner.alwaysUsePipeline`, nobody forces a quick sync.
+    async fn gate_check(
+        &self,
+        app: &App,
+        cfg: &AppConfig,
+        branch: &str,
+        command: &DeployCommand<'_>,
+    ) -> Result<Option<GateSkip>, ApiError> {
+        let plugins = &self.inner.plugins;
+        let quick = command.strategy == Some(SyncStrategy::QuickSync);
+        if quick && cfg.has_pipeline() && cfg.planner().always_use_pipeline {
+            return Err(ApiError::Conflict(format!(
+                "{} sets planner.alwaysUsePipeline: every deployment of {} runs its pipeline, so nobody can force a quick sync; sync without a strategy",
+                app.id.config_path(),
+                app.name
+            )));
+        }
+        let gate = planner::approval_stages(cfg, plugins);
+        let what = if quick && !gate.is_empty() {
+            format!(
+                "a quick sync skips the approval gate of {} ({})",
+                app.name,
+                planner::gate_names(&gate)
+            )
+        } else if gate.is_empty() && command.rollback_of.is_some() {
+            // The rollback's commit has no gate: does the branch it rolls back on have one?
+            let head = self.inner.git.head(&app.repo, branch).await?;
+            let Ok(head_cfg) = self.config_at(app, &head.sha).await else {
+                return Ok(None);
+            };
+            let head_gate = planner::approval_stages(&head_cfg, plugins);
+            if head_gate.is_empty() {
+                return Ok(None);
+            }
+            format!(
+                "the commit rolled back to has no approval stage, so the rollback skips the approval gate of {} at the branch head ({})",
+                app.name,
+                planner::gate_names(&head_gate)
+            )
+        } else {
+            return Ok(None);
+        };
+        let caller = command.caller;
+        if caller.role != Role::Admin {
+            return Err(ApiError::Forbidden(format!(
+                "{} has the role {}: {what}, and only an admin may skip an approval; run the pipeline (no quick sync) and ask an approver to approve it, or ask an admin",
+                caller.name, caller.role
+            )));
+        }
+        let reason = command
+            .reason
+            .as_deref()
+            .map(str::trim)
+            .filter(|r| !r.is_empty())
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "reason: {what}; an admin may skip it, but must say why (send \"reason\", or --reason with the CLI)"
+                ))
+            })?;
+        Ok(Some(GateSkip {
+            by: caller.name.clone(),
+            reason: reason.to_owned(),
+        }))
     }
 
     /// Cancels a deployment, rolling back or not.

@@ -2,6 +2,7 @@
 //! and roll it back to an earlier deployment's commit (`apps diff` is in [`crate::diff`]).
 
 use gannet_core::app::{App, Pause};
+use gannet_core::callers::Caller;
 use gannet_core::deployment::{DeploymentStatus, SyncStrategy};
 use gannet_core::ports::{Changes, DeploymentFilter, Expect, StoreError, Write};
 
@@ -28,6 +29,9 @@ pub struct RollbackRequest {
     /// An idempotency key: the same key never starts two rollbacks.
     #[serde(default)]
     pub key: Option<String>,
+    /// Why an admin's rollback skips the app's approval gate (required then).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 impl Controller {
@@ -80,8 +84,9 @@ impl Controller {
         &self,
         key: &str,
         req: RollbackRequest,
-        by: &str,
+        caller: &Caller,
     ) -> Result<DeploymentView, ApiError> {
+        let by = caller.name.as_str();
         let app = self.find_app(key).await?;
         let target = match req.to.as_deref() {
             Some(id) => {
@@ -124,8 +129,9 @@ impl Controller {
         let now = self.inner.clock.now();
         let key = req.key.unwrap_or_else(|| now.0.to_string());
         let command = DeployCommand {
-            commander: by.to_owned(),
+            caller,
             strategy: req.strategy,
+            reason: req.reason,
             cause: format!("ROLLBACK:{}:{key}", target.id),
             rollback_of: Some(target.id.clone()),
             pause: Some(Pause {

@@ -424,9 +424,10 @@ async fn sync(
     let mut req = body.map(|Json(r)| r).unwrap_or_default();
     as_caller(&caller, "commander", Some(&req.commander))?;
     capped("key", req.key.as_deref())?;
-    req.commander = caller.name;
+    capped("reason", req.reason.as_deref())?;
+    req.commander = caller.name.clone();
     Ok(Json(
-        json!({"deployment": s.controller.sync(&app, req).await?}),
+        json!({"deployment": s.controller.sync(&app, req, &caller).await?}),
     ))
 }
 
@@ -453,8 +454,9 @@ async fn rollback(
     let req = body.map(|Json(r)| r).unwrap_or_default();
     capped("to", req.to.as_deref())?;
     capped("key", req.key.as_deref())?;
+    capped("reason", req.reason.as_deref())?;
     Ok(Json(
-        json!({"deployment": s.controller.rollback(&app, req, &caller.name).await?}),
+        json!({"deployment": s.controller.rollback(&app, req, &caller).await?}),
     ))
 }
 
