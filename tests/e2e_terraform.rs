@@ -295,6 +295,68 @@ fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
     assert_eq!(lab.input_of("app"), json!("nginx:1"));
 }
 
+/// The walk-around, closed: a deployer cancels the plan waiting for approval and
+/// forces a quick sync; refused, nothing applied. With alwaysUsePipeline nobody forces one;
+/// without it an admin may, with a reason the deployment keeps.
+#[test]
+fn a_deployer_cannot_walk_around_the_approval_by_cancelling_and_forcing_a_quick_sync() {
+    let lab = Lab::new("gate");
+    let g = lab.deployed("nginx:0", DEFAULTS, "");
+    let quick = json!({"strategy": "QUICK_SYNC"});
+    for (spec, admin_status) in [
+        (
+            PLAN_APPROVE_APPLY.replace(
+                "  pipeline:",
+                "  planner:\n    alwaysUsePipeline: true\n  pipeline:",
+            ),
+            409,
+        ),
+        (PLAN_APPROVE_APPLY.to_owned(), 200),
+    ] {
+        let commit = lab.commit(&spec, &lab.main_tf(""), "nginx 1");
+        let (status, body) = g.push(&commit, &format!("tf-gate-{admin_status}"));
+        assert_eq!(status, 202, "{body}");
+        let id = g.deployment_of(&commit, LIMIT);
+        g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+        let (status, body) = g.post_as(
+            token_of("dora"),
+            &format!("/deployments/{id}/cancel"),
+            json!({}),
+        );
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "CANCELLED");
+        let count = g.deployments().len();
+        let (status, body) = g.post_as(token_of("dora"), "/apps/infra/sync", quick.clone());
+        assert!(
+            matches!(status, 403 | 409)
+                && body["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("quick sync")),
+            "{status} {body}"
+        );
+        assert_eq!(g.deployments().len(), count, "nothing stored");
+        assert_eq!(lab.serial(), 1, "nothing applied");
+        assert_eq!(lab.input_of("app"), json!("nginx:0"));
+        let (status, body) = g.post(
+            "/apps/infra/sync",
+            json!({"strategy": "QUICK_SYNC", "reason": "the plan was reviewed in the change ticket"}),
+        );
+        assert_eq!(status, admin_status, "{body}");
+    }
+    let d = g
+        .deployments()
+        .into_iter()
+        .find(|d| d["gate_skip"]["by"] == "admin")
+        .expect("the admin's deployment");
+    let d = g.wait_terminal(d["id"].as_str().expect("id"), LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(
+        d["gate_skip"]["reason"],
+        "the plan was reviewed in the change ticket"
+    );
+    assert_eq!(lab.input_of("app"), json!("nginx:1"));
+}
+
 #[test]
 fn a_plan_made_stale_while_it_waits_fails_the_apply_with_terraforms_message() {
     let lab = Lab::new("stale");
