@@ -206,6 +206,67 @@ fn each_role_may_do_what_it_says_and_nothing_more() {
     assert_eq!(d["commander"], "dora", "{d}");
 }
 
+/// Every answer says `nosniff`, and every answer but the console's files (which revalidate by
+/// ETag) says `no-store`: refusals, the framework's own errors and the webhook's too.
+#[test]
+fn every_answer_is_nosniff_and_no_store() {
+    let (_repo, _state, g, id) = waiting_for_approval(&UpOptions::default());
+    let http = reqwest::blocking::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut req = http.get(format!("{}{path}", g.url));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().expect("request")
+    };
+    let answers = vec![
+        ("apps", get("/api/v1/apps", Some(ADMIN_TOKEN))),
+        (
+            "a deployment",
+            get(&format!("/api/v1/deployments/{id}"), Some(ADMIN_TOKEN)),
+        ),
+        ("no token", get("/api/v1/apps", None)),
+        ("no route", get("/api/v1/nothing", Some(ADMIN_TOKEN))),
+        ("healthz", get("/healthz", None)),
+        (
+            "an unsigned webhook",
+            http.post(format!("{}/hooks/github", g.url))
+                .body("{}")
+                .send()
+                .expect("request"),
+        ),
+        (
+            "JSON that does not parse",
+            http.post(format!("{}/api/v1/apps/web/sync", g.url))
+                .bearer_auth(ADMIN_TOKEN)
+                .header("content-type", "application/json")
+                .body("{")
+                .send()
+                .expect("request"),
+        ),
+    ];
+    for (what, res) in answers {
+        let h = res.headers();
+        assert_eq!(
+            h.get("x-content-type-options").map(|v| v.as_bytes()),
+            Some(&b"nosniff"[..]),
+            "{what}: {h:?}"
+        );
+        assert_eq!(
+            h.get("cache-control").map(|v| v.as_bytes()),
+            Some(&b"no-store"[..]),
+            "{what}: {h:?}"
+        );
+    }
+    let page = get("/", None);
+    assert_eq!(
+        page.headers()["cache-control"],
+        "no-cache",
+        "the console's page revalidates"
+    );
+    assert_eq!(page.headers()["x-content-type-options"], "nosniff");
+}
+
 #[test]
 fn foreign_origins_and_hosts_change_nothing() {
     let (_repo, _state, g, id) = waiting_for_approval(&UpOptions::default());

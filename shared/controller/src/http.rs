@@ -123,6 +123,7 @@ pub fn router(controller: Controller, access: Access) -> Router {
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(deadline))
+        .layer(middleware::from_fn(answer_headers))
         .with_state(state)
 }
 
@@ -254,6 +255,25 @@ async fn json_errors(req: Request, next: Next) -> Response {
         t => cut(t, 200),
     };
     (status, Json(json!({"error": message}))).into_response()
+}
+
+/// Every answer, refusals included: `nosniff`, so a browser never runs a JSON answer as a
+/// script or a page; and `no-store` on everything but the console's files (which say how
+/// they are cached themselves), so no cache keeps an answer that holds deployment data.
+async fn answer_headers(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let h = response.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(
+            header::CACHE_CONTROL,
+            header::HeaderValue::from_static("no-store"),
+        );
+    }
+    response
 }
 
 /// Answers 408 to a request still unanswered after [`REQUEST_DEADLINE`] (a body trickling in).
