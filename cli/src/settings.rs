@@ -519,6 +519,14 @@ fn api_tokens(
     if tokens.is_empty() {
         return Err(format!("{at}: lists no token"));
     }
+    let plaintext = tokens.plaintext_names();
+    if !plaintext.is_empty() {
+        tracing::warn!(
+            source = %at,
+            names = %plaintext.join(", "),
+            "API tokens written in plaintext (`token:`): anyone who reads them can use them; write each as `sha256: <hex SHA-256 of the token>` instead (printf %s \"$TOKEN\" | sha256sum)"
+        );
+    }
     Ok(tokens)
 }
 
@@ -535,14 +543,6 @@ fn read_tokens_file(path: &Path) -> Result<String, String> {
         )));
     }
     if meta.len() > MAX_TOKENS_FILE {
-    let plaintext = tokens.plaintext_names();
-    if !plaintext.is_empty() {
-        tracing::warn!(
-            source = %at,
-            names = %plaintext.join(", "),
-            "API tokens written in plaintext (`token:`): anyone who reads them can use them; write each as `sha256: <hex SHA-256 of the token>` instead (printf %s \"$TOKEN\" | sha256sum)"
-        );
-    }
         return Err(at(format!(
             "{} bytes is too large (at most 1 MB)",
             meta.len()
@@ -672,21 +672,6 @@ plugins:
         assert!(UpConfig::load(&config, &gannet_plugins::registry()).is_ok());
     }
 
-    #[test]
-    fn the_servers_connection_limits_and_tls_files_are_checked_at_start() {
-        let c = parse("api: {maxConnectionsPerPeer: 8}").expect("parses");
-        assert_eq!(c.limits.max_connections_per_peer, 8);
-        assert!(c.tls.is_none());
-        assert_eq!(
-            parse("{}").expect("parses").limits.max_connections_per_peer,
-            64
-        );
-        let cases = [
-            (
-                "api: {maxConnectionsPerPeer: 0}",
-                "api.maxConnectionsPerPeer: 0 is out of range (1 to 65536)",
-            ),
-            (
     /// `gannet.yaml` naming a tokens file written with `mode`, parsed from a tempdir.
     fn with_tokens_file(mode: u32) -> (tempfile::TempDir, Result<UpConfig, String>) {
         use std::os::unix::fs::PermissionsExt;
@@ -797,6 +782,21 @@ plugins:
         assert!(!log.contains("plaintext"), "nothing to warn about: {log}");
     }
 
+    #[test]
+    fn the_servers_connection_limits_and_tls_files_are_checked_at_start() {
+        let c = parse("api: {maxConnectionsPerPeer: 8}").expect("parses");
+        assert_eq!(c.limits.max_connections_per_peer, 8);
+        assert!(c.tls.is_none());
+        assert_eq!(
+            parse("{}").expect("parses").limits.max_connections_per_peer,
+            64
+        );
+        let cases = [
+            (
+                "api: {maxConnectionsPerPeer: 0}",
+                "api.maxConnectionsPerPeer: 0 is out of range (1 to 65536)",
+            ),
+            (
                 "api: {tls: {certFile: cert.pem, keyFile: key.pem}}",
                 "api.tls.keyFile: /etc/gannet/key.pem: No such file",
             ),
@@ -946,10 +946,10 @@ plugins:
         for (text, expected) in cases {
             let err = parse(text).unwrap_err();
             assert!(err.contains(expected), "{text}: {err}");
-        }
-    }
-}
             assert!(
                 !err.contains("slack.example"),
                 "a Slack URL is its key: {err}"
             );
+        }
+    }
+}
