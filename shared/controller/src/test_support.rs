@@ -1,6 +1,19 @@
-//! What the handler tests share: git on a real repository.
+//! What the handler tests share: git on a real repository, a test clock, and a platform plugin
+//! whose live state is scripted.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use gannet_core::config::AppConfig;
+use gannet_core::drift::{DriftField, Health, LiveResource, LiveState};
+use gannet_core::duration::Millis;
+use gannet_core::plugin::{
+    AppFileError, Live as Found, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
+    StepContext, StepError, StepOutcome,
+};
+use gannet_core::ports::Clock;
 
 /// Runs git in `dir` with a fixed identity and no user or system configuration.
 pub(crate) fn git(dir: &Path, args: &[&str]) {
@@ -14,4 +27,133 @@ pub(crate) fn git(dir: &Path, args: &[&str]) {
         .output()
         .expect("git runs");
     assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// What the platform answers the next live-state reads.
+#[derive(Clone, Debug)]
+pub(crate) enum Live {
+    InSync,
+    Drifted(&'static str),
+    NotSupported,
+    /// The check runs as a job that has not ended.
+    Pending,
+    Refused,
+    Throttled,
+}
+
+/// A platform plugin whose live state is scripted, counting its reads; it deploys `LambdaApp`s,
+/// refuses a function manifest that says `bad`, and says its live read runs code when
+/// `runs_code` is set.
+pub(crate) struct Platform {
+    pub live: Mutex<Live>,
+    pub reads: AtomicUsize,
+    pub runs_code: AtomicBool,
+}
+
+impl Platform {
+    pub fn new(live: Live) -> Self {
+        Self {
+            live: Mutex::new(live),
+            reads: AtomicUsize::new(0),
+            runs_code: AtomicBool::new(false),
+        }
+    }
+}
+
+#[async_trait]
+impl Plugin for Platform {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+
+    fn stage_names(&self) -> &'static [&'static str] {
+        &["SCRIPTED_SYNC"]
+    }
+
+    fn deploys(&self, app: &AppConfig) -> bool {
+        app.platform() == Some("lambda")
+    }
+
+    fn validate_stage(
+        &self,
+        _name: &str,
+        with: &serde_json::Value,
+    ) -> Result<serde_json::Value, StageConfigError> {
+        Ok(with.clone())
+    }
+
+    fn check_app(
+        &self,
+        _ctx: &PlanContext<'_>,
+        read: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<(), AppFileError> {
+        match read("function.yaml") {
+            Some(text) if text.contains("bad") => Err(AppFileError {
+                named_by: "spec.input.functionManifestFile".into(),
+                file: "function.yaml".into(),
+                line: Some(1),
+                field: "spec.memory".into(),
+                message: "bad value".into(),
+                unsupported: false,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
+        Ok(StepOutcome::Done(StageResult::Success))
+    }
+
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Found, StepError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        assert!(
+            ctx.app_dir.join("function.yaml").is_file(),
+            "the check reads the app's directory at the head: {}",
+            ctx.app_dir.display()
+        );
+        let script = self.live.lock().expect("script").clone();
+        let resources = vec![LiveResource {
+            kind: "LambdaAlias".into(),
+            id: "fn:Service".into(),
+            health: Health::Healthy,
+            summary: "version 1 100%".into(),
+        }];
+        match script {
+            Live::InSync => Ok(Found::Read(LiveState {
+                resources,
+                drift: Vec::new(),
+            })),
+            Live::Drifted(field) => Ok(Found::Read(LiveState {
+                resources,
+                drift: vec![DriftField {
+                    field: field.into(),
+                    git: "128".into(),
+                    live: "1024".into(),
+                }],
+            })),
+            Live::NotSupported => Ok(Found::NotRead),
+            Live::Pending => Ok(Found::Pending {
+                what: "the check's job runs".into(),
+            }),
+            Live::Refused => Err(StepError::Permanent(
+                "Lambda GetAlias was refused: AccessDeniedException: no".into(),
+            )),
+            Live::Throttled => Err(StepError::transient(
+                "Lambda GetAlias",
+                "TooManyRequestsException (HTTP 429)",
+            )),
+        }
+    }
+
+    fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
+        self.runs_code.load(Ordering::SeqCst)
+    }
+}
+
+pub(crate) struct TestClock(pub AtomicU64);
+
+impl Clock for TestClock {
+    fn now(&self) -> Millis {
+        Millis(self.0.load(Ordering::SeqCst))
+    }
 }

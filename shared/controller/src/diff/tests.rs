@@ -4,18 +4,13 @@
 //! deploy role; a viewer of an app whose live read runs code gets the last drift check with
 //! its age, and no read; the AWS api function's checks come before it asks the drift function.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use gannet_core::callers::Role;
-use gannet_core::config::AppConfig;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::drift::LiveState;
-use gannet_core::plugin::{
-    Live, LiveContext, Plugin, Plugins, StageConfigError, StageResult, StepContext, StepError,
-    StepOutcome,
-};
+use gannet_core::plugin::{Plugin, Plugins};
 use gannet_core::ports::{Changes, Clock, Expect, QueueName, Receipt, Received, Store, Write};
 use gannet_core::RepoId;
 use gannet_embedded::{RuntimeOptions, SqliteRuntime};
@@ -23,70 +18,12 @@ use gannet_events::Message;
 use gannet_git::{LocalGit, Location, RepoSpec};
 
 use super::*;
-use crate::test_support::git;
+use crate::test_support::{git, Live, Platform, TestClock};
 use crate::{RepoSettings, Settings};
 
 const CONFIG: &str = "app/app.pipecd.yaml";
 const LAMBDA_APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n";
 const SECOND: u64 = 1000;
-
-/// A platform plugin for `LambdaApp`s whose live read says one field drifted, counting reads;
-/// `runs_code` says whether its live read runs code from the repository.
-struct Platform {
-    runs_code: AtomicBool,
-    reads: AtomicUsize,
-}
-
-#[async_trait]
-impl Plugin for Platform {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-
-    fn stage_names(&self) -> &'static [&'static str] {
-        &["SCRIPTED_SYNC"]
-    }
-
-    fn deploys(&self, app: &AppConfig) -> bool {
-        app.platform() == Some("lambda")
-    }
-
-    fn validate_stage(
-        &self,
-        _name: &str,
-        with: &serde_json::Value,
-    ) -> Result<serde_json::Value, StageConfigError> {
-        Ok(with.clone())
-    }
-
-    async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        Ok(StepOutcome::Done(StageResult::Success))
-    }
-
-    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Live, StepError> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        Ok(Live::Read(LiveState {
-            resources: Vec::new(),
-            drift: vec![DriftField {
-                field: "spec.memory".into(),
-                git: "128".into(),
-                live: "1024".into(),
-            }],
-        }))
-    }
-
-    fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
-        self.runs_code.load(Ordering::SeqCst)
-    }
-}
-
-struct TestClock(AtomicU64);
-
-impl Clock for TestClock {
-    fn now(&self) -> Millis {
-        Millis(self.0.load(Ordering::SeqCst))
-    }
-}
 
 /// The AWS api function's remote diff, counting the calls that reach it.
 #[derive(Default)]
@@ -169,10 +106,7 @@ impl Lab {
         let clock = Arc::new(TestClock(AtomicU64::new(1_000_000 * SECOND)));
         let store = SqliteRuntime::open_in_memory(clock.clone(), RuntimeOptions::default())
             .expect("sqlite");
-        let platform = Arc::new(Platform {
-            runs_code: AtomicBool::new(false),
-            reads: AtomicUsize::new(0),
-        });
+        let platform = Arc::new(Platform::new(Live::Drifted("spec.memory")));
         let settings = Settings {
             repos: vec![RepoSettings {
                 id: repo_id.clone(),

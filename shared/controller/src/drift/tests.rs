@@ -4,24 +4,18 @@
 //! `trigger.onOutOfSync` says (off by default, one deployment per drift, minWindow, a pending
 //! deployment first).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
-use async_trait::async_trait;
 use gannet_core::deployment::Deployment;
-use gannet_core::drift::{DriftField, Health, LiveResource};
 use gannet_core::duration::GoDuration;
-use gannet_core::plugin::{
-    AppFileError, Live as Found, PlanContext, Plugin, StageConfigError, StageResult, StepContext,
-    StepOutcome,
-};
 use gannet_core::ports::{Clock, Queue, QueueName, Received, Store};
 use gannet_core::RepoId;
 use gannet_embedded::{RuntimeOptions, SqliteRuntime};
 use gannet_git::{LocalGit, Location, RepoSpec};
 
 use super::*;
-use crate::test_support::git;
+use crate::test_support::{git, Live, Platform, TestClock};
 use crate::{Disposition, RepoSettings, Settings};
 
 const CONFIG: &str = "app/app.pipecd.yaml";
@@ -29,119 +23,6 @@ const LAMBDA_APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:
 const AUTO_SYNC: &str =
     "  trigger:\n    onOutOfSync:\n      disabled: false\n      minWindow: 5m\n";
 const MINUTE: u64 = 60_000;
-
-/// What the platform answers the next live-state reads.
-#[derive(Clone, Debug)]
-enum Live {
-    InSync,
-    Drifted(&'static str),
-    NotSupported,
-    /// The check runs as a job that has not ended.
-    Pending,
-    Refused,
-    Throttled,
-}
-
-/// A platform plugin whose live state is scripted; it deploys `LambdaApp`s and refuses a
-/// function manifest that says `bad`.
-struct Platform {
-    live: Mutex<Live>,
-    reads: AtomicUsize,
-}
-
-#[async_trait]
-impl Plugin for Platform {
-    fn name(&self) -> &'static str {
-        "scripted"
-    }
-
-    fn stage_names(&self) -> &'static [&'static str] {
-        &["SCRIPTED_SYNC"]
-    }
-
-    fn deploys(&self, app: &AppConfig) -> bool {
-        app.platform() == Some("lambda")
-    }
-
-    fn validate_stage(
-        &self,
-        _name: &str,
-        with: &serde_json::Value,
-    ) -> Result<serde_json::Value, StageConfigError> {
-        Ok(with.clone())
-    }
-
-    fn check_app(
-        &self,
-        _ctx: &PlanContext<'_>,
-        read: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<(), AppFileError> {
-        match read("function.yaml") {
-            Some(text) if text.contains("bad") => Err(AppFileError {
-                named_by: "spec.input.functionManifestFile".into(),
-                file: "function.yaml".into(),
-                line: Some(1),
-                field: "spec.memory".into(),
-                message: "bad value".into(),
-                unsupported: false,
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        Ok(StepOutcome::Done(StageResult::Success))
-    }
-
-    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Found, StepError> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        assert!(
-            ctx.app_dir.join("function.yaml").is_file(),
-            "the check reads the app's directory at the head: {}",
-            ctx.app_dir.display()
-        );
-        let script = self.live.lock().expect("script").clone();
-        let resources = vec![LiveResource {
-            kind: "LambdaAlias".into(),
-            id: "fn:Service".into(),
-            health: Health::Healthy,
-            summary: "version 1 100%".into(),
-        }];
-        match script {
-            Live::InSync => Ok(Found::Read(LiveState {
-                resources,
-                drift: Vec::new(),
-            })),
-            Live::Drifted(field) => Ok(Found::Read(LiveState {
-                resources,
-                drift: vec![DriftField {
-                    field: field.into(),
-                    git: "128".into(),
-                    live: "1024".into(),
-                }],
-            })),
-            Live::NotSupported => Ok(Found::NotRead),
-            Live::Pending => Ok(Found::Pending {
-                what: "the check's job runs".into(),
-            }),
-            Live::Refused => Err(StepError::Permanent(
-                "Lambda GetAlias was refused: AccessDeniedException: no".into(),
-            )),
-            Live::Throttled => Err(StepError::transient(
-                "Lambda GetAlias",
-                "TooManyRequestsException (HTTP 429)",
-            )),
-        }
-    }
-}
-
-struct TestClock(AtomicU64);
-
-impl Clock for TestClock {
-    fn now(&self) -> Millis {
-        Millis(self.0.load(Ordering::SeqCst))
-    }
-}
 
 /// One app in a real git repository, a controller over an in-memory SQLite store, and the
 /// scripted platform.
@@ -175,10 +56,7 @@ impl Lab {
         let clock = Arc::new(TestClock(AtomicU64::new(100 * MINUTE)));
         let store = SqliteRuntime::open_in_memory(clock.clone(), RuntimeOptions::default())
             .expect("sqlite");
-        let platform = Arc::new(Platform {
-            live: Mutex::new(Live::InSync),
-            reads: AtomicUsize::new(0),
-        });
+        let platform = Arc::new(Platform::new(Live::InSync));
         let settings = Settings {
             repos: vec![RepoSettings {
                 id: repo_id.clone(),
