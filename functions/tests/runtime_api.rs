@@ -781,19 +781,7 @@ const VIEWER_PRINCIPAL: &str = "arn:aws:iam::123456789012:user/ops/vic";
 /// Commits a change to the function's manifest on a new branch `feature` from `base`, and
 /// goes back to `main`; returns the feature commit.
 fn feature_commit(repo: &Path, base: &str) -> String {
-    let git = |args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(repo)
-            .env("GIT_AUTHOR_NAME", "e2e")
-            .env("GIT_AUTHOR_EMAIL", "e2e@gannet.invalid")
-            .env("GIT_COMMITTER_NAME", "e2e")
-            .env("GIT_COMMITTER_EMAIL", "e2e@gannet.invalid")
-            .output()
-            .expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
+    let git = |args: &[&str]| support::git(repo, args);
     git(&["checkout", "-q", "-b", "feature", base]);
     git(&["commit", "-q", "--allow-empty", "-m", "feature only"]);
     let feature = git(&["rev-parse", "HEAD"]);

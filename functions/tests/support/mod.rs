@@ -101,7 +101,7 @@ pub fn closed_port() -> u16 {
         .port()
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .args(args)
         .current_dir(dir)

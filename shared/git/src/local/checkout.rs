@@ -190,29 +190,12 @@ async fn remove_quietly(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
-    use std::path::Path;
-    use std::process::Command;
 
     use gannet_core::ids::{CommitSha, RepoId};
     use gannet_core::ports::GitSource as _;
 
+    use crate::local::test_git as git;
     use crate::{LocalGit, Location, RepoSpec};
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "Ada")
-            .env("GIT_AUTHOR_EMAIL", "ada@example.com")
-            .env("GIT_COMMITTER_NAME", "Ada")
-            .env("GIT_COMMITTER_EMAIL", "ada@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    }
 
     /// Links committed to a real repository, each of which looks as if it stays inside, that
     /// together reach a file outside the checkout: the checkout leaves out every link of the

@@ -138,21 +138,7 @@ async fn a_fetch_never_shows_the_password_to_other_processes() {
 /// A bare repository `repo.git` under `root` whose `main` holds one commit; its sha.
 fn bare_repo_with_a_commit(root: &Path) -> String {
     let work = root.join("work");
-    let git = |dir: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_AUTHOR_NAME", "Ada")
-            .env("GIT_AUTHOR_EMAIL", "ada@example.com")
-            .env("GIT_COMMITTER_NAME", "Ada")
-            .env("GIT_COMMITTER_EMAIL", "ada@example.com")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let git = crate::local::test_git;
     std::fs::create_dir(&work).unwrap();
     git(&work, &["init", "--quiet", "--initial-branch=main"]);
     std::fs::write(work.join("app.pipecd.yaml"), "kind: Application\n").unwrap();
