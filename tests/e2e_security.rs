@@ -402,8 +402,9 @@ fn a_tokens_file_its_group_may_read_stops_start_up_and_plaintext_tokens_are_warn
 
 #[test]
 fn idle_and_slow_connections_are_closed_and_healthz_still_answers() {
-    // The api section of the default config, with a short head timeout.
-    let api = "intervals: {poll: 1m, resume: 1s}\napi:\n  tokens: {env: GANNET_E2E_TOKENS}\n  headerTimeout: 1s\n";
+    // The api section of the default config, with a short head timeout, and room for all the
+    // sockets one peer opens here (e2e_serve tests the per-peer cap).
+    let api = "intervals: {poll: 1m, resume: 1s}\napi:\n  tokens: {env: GANNET_E2E_TOKENS}\n  headerTimeout: 1s\n  maxConnectionsPerPeer: 512\n";
     let repo = Repo::new();
     repo.commit(&[("README", "x")], "empty");
     let state = tempfile::tempdir().expect("tempdir");
