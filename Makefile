@@ -26,16 +26,23 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
+.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
-## test: formatting, clippy, then the workspace tests against a moto_server started for the run
-test: lint infra-lint cdk-test moto-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
+## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM)
+test: lint infra-lint cdk-test moto-ensure awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
-	trap 'scripts/moto.sh stop "$$state"; rm -rf "$$state"' EXIT; \
+	iam_state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto-iam.XXXXXX"); \
+	trap 'scripts/moto.sh stop "$$state"; scripts/moto.sh stop "$$iam_state"; rm -rf "$$state" "$$iam_state"' EXIT; \
 	moto_env=$$(scripts/moto.sh start "$$state"); \
 	eval "$$moto_env"; \
+	moto_iam_env=$$(scripts/moto.sh start-iam "$$iam_state"); \
+	eval "$$moto_iam_env"; \
 	env $(TEST_AWS_ENV) GANNET_MOTO_ENDPOINT="$$GANNET_MOTO_ENDPOINT" \
 		AWS_ENDPOINT_URL="$$AWS_ENDPOINT_URL" \
+		GANNET_MOTO_IAM_ENDPOINT="$$GANNET_MOTO_IAM_ENDPOINT" \
+		GANNET_MOTO_IAM_ADMIN_KEY_ID="$$GANNET_MOTO_IAM_ADMIN_KEY_ID" \
+		GANNET_MOTO_IAM_ADMIN_SECRET="$$GANNET_MOTO_IAM_ADMIN_SECRET" \
+		GANNET_AWS_CLI="$$(scripts/awscli.sh path)" \
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		GANNET_PROMETHEUS="$$(scripts/prometheus.sh path)/prometheus" \
 		GANNET_CHROMIUM="$$(scripts/chromium.sh path)" \
@@ -84,6 +91,10 @@ infra-lint:
 ## cdk-test: the CDK construct (infra/cdk): its unit tests, `cdk synth` of the example app, cfn-lint, and SAM/CDK parity, offline (pinned, npm ci into infra/cdk/node_modules)
 cdk-test:
 	scripts/cdk.sh
+
+## awscli-ensure: the pinned AWS CLI (awscli from PyPI) in .venv-awscli, for running the jobs' buildspec with the job role's credentials
+awscli-ensure:
+	scripts/awscli.sh ensure
 
 ## moto-ensure: the pinned moto[server] in .venv (installed only when missing or a different version)
 moto-ensure:

@@ -4,10 +4,17 @@
 #   scripts/moto.sh ensure            create .venv and install the pinned moto[server] if needed
 #   scripts/moto.sh start [STATE_DIR] start moto_server on a free 127.0.0.1 port; prints
 #                                     `export NAME=value` lines (also written to STATE_DIR/env)
+#   scripts/moto.sh start-iam [STATE_DIR]
+#                                     start a second moto_server that enforces IAM: after the
+#                                     three unsigned calls that make an `admin` user (every
+#                                     action allowed) and its access key, every request must be
+#                                     signed by an IAM identity whose policies allow it; prints
+#                                     GANNET_MOTO_IAM_ENDPOINT and the admin's key
+#                                     (GANNET_MOTO_IAM_ADMIN_KEY_ID, ..._SECRET: moto's, not AWS's)
 #   scripts/moto.sh stop [STATE_DIR]  stop the server started with that STATE_DIR
 #
 # STATE_DIR (default .venv/moto) holds the server's pid, env and log files. Use one per run
-# when several runs may overlap.
+# when several runs may overlap, and one per server.
 set -euo pipefail
 
 MOTO_VERSION=5.2.5
@@ -15,6 +22,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${GANNET_MOTO_VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-python3}
 START_TIMEOUT_S=30
+# The unsigned calls bootstrap_admin makes before IAM is enforced: CreateUser, PutUserPolicy,
+# CreateAccessKey.
+IAM_BOOTSTRAP_CALLS=3
 
 log() { printf 'moto.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -68,17 +78,38 @@ running_pid() {
   printf '%s\n' "$pid"
 }
 
+# Makes the IAM-enforcing server's admin user with its first (and only) unsigned calls;
+# prints its access key as `export` lines.
+bootstrap_admin() {
+  "$VENV/bin/python" - "$1" <<'PY'
+import json, sys
+import boto3
+iam = boto3.client("iam", endpoint_url=sys.argv[1], region_name="us-east-1",
+                   aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap")
+iam.create_user(UserName="admin")
+iam.put_user_policy(UserName="admin", PolicyName="admin", PolicyDocument=json.dumps({
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+key = iam.create_access_key(UserName="admin")["AccessKey"]
+print(f"export GANNET_MOTO_IAM_ADMIN_KEY_ID={key['AccessKeyId']}")
+print(f"export GANNET_MOTO_IAM_ADMIN_SECRET={key['SecretAccessKey']}")
+PY
+}
+
+# start STATE_DIR [iam]
 start() {
-  local state=$1 port pid attempt waited
+  local state=$1 mode=${2:-} port pid attempt waited no_auth=inf
   [ -x "$VENV/bin/moto_server" ] || die "moto_server is not installed; run: scripts/moto.sh ensure"
   mkdir -p "$state"
   if running_pid "$state" >/dev/null; then
     die "a moto_server started with $state is still running; run: scripts/moto.sh stop $state"
   fi
+  [ "$mode" = iam ] && no_auth=$IAM_BOOTSTRAP_CALLS
   # Another process may take the port between choosing and binding it: try a few ports.
   for attempt in 1 2 3; do
     port=$(free_port)
-    "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" </dev/null >"$state/log" 2>&1 &
+    INITIAL_NO_AUTH_ACTION_COUNT=$no_auth \
+      "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" </dev/null >"$state/log" 2>&1 &
     pid=$!
     printf '%s\n' "$pid" >"$state/pid"
     waited=0
@@ -89,11 +120,18 @@ start() {
         break
       fi
       if answers_http "$port"; then
-        {
-          echo "export GANNET_MOTO_ENDPOINT=http://127.0.0.1:$port"
-          echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
-        } >"$state/env"
-        log "moto_server $MOTO_VERSION (pid $pid) answers on http://127.0.0.1:$port"
+        if [ "$mode" = iam ]; then
+          {
+            echo "export GANNET_MOTO_IAM_ENDPOINT=http://127.0.0.1:$port"
+            bootstrap_admin "http://127.0.0.1:$port"
+          } >"$state/env" || { kill "$pid" 2>/dev/null; rm -f "$state/pid"; die "could not make the admin user on the IAM-enforcing moto_server; log: $state/log"; }
+        else
+          {
+            echo "export GANNET_MOTO_ENDPOINT=http://127.0.0.1:$port"
+            echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
+          } >"$state/env"
+        fi
+        log "moto_server $MOTO_VERSION (pid $pid${mode:+, IAM enforced}) answers on http://127.0.0.1:$port"
         cat "$state/env"
         return 0
       fi
@@ -134,6 +172,7 @@ state=${2:-$VENV/moto}
 case "$cmd" in
   ensure) ensure ;;
   start) start "$state" ;;
+  start-iam) start "$state" iam ;;
   stop) stop "$state" ;;
-  *) die "usage: $0 ensure | start [STATE_DIR] | stop [STATE_DIR]" ;;
+  *) die "usage: $0 ensure | start [STATE_DIR] | start-iam [STATE_DIR] | stop [STATE_DIR]" ;;
 esac

@@ -582,4 +582,6 @@ fn pack(dir: &Path, script: &str, env: &[(String, String)]) -> Result<Vec<u8>, J
 }
 
 #[cfg(test)]
+mod iam_tests;
+#[cfg(test)]
 mod tests;

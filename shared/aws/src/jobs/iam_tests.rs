@@ -1,0 +1,438 @@
+//! The jobs under enforced IAM: the template's `JobRole` and `JobsBucket`, made from
+//! `infra/template.yaml` on the second moto_server `make test` starts (IAM enforced,
+//! `GANNET_MOTO_IAM_ENDPOINT`), and the job's buildspec run by bash with the real AWS CLI
+//! (`GANNET_AWS_CLI`, pinned by scripts/awscli.sh) and that role's credentials, as CodeBuild
+//! runs it.
+//!
+//! What moto 5.2.5 cannot do, and what stands in for it:
+//! - a role trusted by a service principal (`codebuild.amazonaws.com`) cannot be assumed under
+//!   enforcement (moto's trust check fails with a 500 on a `Service` principal): the role is
+//!   made with the template's policies, word for word, and a trust policy naming the test's
+//!   admin user instead, who assumes it as CodeBuild would;
+//! - moto runs no build: the test runs the buildspec's commands itself.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
+use gannet_core::ids::{DeploymentId, StageId};
+use gannet_core::jobs::{JobKey, JobRunner, JobSpec};
+use gannet_core::GoDuration;
+use serde_json::{json, Value};
+use serde_yaml::Value as Yaml;
+
+use super::{CodeBuildJobs, BUILDSPEC};
+use crate::test_moto::unique;
+use crate::{sdk_config, ClientOptions};
+
+const ACCOUNT: &str = "123456789012";
+const REGION: &str = "us-east-1";
+
+/// The IAM-enforcing moto and its admin's key (from `make test`; never skipped).
+struct IamMoto {
+    endpoint: String,
+    admin: (String, String),
+    aws: PathBuf,
+}
+
+fn required(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!(
+            "{name} is not set: these tests need the IAM-enforcing moto_server and the AWS CLI \
+             (run `make test`, or: eval \"$(scripts/moto.sh start-iam /tmp/moto-iam)\" and \
+             export GANNET_AWS_CLI=$(scripts/awscli.sh path))"
+        )
+    })
+}
+
+impl IamMoto {
+    fn from_env() -> Self {
+        let endpoint = required("GANNET_MOTO_IAM_ENDPOINT");
+        assert!(endpoint.starts_with("http://127.0.0.1:"), "{endpoint}");
+        Self {
+            endpoint,
+            admin: (
+                required("GANNET_MOTO_IAM_ADMIN_KEY_ID"),
+                required("GANNET_MOTO_IAM_ADMIN_SECRET"),
+            ),
+            aws: PathBuf::from(required("GANNET_AWS_CLI")),
+        }
+    }
+
+    /// The AWS CLI on this moto with `credentials` (key, secret, session token).
+    fn aws(&self, credentials: &Keys, args: &[&str]) -> Output {
+        Command::new(&self.aws)
+            .args(args)
+            .env_clear()
+            .envs(credentials.env(&self.endpoint))
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .output()
+            .expect("the AWS CLI runs")
+    }
+
+    /// The AWS CLI as the admin; its JSON answer, or a panic with its error.
+    fn admin(&self, args: &[&str]) -> Value {
+        let out = self.aws(&self.admin_keys(), args);
+        assert!(
+            out.status.success(),
+            "aws {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    fn admin_keys(&self) -> Keys {
+        Keys {
+            id: self.admin.0.clone(),
+            secret: self.admin.1.clone(),
+            token: None,
+        }
+    }
+
+    async fn sdk(&self, keys: &Keys) -> aws_config::SdkConfig {
+        sdk_config(&ClientOptions {
+            region: REGION.to_owned(),
+            endpoint: Some(self.endpoint.clone()),
+            credentials: Some(SharedCredentialsProvider::new(Credentials::new(
+                keys.id.clone(),
+                keys.secret.clone(),
+                keys.token.clone(),
+                None,
+                "iam-tests",
+            ))),
+        })
+        .await
+    }
+
+    /// Makes `role` with the template's policies of `resource` (resolved for `names`) and a
+    /// trust policy naming the admin user (the stand-in for CodeBuild's service principal),
+    /// and assumes it.
+    fn role_from_template(&self, resource: &str, names: &Names) -> (String, Keys) {
+        let template = Template::load();
+        let role = unique(resource);
+        let trust = json!({"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow",
+            "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:user/admin")},
+            "Action": "sts:AssumeRole"}]});
+        self.admin(&[
+            "iam",
+            "create-role",
+            "--role-name",
+            &role,
+            "--assume-role-policy-document",
+            &trust.to_string(),
+        ]);
+        for (name, document) in template.role_policies(resource, names) {
+            self.admin(&[
+                "iam",
+                "put-role-policy",
+                "--role-name",
+                &role,
+                "--policy-name",
+                &name,
+                "--policy-document",
+                &document.to_string(),
+            ]);
+        }
+        let assumed = self.admin(&[
+            "sts",
+            "assume-role",
+            "--role-arn",
+            &format!("arn:aws:iam::{ACCOUNT}:role/{role}"),
+            "--role-session-name",
+            "job",
+        ]);
+        let c = &assumed["Credentials"];
+        let keys = Keys {
+            id: c["AccessKeyId"].as_str().expect("key").to_owned(),
+            secret: c["SecretAccessKey"].as_str().expect("secret").to_owned(),
+            token: c["SessionToken"].as_str().map(str::to_owned),
+        };
+        (role, keys)
+    }
+}
+
+#[derive(Clone)]
+struct Keys {
+    id: String,
+    secret: String,
+    token: Option<String>,
+}
+
+impl Keys {
+    /// The environment an AWS CLI (or a CodeBuild build) gets its credentials and endpoint from.
+    fn env(&self, endpoint: &str) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("AWS_ACCESS_KEY_ID".to_owned(), self.id.clone()),
+            ("AWS_SECRET_ACCESS_KEY".to_owned(), self.secret.clone()),
+            ("AWS_DEFAULT_REGION".to_owned(), REGION.to_owned()),
+            ("AWS_ENDPOINT_URL".to_owned(), endpoint.to_owned()),
+            ("AWS_EC2_METADATA_DISABLED".to_owned(), "true".to_owned()),
+            ("AWS_CONFIG_FILE".to_owned(), "/dev/null".to_owned()),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE".to_owned(),
+                "/dev/null".to_owned(),
+            ),
+        ];
+        if let Some(token) = &self.token {
+            env.push(("AWS_SESSION_TOKEN".to_owned(), token.clone()));
+        }
+        env
+    }
+}
+
+/// What the stack's names resolve to in the test.
+struct Names {
+    stack: String,
+    bucket: String,
+    log_group: String,
+}
+
+/// `infra/template.yaml`, and a small resolver for the intrinsics the jobs' roles use
+/// (`!Ref`, `!GetAtt`, `!Sub`, `!If`); any other fails the test, naming it.
+struct Template(Yaml);
+
+impl Template {
+    fn load() -> Self {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/template.yaml");
+        let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
+        Self(serde_yaml::from_str(&text).expect("the template parses"))
+    }
+
+    /// Each inline policy of the role `resource`: its name and document, resolved.
+    fn role_policies(&self, resource: &str, names: &Names) -> Vec<(String, Value)> {
+        let policies = &self.0["Resources"][resource]["Properties"]["Policies"];
+        let policies = policies
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
+        policies
+            .iter()
+            .map(|p| {
+                let name = p["PolicyName"].as_str().expect("PolicyName").to_owned();
+                let at = format!("Resources.{resource}.Policies.{name}");
+                let document = resolve(&p["PolicyDocument"], names, &at).expect("a document");
+                (name, document)
+            })
+            .collect()
+    }
+}
+
+/// `value` with its intrinsics resolved; `None` for `!Ref AWS::NoValue`.
+fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
+    let attribute = |resource: &str, attribute: &str| -> String {
+        match (resource, attribute) {
+            ("JobsBucket", "Arn") => format!("arn:aws:s3:::{}", names.bucket),
+            ("JobsLogGroup", "Arn") => format!(
+                "arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{}:*",
+                names.log_group
+            ),
+            _ => panic!("{at}: the test resolves no !GetAtt {resource}.{attribute}"),
+        }
+    };
+    let reference = |name: &str| -> Option<Value> {
+        Some(match name {
+            "AWS::NoValue" => return None,
+            "AWS::AccountId" => json!(ACCOUNT),
+            "AWS::Region" => json!(REGION),
+            "AWS::Partition" => json!("aws"),
+            "AWS::StackName" => json!(names.stack),
+            "JobsBucket" => json!(names.bucket),
+            "JobsLogGroup" => json!(names.log_group),
+            // The stack as tested has no job deploy targets.
+            "JobDeployTargetRoleArns" => json!([]),
+            _ => panic!("{at}: the test resolves no !Ref {name}"),
+        })
+    };
+    Some(match value {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(b) => json!(b),
+        Yaml::Number(n) => serde_json::to_value(n).expect("a number"),
+        Yaml::String(s) => json!(s),
+        Yaml::Sequence(items) => {
+            Value::Array(items.iter().filter_map(|v| resolve(v, names, at)).collect())
+        }
+        Yaml::Mapping(map) => Value::Object(
+            map.iter()
+                .filter_map(|(k, v)| {
+                    Some((
+                        k.as_str().expect("a key").to_owned(),
+                        resolve(v, names, at)?,
+                    ))
+                })
+                .collect(),
+        ),
+        Yaml::Tagged(tagged) => {
+            let tag = tagged.tag.to_string();
+            let arg = &tagged.value;
+            match tag.as_str() {
+                "!Ref" => return reference(arg.as_str().expect("!Ref takes a name")),
+                "!GetAtt" => {
+                    let (r, a) = arg
+                        .as_str()
+                        .and_then(|s| s.split_once('.'))
+                        .expect("!GetAtt Resource.Attribute");
+                    json!(attribute(r, a))
+                }
+                "!Sub" => {
+                    let mut text = arg.as_str().expect("!Sub takes a string").to_owned();
+                    while let Some(start) = text.find("${") {
+                        let end = start + text[start..].find('}').expect("a closing }");
+                        let name = &text[start + 2..end];
+                        let with = match name.split_once('.') {
+                            Some((r, a)) => attribute(r, a),
+                            None => match reference(name) {
+                                Some(Value::String(s)) => s,
+                                other => panic!("{at}: ${{{name}}} is {other:?}"),
+                            },
+                        };
+                        text.replace_range(start..=end, &with);
+                    }
+                    json!(text)
+                }
+                "!If" => {
+                    let branches = arg.as_sequence().expect("!If [condition, then, else]");
+                    let condition = branches[0].as_str().expect("a condition's name");
+                    // The stack as tested has no job deploy targets.
+                    let holds = match condition {
+                        "HasJobTargets" => false,
+                        other => panic!("{at}: the test decides no condition {other}"),
+                    };
+                    return resolve(&branches[if holds { 1 } else { 2 }], names, at);
+                }
+                other => panic!("{at}: the test resolves no {other}"),
+            }
+        }
+    })
+}
+
+/// The buildspec's commands (its one `build` phase command), as CodeBuild gives them to bash.
+fn buildspec_commands() -> String {
+    let spec: Yaml = serde_yaml::from_str(BUILDSPEC).expect("the buildspec parses");
+    spec["phases"]["build"]["commands"][0]
+        .as_str()
+        .expect("one command block")
+        .to_owned()
+}
+
+/// Runs the buildspec with `env` (the build's variables and its role's credentials), the AWS
+/// CLI and curl on PATH, as CodeBuild's image has them; its exit code and its output.
+fn run_buildspec(moto: &IamMoto, env: &[(String, String)]) -> (i32, String) {
+    let home = tempfile::tempdir().unwrap();
+    let cli_dir = moto.aws.parent().expect("the AWS CLI's directory");
+    let path = format!(
+        "{}:{}",
+        cli_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(buildspec_commands())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .envs(env.iter().cloned())
+        .output()
+        .expect("bash runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(128), text)
+}
+
+fn key(stage: &str) -> JobKey {
+    JobKey::new(
+        &DeploymentId::parse("web-0123abcd").unwrap(),
+        &StageId::parse(stage).unwrap(),
+        1,
+    )
+}
+
+/// The jobs' bucket, log group and project on the IAM-enforcing moto, made by the admin, and
+/// the runner on them with the admin's credentials.
+async fn jobs_on(moto: &IamMoto, names: &Names, role: &str) -> CodeBuildJobs {
+    let sdk = moto.sdk(&moto.admin_keys()).await;
+    let s3 = aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(&sdk)
+            .force_path_style(true)
+            .build(),
+    );
+    let logs = aws_sdk_cloudwatchlogs::Client::new(&sdk);
+    let codebuild = aws_sdk_codebuild::Client::new(&sdk);
+    let config = crate::provision_jobs(
+        &codebuild,
+        &s3,
+        &logs,
+        &names.stack,
+        &format!("arn:aws:iam::{ACCOUNT}:role/{role}"),
+    )
+    .await
+    .expect("the jobs' resources on the IAM-enforcing moto");
+    assert_eq!(
+        (config.bucket.as_str(), config.log_group.as_str()),
+        (names.bucket.as_str(), names.log_group.as_str())
+    );
+    CodeBuildJobs::new(codebuild, s3, logs, config)
+}
+
+fn names() -> Names {
+    let stack = unique("iam");
+    Names {
+        bucket: format!("{stack}-jobs"),
+        log_group: format!("/gannet/{stack}/jobs"),
+        stack,
+    }
+}
+
+#[tokio::test]
+async fn todays_job_role_cannot_fetch_a_jobs_files_under_enforced_iam() {
+    let moto = IamMoto::from_env();
+    let names = names();
+    let (role, keys) = moto.role_from_template("JobRole", &names);
+    let jobs = jobs_on(&moto, &names, &role).await;
+
+    // A plan job left plan.bin; the apply job is given it.
+    let (plan, apply) = (key("plan"), key("apply"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("main.tf"), "# the app\n").unwrap();
+    jobs.s3
+        .put_object()
+        .bucket(&names.bucket)
+        .key(format!("jobs/{plan}/out/plan.bin"))
+        .body(b"the plan".to_vec().into())
+        .send()
+        .await
+        .expect("the plan's file");
+    let inputs = [gannet_core::jobs::JobInput {
+        job: &plan,
+        file: "plan.bin",
+    }];
+    jobs.start(JobSpec {
+        key: &apply,
+        script: "cp \"$GANNET_JOB_IN/plan.bin\" \"$GANNET_JOB_OUT/applied\"",
+        dir: dir.path(),
+        env: &[],
+        timeout: GoDuration::from_secs(300),
+        inputs: &inputs,
+    })
+    .await
+    .expect("start");
+
+    // The build as CodeBuild runs it: its variables, and its role's credentials.
+    let mut env: BTreeMap<String, String> = keys.env(&moto.endpoint).into_iter().collect();
+    env.insert(super::JOB_VARIABLE.to_owned(), apply.to_string());
+    env.insert(super::BUCKET_VARIABLE.to_owned(), names.bucket.clone());
+    let (code, output) = run_buildspec(&moto, &env.into_iter().collect::<Vec<_>>());
+    assert_eq!(code, 125, "{output}");
+    assert!(
+        output.contains("AccessDenied")
+            && output.contains("ListObjectsV2")
+            && output.contains(&format!(
+                "cannot fetch the job's files from s3://{}/jobs/{apply}/in/",
+                names.bucket
+            )),
+        "today's JobRole has no s3:ListBucket (nor GetObject on in/*): {output}"
+    );
+}
