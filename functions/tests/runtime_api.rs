@@ -18,6 +18,9 @@
 //! a commit off the branch (409), or a viewer's at any commit but the head (403), is refused
 //! by the api function, and the drift function is not invoked.
 //!
+//! A third: the api function answers only events from its own HTTP API (`GANNET_API_ID` in
+//! `GANNET_ACCOUNT_ID`); a forged event is refused, logged, and stores nothing.
+//!
 //! Needs moto (`GANNET_MOTO_ENDPOINT`) and cargo-lambda (`GANNET_CARGO_LAMBDA`); `make test`
 //! sets both, and without them the test fails saying how to get them.
 
@@ -206,6 +209,24 @@ impl Harness {
         let text = res.text().await.unwrap_or_default();
         assert_eq!(status, 200, "invoking {function}: {text}");
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{function} answered {text:?}: {e}"))
+    }
+
+    /// Invokes `function` with `event`; returns the Invoke API's status and body as they are
+    /// (a function error included).
+    async fn invoke_raw(&self, function: &str, event: &Value) -> (u16, String) {
+        let url = format!(
+            "{}/2015-03-31/functions/{function}/invocations",
+            self.emulator
+        );
+        let res = self
+            .http
+            .post(&url)
+            .json(event)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("invoking {function}: {e}"));
+        let status = res.status().as_u16();
+        (status, res.text().await.unwrap_or_default())
     }
 
     /// Receives up to ten messages from `url` with every attribute an SQS event carries.
@@ -409,6 +430,9 @@ async fn start_with(
         ("GANNET_TABLE", provisioned.table.clone()),
         ("GANNET_QUEUES", json!(queues).to_string()),
         ("GANNET_REPOS", repos.to_string()),
+        // The HTTP API whose events the api function answers (http_api_event's).
+        ("GANNET_API_ID", "e2e".to_owned()),
+        ("GANNET_ACCOUNT_ID", "123456789012".to_owned()),
     ];
     gannet_env.extend(extra_env.iter().cloned());
     let mut procs = Processes::new();
@@ -435,8 +459,10 @@ async fn start_with(
         Arc::new(queue),
         StoreOptions::default(),
     );
+    // Generous: on a loaded 2-core machine an api invocation that asks the drift function
+    // (a checkout and a live read) has taken over 30 s.
     let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
+        .timeout(Duration::from_secs(120))
         .build()
         .expect("http client");
     let h = Harness {
@@ -689,7 +715,11 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
             ("GANNET_DIFF_FUNCTION", "drift".to_owned()),
             (
                 "GANNET_CALLER_NAMES",
-                json!({VIEWER_PRINCIPAL: {"name": "vic", "role": "viewer"}}).to_string(),
+                json!({
+                    support::OPS_PRINCIPAL: {"name": "ops", "role": "admin"},
+                    VIEWER_PRINCIPAL: {"name": "vic", "role": "viewer"}
+                })
+                .to_string(),
             ),
         ],
     )
@@ -773,6 +803,126 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
         .await;
     assert_eq!(answer["statusCode"], 404, "{answer}");
     assert_eq!(asked(&procs), 1, "the drift function was not invoked");
+}
+
+/// The api binary under the Runtime API answers only its own HTTP API's events: one naming
+/// another API or account (claiming an admin) is answered 403 in JSON and logged, one that is
+/// no HTTP API event at all is refused by the runtime before any handler runs, and neither
+/// stores anything; the same sync through the stack's API is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_function_answers_only_its_own_http_api() {
+    let (h, mut procs, _repo, _head) = start_with(
+        &[("apps/web/app.pipecd.yaml", APP)],
+        &[("api", env!("CARGO_BIN_EXE_api"))],
+        &[(
+            "GANNET_CALLER_NAMES",
+            json!({support::OPS_PRINCIPAL: {"name": "ops", "role": "admin"}}).to_string(),
+        )],
+    )
+    .await;
+    let id = gannet_core::AppId::parse("shop:apps/web/app.pipecd.yaml").expect("app id");
+    let app = gannet_core::app::App::new(
+        id,
+        "web".into(),
+        "KubernetesApp".into(),
+        gannet_core::duration::Millis(1),
+    );
+    h.store
+        .apply(gannet_core::ports::Changes {
+            writes: vec![gannet_core::ports::Write::PutApp {
+                app: Box::new(app),
+                expect: gannet_core::ports::Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("the app is stored");
+    let stored = |h: &Harness| {
+        let store = h.store.clone();
+        async move {
+            store
+                .deployments(&DeploymentFilter::default())
+                .await
+                .expect("deployments from the store")
+                .len()
+        }
+    };
+    let mut sync = http_api_event("/api/v1/apps/web/sync", "");
+    sync["requestContext"]["http"]["method"] = json!("POST");
+    sync["headers"]["content-type"] = json!("application/json");
+    sync["body"] = json!("{}");
+    let forged = |change: &dyn Fn(&mut Value)| {
+        let mut event = sync.clone();
+        change(&mut event);
+        event
+    };
+    for (what, event) in [
+        (
+            "another API",
+            forged(&|e| e["requestContext"]["apiId"] = json!("a1b2c3d4e5")),
+        ),
+        (
+            "another account",
+            forged(&|e| e["requestContext"]["accountId"] = json!("210987654321")),
+        ),
+    ] {
+        let answer = h.invoke("api", &event).await;
+        assert_eq!(answer["statusCode"], 403, "{what}: {answer}");
+        let body: Value = serde_json::from_str(answer["body"].as_str().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {answer}"));
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("only requests through its own HTTP API")),
+            "{what}: {body}"
+        );
+    }
+    let refusals = |procs: &Processes| {
+        procs
+            .log("api")
+            .matches("refused an event that did not come from this stack's HTTP API")
+            .count()
+    };
+    assert_eq!(refusals(&procs), 2, "each refusal is logged once");
+    assert!(
+        !procs.log("api").contains(support::OPS_PRINCIPAL),
+        "the principal an event claims is not logged"
+    );
+    // No API Gateway context, or no HTTP API event at all: the runtime refuses it (lambda_http
+    // cannot read it as a request), the handler never runs, and the function goes on.
+    for (what, event) in [
+        (
+            "no requestContext",
+            forged(&|e| {
+                e.as_object_mut().map(|o| o.remove("requestContext"));
+            }),
+        ),
+        (
+            "a diff request",
+            json!({"diff": {"app": "shop:apps/web/app.pipecd.yaml", "commit": "0".repeat(40)}}),
+        ),
+    ] {
+        let (status, text) = h.invoke_raw("api", &event).await;
+        assert!(
+            text.contains("errorType") && !text.contains("statusCode"),
+            "{what}: {status} {text}"
+        );
+        procs.assert_alive();
+    }
+    assert_eq!(
+        procs
+            .log("api")
+            .matches("The handler will not be called")
+            .count(),
+        2,
+        "{}",
+        procs.log("api")
+    );
+    assert_eq!(stored(&h).await, 0, "no refused event stored anything");
+    // The same sync from the stack's API is answered, by the admin it names.
+    let answer = h.invoke("api", &sync).await;
+    assert_eq!(answer["statusCode"], 200, "{answer}\n{}", procs.log("api"));
+    assert_eq!(stored(&h).await, 1);
 }
 
 /// An IAM principal the api function maps to a viewer.
