@@ -29,6 +29,10 @@ pub const RECEIVERS: &str = "GANNET_RECEIVERS";
 /// The EventBridge bus (name or ARN) the notify function puts every event on; unset: none.
 pub const EVENT_BUS: &str = "GANNET_EVENT_BUS";
 pub const CALLER_NAMES: &str = "GANNET_CALLER_NAMES";
+/// The HTTP API (its id) and the account whose events the api function answers (both, or
+/// neither; the api function needs both).
+pub const API_ID: &str = "GANNET_API_ID";
+pub const ACCOUNT_ID: &str = "GANNET_ACCOUNT_ID";
 /// The function (name or ARN) the api function asks for `apps diff` (the drift function).
 pub const DIFF_FUNCTION: &str = "GANNET_DIFF_FUNCTION";
 /// The job runner's CodeBuild project, S3 bucket and log group (all three, or none).
@@ -147,6 +151,50 @@ pub struct GithubConfig {
     pub api_url: Option<String>,
 }
 
+/// The stack's HTTP API: the only sender whose events the api function answers. The event's
+/// `requestContext.apiId` and `accountId` must be these.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpApiSource {
+    /// API Gateway's id for the API (lower-case letters and digits).
+    pub api_id: String,
+    /// The 12-digit AWS account the API is in.
+    pub account_id: String,
+}
+
+impl HttpApiSource {
+    /// Reads the two values; the error names the variable and says what was expected.
+    pub fn parse(api_id: &str, account_id: &str) -> Result<Self, ConfigError> {
+        let api_id = api_id.trim();
+        if api_id.len() > 64
+            || !api_id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        {
+            return Err(invalid(
+                API_ID,
+                format!(
+                    "{:?} is not an API Gateway API id (lower-case letters and digits, such as a1b2c3d4e5)",
+                    gannet_core::report::cut(api_id, 80)
+                ),
+            ));
+        }
+        let account_id = account_id.trim();
+        if account_id.len() != 12 || !account_id.chars().all(|c| c.is_ascii_digit()) {
+            return Err(invalid(
+                ACCOUNT_ID,
+                format!(
+                    "{:?} is not an AWS account id (12 digits)",
+                    gannet_core::report::cut(account_id, 80)
+                ),
+            ));
+        }
+        Ok(Self {
+            api_id: api_id.to_owned(),
+            account_id: account_id.to_owned(),
+        })
+    }
+}
+
 /// Everything a function needs to know, read from the environment once.
 #[derive(Clone, Debug)]
 pub struct FunctionConfig {
@@ -171,6 +219,9 @@ pub struct FunctionConfig {
     /// People's names (and roles) for IAM principal ARNs (or ARN prefixes ending in `*`), for
     /// the API.
     pub caller_names: BTreeMap<String, gannet_aws::CallerEntry>,
+    /// The HTTP API whose events the api function answers; `None` where it is not set (the
+    /// api function then refuses to start).
+    pub http_api: Option<HttpApiSource>,
     /// Where stages run long commands (CodeBuild); `None` when the stack has no job runner.
     pub jobs: Option<JobsConfig>,
     /// Local git's cache directory.
@@ -325,6 +376,21 @@ impl FunctionConfig {
             Some(text) => json::<BTreeMap<String, gannet_aws::CallerEntry>>(CALLER_NAMES, &text)?,
             None => BTreeMap::new(),
         };
+        let http_api = match (get(API_ID), get(ACCOUNT_ID)) {
+            (Some(api_id), Some(account_id)) => Some(HttpApiSource::parse(&api_id, &account_id)?),
+            (None, None) => None,
+            (api_id, _) => {
+                let (missing, other) = if api_id.is_none() {
+                    (API_ID, ACCOUNT_ID)
+                } else {
+                    (ACCOUNT_ID, API_ID)
+                };
+                return Err(invalid(
+                    missing,
+                    format!("is not set, but {other} is: set both, or neither"),
+                ));
+            }
+        };
         let jobs = match (get(JOBS_PROJECT), get(JOBS_BUCKET), get(JOBS_LOG_GROUP)) {
             (Some(project), Some(bucket), Some(log_group)) => Some(JobsConfig {
                 project,
@@ -363,6 +429,7 @@ impl FunctionConfig {
             event_bus: get(EVENT_BUS),
             diff_function: get(DIFF_FUNCTION),
             caller_names,
+            http_api,
             jobs,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
         })
@@ -657,6 +724,48 @@ mod tests {
             yaml.strip_prefix("plugins."),
             "the same message, each at its own place"
         );
+    }
+
+    #[test]
+    fn the_http_api_is_read_as_both_of_its_ids_or_neither() {
+        let both = [
+            (API_ID, Some("a1b2c3d4e5")),
+            (ACCOUNT_ID, Some("123456789012")),
+        ];
+        assert_eq!(
+            check(&both).unwrap().http_api,
+            Some(HttpApiSource {
+                api_id: "a1b2c3d4e5".into(),
+                account_id: "123456789012".into()
+            })
+        );
+        assert_eq!(check(&[]).unwrap().http_api, None);
+        type Env<'a> = &'a [(&'a str, Option<&'a str>)];
+        let cases: &[(Env, &str)] = &[
+            (
+                &[(API_ID, Some("a1b2c3d4e5"))],
+                "GANNET_ACCOUNT_ID: is not set, but GANNET_API_ID is: set both, or neither",
+            ),
+            (
+                &[(ACCOUNT_ID, Some("123456789012"))],
+                "GANNET_API_ID: is not set, but GANNET_ACCOUNT_ID is",
+            ),
+            (
+                &[
+                    (API_ID, Some("arn:aws:execute-api:x")),
+                    (ACCOUNT_ID, Some("123456789012")),
+                ],
+                "GANNET_API_ID: \"arn:aws:execute-api:x\" is not an API Gateway API id",
+            ),
+            (
+                &[(API_ID, Some("a1b2c3d4e5")), (ACCOUNT_ID, Some("1234"))],
+                "GANNET_ACCOUNT_ID: \"1234\" is not an AWS account id (12 digits)",
+            ),
+        ];
+        for (env, want) in cases {
+            let err = check(env).err().unwrap_or_default();
+            assert!(err.starts_with(want), "{env:?}: {err}");
+        }
     }
 
     #[test]

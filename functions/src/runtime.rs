@@ -18,8 +18,8 @@ use gannet_core::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
 
 use crate::config::{
-    FunctionConfig, ReceiverTarget, SecretArn, WebhookSecret, GITHUB_SECRET_ARN, RECEIVERS,
-    WEBHOOK_SECRET_ARN,
+    FunctionConfig, HttpApiSource, ReceiverTarget, SecretArn, WebhookSecret, GITHUB_SECRET_ARN,
+    RECEIVERS, WEBHOOK_SECRET_ARN,
 };
 use crate::sources::RepoSources;
 use crate::Function;
@@ -32,6 +32,8 @@ pub enum StartError {
         function: &'static str,
         queue: &'static str,
     },
+    #[error("the api function answers only its own HTTP API's events: set GANNET_API_ID and GANNET_ACCOUNT_ID (the template sets both)")]
+    NoHttpApi,
     #[error("the webhook function needs the webhook secret: set GANNET_WEBHOOK_SECRET_ARN (or GANNET_WEBHOOK_SECRET for local runs)")]
     NoWebhookSecret,
     #[error("{variable}: reading {secret}")]
@@ -151,6 +153,7 @@ pub struct Runtime {
     controller: Controller,
     queue: SqsQueue,
     caller_names: std::collections::BTreeMap<String, gannet_aws::CallerEntry>,
+    http_api: Option<HttpApiSource>,
 }
 
 impl Runtime {
@@ -194,6 +197,9 @@ impl Runtime {
         config: &FunctionConfig,
         clients: &Clients,
     ) -> Result<Self, StartError> {
+        if function == Function::Api && config.http_api.is_none() {
+            return Err(StartError::NoHttpApi);
+        }
         if let Some(queue) = function.queue() {
             if !config.queues.contains_key(&queue) {
                 return Err(StartError::NoQueue {
@@ -270,6 +276,7 @@ impl Runtime {
             controller,
             queue,
             caller_names: config.caller_names.clone(),
+            http_api: config.http_api.clone(),
         })
     }
 
@@ -284,6 +291,11 @@ impl Runtime {
     /// People's names for IAM principals, for the API.
     pub fn caller_names(&self) -> &std::collections::BTreeMap<String, gannet_aws::CallerEntry> {
         &self.caller_names
+    }
+
+    /// The HTTP API whose events the api function answers (always set in the api function).
+    pub fn http_api(&self) -> Option<&HttpApiSource> {
+        self.http_api.as_ref()
     }
 
     /// The queue adapter, for settling received messages.

@@ -445,45 +445,149 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
     );
     assert_eq!(status, 403, "{body}");
     assert_eq!(deployments(&mut c), before, "refusals start nothing");
-    // The principal, named through GANNET_CALLER_NAMES, is the commander.
+    // The principal, named and given its role through GANNET_CALLER_NAMES, is the commander.
     let (status, body) = c.lab.api_as(Some(deployer), "POST", sync, Some(json!({})));
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["deployment"]["commander"], "alice", "{body}");
-    // Without a table entry, an IAM user is named by its user name.
-    let (status, body) = c.lab.api_as(
-        Some("arn:aws:iam::123456789012:user/ops/carol"),
-        "POST",
-        sync,
-        Some(json!({"key": "again"})),
-    );
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["deployment"]["commander"], "carol", "{body}");
-    // A role in the table is the caller's (whoami tells the web console which controls to
-    // show) and the API enforces it; without one, IAM alone decides (admin).
-    let vic = Some("arn:aws:iam::123456789012:user/ops/vic");
-    let (status, body) = c.lab.api_as(vic, "GET", "/api/v1/whoami", None);
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(
-        body["caller"],
-        json!({"name": "vic", "role": "viewer"}),
-        "{body}"
-    );
-    assert_eq!(body["may"]["deploy"], false, "{body}");
-    let before = deployments(&mut c);
-    let (status, body) = c.lab.api_as(vic, "POST", sync, Some(json!({})));
-    assert_eq!(status, 403, "{body}");
-    assert_eq!(deployments(&mut c), before);
     let (_, body) = c.lab.api_as(Some(deployer), "GET", "/api/v1/whoami", None);
     assert_eq!(
         body["caller"],
-        json!({"name": "alice", "role": "admin"}),
+        json!({"name": "alice", "role": "deployer"}),
         "{body}"
+    );
+    // An admin is mapped by a prefix: every session of the role is that admin.
+    let admin = "arn:aws:sts::123456789012:assumed-role/Admin/oncall-3";
+    let (_, body) = c.lab.api_as(Some(admin), "GET", "/api/v1/whoami", None);
+    assert_eq!(
+        body["caller"],
+        json!({"name": "erin", "role": "admin"}),
+        "{body}"
+    );
+    let (status, body) = c
+        .lab
+        .api_as(Some(admin), "POST", sync, Some(json!({"key": "erin"})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deployment"]["commander"], "erin", "{body}");
+    // Without a role in the table (an entry with a name only, or no entry: an IAM user is
+    // then named by its user name) the caller is a viewer, whatever its IAM policy allows:
+    // whoami says so (the web console shows no controls), reads are answered and a sync is
+    // refused, storing nothing.
+    for (principal, name) in [
+        ("arn:aws:iam::123456789012:user/ops/vic", "vic"),
+        ("arn:aws:iam::123456789012:user/ops/carol", "carol"),
+    ] {
+        let caller = Some(principal);
+        let (status, body) = c.lab.api_as(caller, "GET", "/api/v1/whoami", None);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["caller"],
+            json!({"name": name, "role": "viewer"}),
+            "{body}"
+        );
+        assert_eq!(body["may"]["deploy"], false, "{body}");
+        for read in ["/api/v1/apps", "/api/v1/deployments", "/api/v1/apps/fn"] {
+            let (status, body) = c.lab.api_as(caller, "GET", read, None);
+            assert_eq!(status, 200, "{name} GET {read}: {body}");
+        }
+        let before = deployments(&mut c);
+        let (status, body) = c.lab.api_as(caller, "POST", sync, Some(json!({})));
+        assert_eq!(status, 403, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains(&format!("{name} has the role viewer"))),
+            "{body}"
+        );
+        assert_eq!(
+            deployments(&mut c),
+            before,
+            "{name}'s refusal stored nothing"
+        );
+    }
+}
+
+/// The api function answers only events from its own HTTP API: an event naming another API or
+/// account, or without the API's context, is refused with 403 (JSON) before any route runs,
+/// whoever it claims signed it; and the function does not start without knowing its API.
+#[test]
+fn the_api_function_refuses_events_not_from_its_http_api() {
+    let mut c = Canary::new("forged", LabOptions::default());
+    let sync = "/api/v1/apps/fn/sync";
+    let deployments = |c: &mut Canary| {
+        c.lab.api("GET", "/api/v1/deployments").1["deployments"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let before = deployments(&mut c);
+    let admin = Some(support::OPS_PRINCIPAL);
+    let genuine = support::http_api_event(admin, "POST", sync, Some(json!({"key": "forged"})));
+    let read = support::http_api_event(admin, "GET", "/api/v1/apps", None);
+    let forged = |event: &Value, change: &dyn Fn(&mut Value)| {
+        let mut event = event.clone();
+        change(&mut event);
+        event
+    };
+    let another_api = |e: &mut Value| e["requestContext"]["apiId"] = json!("a1b2c3d4e5");
+    let cases = [
+        ("another API", forged(&genuine, &another_api)),
+        (
+            "another account",
+            forged(&genuine, &|e| {
+                e["requestContext"]["accountId"] = json!("210987654321")
+            }),
+        ),
+        (
+            "no API id",
+            forged(&genuine, &|e| {
+                e["requestContext"]
+                    .as_object_mut()
+                    .map(|ctx| ctx.remove("apiId"));
+            }),
+        ),
+        (
+            "no account",
+            forged(&genuine, &|e| {
+                e["requestContext"]["accountId"] = Value::Null
+            }),
+        ),
+        ("a read from another API", forged(&read, &another_api)),
+    ];
+    for (what, event) in cases {
+        let (status, body) = c.lab.api_event(&event);
+        assert_eq!(status, 403, "{what}: {body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("only requests through its own HTTP API")),
+            "{what}: {body}"
+        );
+    }
+    assert_eq!(
+        deployments(&mut c),
+        before,
+        "no forged event started anything"
+    );
+    // The same event from the stack's API is answered.
+    let (status, body) = c.lab.api_event(&genuine);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(deployments(&mut c), before + 1);
+    // Without GANNET_API_ID and GANNET_ACCOUNT_ID the api function does not start.
+    let mut config = c.lab.config.clone();
+    config.http_api = None;
+    let started = c
+        .lab
+        .rt
+        .block_on(Runtime::with_clients(Function::Api, &config, &c.lab.direct));
+    let err = started.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        err.contains("set GANNET_API_ID and GANNET_ACCOUNT_ID"),
+        "{err}"
     );
 }
 
 /// The approval gate on AWS: an IAM principal mapped to `deployer` cannot force a quick sync
-/// past WAIT_APPROVAL, what it may start waits for the approval, and an admin's skip (an
-/// unmapped principal: IAM alone decides) is recorded with its reason.
+/// past WAIT_APPROVAL, what it may start waits for the approval, and an admin's skip (a
+/// principal mapped to `admin` by a prefix) is recorded with its reason.
 #[test]
 fn an_iam_deployer_cannot_skip_the_approval_gate_and_an_admins_skip_is_recorded() {
     const GATED: &str = "      - name: LAMBDA_CANARY_ROLLOUT
@@ -494,7 +598,7 @@ fn an_iam_deployer_cannot_skip_the_approval_gate_and_an_admins_skip_is_recorded(
 ";
     let mut c = Canary::new("gate", LabOptions::default());
     let dora = Some("arn:aws:iam::123456789012:user/ops/dora");
-    let carol = Some("arn:aws:iam::123456789012:user/ops/carol");
+    let erin = Some("arn:aws:sts::123456789012:assumed-role/Admin/oncall-1");
     let sync = "/api/v1/apps/fn/sync";
     let at_the_gate = |c: &mut Canary, id: &DeploymentId| {
         c.lab
@@ -554,7 +658,7 @@ fn an_iam_deployer_cannot_skip_the_approval_gate_and_an_admins_skip_is_recorded(
     cancel(&mut c, &id);
     // An admin skips it, saying why; the deployment records who and why.
     let (status, body) = c.lab.api_as(
-        carol,
+        erin,
         "POST",
         sync,
         Some(json!({"strategy": "QUICK_SYNC", "reason": "sev1"})),
@@ -562,13 +666,13 @@ fn an_iam_deployer_cannot_skip_the_approval_gate_and_an_admins_skip_is_recorded(
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body["deployment"]["gate_skip"],
-        json!({"by": "carol", "reason": "sev1"}),
+        json!({"by": "erin", "reason": "sev1"}),
         "{body}"
     );
     let id = DeploymentId::parse(body["deployment"]["id"].as_str().expect("id")).expect("id");
     let d = c.lab.drive_to_end(&id);
     assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
-    assert_eq!(d.trigger.gate_skip.map(|s| s.by).as_deref(), Some("carol"));
+    assert_eq!(d.trigger.gate_skip.map(|s| s.by).as_deref(), Some("erin"));
     // The canaries that waited published versions; the quick sync routes to a newer one.
     let newest = c.versions().last().cloned().expect("versions");
     assert_ne!(newest, "1");

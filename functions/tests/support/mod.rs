@@ -203,6 +203,47 @@ pub fn function_url_event(headers: &[(&str, &str)], method: &str, body: &str) ->
     .to_string()
 }
 
+/// An HTTP API event (payload format 2.0) as the lab's API Gateway sends it (API `e2e` in
+/// account 123456789012), signed by the IAM `principal` (`None`: no IAM authorizer context).
+pub fn http_api_event(
+    principal: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let authorizer = match principal {
+        Some(arn) => {
+            json!({"iam": {"accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA", "principalOrgId": null, "userArn": arn, "userId": "AIDA"}})
+        }
+        None => Value::Null,
+    };
+    let mut headers = json!({"host": "e2e.execute-api.us-east-1.amazonaws.com"});
+    if body.is_some() {
+        headers["content-type"] = json!("application/json");
+    }
+    json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": "",
+        "headers": headers,
+        "body": body.map(|b| b.to_string()),
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "e2e",
+            "authorizer": authorizer,
+            "domainName": "e2e.execute-api.us-east-1.amazonaws.com",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "10.0.0.1", "userAgent": "e2e"},
+            "requestId": unique("req"),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "01/Jan/2025:00:00:00 +0000",
+            "timeEpoch": 1735689600000u64
+        },
+        "isBase64Encoded": false
+    })
+}
+
 /// What the lab is made of beyond the defaults.
 #[derive(Default)]
 pub struct LabOptions {
@@ -214,8 +255,11 @@ pub struct LabOptions {
     pub extra_plugins: serde_json::Map<String, Value>,
 }
 
-/// The IAM principal the lab's API requests are signed by, unless a test says otherwise.
+/// The IAM principal the lab's API requests are signed by, unless a test says otherwise:
+/// mapped to the role admin (an unmapped principal is a viewer).
 pub const OPS_PRINCIPAL: &str = "arn:aws:iam::123456789012:user/ops";
+/// Every session of the `Admin` role: mapped to `erin`, an admin, by a prefix entry.
+pub const ADMIN_PRINCIPALS: &str = "arn:aws:sts::123456789012:assumed-role/Admin/*";
 
 /// Moto, the provisioned resources, the repository and one runtime per function.
 pub struct Lab {
@@ -346,11 +390,16 @@ impl Lab {
             ("GANNET_JOBS_PROJECT", jobs.project.clone()),
             ("GANNET_JOBS_BUCKET", jobs.bucket.clone()),
             ("GANNET_JOBS_LOG_GROUP", jobs.log_group.clone()),
+            // The lab's API Gateway: its events' requestContext (http_api_event).
+            ("GANNET_API_ID", "e2e".to_owned()),
+            ("GANNET_ACCOUNT_ID", "123456789012".to_owned()),
             (
                 "GANNET_CALLER_NAMES",
                 json!({
-                    "arn:aws:sts::123456789012:assumed-role/Deployer/*": "alice",
-                    "arn:aws:iam::123456789012:user/ops/vic": {"name": "vic", "role": "viewer"},
+                    OPS_PRINCIPAL: {"name": "ops", "role": "admin"},
+                    ADMIN_PRINCIPALS: {"name": "erin", "role": "admin"},
+                    "arn:aws:sts::123456789012:assumed-role/Deployer/*": {"name": "alice", "role": "deployer"},
+                    "arn:aws:iam::123456789012:user/ops/vic": "vic",
                     "arn:aws:iam::123456789012:user/ops/dora": {"name": "dora", "role": "deployer"}
                 })
                 .to_string(),
@@ -464,39 +513,13 @@ impl Lab {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
-        let authorizer = match principal {
-            Some(arn) => {
-                json!({"iam": {"accessKey": "AKIA", "accountId": "123456789012", "callerId": "AIDA", "principalOrgId": null, "userArn": arn, "userId": "AIDA"}})
-            }
-            None => Value::Null,
-        };
-        let mut headers = json!({"host": "e2e.execute-api.us-east-1.amazonaws.com"});
-        if body.is_some() {
-            headers["content-type"] = json!("application/json");
-        }
-        let event = json!({
-            "version": "2.0",
-            "routeKey": "$default",
-            "rawPath": path,
-            "rawQueryString": "",
-            "headers": headers,
-            "body": body.map(|b| b.to_string()),
-            "requestContext": {
-                "accountId": "123456789012",
-                "apiId": "e2e",
-                "authorizer": authorizer,
-                "domainName": "e2e.execute-api.us-east-1.amazonaws.com",
-                "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "10.0.0.1", "userAgent": "e2e"},
-                "requestId": unique("req"),
-                "routeKey": "$default",
-                "stage": "$default",
-                "time": "01/Jan/2025:00:00:00 +0000",
-                "timeEpoch": 1735689600000u64
-            },
-            "isBase64Encoded": false
-        });
-        let request =
-            lambda_http::request::from_str(&event.to_string()).expect("an HTTP API event");
+        self.api_event(&http_api_event(principal, method, path, body))
+    }
+
+    /// Invokes `api` with `event` as it is (a forged one, say); returns (status, JSON body).
+    pub fn api_event(&mut self, event: &Value) -> (u16, Value) {
+        let request = lambda_http::request::from_str(&event.to_string())
+            .expect("an HTTP API event (lambda_http reads it)");
         self.count(Function::Api);
         let router = gannet_functions::http::api(self.runtime(Function::Api));
         self.rt.block_on(async move {

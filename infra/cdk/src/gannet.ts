@@ -712,9 +712,10 @@ export class Gannet extends Construct {
               'x-amazon-apigateway-integration': {
                 httpMethod: 'POST',
                 type: 'aws_proxy',
+                // The function by its name: its environment refers to this API, so the API
+                // cannot refer to it (SAM: the same).
                 uri: Fn.sub(
-                  'arn:${AWS::Partition}:apigateway:${AWS::Region}:lambda:path/2015-03-31/functions/${Arn}/invocations',
-                  { Arn: fn.functionArn },
+                  'arn:${AWS::Partition}:apigateway:${AWS::Region}:lambda:path/2015-03-31/functions/arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:${AWS::StackName}-api/invocations',
                 ),
                 payloadFormatVersion: '2.0',
               },
@@ -737,6 +738,11 @@ export class Gannet extends Construct {
       },
     });
     new apigw.CfnStage(this, 'ApiApiGatewayDefaultStage', { apiId: api.ref, stageName: '$default', autoDeploy: true });
+    // The function answers only this API's events in this account: whoever may invoke it
+    // directly can write any event, and this permission cannot deny them (SECURITY.md).
+    fn.addEnvironment('GANNET_API_ID', api.ref);
+    fn.addEnvironment('GANNET_ACCOUNT_ID', Aws.ACCOUNT_ID);
+    // API Gateway may invoke it for this API's routes only.
     new lambda.CfnPermission(this, 'ApiFunctionApiPermission', {
       action: 'lambda:InvokeFunction',
       functionName: fn.functionName,

@@ -129,9 +129,9 @@ export interface GannetProps {
   /** Concurrency reserved for (and capping) the public webhook function; 0 reserves none. @default 10 */
   readonly webhookReservedConcurrency?: number;
   /**
-   * People's names, and optionally gannet roles, for the IAM principals that call the API (ARN,
-   * or a prefix ending in *). A role is enforced by the API and tells the web console which
-   * controls to show; without one the principal acts as admin (its IAM policy decides).
+   * People's names and gannet roles for the IAM principals that call the API (ARN, or a prefix
+   * ending in *). A role is enforced by the API and tells the web console which controls to
+   * show; a principal without one (a name only, or no entry) is a viewer: map at least one admin.
    * @default {}
    */
   readonly callerNames?: Record<string, string | CallerName>;

@@ -326,6 +326,26 @@ describe('the rest of the SAM template', () => {
     template.hasResourceProperties('AWS::Scheduler::Schedule', { ScheduleExpression: 'rate(5 minutes)' });
   });
 
+  it('admits API Gateway to the api function for its own API only, and tells the function which API that is', () => {
+    const api = Object.keys(template.findResources('AWS::ApiGatewayV2::Api'));
+    assert.equal(api.length, 1);
+    const permission = resource(template, 'AWS::Lambda::Permission', 'ApiFunctionApiPermission').Properties;
+    assert.equal(permission.Principal, 'apigateway.amazonaws.com');
+    assert.equal(permission.Action, 'lambda:InvokeFunction');
+    assert.match(JSON.stringify(permission.FunctionName), /GannetApiFunction[0-9A-F]{8}/);
+    // Scoped by SourceArn to this API (any stage, method and path of it), not to every API.
+    const sourceArn = JSON.stringify(permission.SourceArn);
+    assert.ok(sourceArn.includes(`{"Ref":"${api[0]}"}`), sourceArn);
+    assert.ok(sourceArn.includes(':execute-api:') && sourceArn.endsWith('/*/*/*"]]}'), sourceArn);
+    const variables = resource(template, 'AWS::Lambda::Function', 'ApiFunction').Properties.Environment.Variables;
+    assert.deepEqual(variables.GANNET_API_ID, { Ref: api[0] });
+    assert.deepEqual(variables.GANNET_ACCOUNT_ID, { Ref: 'AWS::AccountId' });
+    // The API names the function by its name, so the function may refer to the API.
+    const body = JSON.stringify(template.findResources('AWS::ApiGatewayV2::Api')[api[0]].Properties.Body);
+    assert.ok(!body.includes('GannetApiFunction'), body);
+    assert.ok(body.includes(':function:${AWS::StackName}-api/invocations'), body);
+  });
+
   it('derives the Slack secrets the notify function may read from the receivers', () => {
     const slack = 'arn:aws:ssm:us-east-1:111122223333:parameter/gannet/slack';
     const withSlack = synth({

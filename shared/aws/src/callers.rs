@@ -1,14 +1,16 @@
 //! The AWS runtime's [`Callers`]: the IAM principal that signed the request to the
 //! IAM-authorised HTTP API. IAM has already decided what the principal may call (the template's
 //! read, deploy and approve policies); what this adds is its name, the person recorded for a
-//! sync, a cancel or an approval, and its gannet role: the one its entry names, or admin (IAM
-//! decides alone). A role in the entry is enforced by the API as on `gannet up`, and tells the
-//! web console which controls to show, so give each principal the role its policy grants.
+//! sync, a cancel or an approval, and its gannet role: the one its entry names, or `viewer`.
+//! A principal gets more than reading only by an entry saying so (`"role": "admin"`), so a
+//! principal whose IAM policy is broader than meant (an account-wide `execute-api:Invoke`, a
+//! wildcard role) still cannot change anything until it is mapped. The role is enforced by the
+//! API as on `gannet up`, and tells the web console which controls to show.
 //!
 //! The name of a principal ARN is, in order:
-//! 1. its entry in the configured table (`GANNET_CALLER_NAMES`, `{"<ARN>": "<name>"}` or
-//!    `{"<ARN>": {"name": "<name>", "role": "viewer"}}`; an entry may end in `*` to match every
-//!    ARN that starts with the rest);
+//! 1. its entry in the configured table (`GANNET_CALLER_NAMES`, `{"<ARN>": "<name>"}` (a
+//!    viewer) or `{"<ARN>": {"name": "<name>", "role": "admin"}}`; an entry may end in `*` to
+//!    match every ARN that starts with the rest, and the longest such prefix wins);
 //! 2. an IAM user's user name (`arn:aws:iam::1:user/ops/alice` → `alice`);
 //! 3. an assumed role's role and session name (`arn:aws:sts::1:assumed-role/Dev/alice` →
 //!    `Dev/alice`): the session name alone is chosen by whoever assumes the role, so it is
@@ -20,7 +22,7 @@ use std::collections::BTreeMap;
 use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Role};
 use serde::Deserialize;
 
-/// One entry of the table: a name, or a name and a role.
+/// One entry of the table: a name (a viewer), or a name and a role.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub enum CallerEntry {
@@ -37,7 +39,7 @@ impl CallerEntry {
 
     fn role(&self) -> Role {
         match self {
-            Self::Name(_) => Role::Admin,
+            Self::Name(_) => Role::Viewer,
             Self::Named { role, .. } => *role,
         }
     }
@@ -83,9 +85,9 @@ impl IamCallers {
         arn.to_owned()
     }
 
-    /// The role of `arn`: its entry's, or admin.
+    /// The role of `arn`: its entry's, or viewer.
     pub fn role_of(&self, arn: &str) -> Role {
-        self.entry(arn).map_or(Role::Admin, CallerEntry::role)
+        self.entry(arn).map_or(Role::Viewer, CallerEntry::role)
     }
 }
 
@@ -149,29 +151,66 @@ mod tests {
             callers.identify(&signed),
             Ok(Caller {
                 name: "bob".into(),
-                role: Role::Admin
-            })
+                role: Role::Viewer
+            }),
+            "an unmapped principal reads only"
         );
         assert!(matches!(
             callers.identify(&Credentials::default()),
             Err(CallerError::Missing { .. })
         ));
-        // A role in the entry is the caller's; without one, IAM alone decides (admin).
-        let vic = Credentials {
-            bearer: None,
-            iam_principal: Some("arn:aws:iam::111122223333:user/ops/vic"),
-        };
-        assert_eq!(
-            callers.identify(&vic),
-            Ok(Caller {
-                name: "vic".into(),
-                role: Role::Viewer
-            })
+    }
+
+    #[test]
+    fn a_principal_has_the_role_its_entry_gives_or_viewer() {
+        let callers: IamCallers = IamCallers::new(
+            serde_json::from_str(
+                r#"{
+                    "arn:aws:sts::111122223333:assumed-role/Admin*": {"name": "ops", "role": "admin"},
+                    "arn:aws:sts::111122223333:assumed-role/AdminReadOnly/*": {"name": "audit", "role": "viewer"},
+                    "arn:aws:sts::111122223333:assumed-role/Release/*": {"name": "release-bot", "role": "deployer"},
+                    "arn:aws:iam::111122223333:user/ana": {"name": "ana", "role": "approver"},
+                    "arn:aws:iam::111122223333:user/ops/vic": "vic"
+                }"#,
+            )
+            .expect("a table"),
         );
-        assert_eq!(
-            callers.role_of("arn:aws:sts::111122223333:assumed-role/Release/run-42"),
-            Role::Admin
-        );
+        let cases = [
+            // An admin is mapped by a prefix; the longest prefix wins.
+            (
+                "arn:aws:sts::111122223333:assumed-role/Admin/s1",
+                Role::Admin,
+            ),
+            (
+                "arn:aws:sts::111122223333:assumed-role/AdminEU/s2",
+                Role::Admin,
+            ),
+            (
+                "arn:aws:sts::111122223333:assumed-role/AdminReadOnly/s3",
+                Role::Viewer,
+            ),
+            (
+                "arn:aws:sts::111122223333:assumed-role/Release/run-42",
+                Role::Deployer,
+            ),
+            ("arn:aws:iam::111122223333:user/ana", Role::Approver),
+            // An entry with a name only names a viewer.
+            ("arn:aws:iam::111122223333:user/ops/vic", Role::Viewer),
+            // Unmapped: whatever its IAM policy allows, inside gannet it reads only.
+            ("arn:aws:iam::111122223333:user/ana2", Role::Viewer),
+            (
+                "arn:aws:sts::111122223333:assumed-role/Dev/carol",
+                Role::Viewer,
+            ),
+            ("arn:aws:iam::111122223333:root", Role::Viewer),
+            (
+                "arn:aws:sts::444455556666:assumed-role/Admin/s1",
+                Role::Viewer,
+            ),
+        ];
+        for (arn, want) in cases {
+            assert_eq!(callers.role_of(arn), want, "{arn}");
+        }
         let bad: Result<BTreeMap<String, CallerEntry>, _> =
             serde_json::from_str(r#"{"arn:x": {"name": "x", "role": "owner"}}"#);
         assert!(bad.is_err(), "an unknown role is refused");
