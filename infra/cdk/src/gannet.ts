@@ -763,15 +763,15 @@ export class Gannet extends Construct {
           Resource: routes.length === 1 ? invoke(routes[0]) : routes.map(invoke),
         },
       ]);
+    // The API's reads and the web console's pages and files (which hold no data).
+    const reads = ['GET/api/v1/*', 'GET/apps', 'GET/apps/*', 'GET/deployments', 'GET/deployments/*', 'GET/assets/*'];
     return {
-      read: policy('ApiReadPolicy', 'gannet API role viewer - read apps, deployments and stage logs.', [
-        'GET/api/v1/*',
-      ]),
+      read: policy('ApiReadPolicy', 'gannet API role viewer - read apps, deployments and stage logs.', reads),
       deploy: policy(
         'ApiDeployPolicy',
         'gannet API role deployer - read, sync, roll back, pause and resume apps, cancel deployments.',
         [
-          'GET/api/v1/*',
+          ...reads,
           'POST/api/v1/apps/*/sync',
           'POST/api/v1/apps/*/rollback',
           'POST/api/v1/apps/*/pause',
@@ -780,7 +780,7 @@ export class Gannet extends Construct {
         ],
       ),
       approve: policy('ApiApprovePolicy', 'gannet API role approver - read and approve stages.', [
-        'GET/api/v1/*',
+        ...reads,
         'POST/api/v1/deployments/*/approve',
       ]),
     };

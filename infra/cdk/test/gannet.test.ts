@@ -346,6 +346,17 @@ describe('the rest of the SAM template', () => {
     assert.ok(body.includes(':function:${AWS::StackName}-api/invocations'), body);
   });
 
+  it("lets every API role load the web console's pages and files, and only the deployer and approver change anything", () => {
+    const routes = (id: string) =>
+      (resource(template, 'AWS::IAM::ManagedPolicy', id).Properties.PolicyDocument.Statement[0].Resource as unknown[]).map(
+        (arn) => JSON.stringify(arn).match(/\/\*\/((?:GET|POST)\/[^"]*)/)?.[1],
+      );
+    const reads = ['GET/api/v1/*', 'GET/apps', 'GET/apps/*', 'GET/deployments', 'GET/deployments/*', 'GET/assets/*'];
+    assert.deepEqual(routes('ApiReadPolicy'), reads);
+    assert.deepEqual(routes('ApiApprovePolicy'), [...reads, 'POST/api/v1/deployments/*/approve']);
+    assert.deepEqual(routes('ApiDeployPolicy').slice(0, reads.length), reads);
+  });
+
   it('derives the Slack secrets the notify function may read from the receivers', () => {
     const slack = 'arn:aws:ssm:us-east-1:111122223333:parameter/gannet/slack';
     const withSlack = synth({
