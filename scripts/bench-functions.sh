@@ -20,8 +20,8 @@
 # (the emulator holds it until the function asks for it). cold = spawn to the end of that
 # invocation; then BENCH_WARM more invocations are timed; then SIGTERM. init = cold - the
 # median of all that function's warm invocations. Each function gets the cheapest real request
-# it serves: webhook a signed `ping` (Function URL route), api `GET /healthz` (Function URL
-# route), the SQS consumers an empty batch, poll, resume and drift their Scheduler input (with
+# it serves: webhook a signed `ping` (Function URL route), api `GET /healthz` (an HTTP API
+# event from its own API, through the Invoke API), the SQS consumers an empty batch, poll, resume and drift their Scheduler input (with
 # no repositories and no apps). Only resume and drift call AWS (moto on loopback, plain HTTP).
 # The table is created from infra/template.yaml's definition. A second column gives the time
 # from the spawn to the function's own `started` log line (its Init Duration), as a check.
@@ -181,9 +181,13 @@ try:
             req = urllib.request.Request(f"{base}/lambda-url/webhook/", body, headers, method="POST")
             return req, lambda answer: json.loads(answer)["status"] == "pong"
         if name == "api":
-            req = urllib.request.Request(f"{base}/lambda-url/api/healthz", method="GET")
-            return req, lambda answer: answer == b"ok"
-        if name in ("poll", "resume", "drift"):
+            # An HTTP API event from the API the function answers (GANNET_API_ID in env()).
+            event = {"version": "2.0", "routeKey": "ANY /{proxy+}", "rawPath": "/healthz",
+                     "rawQueryString": "", "headers": {"host": "bench"}, "isBase64Encoded": False,
+                     "requestContext": {"apiId": "bench", "accountId": "123456789012",
+                                        "http": {"method": "GET", "path": "/healthz"}}}
+            check = lambda answer: json.loads(answer).get("body") == "ok"
+        elif name in ("poll", "resume", "drift"):
             event = {"job": name}
             check = lambda answer: json.loads(answer).get("job") == name
         else:
@@ -219,6 +223,8 @@ try:
         }
         if name == "webhook":
             e["GANNET_WEBHOOK_SECRET"] = SECRET
+        if name == "api":
+            e["GANNET_API_ID"], e["GANNET_ACCOUNT_ID"] = "bench", "123456789012"
         return e
 
     def started_at(log_path):
