@@ -2,6 +2,9 @@
 //! through unchanged and is counted by service (from the SigV4 credential scope) and
 //! operation (`X-Amz-Target`, a query-protocol `Action`, or the Lambda REST path).
 //!
+//! It keeps the variables of each CodeBuild StartBuild (moto keeps none): what a build is
+//! given, which the lab's player of builds needs (the job's presigned URLs).
+//!
 //! For DynamoDB it also estimates the capacity units each request consumes on an on-demand
 //! table, from the items' sizes as they cross the wire (attribute names plus values, as
 //! DynamoDB sizes items): a write takes one WRU per KB of item (two in a transaction), a
@@ -22,10 +25,14 @@ pub type Counts = BTreeMap<(String, String), u64>;
 /// DynamoDB capacity units per operation, estimated: (read units, write units).
 pub type Units = BTreeMap<String, (u64, u64)>;
 
+/// A StartBuild's environment variables, by name.
+pub type BuildVariables = BTreeMap<String, String>;
+
 pub struct CountingProxy {
     pub url: String,
     counts: Arc<Mutex<Counts>>,
     units: Arc<Mutex<Units>>,
+    builds: Arc<Mutex<Vec<BuildVariables>>>,
 }
 
 #[derive(Clone)]
@@ -34,6 +41,7 @@ struct Shared {
     http: reqwest::Client,
     counts: Arc<Mutex<Counts>>,
     units: Arc<Mutex<Units>>,
+    builds: Arc<Mutex<Vec<BuildVariables>>>,
 }
 
 impl CountingProxy {
@@ -45,6 +53,7 @@ impl CountingProxy {
         let url = format!("http://{}", listener.local_addr().expect("proxy address"));
         let counts = Arc::new(Mutex::new(Counts::new()));
         let units = Arc::new(Mutex::new(Units::new()));
+        let builds = Arc::new(Mutex::new(Vec::new()));
         let shared = Shared {
             upstream: upstream.to_owned(),
             http: reqwest::Client::builder()
@@ -53,12 +62,24 @@ impl CountingProxy {
                 .expect("proxy client"),
             counts: counts.clone(),
             units: units.clone(),
+            builds: builds.clone(),
         };
         let app = Router::new().fallback(forward).with_state(shared);
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Self { url, counts, units }
+        Self {
+            url,
+            counts,
+            units,
+            builds,
+        }
+    }
+
+    /// The variables of every build started so far (StartBuild's
+    /// `environmentVariablesOverride`), in order.
+    pub fn started_builds(&self) -> Vec<BuildVariables> {
+        self.builds.lock().expect("builds").clone()
     }
 
     /// The DynamoDB capacity estimates so far, which start again from zero.
@@ -92,6 +113,21 @@ async fn forward(State(s): State<Shared>, request: Request) -> Response {
         .expect("counts")
         .entry(key.clone())
         .or_default() += 1;
+    if key == ("codebuild".to_owned(), "StartBuild".to_owned()) {
+        let request: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        let variables = request["environmentVariablesOverride"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| {
+                Some((
+                    v["name"].as_str()?.to_owned(),
+                    v["value"].as_str()?.to_owned(),
+                ))
+            })
+            .collect();
+        s.builds.lock().expect("builds").push(variables);
+    }
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut upstream = s
         .http

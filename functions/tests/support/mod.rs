@@ -665,6 +665,7 @@ impl Lab {
         let played = self.rt.block_on(builds::play_builds(
             &self.direct_jobs,
             &self.jobs,
+            &self.proxy,
             &mut self.played,
         ));
         let delivered: usize = Function::ALL

@@ -602,24 +602,14 @@ export class Gannet extends Construct {
           policyName: 'job',
           policyDocument: {
             Version: '2012-10-17',
+            // No S3 right: a build fetches its job and keeps its files and exit code only
+            // through the URLs the stage function presigned for that one job.
             Statement: [
               {
                 Sid: 'Logs',
                 Effect: 'Allow',
                 Action: ['logs:CreateLogStream', 'logs:PutLogEvents'],
                 Resource: logGroup.attrArn,
-              },
-              {
-                Sid: 'FetchJob',
-                Effect: 'Allow',
-                Action: 's3:GetObject',
-                Resource: `${bucket.attrArn}/jobs/*/source.tar.gz`,
-              },
-              {
-                Sid: 'RecordExitCode',
-                Effect: 'Allow',
-                Action: 's3:PutObject',
-                Resource: `${bucket.attrArn}/jobs/*/exit`,
               },
               ...(s.jobTargetRoleArns.length > 0
                 ? [

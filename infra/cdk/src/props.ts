@@ -91,7 +91,7 @@ export type JobComputeType = 'BUILD_GENERAL1_SMALL' | 'BUILD_GENERAL1_MEDIUM' | 
 
 /** Where jobs (SCRIPT_RUN scripts, Terraform) run: the CodeBuild project. */
 export interface JobSettings {
-  /** An ARM image with bash, tar, gzip and the AWS CLI. @default "aws/codebuild/amazonlinux-aarch64-standard:3.0" */
+  /** An ARM image with bash, tar, gzip and curl. @default "aws/codebuild/amazonlinux-aarch64-standard:3.0" */
   readonly image?: string;
   /** @default "BUILD_GENERAL1_SMALL" */
   readonly computeType?: JobComputeType;

@@ -4,18 +4,17 @@
 //! # What a job gets
 //!
 //! The stage function packs the job as a gzipped tarball (`work/`: the app's directory at the
-//! commit; `script`; `env`: the job's environment, `NAME=value` separated by NUL) and puts it
-//! at `s3://<bucket>/jobs/<key>/source.tar.gz`. The build, given only `GANNET_JOB=<key>` and
-//! the bucket, downloads it with its role, runs the script with `sh` in `work/` with that
-//! environment added to CodeBuild's, and puts the script's exit code at `jobs/<key>/exit`.
-//! No GitHub credential and no gannet secret reaches the build; the bucket's lifecycle rule
-//! expires `jobs/` after a week.
-//!
-//! Files: the files of earlier jobs a job is given are copied (in S3) to `jobs/<key>/in/`
-//! before the build starts, and the build downloads them into the directory named by
-//! `GANNET_JOB_IN`; what the script leaves in `GANNET_JOB_OUT` is uploaded to
-//! `jobs/<key>/out/` before the exit code is written, so a job with an exit code has its
-//! files in place.
+//! commit; `script`; `env`: the job's environment, `NAME=value` separated by NUL; `in/`: the
+//! files of earlier jobs it is given) and puts it at `s3://<bucket>/jobs/<key>/source.tar.gz`.
+//! The build's role has no S3 rights at all: the build gets three URLs the stage function
+//! presigned for this job alone (`GANNET_JOB_SOURCE_URL`, a GET of its tarball;
+//! `GANNET_JOB_OUT_URL` and `GANNET_JOB_EXIT_URL`, PUTs of `jobs/<key>/out.tar` and
+//! `jobs/<key>/exit`), fetches the tarball with curl, runs the script with `sh` in `work/` with
+//! that environment added to CodeBuild's (the URLs taken out of it), then puts a tar of what
+//! the script left in `GANNET_JOB_OUT`, then its exit code, so a job with an exit code has its
+//! files in place. A URL names one object: a job cannot read another's tarball nor write
+//! another's exit code. No GitHub credential and no gannet secret reaches the build; the
+//! bucket's lifecycle rule expires `jobs/` after a week.
 //!
 //! # Once per key
 //!
@@ -43,7 +42,7 @@ use aws_sdk_codebuild::types::{
     Build, CloudWatchLogsConfig, EnvironmentVariable, EnvironmentVariableType, LogsConfig,
     LogsConfigStatusType, SortOrderType, StatusType,
 };
-use aws_sdk_s3::error::ProvideErrorMetadata;
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use gannet_core::jobs::{
     self, JobEnd, JobError, JobInput, JobKey, JobPoll, JobRunner, JobSpec, MAX_OUTPUT_BYTES,
@@ -52,8 +51,14 @@ use gannet_core::GoDuration;
 
 /// The environment variable that names a build's job.
 pub const JOB_VARIABLE: &str = "GANNET_JOB";
-/// The environment variable that names the jobs bucket to the build.
-pub const BUCKET_VARIABLE: &str = "GANNET_JOBS_BUCKET";
+/// The environment variables that hand the build its job's presigned URLs.
+pub const SOURCE_URL_VARIABLE: &str = "GANNET_JOB_SOURCE_URL";
+pub const OUT_URL_VARIABLE: &str = "GANNET_JOB_OUT_URL";
+pub const EXIT_URL_VARIABLE: &str = "GANNET_JOB_EXIT_URL";
+/// How long a build may wait in CodeBuild's queue (its default, which the template keeps).
+const QUEUED_MINUTES: u64 = 480;
+/// S3's bound on a presigned URL's life (SigV4).
+const MAX_URL_LIFE: GoDuration = GoDuration::from_secs(7 * 24 * 3600);
 /// How many of the project's latest builds a start looks through for its key.
 const RECENT_BUILDS: usize = 100;
 /// The most log events one poll reads.
@@ -61,9 +66,12 @@ const EVENTS_PER_POLL: i32 = 5_000;
 /// CodeBuild's bounds on a build's timeout, in minutes.
 const TIMEOUT_MINUTES: (u64, u64) = (5, 2_160);
 
-/// The build's commands: fetch the job, run its script with its environment, record the code.
-/// Each phase line is one shell; all of it runs in `bash` so the NUL-separated `env` reads.
-const BUILDSPEC: &str = r#"version: 0.2
+/// The build's commands: fetch the job through its URLs, run its script with its environment,
+/// keep its files and record the code. The phase's one command is one shell; it runs in `bash`
+/// so the NUL-separated `env` reads. The URLs are kept in shell variables and taken out of
+/// the environment before the job's own is read, so neither the job's environment nor its
+/// script sees (or replaces) them; curl never prints a URL.
+pub(crate) const BUILDSPEC: &str = r#"version: 0.2
 env:
   shell: bash
 phases:
@@ -71,20 +79,28 @@ phases:
     commands:
       - |
         set -u
-        job="s3://$GANNET_JOBS_BUCKET/jobs/$GANNET_JOB"
-        mkdir -p /tmp/gannet-job && cd /tmp/gannet-job
-        aws s3 cp --only-show-errors "$job/source.tar.gz" - | tar -xzf - || { echo "gannet: cannot fetch the job from $job" >&2; exit 125; }
+        source_url=$GANNET_JOB_SOURCE_URL out_url=$GANNET_JOB_OUT_URL exit_url=$GANNET_JOB_EXIT_URL
+        unset GANNET_JOB_SOURCE_URL GANNET_JOB_OUT_URL GANNET_JOB_EXIT_URL
+        get() { curl --fail --silent --show-error --retry 3 --output "$2" "$1"; }
+        put() { curl --fail --silent --show-error --retry 3 --upload-file "$2" --output /dev/null "$1"; }
+        job=$(mktemp -d) && cd "$job" || exit 125
+        { get "$source_url" source.tar.gz && tar -xzf source.tar.gz && rm source.tar.gz; } || { echo "gannet: cannot fetch job $GANNET_JOB" >&2; exit 125; }
         mkdir -p in out
-        aws s3 cp --only-show-errors --recursive "$job/in/" in/ || { echo "gannet: cannot fetch the job's files from $job/in/" >&2; exit 125; }
         while IFS= read -r -d '' kv; do export "$kv"; done < env
-        export GANNET_JOB_IN=/tmp/gannet-job/in GANNET_JOB_OUT=/tmp/gannet-job/out
-        cd work
-        sh ../script </dev/null
+        export GANNET_JOB_IN="$job/in" GANNET_JOB_OUT="$job/out"
+        (cd work && sh ../script </dev/null)
         code=$?
-        aws s3 cp --only-show-errors --recursive /tmp/gannet-job/out/ "$job/out/" || { echo "gannet: cannot keep the job's files at $job/out/" >&2; code=125; }
-        echo "$code" | aws s3 cp --only-show-errors - "$job/exit"
+        { tar -cf out.tar -C out . && put "$out_url" out.tar; } || { echo "gannet: cannot keep job $GANNET_JOB's files" >&2; code=125; }
+        printf '%s\n' "$code" >exit-code
+        put "$exit_url" exit-code || echo "gannet: cannot record job $GANNET_JOB's exit code" >&2
         exit "$code"
 "#;
+
+/// The buildspec every job's build runs (CodeBuild's `buildspecOverride`): tests that play a
+/// build run its one command block with bash.
+pub fn buildspec() -> &'static str {
+    BUILDSPEC
+}
 
 /// Where the jobs run: the template's CodeBuild project, bucket and log group.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,41 +211,56 @@ impl CodeBuildJobs {
         Ok(())
     }
 
-    /// Copies each input (`jobs/<job>/out/<file>`) to `jobs/<key>/in/<file>`.
-    async fn give_inputs(&self, key: &JobKey, inputs: &[JobInput<'_>]) -> Result<(), JobError> {
+    /// Each input's name and bytes, read from the files its job left (`jobs/<job>/out.tar`).
+    async fn read_inputs(
+        &self,
+        inputs: &[JobInput<'_>],
+    ) -> Result<Vec<(String, Vec<u8>)>, JobError> {
+        let mut files = Vec::with_capacity(inputs.len());
         for input in inputs {
-            if !jobs::valid_file_name(input.file) {
+            let Some(bytes) = self.output(input.job, input.file).await? else {
                 return Err(JobError::Refused(format!(
-                    "{:?} is not a job file's name",
-                    input.file
+                    "job {} left no file {} (it failed before writing it, or the bucket's \
+                     lifecycle rule expired it)",
+                    input.job, input.file
                 )));
-            }
-            let from = Self::object(input.job, &format!("out/{}", input.file));
-            let copied = self
-                .s3
-                .copy_object()
-                .bucket(&self.config.bucket)
-                .copy_source(format!("{}/{from}", self.config.bucket))
-                .key(Self::object(key, &format!("in/{}", input.file)))
-                .send()
-                .await;
-            match copied {
-                Ok(_) => {}
-                // CopyObject's model has no NoSuchKey: it comes as an unmodelled code.
-                Err(err)
-                    if err.as_service_error().and_then(ProvideErrorMetadata::code)
-                        == Some("NoSuchKey") =>
-                {
-                    return Err(JobError::Refused(format!(
-                        "job {} left no file {} (it failed before writing it, or the bucket's \
-                         lifecycle rule expired it)",
-                        input.job, input.file
-                    )))
-                }
-                Err(err) => return Err(unavailable("giving the job its files")(err)),
-            }
+            };
+            files.push((input.file.to_owned(), bytes));
         }
-        Ok(())
+        Ok(files)
+    }
+
+    /// A URL that lets its holder `method` (GET or PUT) `jobs/<key>/<name>` and nothing else,
+    /// for `life`.
+    async fn presign(
+        &self,
+        method: UrlMethod,
+        key: &JobKey,
+        name: &str,
+        life: GoDuration,
+    ) -> Result<String, JobError> {
+        let config = PresigningConfig::expires_in(life.get())
+            .map_err(|e| JobError::Refused(format!("a job URL's life of {life}: {e}")))?;
+        let object = Self::object(key, name);
+        let presigned = match method {
+            UrlMethod::Get => self
+                .s3
+                .get_object()
+                .bucket(&self.config.bucket)
+                .key(object)
+                .presigned(config)
+                .await
+                .map_err(unavailable("presigning the job's URLs"))?,
+            UrlMethod::Put => self
+                .s3
+                .put_object()
+                .bucket(&self.config.bucket)
+                .key(object)
+                .presigned(config)
+                .await
+                .map_err(unavailable("presigning the job's URLs"))?,
+        };
+        Ok(presigned.uri().to_owned())
     }
 
     /// A build of the project whose environment names `key`, among the latest ones.
@@ -266,6 +297,22 @@ impl CodeBuildJobs {
     }
 
     async fn start_build(&self, key: &JobKey, timeout: GoDuration) -> Result<String, JobError> {
+        let life = url_life(timeout);
+        let urls = [
+            (
+                SOURCE_URL_VARIABLE,
+                self.presign(UrlMethod::Get, key, "source.tar.gz", life)
+                    .await?,
+            ),
+            (
+                OUT_URL_VARIABLE,
+                self.presign(UrlMethod::Put, key, "out.tar", life).await?,
+            ),
+            (
+                EXIT_URL_VARIABLE,
+                self.presign(UrlMethod::Put, key, "exit", life).await?,
+            ),
+        ];
         let variable = |name: &str, value: &str| {
             EnvironmentVariable::builder()
                 .name(name)
@@ -284,14 +331,17 @@ impl CodeBuildJobs {
                     .map_err(|e| JobError::Refused(format!("logs configuration: {e}")))?,
             )
             .build();
-        let started = self
+        let mut start = self
             .codebuild
             .start_build()
             .project_name(&self.config.project)
             .idempotency_token(key.as_str())
             .buildspec_override(BUILDSPEC)
-            .environment_variables_override(variable(JOB_VARIABLE, key.as_str())?)
-            .environment_variables_override(variable(BUCKET_VARIABLE, &self.config.bucket)?)
+            .environment_variables_override(variable(JOB_VARIABLE, key.as_str())?);
+        for (name, url) in &urls {
+            start = start.environment_variables_override(variable(name, url)?);
+        }
+        let started = start
             .timeout_in_minutes_override(timeout_minutes(timeout))
             .logs_config_override(logs)
             .send()
@@ -393,16 +443,16 @@ impl JobRunner for CodeBuildJobs {
         if self.read(spec.key, "build").await?.is_some() {
             return Ok(());
         }
+        let inputs = self.read_inputs(spec.inputs).await?;
         let (dir, script, env) = (
             spec.dir.to_owned(),
             spec.script.to_owned(),
             spec.env.to_vec(),
         );
-        let source = tokio::task::spawn_blocking(move || pack(&dir, &script, &env))
+        let source = tokio::task::spawn_blocking(move || pack(&dir, &script, &env, &inputs))
             .await
             .map_err(unavailable("packing the job"))??;
         self.write(spec.key, "source.tar.gz", source).await?;
-        self.give_inputs(spec.key, spec.inputs).await?;
         let id = match self.find_build(spec.key).await? {
             Some(id) => id,
             None => self.start_build(spec.key, spec.timeout).await?,
@@ -457,13 +507,22 @@ impl JobRunner for CodeBuildJobs {
                 "{name:?} is not a job file's name"
             )));
         }
-        self.get(
-            key,
-            &format!("out/{name}"),
-            MAX_OUTPUT_BYTES,
-            "reading a file the job left",
-        )
-        .await
+        let Some(tar) = self
+            .get(
+                key,
+                "out.tar",
+                MAX_OUTPUT_BYTES,
+                "reading the files the job left",
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        file_in_tar(&tar, name).map_err(|e| {
+            JobError::Refused(format!(
+                "the files job {key} left are not a tar archive: {e}"
+            ))
+        })
     }
 
     /// A build takes half a minute to start; polls come every 5 s, then every 15 s.
@@ -540,6 +599,36 @@ fn failed_phase(build: &Build) -> String {
     format!("its build failed in phase {kind}: {context}")
 }
 
+/// How a job's URL lets its holder at its object.
+#[derive(Clone, Copy, Debug)]
+enum UrlMethod {
+    Get,
+    Put,
+}
+
+/// How long a job's URLs work: while the build may wait in the queue and run, and ten minutes
+/// more, within S3's bound. (S3 also ends a URL when the credentials that signed it expire.)
+fn url_life(timeout: GoDuration) -> GoDuration {
+    let minutes = QUEUED_MINUTES + u64::try_from(timeout_minutes(timeout)).unwrap_or(0) + 10;
+    GoDuration::from_secs(minutes * 60).min(MAX_URL_LIFE)
+}
+
+/// The regular file `name` at the top of the tar `archive` (`name` or `./name`).
+fn file_in_tar(archive: &[u8], name: &str) -> std::io::Result<Option<Vec<u8>>> {
+    let mut archive = tar::Archive::new(archive);
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let path = entry.path()?.into_owned();
+        let path = path.strip_prefix(".").unwrap_or(&path);
+        if entry.header().entry_type().is_file() && path == Path::new(name) {
+            let mut body = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut body)?;
+            return Ok(Some(body));
+        }
+    }
+    Ok(None)
+}
+
 /// A timeout as CodeBuild takes it: whole minutes, rounded up, within its bounds.
 fn timeout_minutes(timeout: GoDuration) -> i32 {
     let minutes = timeout.as_millis().div_ceil(60_000);
@@ -547,8 +636,13 @@ fn timeout_minutes(timeout: GoDuration) -> i32 {
     i32::try_from(minutes).unwrap_or(i32::MAX)
 }
 
-/// The job as a gzipped tarball: `work/` (the directory), `script`, `env`.
-fn pack(dir: &Path, script: &str, env: &[(String, String)]) -> Result<Vec<u8>, JobError> {
+/// The job as a gzipped tarball: `work/` (the directory), `script`, `env`, `in/<file>`.
+fn pack(
+    dir: &Path,
+    script: &str,
+    env: &[(String, String)],
+    inputs: &[(String, Vec<u8>)],
+) -> Result<Vec<u8>, JobError> {
     let refused = |e: std::io::Error| {
         JobError::Refused(format!("cannot pack {} for the job: {e}", dir.display()))
     };
@@ -569,7 +663,17 @@ fn pack(dir: &Path, script: &str, env: &[(String, String)]) -> Result<Vec<u8>, J
         env_file.extend_from_slice(value.as_bytes());
         env_file.push(0);
     }
-    for (name, body) in [("script", script.as_bytes()), ("env", &env_file)] {
+    let files = [
+        ("script".to_owned(), script.as_bytes()),
+        ("env".to_owned(), &env_file[..]),
+    ]
+    .into_iter()
+    .chain(
+        inputs
+            .iter()
+            .map(|(name, body)| (format!("in/{name}"), &body[..])),
+    );
+    for (name, body) in files {
         let mut header = tar::Header::new_gnu();
         header.set_size(body.len() as u64);
         header.set_mode(0o600);
@@ -583,5 +687,7 @@ fn pack(dir: &Path, script: &str, env: &[(String, String)]) -> Result<Vec<u8>, J
 
 #[cfg(test)]
 mod iam_tests;
+#[cfg(test)]
+mod presign_gate;
 #[cfg(test)]
 mod tests;

@@ -105,6 +105,9 @@ pub use callers::{CallerEntry, IamCallers};
 pub use client::{sdk_config, ClientOptions};
 pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};
-pub use jobs::{CodeBuildJobs, JobsConfig, BUCKET_VARIABLE, JOB_VARIABLE};
+pub use jobs::{
+    buildspec, CodeBuildJobs, JobsConfig, EXIT_URL_VARIABLE, JOB_VARIABLE, OUT_URL_VARIABLE,
+    SOURCE_URL_VARIABLE,
+};
 pub use provision::{provision, provision_jobs, ProvisionError, ProvisionOptions, Provisioned};
 pub use sqs::{QueueUrls, SqsOptions, SqsQueue, DUE_AT};

@@ -9,7 +9,12 @@
 //!   enforcement (moto's trust check fails with a 500 on a `Service` principal): the role is
 //!   made with the template's policies, word for word, and a trust policy naming the test's
 //!   admin user instead, who assumes it as CodeBuild would;
-//! - moto runs no build: the test runs the buildspec's commands itself.
+//! - moto runs no build, and keeps no build's variables: the runner's CodeBuild calls go to the
+//!   fake of the unit tests, which records them, and the test runs the buildspec's commands;
+//! - moto never checks a presigned URL's signature, and under enforcement it answers every
+//!   presigned request with a 500: the build's curl goes through [`PresignGate`], which checks
+//!   the URL as S3 does and forwards it to moto signed as its signer, whose policies moto then
+//!   evaluates.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,12 +22,14 @@ use std::process::{Command, Output};
 
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobKey, JobRunner, JobSpec};
+use gannet_core::jobs::{JobInput, JobKey, JobRunner, JobSpec};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
 
-use super::{CodeBuildJobs, BUILDSPEC};
+use super::presign_gate::PresignGate;
+use super::tests::{run_buildspec, started_env, FakeCodeBuild};
+use super::CodeBuildJobs;
 use crate::test_moto::unique;
 use crate::{sdk_config, ClientOptions};
 
@@ -105,11 +112,15 @@ impl IamMoto {
         .await
     }
 
-    /// Makes `role` with the template's policies of `resource` (resolved for `names`) and a
+    /// Makes a role with the template's policies of `resource` (resolved for `names`) and a
     /// trust policy naming the admin user (the stand-in for CodeBuild's service principal),
     /// and assumes it.
     fn role_from_template(&self, resource: &str, names: &Names) -> (String, Keys) {
-        let template = Template::load();
+        self.role(resource, Template::load().role_policies(resource, names))
+    }
+
+    /// Makes and assumes a role with `policies` (names and documents), trusted by the admin.
+    fn role(&self, resource: &str, policies: Vec<(String, Value)>) -> (String, Keys) {
         let role = unique(resource);
         let trust = json!({"Version": "2012-10-17", "Statement": [{
             "Effect": "Allow",
@@ -123,7 +134,7 @@ impl IamMoto {
             "--assume-role-policy-document",
             &trust.to_string(),
         ]);
-        for (name, document) in template.role_policies(resource, names) {
+        for (name, document) in policies {
             self.admin(&[
                 "iam",
                 "put-role-policy",
@@ -198,6 +209,30 @@ impl Template {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/template.yaml");
         let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
         Self(serde_yaml::from_str(&text).expect("the template parses"))
+    }
+
+    /// One policy of the statements `sids` of the role `resource`'s inline policies, resolved.
+    fn role_statements(&self, resource: &str, sids: &[&str], names: &Names) -> (String, Value) {
+        let policies = self.0["Resources"][resource]["Properties"]["Policies"]
+            .as_sequence()
+            .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
+        let statements: Vec<Value> = policies
+            .iter()
+            .flat_map(|p| p["PolicyDocument"]["Statement"].as_sequence().cloned())
+            .flatten()
+            .filter(|s| s["Sid"].as_str().is_some_and(|sid| sids.contains(&sid)))
+            .map(|s| {
+                let at = format!("Resources.{resource}.{}", s["Sid"].as_str().unwrap_or("?"));
+                resolve(&s, names, &at).expect("a statement")
+            })
+            .collect();
+        assert_eq!(
+            statements.len(),
+            sids.len(),
+            "{resource} has statements {sids:?}"
+        );
+        let document = json!({"Version": "2012-10-17", "Statement": statements});
+        (sids.join("-"), document)
     }
 
     /// Each inline policy of the role `resource`: its name and document, resolved.
@@ -306,42 +341,6 @@ fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
     })
 }
 
-/// The buildspec's commands (its one `build` phase command), as CodeBuild gives them to bash.
-fn buildspec_commands() -> String {
-    let spec: Yaml = serde_yaml::from_str(BUILDSPEC).expect("the buildspec parses");
-    spec["phases"]["build"]["commands"][0]
-        .as_str()
-        .expect("one command block")
-        .to_owned()
-}
-
-/// Runs the buildspec with `env` (the build's variables and its role's credentials), the AWS
-/// CLI and curl on PATH, as CodeBuild's image has them; its exit code and its output.
-fn run_buildspec(moto: &IamMoto, env: &[(String, String)]) -> (i32, String) {
-    let home = tempfile::tempdir().unwrap();
-    let cli_dir = moto.aws.parent().expect("the AWS CLI's directory");
-    let path = format!(
-        "{}:{}",
-        cli_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg(buildspec_commands())
-        .env_clear()
-        .env("PATH", path)
-        .env("HOME", home.path())
-        .envs(env.iter().cloned())
-        .output()
-        .expect("bash runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(128), text)
-}
-
 fn key(stage: &str) -> JobKey {
     JobKey::new(
         &DeploymentId::parse("web-0123abcd").unwrap(),
@@ -350,19 +349,30 @@ fn key(stage: &str) -> JobKey {
     )
 }
 
-/// The jobs' bucket, log group and project on the IAM-enforcing moto, made by the admin, and
-/// the runner on them with the admin's credentials.
-async fn jobs_on(moto: &IamMoto, names: &Names, role: &str) -> CodeBuildJobs {
-    let sdk = moto.sdk(&moto.admin_keys()).await;
-    let s3 = aws_sdk_s3::Client::from_conf(
-        aws_sdk_s3::config::Builder::from(&sdk)
+fn s3_client(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
+    aws_sdk_s3::Client::from_conf(
+        aws_sdk_s3::config::Builder::from(sdk)
             .force_path_style(true)
             .build(),
-    );
+    )
+}
+
+/// The jobs' bucket, log group and project on the IAM-enforcing moto, made by the admin, and
+/// the runner on them: S3 with `stage`'s credentials (the stage function's role), CodeBuild
+/// the fake at `codebuild`.
+async fn jobs_on(
+    moto: &IamMoto,
+    names: &Names,
+    role: &str,
+    stage: &Keys,
+    codebuild: &str,
+) -> CodeBuildJobs {
+    let sdk = moto.sdk(&moto.admin_keys()).await;
+    let s3 = s3_client(&sdk);
     let logs = aws_sdk_cloudwatchlogs::Client::new(&sdk);
-    let codebuild = aws_sdk_codebuild::Client::new(&sdk);
+    let codebuild_on_moto = aws_sdk_codebuild::Client::new(&sdk);
     let config = crate::provision_jobs(
-        &codebuild,
+        &codebuild_on_moto,
         &s3,
         &logs,
         &names.stack,
@@ -374,7 +384,13 @@ async fn jobs_on(moto: &IamMoto, names: &Names, role: &str) -> CodeBuildJobs {
         (config.bucket.as_str(), config.log_group.as_str()),
         (names.bucket.as_str(), names.log_group.as_str())
     );
-    CodeBuildJobs::new(codebuild, s3, logs, config)
+    let codebuild = aws_sdk_codebuild::Client::from_conf(
+        aws_sdk_codebuild::config::Builder::from(&sdk)
+            .endpoint_url(codebuild)
+            .build(),
+    );
+    let stage_s3 = s3_client(&moto.sdk(stage).await);
+    CodeBuildJobs::new(codebuild, stage_s3, logs, config)
 }
 
 fn names() -> Names {
@@ -386,53 +402,131 @@ fn names() -> Names {
     }
 }
 
-#[tokio::test]
-async fn todays_job_role_cannot_fetch_a_jobs_files_under_enforced_iam() {
+// Two threads: the gate serves the build's curl while the test waits for the build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through_its_urls() {
     let moto = IamMoto::from_env();
     let names = names();
-    let (role, keys) = moto.role_from_template("JobRole", &names);
-    let jobs = jobs_on(&moto, &names, &role).await;
+    let template = Template::load();
+    let (role, job) = moto.role_from_template("JobRole", &names);
+    // The stage function's rights on the jobs' files, as the template grants them.
+    let (_, stage) = moto.role(
+        "StageRole",
+        vec![template.role_statements("StageRole", &["JobFiles"], &names)],
+    );
+    let fake = FakeCodeBuild::new(Vec::new());
+    let jobs = jobs_on(&moto, &names, &role, &stage, &fake.url).await;
+    let gate = PresignGate::start(&[Credentials::new(
+        stage.id.clone(),
+        stage.secret.clone(),
+        stage.token.clone(),
+        None,
+        "stage",
+    )])
+    .await;
+    let cli_dir = moto
+        .aws
+        .parent()
+        .expect("the AWS CLI's directory")
+        .to_owned();
+    // The build as CodeBuild runs it: its variables, its role's credentials, curl's proxy.
+    let build = |key: &JobKey| {
+        let mut env: BTreeMap<String, String> = job.env(&moto.endpoint).into_iter().collect();
+        env.extend(started_env(&fake, key));
+        env.insert("http_proxy".to_owned(), gate.url.clone());
+        run_buildspec(&env.into_iter().collect::<Vec<_>>(), Some(&cli_dir))
+    };
 
-    // A plan job left plan.bin; the apply job is given it.
+    // Terraform's hand-off: the plan job leaves plan.bin, the apply job is given it.
     let (plan, apply) = (key("plan"), key("apply"));
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("main.tf"), "# the app\n").unwrap();
-    jobs.s3
-        .put_object()
-        .bucket(&names.bucket)
-        .key(format!("jobs/{plan}/out/plan.bin"))
-        .body(b"the plan".to_vec().into())
-        .send()
-        .await
-        .expect("the plan's file");
-    let inputs = [gannet_core::jobs::JobInput {
-        job: &plan,
-        file: "plan.bin",
-    }];
-    jobs.start(JobSpec {
-        key: &apply,
-        script: "cp \"$GANNET_JOB_IN/plan.bin\" \"$GANNET_JOB_OUT/applied\"",
+    let spec = |key, script, inputs| JobSpec {
+        key,
+        script,
         dir: dir.path(),
         env: &[],
         timeout: GoDuration::from_secs(300),
-        inputs: &inputs,
-    })
+        inputs,
+    };
+    jobs.start(spec(
+        &plan,
+        "printf 'the plan' >\"$GANNET_JOB_OUT/plan.bin\"",
+        &[],
+    ))
     .await
-    .expect("start");
+    .expect("start the plan");
+    assert_eq!(build(&plan), (0, String::new()));
+    let inputs = [JobInput {
+        job: &plan,
+        file: "plan.bin",
+    }];
+    jobs.start(spec(
+        &apply,
+        "cp \"$GANNET_JOB_IN/plan.bin\" \"$GANNET_JOB_OUT/applied\" && echo applied",
+        &inputs,
+    ))
+    .await
+    .expect("start the apply");
+    assert_eq!(build(&apply), (0, "applied\n".to_owned()));
+    assert_eq!(
+        jobs.output(&apply, "applied").await.expect("read"),
+        Some(b"the plan".to_vec())
+    );
+    assert_eq!(
+        jobs.read(&apply, "exit").await.expect("read"),
+        Some("0".to_owned()),
+        "the exit code the build put"
+    );
 
-    // The build as CodeBuild runs it: its variables, and its role's credentials.
-    let mut env: BTreeMap<String, String> = keys.env(&moto.endpoint).into_iter().collect();
-    env.insert(super::JOB_VARIABLE.to_owned(), apply.to_string());
-    env.insert(super::BUCKET_VARIABLE.to_owned(), names.bucket.clone());
-    let (code, output) = run_buildspec(&moto, &env.into_iter().collect::<Vec<_>>());
-    assert_eq!(code, 125, "{output}");
+    // The job's role reaches nothing in the bucket by itself (the CLI reads an object's head
+    // first; S3 answers a HEAD's refusal with a bare 403).
+    let source = format!("s3://{}/jobs/{plan}/source.tar.gz", names.bucket);
+    let fetched = moto.aws(&job, &["s3", "cp", &source, "-"]);
+    let said = String::from_utf8_lossy(&fetched.stderr);
     assert!(
-        output.contains("AccessDenied")
-            && output.contains("ListObjectsV2")
-            && output.contains(&format!(
-                "cannot fetch the job's files from s3://{}/jobs/{apply}/in/",
-                names.bucket
-            )),
-        "today's JobRole has no s3:ListBucket (nor GetObject on in/*): {output}"
+        !fetched.status.success()
+            && fetched.stdout.is_empty()
+            && said.contains(&source)
+            && said.contains("(403) when calling the HeadObject operation"),
+        "{said}"
+    );
+
+    // A URL names one object: the apply job's source URL bent to the plan's is refused.
+    let url = started_env(&fake, &apply)
+        .into_iter()
+        .find(|(k, _)| k == super::SOURCE_URL_VARIABLE)
+        .expect("a source URL")
+        .1;
+    let curl = |url: &str| {
+        let out = Command::new("curl")
+            .args([
+                "--silent",
+                "--output",
+                "/dev/null",
+                "--write-out",
+                "%{http_code}",
+            ])
+            .args(["--proxy", &gate.url, url])
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(curl(&url), "200");
+    let bent = url.replace(&format!("/jobs/{apply}/"), &format!("/jobs/{plan}/"));
+    assert_ne!(bent, url);
+    assert_eq!(
+        curl(&bent),
+        "403",
+        "another job's source through this job's URL"
+    );
+    let exit_url = started_env(&fake, &apply)
+        .into_iter()
+        .find(|(k, _)| k == super::EXIT_URL_VARIABLE)
+        .expect("an exit URL")
+        .1;
+    assert!(
+        exit_url.contains(&format!("/jobs/{apply}/exit?")),
+        "{exit_url}"
     );
 }

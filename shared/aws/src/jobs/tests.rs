@@ -4,14 +4,17 @@
 //! moto runs no container: a build it starts never runs the buildspec, it reports every
 //! build SUCCEEDED the first time it is read (and again after StopBuild), and it keeps no
 //! environment variables of a build. So the tests here write what the build would have
-//! written (its log events, its exit code) themselves, and the parts that depend on a build's
-//! real life (running, failing in a phase, timing out, stopped, found again by its
-//! environment after a crash) run against [`FakeCodeBuild`], a fake, serving responses
-//! shaped like CodeBuild's API reference examples.
+//! written (its log events, its exit code) themselves, or run the buildspec's commands with
+//! bash and curl with the variables the build was started with (its presigned URLs, which
+//! [`FakeCodeBuild`] records), and the parts that depend on a build's real life (running,
+//! failing in a phase, timing out, stopped, found again by its environment after a crash) run
+//! against [`FakeCodeBuild`], a fake, serving responses shaped like CodeBuild's API reference
+//! examples.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
@@ -274,19 +277,71 @@ async fn on_moto_a_build_codebuild_no_longer_knows_is_lost() {
     );
 }
 
+/// Runs the buildspec's commands as CodeBuild would (bash, curl on PATH) with `env`, the
+/// build's variables (and, under IAM, its role's credentials); its exit code and output.
+pub(super) fn run_buildspec(env: &[(String, String)], path_first: Option<&Path>) -> (i32, String) {
+    let spec: serde_yaml::Value = serde_yaml::from_str(super::BUILDSPEC).expect("the buildspec");
+    let commands = spec["phases"]["build"]["commands"][0]
+        .as_str()
+        .expect("one command block");
+    let home = tempfile::tempdir().unwrap();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let path = match path_first {
+        Some(dir) => format!("{}:{path}", dir.display()),
+        None => path,
+    };
+    // Bounded: curl gives up after its retries, the script is the test's.
+    let out = std::process::Command::new("timeout")
+        .args(["120", "bash", "-c", commands])
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", home.path())
+        .envs(env.iter().cloned())
+        .output()
+        .expect("bash runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(128), text)
+}
+
+/// The variables the build of `key` was started with, as the fake CodeBuild recorded them.
+pub(super) fn started_env(fake: &FakeCodeBuild, key: &JobKey) -> Vec<(String, String)> {
+    let started = fake.started.lock().unwrap();
+    let env = started
+        .iter()
+        .find(|env| env.get(super::JOB_VARIABLE).map(String::as_str) == Some(key.as_str()))
+        .unwrap_or_else(|| panic!("no build of {key} was started"));
+    env.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 #[tokio::test]
-async fn on_moto_a_jobs_files_are_read_back_and_given_to_a_later_job() {
-    let m = moto(None).await;
+async fn a_jobs_files_are_kept_through_its_urls_and_given_to_a_later_job() {
+    let fake = FakeCodeBuild::new(Vec::new());
+    let m = moto(Some(&fake.url)).await;
     let (plan, apply) = (key("plan"), key("apply"));
-    m.start(&plan, app_dir().path()).await;
-    // What the buildspec uploads from GANNET_JOB_OUT once the script ends.
-    m.s3.put_object()
-        .bucket(&m.config.bucket)
-        .key(format!("jobs/{plan}/out/plan.bin"))
-        .body(b"the plan".to_vec().into())
-        .send()
+    let dir = app_dir();
+    let spec = |key, script, inputs| JobSpec {
+        key,
+        script,
+        dir: dir.path(),
+        env: &[],
+        timeout: GoDuration::from_secs(90),
+        inputs,
+    };
+    m.jobs
+        .start(spec(
+            &plan,
+            "printf 'the plan' >\"$GANNET_JOB_OUT/plan.bin\"; echo planned",
+            &[],
+        ))
         .await
-        .expect("put");
+        .expect("start");
+    let (code, output) = run_buildspec(&started_env(&fake, &plan), None);
+    assert_eq!((code, output.trim()), (0, "planned"));
+    assert_eq!(m.object(&plan, "exit").await, Some(b"0\n".to_vec()));
     assert_eq!(
         m.jobs.output(&plan, "plan.bin").await.expect("read"),
         Some(b"the plan".to_vec())
@@ -297,41 +352,71 @@ async fn on_moto_a_jobs_files_are_read_back_and_given_to_a_later_job() {
         Err(JobError::Refused(_))
     ));
 
-    let dir = app_dir();
+    // The apply job gets the plan in GANNET_JOB_IN, inside its own tarball.
     let given = [JobInput {
         job: &plan,
         file: "plan.bin",
     }];
-    let spec = |key, inputs| JobSpec {
-        key,
-        script: "terraform apply \"$GANNET_JOB_IN/plan.bin\"",
-        dir: dir.path(),
-        env: &[],
-        timeout: GoDuration::from_secs(90),
-        inputs,
-    };
-    m.jobs.start(spec(&apply, &given)).await.expect("start");
+    m.jobs
+        .start(spec(
+            &apply,
+            "cp \"$GANNET_JOB_IN/plan.bin\" \"$GANNET_JOB_OUT/applied\"; exit 3",
+            &given,
+        ))
+        .await
+        .expect("start");
+    let (code, output) = run_buildspec(&started_env(&fake, &apply), None);
+    assert_eq!(code, 3, "{output}");
+    assert_eq!(m.object(&apply, "exit").await, Some(b"3\n".to_vec()));
     assert_eq!(
-        m.object(&apply, "in/plan.bin").await,
+        m.jobs.output(&apply, "applied").await.expect("read"),
         Some(b"the plan".to_vec()),
-        "the buildspec downloads jobs/<key>/in/ into GANNET_JOB_IN"
+        "the files a failed script left are kept too"
     );
-    assert!(super::BUILDSPEC.contains("\"$job/in/\" in/"));
-    assert!(super::BUILDSPEC.contains("out/ \"$job/out/\""));
+    // The build is given its URLs and its key; no bucket name, no credential.
+    let names: Vec<String> = started_env(&fake, &apply)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "GANNET_JOB",
+            "GANNET_JOB_EXIT_URL",
+            "GANNET_JOB_OUT_URL",
+            "GANNET_JOB_SOURCE_URL"
+        ]
+    );
 
     // A file the earlier job did not leave refuses the start before any build.
     let missing = [JobInput {
         job: &plan,
         file: "other.bin",
     }];
-    let builds = m.builds().await;
     let err = m
         .jobs
-        .start(spec(&key("third"), &missing))
+        .start(spec(&key("third"), "true", &missing))
         .await
         .unwrap_err();
     assert!(err.to_string().contains("left no file other.bin"), "{err}");
-    assert_eq!(m.builds().await, builds);
+    assert_eq!(*fake.starts.lock().unwrap(), 2, "no build for the third");
+}
+
+#[test]
+fn a_jobs_urls_outlive_its_queue_and_timeout_within_s3s_bound() {
+    use super::url_life;
+    let hours = |h: u64| GoDuration::from_secs(h * 3600);
+    // 8 h in the queue, the timeout, 10 minutes.
+    assert_eq!(
+        url_life(hours(1)),
+        GoDuration::from_secs((8 * 60 + 60 + 10) * 60)
+    );
+    assert!(url_life(hours(6)) > hours(14));
+    assert_eq!(
+        url_life(hours(100)),
+        GoDuration::from_secs((8 * 60 + 36 * 60 + 10) * 60),
+        "CodeBuild's longest timeout (36 h) keeps them within S3's week"
+    );
 }
 
 #[tokio::test]
@@ -363,24 +448,30 @@ async fn a_missing_app_directory_is_refused_before_anything_starts() {
 /// A fake CodeBuild endpoint (JSON 1.1 over HTTP on loopback): it answers the four calls the
 /// runner makes from a table of builds, shaped like the API reference's examples, and counts
 /// StartBuild calls.
-struct FakeCodeBuild {
-    url: String,
+pub(super) struct FakeCodeBuild {
+    pub(super) url: String,
     builds: Arc<Mutex<Vec<Value>>>,
     starts: Arc<Mutex<usize>>,
+    /// The environment variables of each StartBuild, in order.
+    started: Arc<Mutex<Vec<BTreeMap<String, String>>>>,
 }
 
 impl FakeCodeBuild {
-    fn new(builds: Vec<Value>) -> Self {
+    pub(super) fn new(builds: Vec<Value>) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let builds = Arc::new(Mutex::new(builds));
         let starts = Arc::new(Mutex::new(0));
-        let (b, s) = (builds.clone(), starts.clone());
+        let started = Arc::new(Mutex::new(Vec::new()));
+        let (b, s, e) = (builds.clone(), starts.clone(), started.clone());
         std::thread::spawn(move || {
             // Bounded: a test makes a handful of calls.
             for stream in listener.incoming().take(200) {
                 let Ok(mut stream) = stream else { return };
                 let (target, body) = read_request(&mut stream);
+                if target.ends_with(".StartBuild") {
+                    e.lock().unwrap().push(variables(&body));
+                }
                 let (status, reply) = answer(&target, &body, &b, &s);
                 let reply = reply.to_string();
                 let _ = write!(
@@ -394,8 +485,24 @@ impl FakeCodeBuild {
             url,
             builds,
             starts,
+            started,
         }
     }
+}
+
+/// A StartBuild's `environmentVariablesOverride`, by name.
+fn variables(body: &Value) -> BTreeMap<String, String> {
+    body["environmentVariablesOverride"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            Some((
+                v["name"].as_str()?.to_owned(),
+                v["value"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
 }
 
 fn read_request(stream: &mut std::net::TcpStream) -> (String, Value) {
@@ -491,7 +598,7 @@ fn build(id: &str, status: &str, job: &str) -> Value {
             "computeType": "BUILD_GENERAL1_SMALL",
             "environmentVariables": [
                 {"name": "GANNET_JOB", "value": job, "type": "PLAINTEXT"},
-                {"name": "GANNET_JOBS_BUCKET", "value": "bucket", "type": "PLAINTEXT"}
+                {"name": "GANNET_JOB_SOURCE_URL", "value": "https://bucket.s3.us-east-1.amazonaws.com/jobs/x/source.tar.gz?X-Amz-Signature=0", "type": "PLAINTEXT"}
             ],
             "privilegedMode": false,
             "imagePullCredentialsType": "CODEBUILD"
