@@ -188,6 +188,27 @@ struct Harness {
 }
 
 impl Harness {
+    /// Stores the app `id` as the trigger would have recorded it.
+    async fn put_app(&self, id: &str, name: &str, kind: &str) {
+        let id = gannet_core::AppId::parse(id).expect("app id");
+        let app = gannet_core::app::App::new(
+            id,
+            name.into(),
+            kind.into(),
+            gannet_core::duration::Millis(1),
+        );
+        self.store
+            .apply(gannet_core::ports::Changes {
+                writes: vec![gannet_core::ports::Write::PutApp {
+                    app: Box::new(app),
+                    expect: gannet_core::ports::Expect::Absent,
+                }],
+                send: Vec::new(),
+            })
+            .await
+            .expect("the app is stored");
+    }
+
     fn urls(&self, queue: QueueName) -> &gannet_aws::QueueUrls {
         &self.provisioned.queues[&queue]
     }
@@ -725,23 +746,8 @@ async fn apps_diff_through_the_api_function_is_answered_by_the_drift_function() 
     )
     .await;
     // The app as the trigger would have recorded it.
-    let id = gannet_core::AppId::parse("shop:apps/fn/app.pipecd.yaml").expect("app id");
-    let app = gannet_core::app::App::new(
-        id,
-        "fn".into(),
-        "LambdaApp".into(),
-        gannet_core::duration::Millis(1),
-    );
-    h.store
-        .apply(gannet_core::ports::Changes {
-            writes: vec![gannet_core::ports::Write::PutApp {
-                app: Box::new(app),
-                expect: gannet_core::ports::Expect::Absent,
-            }],
-            send: Vec::new(),
-        })
-        .await
-        .expect("the app is stored");
+    h.put_app("shop:apps/fn/app.pipecd.yaml", "fn", "LambdaApp")
+        .await;
 
     let answer = h
         .invoke(
@@ -820,23 +826,8 @@ async fn the_api_function_answers_only_its_own_http_api() {
         )],
     )
     .await;
-    let id = gannet_core::AppId::parse("shop:apps/web/app.pipecd.yaml").expect("app id");
-    let app = gannet_core::app::App::new(
-        id,
-        "web".into(),
-        "KubernetesApp".into(),
-        gannet_core::duration::Millis(1),
-    );
-    h.store
-        .apply(gannet_core::ports::Changes {
-            writes: vec![gannet_core::ports::Write::PutApp {
-                app: Box::new(app),
-                expect: gannet_core::ports::Expect::Absent,
-            }],
-            send: Vec::new(),
-        })
-        .await
-        .expect("the app is stored");
+    h.put_app("shop:apps/web/app.pipecd.yaml", "web", "KubernetesApp")
+        .await;
     let stored = |h: &Harness| {
         let store = h.store.clone();
         async move {

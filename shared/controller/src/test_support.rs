@@ -3,17 +3,23 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use gannet_core::config::AppConfig;
 use gannet_core::drift::{DriftField, Health, LiveResource, LiveState};
 use gannet_core::duration::Millis;
+use gannet_core::plugin::Plugins;
 use gannet_core::plugin::{
     AppFileError, Live as Found, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
     StepContext, StepError, StepOutcome,
 };
 use gannet_core::ports::Clock;
+use gannet_core::RepoId;
+use gannet_embedded::{RuntimeOptions, SqliteRuntime};
+use gannet_git::{LocalGit, Location, RepoSpec};
+
+use crate::{Controller, RepoSettings, Settings};
 
 /// Runs git in `dir` with a fixed identity and no user or system configuration.
 pub(crate) fn git(dir: &Path, args: &[&str]) {
@@ -155,5 +161,61 @@ pub(crate) struct TestClock(pub AtomicU64);
 impl Clock for TestClock {
     fn now(&self) -> Millis {
         Millis(self.0.load(Ordering::SeqCst))
+    }
+}
+
+/// A controller over an in-memory SQLite store and the git repository at a path (as `demo`,
+/// branch `main`), whose only plugin is a scripted [`Platform`].
+pub(crate) struct Rig {
+    pub controller: Controller,
+    pub store: SqliteRuntime,
+    pub clock: Arc<TestClock>,
+    pub platform: Arc<Platform>,
+    /// gannet's git cache (checked-out trees go under `trees`).
+    pub cache: tempfile::TempDir,
+    pub repo_id: RepoId,
+}
+
+/// A [`Rig`] on the repository at `repo`, its clock at `now`, its platform answering `live`.
+pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let repo_id = RepoId::parse("demo").expect("repo id");
+    let source = LocalGit::new(
+        cache.path(),
+        vec![RepoSpec {
+            id: repo_id.clone(),
+            location: Location::Path(repo.to_owned()),
+            branch: "main".into(),
+        }],
+    )
+    .expect("local git");
+    let clock = Arc::new(TestClock(AtomicU64::new(now.0)));
+    let store =
+        SqliteRuntime::open_in_memory(clock.clone(), RuntimeOptions::default()).expect("sqlite");
+    let platform = Arc::new(Platform::new(live));
+    let settings = Settings {
+        repos: vec![RepoSettings {
+            id: repo_id.clone(),
+            branch: "main".into(),
+            github: None,
+            url: None,
+            supersede: crate::Supersede::Never,
+        }],
+        ..Settings::default()
+    };
+    let controller = Controller::new(
+        Arc::new(store.clone()),
+        Arc::new(source),
+        clock.clone(),
+        Plugins::new(vec![platform.clone() as Arc<dyn Plugin>]),
+        settings,
+    );
+    Rig {
+        controller,
+        store,
+        clock,
+        platform,
+        cache,
+        repo_id,
     }
 }

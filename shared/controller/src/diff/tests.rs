@@ -4,22 +4,18 @@
 //! deploy role; a viewer of an app whose live read runs code gets the last drift check with
 //! its age, and no read; the AWS api function's checks come before it asks the drift function.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use gannet_core::callers::Role;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::plugin::{Plugin, Plugins};
 use gannet_core::ports::{Changes, Clock, Expect, QueueName, Receipt, Received, Store, Write};
-use gannet_core::RepoId;
-use gannet_embedded::{RuntimeOptions, SqliteRuntime};
+use gannet_embedded::SqliteRuntime;
 use gannet_events::Message;
-use gannet_git::{LocalGit, Location, RepoSpec};
 
 use super::*;
-use crate::test_support::{git, Live, Platform, TestClock};
-use crate::{RepoSettings, Settings};
+use crate::test_support::{git, rig, Live, Platform, Rig, TestClock};
 
 const CONFIG: &str = "app/app.pipecd.yaml";
 const LAMBDA_APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n";
@@ -92,37 +88,17 @@ impl Lab {
         let second = commit(dir, "256");
         let head = commit(dir, "512");
 
-        let cache = tempfile::tempdir().expect("tempdir");
-        let repo_id = RepoId::parse("demo").expect("repo id");
-        let source = LocalGit::new(
-            cache.path(),
-            vec![RepoSpec {
-                id: repo_id.clone(),
-                location: Location::Path(dir.to_owned()),
-                branch: "main".into(),
-            }],
-        )
-        .expect("local git");
-        let clock = Arc::new(TestClock(AtomicU64::new(1_000_000 * SECOND)));
-        let store = SqliteRuntime::open_in_memory(clock.clone(), RuntimeOptions::default())
-            .expect("sqlite");
-        let platform = Arc::new(Platform::new(Live::Drifted("spec.memory")));
-        let settings = Settings {
-            repos: vec![RepoSettings {
-                id: repo_id.clone(),
-                branch: "main".into(),
-                github: None,
-                url: None,
-                supersede: crate::Supersede::Never,
-            }],
-            ..Settings::default()
-        };
-        let controller = Controller::new(
-            Arc::new(store.clone()),
-            Arc::new(source),
-            clock.clone(),
-            Plugins::new(vec![platform.clone() as Arc<dyn Plugin>]),
-            settings,
+        let Rig {
+            controller,
+            store,
+            clock,
+            platform,
+            cache,
+            repo_id,
+        } = rig(
+            dir,
+            Millis(1_000_000 * SECOND),
+            Live::Drifted("spec.memory"),
         );
         let id = AppId::new(&repo_id, CONFIG);
         let mut app = App::new(id.clone(), "web".into(), "LambdaApp".into(), clock.now());

@@ -4,19 +4,17 @@
 //! `trigger.onOutOfSync` says (off by default, one deployment per drift, minWindow, a pending
 //! deployment first).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use gannet_core::deployment::Deployment;
 use gannet_core::duration::GoDuration;
 use gannet_core::ports::{Clock, Queue, QueueName, Received, Store};
-use gannet_core::RepoId;
-use gannet_embedded::{RuntimeOptions, SqliteRuntime};
-use gannet_git::{LocalGit, Location, RepoSpec};
+use gannet_embedded::SqliteRuntime;
 
 use super::*;
-use crate::test_support::{git, Live, Platform, TestClock};
-use crate::{Disposition, RepoSettings, Settings};
+use crate::test_support::{git, rig, Live, Platform, Rig, TestClock};
+use crate::Disposition;
 
 const CONFIG: &str = "app/app.pipecd.yaml";
 const LAMBDA_APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n";
@@ -42,40 +40,14 @@ impl Lab {
     async fn new(config: &str) -> Self {
         let repo = tempfile::tempdir().expect("tempdir");
         git(repo.path(), &["init", "-q", "-b", "main"]);
-        let cache = tempfile::tempdir().expect("tempdir");
-        let repo_id = RepoId::parse("demo").expect("repo id");
-        let source = LocalGit::new(
-            cache.path(),
-            vec![RepoSpec {
-                id: repo_id.clone(),
-                location: Location::Path(repo.path().to_owned()),
-                branch: "main".into(),
-            }],
-        )
-        .expect("local git");
-        let clock = Arc::new(TestClock(AtomicU64::new(100 * MINUTE)));
-        let store = SqliteRuntime::open_in_memory(clock.clone(), RuntimeOptions::default())
-            .expect("sqlite");
-        let platform = Arc::new(Platform::new(Live::InSync));
-        let settings = Settings {
-            repos: vec![RepoSettings {
-                id: repo_id.clone(),
-                branch: "main".into(),
-                github: None,
-                url: None,
-                supersede: crate::Supersede::Never,
-            }],
-            ..Settings::default()
-        };
-        let controller = Controller::new(
-            Arc::new(store.clone()),
-            Arc::new(source),
-            clock.clone(),
-            Plugins::new(vec![
-                platform.clone() as Arc<dyn gannet_core::plugin::Plugin>
-            ]),
-            settings,
-        );
+        let Rig {
+            controller,
+            store,
+            clock,
+            platform,
+            cache,
+            repo_id,
+        } = rig(repo.path(), Millis(100 * MINUTE), Live::InSync);
         let id = AppId::new(&repo_id, CONFIG);
         let lab = Self {
             controller,
