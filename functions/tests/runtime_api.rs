@@ -215,19 +215,7 @@ impl Harness {
 
     /// Invokes `function` with `event` through the Invoke API; returns its response.
     async fn invoke(&self, function: &str, event: &Value) -> Value {
-        let url = format!(
-            "{}/2015-03-31/functions/{function}/invocations",
-            self.emulator
-        );
-        let res = self
-            .http
-            .post(&url)
-            .json(event)
-            .send()
-            .await
-            .unwrap_or_else(|e| panic!("invoking {function}: {e}"));
-        let status = res.status().as_u16();
-        let text = res.text().await.unwrap_or_default();
+        let (status, text) = self.invoke_raw(function, event).await;
         assert_eq!(status, 200, "invoking {function}: {text}");
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{function} answered {text:?}: {e}"))
     }
