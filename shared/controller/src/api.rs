@@ -422,10 +422,9 @@ impl Controller {
             paused.paused = Some(pause);
             put_if_changed(&mut changes, Some(app), paused, now);
         }
-        let skipped = d.trigger.gate_skip.clone();
         match inner.store.apply(changes).await {
             Ok(()) => {
-                if let Some(skip) = skipped {
+                if let Some(skip) = &d.trigger.gate_skip {
                     tracing::warn!(app = %app.id, deployment = %d.id, by = %skip.by, reason = %skip.reason, "an admin skipped the approval gate");
                 }
                 self.get_deployment(d.id.as_str()).await

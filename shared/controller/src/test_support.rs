@@ -219,3 +219,20 @@ pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
         repo_id,
     }
 }
+
+/// Stores `app` as SYNCED by a deployment, as the trigger and a finished deployment leave it.
+pub(crate) async fn store_synced(store: &SqliteRuntime, mut app: gannet_core::app::App) {
+    use gannet_core::ports::{Changes, Expect, Store, Write};
+    app.sync_status = gannet_core::app::SyncStatus::Synced;
+    app.sync_reason = "deployed".into();
+    store
+        .apply(Changes {
+            writes: vec![Write::PutApp {
+                app: Box::new(app),
+                expect: Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("store the app");
+}

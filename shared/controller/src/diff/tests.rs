@@ -15,7 +15,7 @@ use gannet_embedded::SqliteRuntime;
 use gannet_events::Message;
 
 use super::*;
-use crate::test_support::{git, rig, Live, Platform, Rig, TestClock};
+use crate::test_support::{git, rig, store_synced, Live, Platform, Rig, TestClock};
 
 const CONFIG: &str = "app/app.pipecd.yaml";
 const LAMBDA_APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n";
@@ -101,19 +101,8 @@ impl Lab {
             Live::Drifted("spec.memory"),
         );
         let id = AppId::new(&repo_id, CONFIG);
-        let mut app = App::new(id.clone(), "web".into(), "LambdaApp".into(), clock.now());
-        app.sync_status = SyncStatus::Synced;
-        app.sync_reason = "deployed".into();
-        store
-            .apply(Changes {
-                writes: vec![Write::PutApp {
-                    app: Box::new(app),
-                    expect: Expect::Absent,
-                }],
-                send: Vec::new(),
-            })
-            .await
-            .expect("store the app");
+        let app = App::new(id.clone(), "web".into(), "LambdaApp".into(), clock.now());
+        store_synced(&store, app).await;
         Self {
             controller,
             store,

@@ -13,7 +13,7 @@ use gannet_core::ports::{Clock, Queue, QueueName, Received, Store};
 use gannet_embedded::SqliteRuntime;
 
 use super::*;
-use crate::test_support::{git, rig, Live, Platform, Rig, TestClock};
+use crate::test_support::{git, rig, store_synced, Live, Platform, Rig, TestClock};
 use crate::Disposition;
 
 const CONFIG: &str = "app/app.pipecd.yaml";
@@ -60,19 +60,8 @@ impl Lab {
         };
         lab.commit(config, "memory: 128");
         let mut app = App::new(lab.id.clone(), "web".into(), "LambdaApp".into(), lab.now());
-        app.sync_status = SyncStatus::Synced;
-        app.sync_reason = "deployed".into();
         app.last_deployment_finished_at = Some(Millis(90 * MINUTE));
-        lab.store
-            .apply(Changes {
-                writes: vec![Write::PutApp {
-                    app: Box::new(app),
-                    expect: Expect::Absent,
-                }],
-                send: Vec::new(),
-            })
-            .await
-            .expect("store the app");
+        store_synced(&lab.store, app).await;
         lab
     }
 
