@@ -313,14 +313,15 @@ impl GitSource for LocalGit {
             ])
             .run()
             .await
-            .map_err(|e| repo.failed("merge-base", e));
-        let output = repo.recheck(&git_dir, &[commit, head], output).await?;
-        // 0: an ancestor (or the head itself); 1: not one; anything else is a failure.
-        match output.status.code() {
+            .map_err(|e| repo.failed("merge-base", e))?;
+        // 0: an ancestor (or the head itself); 1: not one; anything else is a failure, which
+        // `recheck` turns into NoCommit when a known commit has since gone from the repository.
+        let answer = match output.status.code() {
             Some(0) => Ok(true),
             Some(1) => Ok(false),
             _ => Err(repo.failed("merge-base", output.failure())),
-        }
+        };
+        repo.recheck(&git_dir, &[commit, head], answer).await
     }
 }
 
