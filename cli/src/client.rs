@@ -330,24 +330,15 @@ impl Client {
 }
 
 /// The warning to print before a token goes to `url`: over plain HTTP to a host that is not
-/// this machine, anyone on the way reads the token. `None` for HTTPS and for loopback
-/// (127.0.0.0/8, ::1, `localhost`). Names the host, never the token.
+/// this machine, anyone on the way reads the token. `None` for HTTPS and for loopback (the
+/// rule credentialed URLs follow: `gannet_core::targets::loopback_host`). Names the host,
+/// never the token.
 fn plain_http_warning(url: &reqwest::Url) -> Option<String> {
     if url.scheme() != "http" {
         return None;
     }
     let host = url.host_str()?;
-    let loopback = match host
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse::<std::net::IpAddr>()
-    {
-        Ok(std::net::IpAddr::V4(ip)) => ip.is_loopback(),
-        Ok(std::net::IpAddr::V6(ip)) => {
-            ip.is_loopback() || ip.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
-        }
-        Err(_) => host.trim_end_matches('.').eq_ignore_ascii_case("localhost"),
-    };
+    let loopback = gannet_core::targets::loopback_host(url);
     (!loopback).then(|| {
         format!(
             "warning: sending your API token to {host} over plain HTTP: anyone on the network path can read it and act as you; use https://{host}… (gannet up's api.tls, or a TLS proxy)"
@@ -390,7 +381,7 @@ mod tests {
             ("http://127.0.0.1:7070", None),
             ("http://127.8.9.10:7070", None),
             ("http://localhost:7070", None),
-            ("http://LOCALHOST./", None),
+            ("http://LOCALHOST./", Some("localhost.")),
             ("http://[::1]:7070", None),
             ("http://[::ffff:127.0.0.1]:7070", None),
             ("https://gannet.example.com", None),

@@ -398,21 +398,9 @@ impl UpConfig {
             }
         }
         let runtime = RuntimeInfo {
-            // The variables holding the webhook secret and the API tokens: no script gets them.
-            secret_env: raw
-                .webhook
-                .iter()
-                .map(|w| w.secret_env.clone())
-                .chain(raw.api.tokens.iter().filter_map(|t| t.env.clone()))
-                .chain(
-                    raw.notifications
-                        .receivers
-                        .iter()
-                        .filter_map(|r| r.slack.as_ref().map(|s| s.url_env.clone())),
-                )
-                // And every other variable gannet.yaml names for a secret (`apiKeyEnv`, ...).
-                .chain(crate::jobs::named_in(&doc, "Env"))
-                .collect(),
+            // Every variable gannet.yaml names for a secret (`webhook.secretEnv`,
+            // `api.tokens.env`, a Slack `urlEnv`, `apiKeyEnv`, ...): no script gets them.
+            secret_env: crate::jobs::named_in(&doc, "Env").into_iter().collect(),
         };
         let jobs =
             crate::jobs::JobsConfig::parse(&raw.jobs, base, &base.join(&raw.state), &doc, &|| {

@@ -130,11 +130,6 @@ impl ProcessJobs {
         Ok(self)
     }
 
-    /// The directory jobs are kept in.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     fn dir(&self, key: &JobKey) -> PathBuf {
         self.root.join(key.as_str())
     }

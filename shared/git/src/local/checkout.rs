@@ -247,18 +247,5 @@ mod tests {
         // What a lexical check alone would have kept reached the cache.
         let reached = tree.join("apps/web/up/../../..").canonicalize().unwrap();
         assert_eq!(reached, cache.path().canonicalize().unwrap());
-        // And the checked reader refuses what is left that leads out, by name.
-        let escaped = gannet_core::tree::read(&tree, "apps/web/up/../x", 100);
-        assert!(matches!(
-            escaped,
-            Err(gannet_core::tree::TreeError::OutsidePath)
-        ));
-        symlink("up/..", web.join("again")).unwrap();
-        match gannet_core::tree::read(&tree, "apps/web/again/x", 100) {
-            Err(gannet_core::tree::TreeError::LinkLeaves { link }) => {
-                assert_eq!(link, "apps/web/again")
-            }
-            other => panic!("{other:?}"),
-        }
     }
 }
