@@ -9,6 +9,8 @@
 #                           `cdk synth` of the example app (the pinned aws-cdk CLI), cfn-lint on
 #                           its template, the SAM/CDK parity cases (the example's among them, on
 #                           the template cdk synth made) and the parity tool's own tests
+#                           (the example's template is kept in infra/cdk/build/example.template.json
+#                           for the tests that create it on the local AWS: scripts/stack.sh)
 #
 # Every version is pinned in infra/cdk/package.json and package-lock.json (aws-cdk-lib, the
 # aws-cdk CLI, cargo-lambda-cdk, TypeScript) and in scripts/infra-lint.sh (cfn-lint, SAM).
@@ -84,6 +86,8 @@ run_tests() {
   # The example case again, on the very template `cdk synth` made of the example app.
   mkdir "$WORK/example"
   cp "$WORK/cdk.out/gannet.template.json" "$WORK/example/example.json"
+  # Kept for the end-to-end tests that create this stack on the local AWS (scripts/stack.sh).
+  cp "$WORK/cdk.out/gannet.template.json" "$CDK/build/example.template.json"
   offline "$VENV/bin/python" parity/compare_templates.py --template "$TEMPLATE" \
     --cases parity/cases.json --cdk-dir "$WORK/parity" >&2
   offline "$VENV/bin/python" parity/compare_templates.py --template "$TEMPLATE" \
