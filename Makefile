@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
+.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM)
-test: lint infra-lint cdk-test moto-ensure awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
+test: lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	iam_state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto-iam.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; scripts/moto.sh stop "$$iam_state"; rm -rf "$$state" "$$iam_state"' EXIT; \
@@ -99,6 +99,14 @@ awscli-ensure:
 ## moto-ensure: the pinned moto[server] in .venv (installed only when missing or a different version)
 moto-ensure:
 	scripts/moto.sh ensure
+
+## iam-sim-ensure: the IAM policy simulator the IAM-enforcing moto_server decides with (pinned @cloud-copilot/iam-simulate, npm ci into scripts/iam-sim/node_modules)
+iam-sim-ensure:
+	scripts/iam-sim.sh ensure
+
+## iam-sim-test: the IAM-enforcing moto_server (scripts/moto_iam.py) decides as AWS does; starts and stops its own server
+iam-sim-test: moto-ensure iam-sim-ensure
+	$(TEST_AWS_ENV) "$${GANNET_MOTO_VENV:-.venv}/bin/python" -m unittest -v scripts/test_moto_iam.py
 
 ## lambda-ensure: the pinned cargo-lambda (and Zig) in .venv-lambda (installed only when missing or a different version)
 lambda-ensure:

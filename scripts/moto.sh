@@ -8,9 +8,12 @@
 #                                     start a second moto_server that enforces IAM: after the
 #                                     three unsigned calls that make an `admin` user (every
 #                                     action allowed) and its access key, every request must be
-#                                     signed by an IAM identity whose policies allow it; prints
-#                                     GANNET_MOTO_IAM_ENDPOINT and the admin's key
-#                                     (GANNET_MOTO_IAM_ADMIN_KEY_ID, ..._SECRET: moto's, not AWS's)
+#                                     signed by an IAM identity whose policies allow it, as AWS
+#                                     decides (scripts/moto_iam.py: moto's authentication, an IAM
+#                                     policy simulator's decision); prints GANNET_MOTO_IAM_ENDPOINT,
+#                                     the admin's key (GANNET_MOTO_IAM_ADMIN_KEY_ID, ..._SECRET:
+#                                     moto's, not AWS's) and GANNET_IAM_DECISIONS, the file that
+#                                     gets one JSON line per decision
 #   scripts/moto.sh stop [STATE_DIR]  stop the server started with that STATE_DIR
 #
 # STATE_DIR (default .venv/moto) holds the server's pid, env and log files. Use one per run
@@ -69,12 +72,12 @@ except urllib.error.HTTPError:
 PY
 }
 
-# The pid in $1/pid, if that process is still a moto_server.
+# The pid in $1/pid, if that process is still a moto_server (or moto_iam.py, which runs one).
 running_pid() {
   local pid
   pid=$(cat "$1/pid" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q moto_server || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq 'moto_server|moto_iam\.py' || return 1
   printf '%s\n' "$pid"
 }
 
@@ -104,12 +107,23 @@ start() {
   if running_pid "$state" >/dev/null; then
     die "a moto_server started with $state is still running; run: scripts/moto.sh stop $state"
   fi
-  [ "$mode" = iam ] && no_auth=$IAM_BOOTSTRAP_CALLS
+  # The IAM-enforcing server is moto_server behind moto_iam.py's decision, which needs the
+  # simulator's node_modules; AWS's managed policies are loaded so roles can attach them.
+  local server=("$VENV/bin/moto_server") decisions=""
+  if [ "$mode" = iam ]; then
+    no_auth=$IAM_BOOTSTRAP_CALLS
+    "$ROOT/scripts/iam-sim.sh" check || die "the IAM simulator is not installed; run: scripts/iam-sim.sh ensure"
+    decisions=$(cd "$state" && pwd)/decisions.jsonl
+    : >"$decisions"
+    server=(env GANNET_IAM_DECISIONS="$decisions"
+      MOTO_IAM_LOAD_MANAGED_POLICIES="${MOTO_IAM_LOAD_MANAGED_POLICIES:-true}"
+      "$VENV/bin/python" "$ROOT/scripts/moto_iam.py")
+  fi
   # Another process may take the port between choosing and binding it: try a few ports.
   for attempt in 1 2 3; do
     port=$(free_port)
     INITIAL_NO_AUTH_ACTION_COUNT=$no_auth \
-      "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" </dev/null >"$state/log" 2>&1 &
+      "${server[@]}" -H 127.0.0.1 -p "$port" </dev/null >"$state/log" 2>&1 &
     pid=$!
     printf '%s\n' "$pid" >"$state/pid"
     waited=0
@@ -124,6 +138,7 @@ start() {
           {
             echo "export GANNET_MOTO_IAM_ENDPOINT=http://127.0.0.1:$port"
             bootstrap_admin "http://127.0.0.1:$port"
+            printf 'export GANNET_IAM_DECISIONS=%q\n' "$decisions"
           } >"$state/env" || { kill "$pid" 2>/dev/null; rm -f "$state/pid"; die "could not make the admin user on the IAM-enforcing moto_server; log: $state/log"; }
         else
           {
