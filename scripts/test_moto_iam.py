@@ -10,6 +10,7 @@ import io
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -71,6 +72,7 @@ class Server:
 
     def stop(self) -> None:
         subprocess.run([str(ROOT / "scripts/moto.sh"), "stop", self.state], check=True)
+        shutil.rmtree(self.state)
 
     def client(self, service: str, keys: tuple | None = None, config: Config | None = None):
         key, secret, token = keys or self.admin
