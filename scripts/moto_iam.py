@@ -104,6 +104,7 @@ class Request:
         self.signing_name, _, self.operation = iam_request._action.partition(":")
         self.service = IAM_PREFIX.get(self.signing_name, self.signing_name)
         self.action = RENAMED.get(self.service, {}).get(self.operation, self.operation)
+        self.method: str = iam_request._method
         self.headers = iam_request._headers
         url = urlparse(iam_request._path)
         self.path = unquote(url.path)
@@ -473,6 +474,13 @@ def cloudwatch(r: Request, _: str, __: Caller) -> list | None:
     return [(r.action, r.arn("cloudwatch", f"alarm:{a}")) for a in alarms] or None
 
 
+def apigateway(r: Request, _: str, __: Caller) -> list | None:
+    # API Gateway's IAM actions are the HTTP methods of its management API, on the path (v2's
+    # without its /v2 prefix) in an ARN with no account: apigateway:POST on ...::/apis.
+    path = r.path.removeprefix("/v2")
+    return [(r.method.upper(), f"arn:{r.partition}:apigateway:{r.region}::{path}")]
+
+
 def iam(r: Request, _: str, caller: Caller) -> list | None:
     p = r.params
     backend = caller.backend
@@ -522,6 +530,7 @@ MAPPERS: dict[str, Callable[[Request, str, Caller], list | None]] = {
     "scheduler": scheduler,
     "cloudwatch": cloudwatch,
     "iam": iam,
+    "apigateway": apigateway,
 }
 
 
@@ -549,6 +558,8 @@ def resource_policy(request: Request, resource: str) -> dict | None:
             name, qualifier = lambda_name(resource)
             function = lambda_backends[request.account][request.region].get_function(name, qualifier)
             policy = function.policy.get_policy()["Policy"] if function.policy.statements else None
+            if policy:
+                policy = lambda_policy(document(policy))
         else:
             return None
     except Exception:  # noqa: BLE001 - no such resource: it has no policy; the call will say so
@@ -556,6 +567,19 @@ def resource_policy(request: Request, resource: str) -> dict | None:
     if isinstance(policy, bytes):
         policy = policy.decode()
     return document(policy) if policy else None
+
+
+# The keys of a policy statement (the IAM policy grammar).
+STATEMENT_KEYS = {"Sid", "Effect", "Principal", "NotPrincipal", "Action", "NotAction", "Resource", "NotResource", "Condition"}
+
+
+def lambda_policy(policy: dict) -> dict:
+    """A function's policy as Lambda's GetPolicy answers it: moto keeps AddPermission's
+    parameters (FunctionName, FunctionUrlAuthType, ...) inside its statements when CloudFormation
+    adds them, which no statement has; their meaning is in the statement's Condition."""
+    statements = policy.get("Statement", [])
+    statements = statements if isinstance(statements, list) else [statements]
+    return {**policy, "Statement": [{k: v for k, v in st.items() if k in STATEMENT_KEYS} for st in statements]}
 
 
 def document(policy: Any) -> dict:
