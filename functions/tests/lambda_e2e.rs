@@ -24,6 +24,7 @@ use gannet_functions::{Function, Runtime};
 use lambda_moto as moto;
 use lambda_moto::Routing;
 use serde_json::{json, Value};
+use support::stack::Template;
 use support::{owned, stages, Lab, LabOptions};
 
 const APP_DIR: &str = "apps/fn";
@@ -1340,7 +1341,22 @@ resource "terraform_data" "app" {{
 
 #[test]
 fn terraform_plans_and_applies_as_codebuild_jobs_with_the_plan_carried_in_the_jobs_bucket() {
-    let mut lab = Lab::new(LabOptions::default());
+    terraform_plans_and_applies_as_jobs(LabOptions::default());
+}
+
+/// The same on the SAM stack, every function as its role: the stage function's role signs the
+/// jobs' URLs, and the builds reach the bucket only through them (the job role has no S3
+/// rights), so the hand-off passes only because the template grants what it must.
+#[test]
+fn on_the_sam_stack_terraform_plans_and_applies_as_jobs_through_their_urls() {
+    terraform_plans_and_applies_as_jobs(LabOptions {
+        stack: Some(Template::Sam),
+        ..LabOptions::default()
+    });
+}
+
+fn terraform_plans_and_applies_as_jobs(options: LabOptions) {
+    let mut lab = Lab::new(options);
     let state = moto::unique("tfstate").to_lowercase();
     moto::create_bucket(&state);
     let commit = |lab: &Lab, image: &str, stages: &str| {
@@ -1476,4 +1492,117 @@ fn the_stage_function_deploys_to_cloud_run_with_workload_identity_federation_fro
         fake.service("web").expect("service")["creator"],
         fake.impersonated_email()
     );
+}
+
+/// gannet's own stack, made from `template` on the IAM-enforcing moto, with every function
+/// running as its role from the stack (support::stack): the canary runs webhook → trigger →
+/// plan → five stages → notify to SUCCESS, the API answers its callers by their roles, and
+/// the drift function finds a change made by hand. Any call a role's policies do not allow
+/// fails with AWS's AccessDenied, so the run passing is the template granting enough.
+fn the_stack_runs_a_deployment_with_every_function_as_its_role(template: Template) {
+    let mut c = Canary::new(
+        "stack",
+        LabOptions {
+            stack: Some(template),
+            ..LabOptions::default()
+        },
+    );
+    let v2 = c.commit("v2", CANARY);
+    let id = c.push(&v2);
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{template:?}: {d:?}");
+    assert_eq!(stages(&d), owned(&CANARY_STAGES));
+    assert_eq!(c.alias(), Some(Routing::all_to("2")));
+
+    // The api function, as its role: an admin reads, a viewer is refused a sync.
+    let (status, body) = c.lab.api("GET", &format!("/api/v1/deployments/{id}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["deployment"]["status"], "SUCCESS", "{body}");
+    let viewer = Some("arn:aws:iam::123456789012:user/ops/vic");
+    let (status, body) = c
+        .lab
+        .api_as(viewer, "POST", "/api/v1/apps/fn/sync", Some(json!({})));
+    assert_eq!(status, 403, "{body}");
+
+    // The drift function, as its role, sees a version made by hand behind the alias.
+    moto::update_memory(&c.function, 256);
+    let by_hand = moto::publish_version(&c.function);
+    moto::update_alias(&c.function, ALIAS, &Routing::all_to(&by_hand));
+    let done = c.lab.drift();
+    assert_eq!(done["checks"], 1, "{done}");
+    c.lab.drive_until("the drift check", support::LIMIT, |_| true);
+    let apps = c.lab.apps();
+    assert_eq!(apps[0].sync_status, SyncStatus::OutOfSync, "{apps:?}");
+}
+
+#[test]
+fn the_sam_stack_runs_a_deployment_with_every_function_as_its_role() {
+    the_stack_runs_a_deployment_with_every_function_as_its_role(Template::Sam);
+}
+
+#[test]
+fn the_cdk_stack_runs_a_deployment_with_every_function_as_its_role() {
+    the_stack_runs_a_deployment_with_every_function_as_its_role(Template::Cdk);
+}
+
+/// A permission missing from a role fails the call that needs it with AWS's AccessDenied,
+/// which names the action and the resource, and loses nothing: the trigger function's role
+/// without the table's write policy cannot record a push, whose record stays queued; with the
+/// policy back, its retry deploys.
+#[test]
+fn a_permission_missing_from_a_role_fails_the_call_naming_the_action_and_resource() {
+    let mut c = Canary::new(
+        "denied",
+        LabOptions {
+            stack: Some(Template::Sam),
+            ..LabOptions::default()
+        },
+    );
+    let stack = c.lab.stack.as_ref().expect("on the stack");
+    let role_arn = stack.function(Function::Trigger)["role"]
+        .as_str()
+        .expect("a role")
+        .to_owned();
+    let role = role_arn.rsplit('/').next().expect("a role name").to_owned();
+    let write = stack.described["resources"]["TableWritePolicy"]["physical"]
+        .as_str()
+        .expect("the policy's ARN")
+        .to_owned();
+    let table = format!(
+        "arn:aws:dynamodb:us-east-1:123456789012:table/{}",
+        c.lab.made.table
+    );
+    let decisions = support::stack::Decisions::from_env();
+    c.lab.iam(&["detach-role-policy", "--role-name", &role, "--policy-arn", &write]);
+
+    let v2 = c.commit("v2", CANARY);
+    let (status, body) = c.lab.push(&v2);
+    assert_eq!(status, 202, "{body}");
+    let messages = c.lab.receive(QueueName::Trigger, 1);
+    assert_eq!(messages.len(), 1);
+    let response = c.lab.invoke(QueueName::Trigger, &messages);
+    assert_eq!(
+        response.batch_item_failures.len(),
+        1,
+        "the trigger cannot record the push: its record fails"
+    );
+    c.lab.delete_done(QueueName::Trigger, &messages, &response);
+    let denied = decisions.denied(&role);
+    assert!(
+        denied
+            .iter()
+            .any(|d| d.action.starts_with("dynamodb:") && d.resource.starts_with(&table)),
+        "the denial names a DynamoDB write on the table: {denied:?}"
+    );
+    assert!(
+        c.lab.deployments().len() == 1,
+        "only the first deployment exists"
+    );
+
+    c.lab.iam(&["attach-role-policy", "--role-name", &role, "--policy-arn", &write]);
+    // The record comes back after its visibility timeout (1 s here), and deploys.
+    std::thread::sleep(Duration::from_millis(1_100));
+    let id = c.lab.deployment_of(&v2);
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
 }

@@ -132,8 +132,9 @@ async fn forward(State(s): State<Shared>, request: Request) -> Response {
     let mut upstream = s
         .http
         .request(parts.method.clone(), format!("{}{path}", s.upstream));
+    // The Host header goes as it came: it is signed, and moto (IAM enforced) checks signatures.
     for (name, value) in &parts.headers {
-        if name != "host" && name != "content-length" {
+        if name != "content-length" {
             upstream = upstream.header(name, value);
         }
     }

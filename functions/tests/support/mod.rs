@@ -38,6 +38,7 @@ use serde_json::{json, Value};
 use counting::CountingProxy;
 
 pub mod builds;
+pub mod stack;
 
 pub const REGION: &str = "us-east-1";
 pub const SECRET: &str = "functions-e2e-webhook-secret";
@@ -253,6 +254,9 @@ pub struct LabOptions {
     pub resume_interval: Option<&'static str>,
     /// More `GANNET_PLUGINS` entries (a plugin's settings by its name).
     pub extra_plugins: serde_json::Map<String, Value>,
+    /// The lab's own resources from gannet's stack on the IAM-enforcing moto, each function
+    /// running as its role; `None`: made by `provision` on moto, with moto's test keys.
+    pub stack: Option<stack::Template>,
 }
 
 /// The IAM principal the lab's API requests are signed by, unless a test says otherwise:
@@ -285,7 +289,174 @@ pub struct Lab {
     pub jobs: gannet_aws::JobsConfig,
     pub direct_jobs: JobClients,
     pub played: std::collections::BTreeSet<String>,
+    /// The HTTP API the api function answers (its events' `requestContext.apiId`).
+    pub api_id: String,
+    /// On a stack, each consumer's SQS client straight to moto, with its role (the event
+    /// source mapping's).
+    esm_clients: BTreeMap<Function, aws_sdk_sqs::Client>,
+    /// The stack the lab runs on, if it does.
+    pub stack: Option<stack::Stack>,
     _git_cache: tempfile::TempDir,
+}
+
+/// The lab's repositories, plugins and callers (JSON), as the SAM stack's parameters.
+struct StackSettings {
+    repos: String,
+    plugins: String,
+    callers: String,
+}
+
+/// Makes the webhook secret `name` in Secrets Manager; its ARN.
+fn create_secret(rt: &tokio::runtime::Runtime, direct: &Clients, name: &str) -> String {
+    rt.block_on(
+        direct
+            .secrets
+            .create_secret()
+            .name(name)
+            .secret_string(SECRET)
+            .send(),
+    )
+    .expect("create the webhook secret")
+    .arn()
+    .expect("secret ARN")
+    .to_owned()
+}
+
+/// Where the lab's table, queues, secret and jobs' resources are, and each function's clients.
+struct Resources {
+    proxy: CountingProxy,
+    direct: Clients,
+    direct_jobs: JobClients,
+    made: Provisioned,
+    jobs: gannet_aws::JobsConfig,
+    secret_arn: String,
+    api_id: String,
+    stack: Option<stack::Stack>,
+    /// Each function's environment as its template gives it (empty without a stack).
+    environment: BTreeMap<Function, BTreeMap<String, String>>,
+    /// Each function's clients (and the stage function's job clients), through the proxy.
+    clients: BTreeMap<Function, (Clients, JobClients)>,
+    /// On a stack, each function's SQS client straight to moto, with its role.
+    esm_clients: BTreeMap<Function, aws_sdk_sqs::Client>,
+}
+
+impl Resources {
+    /// `provision` on moto, moto's test keys for every function.
+    fn provisioned(rt: &tokio::runtime::Runtime, name: &str) -> Self {
+        let moto = moto_endpoint();
+        let proxy = rt.block_on(CountingProxy::start(&moto));
+        let direct = rt.block_on(clients_on(&moto));
+        let made = rt
+            .block_on(provision(
+                &direct.dynamodb,
+                &direct.sqs,
+                name,
+                &ProvisionOptions {
+                    visibility_timeout_seconds: u32::try_from(VISIBILITY_SECONDS).unwrap_or(30),
+                    ..ProvisionOptions::default()
+                },
+            ))
+            .expect("provision on moto");
+        let secret_arn = create_secret(rt, &direct, name);
+        let direct_jobs = JobClients::new(&rt.block_on(sdk_on(&moto)));
+        let jobs = rt.block_on(builds::provision_jobs(&direct_jobs, name));
+        let via_proxy = rt.block_on(sdk_on(&proxy.url));
+        let clients = Function::ALL
+            .into_iter()
+            .map(|f| (f, (Clients::new(&via_proxy), JobClients::new(&via_proxy))))
+            .collect();
+        Self {
+            proxy,
+            direct,
+            direct_jobs,
+            made,
+            jobs,
+            secret_arn,
+            api_id: "e2e".to_owned(),
+            stack: None,
+            environment: BTreeMap::new(),
+            clients,
+            esm_clients: BTreeMap::new(),
+        }
+    }
+
+    /// gannet's stack from `template` on the IAM-enforcing moto; each function's clients
+    /// with its role's credentials.
+    fn on_stack(
+        rt: &tokio::runtime::Runtime,
+        template: stack::Template,
+        name: &str,
+        settings: &StackSettings,
+    ) -> Self {
+        let moto = stack::IamMoto::from_env();
+        let proxy = rt.block_on(CountingProxy::start(&moto.endpoint));
+        let admin = rt.block_on(moto.sdk(&moto.endpoint, moto.admin.clone()));
+        let direct = Clients::new(&admin);
+        let direct_jobs = JobClients::new(&admin);
+        let (secret_arn, stack) = match template {
+            stack::Template::Sam => {
+                let secret_arn = create_secret(rt, &direct, name);
+                let parameters = [
+                    ("WebhookSecretArn", secret_arn.clone()),
+                    ("GithubSecretArn", secret_arn.clone()),
+                    ("ReposJson", settings.repos.clone()),
+                    ("PluginsJson", settings.plugins.clone()),
+                    ("CallerNamesJson", settings.callers.clone()),
+                ];
+                let made = stack::Stack::create(&moto, template, name, &parameters, &[]);
+                (secret_arn, made)
+            }
+            stack::Template::Cdk => {
+                // The example app reads its secrets from SSM parameters in the account it
+                // names, which becomes moto's; its repositories, plugins and callers are the
+                // lab's (below), as its props would say.
+                let parameter = format!("/gannet/{name}/webhook-secret");
+                rt.block_on(
+                    direct
+                        .ssm
+                        .put_parameter()
+                        .name(&parameter)
+                        .value(SECRET)
+                        .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+                        .send(),
+                )
+                .expect("put the webhook secret");
+                let secret_arn = format!("arn:aws:ssm:{REGION}:123456789012:parameter{parameter}");
+                let replace = [
+                    ("111122223333", "123456789012".to_owned()),
+                    ("parameter/gannet/webhook-secret", format!("parameter{parameter}")),
+                ];
+                let made = stack::Stack::create(&moto, template, name, &[], &replace);
+                (secret_arn, made)
+            }
+        };
+        let mut clients = BTreeMap::new();
+        let mut esm_clients = BTreeMap::new();
+        for f in Function::ALL {
+            let role = stack.function(f)["role"].as_str().expect("a role").to_owned();
+            let credentials = rt.block_on(moto.assume(&role, f.name()));
+            let sdk = rt.block_on(moto.sdk(&proxy.url, credentials.clone()));
+            clients.insert(f, (Clients::new(&sdk), JobClients::new(&sdk)));
+            let straight = rt.block_on(moto.sdk(&moto.endpoint, credentials));
+            esm_clients.insert(f, aws_sdk_sqs::Client::new(&straight));
+        }
+        Self {
+            proxy,
+            direct,
+            direct_jobs,
+            made: stack.provisioned(),
+            jobs: stack.jobs(),
+            secret_arn,
+            api_id: stack.environment(Function::Api)["GANNET_API_ID"].clone(),
+            environment: Function::ALL
+                .into_iter()
+                .map(|f| (f, stack.environment(f)))
+                .collect(),
+            stack: Some(stack),
+            clients,
+            esm_clients,
+        }
+    }
 }
 
 fn runtime_tokio() -> tokio::runtime::Runtime {
@@ -316,40 +487,53 @@ pub async fn sdk_on(endpoint: &str) -> aws_config::SdkConfig {
 impl Lab {
     pub fn new(options: LabOptions) -> Self {
         test_credentials();
-        let moto = moto_endpoint();
         let rt = runtime_tokio();
-        let proxy = rt.block_on(CountingProxy::start(&moto));
-        let direct = rt.block_on(clients_on(&moto));
         let name = unique("fn");
-        let made = rt
-            .block_on(provision(
-                &direct.dynamodb,
-                &direct.sqs,
-                &name,
-                &ProvisionOptions {
-                    visibility_timeout_seconds: u32::try_from(VISIBILITY_SECONDS).unwrap_or(30),
-                    ..ProvisionOptions::default()
-                },
-            ))
-            .expect("provision on moto");
-        let secret_arn = rt
-            .block_on(
-                direct
-                    .secrets
-                    .create_secret()
-                    .name(&name)
-                    .secret_string(SECRET)
-                    .send(),
-            )
-            .expect("create the webhook secret")
-            .arn()
-            .expect("secret ARN")
-            .to_owned();
-        let direct_jobs = JobClients::new(&rt.block_on(sdk_on(&moto)));
-        let jobs = rt.block_on(builds::provision_jobs(&direct_jobs, &name));
         let repo = Repo::new();
         let repo_id = unique("shop");
         let git_cache = tempfile::tempdir().expect("tempdir");
+        let mut repos = vec![json!({"id": repo_id, "url": repo.path().display().to_string()})];
+        repos.extend(options.extra_repos);
+        let settings = |lambda_endpoint: &str| {
+            let mut plugins = json!({
+                "lambda": {"deployTargets": [{"name": "moto", "region": REGION, "endpoint": lambda_endpoint}]},
+                // Terraform (on PATH in `make test`) with moto's credentials.
+                "terraform": {"deployTargets": [{"name": "moto", "env": {
+                    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_REGION": REGION, "TF_CLI_CONFIG_FILE": "/dev/null"}}]},
+            });
+            if let Value::Object(map) = &mut plugins {
+                map.extend(options.extra_plugins.clone());
+            }
+            StackSettings {
+                repos: Value::Array(repos.clone()).to_string(),
+                plugins: plugins.to_string(),
+                callers: json!({
+                    OPS_PRINCIPAL: {"name": "ops", "role": "admin"},
+                    ADMIN_PRINCIPALS: {"name": "erin", "role": "admin"},
+                    "arn:aws:sts::123456789012:assumed-role/Deployer/*": {"name": "alice", "role": "deployer"},
+                    "arn:aws:iam::123456789012:user/ops/vic": "vic",
+                    "arn:aws:iam::123456789012:user/ops/dora": {"name": "dora", "role": "deployer"}
+                })
+                .to_string(),
+            }
+        };
+        let (resources, settings) = match options.stack {
+            None => {
+                let resources = Resources::provisioned(&rt, &name);
+                let settings = settings(&resources.proxy.url);
+                (resources, settings)
+            }
+            // The deploy targets are another account's: moto without IAM, with its test keys
+            // (the stack's DeployTargetsPolicy, which would let the stage role assume their
+            // roles, is not exercised).
+            Some(template) => {
+                let settings = settings(&moto_endpoint());
+                (Resources::on_stack(&rt, template, &name, &settings), settings)
+            }
+        };
+        let made = &resources.made;
+        let jobs = &resources.jobs;
         let queues: serde_json::Map<String, Value> = made
             .queues
             .iter()
@@ -360,75 +544,77 @@ impl Lab {
                 )
             })
             .collect();
-        let mut repos = vec![json!({"id": repo_id, "url": repo.path().display().to_string()})];
-        repos.extend(options.extra_repos);
-        let env: BTreeMap<&str, String> = [
-            ("AWS_REGION", REGION.to_owned()),
-            ("AWS_ENDPOINT_URL", proxy.url.clone()),
+        // What the stack's template gives each function, or the whole environment without one.
+        let provisioned: BTreeMap<&str, String> = [
             ("GANNET_TABLE", made.table.clone()),
             ("GANNET_QUEUES", Value::Object(queues).to_string()),
-            ("GANNET_REPOS", Value::Array(repos).to_string()),
-            ("GANNET_WEBHOOK_SECRET_ARN", secret_arn),
-            ("GANNET_PLUGINS", {
-                let mut plugins = json!({
-                    "lambda": {"deployTargets": [{"name": "moto", "region": REGION, "endpoint": proxy.url}]},
-                    // Terraform (on PATH in `make test`) with moto's credentials.
-                    "terraform": {"deployTargets": [{"name": "moto", "env": {
-                        "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_REGION": REGION, "TF_CLI_CONFIG_FILE": "/dev/null"}}]},
-                });
-                if let Value::Object(map) = &mut plugins {
-                    map.extend(options.extra_plugins.clone());
-                }
-                plugins.to_string()
-            }),
+            ("GANNET_WEBHOOK_SECRET_ARN", resources.secret_arn.clone()),
+            ("GANNET_JOBS_PROJECT", jobs.project.clone()),
+            ("GANNET_JOBS_BUCKET", jobs.bucket.clone()),
+            ("GANNET_JOBS_LOG_GROUP", jobs.log_group.clone()),
+            // The lab's API Gateway: its events' requestContext (http_api_event).
+            ("GANNET_API_ID", resources.api_id.clone()),
+            ("GANNET_ACCOUNT_ID", "123456789012".to_owned()),
+        ]
+        .into_iter()
+        .collect();
+        // What the lab sets either way: the endpoint (the proxy), its repositories, plugins
+        // and callers (the SAM stack's parameters already; the CDK example's props otherwise),
+        // and intervals in seconds where the template's are minutes.
+        let lab: BTreeMap<&str, String> = [
+            ("AWS_REGION", REGION.to_owned()),
+            ("AWS_ENDPOINT_URL", resources.proxy.url.clone()),
+            ("GANNET_REPOS", settings.repos),
+            ("GANNET_PLUGINS", settings.plugins),
+            ("GANNET_CALLER_NAMES", settings.callers),
             (
                 "GANNET_RESUME_INTERVAL",
                 options.resume_interval.unwrap_or("1s").to_owned(),
             ),
             ("GANNET_POLL_INTERVAL", "1m".to_owned()),
-            ("GANNET_JOBS_PROJECT", jobs.project.clone()),
-            ("GANNET_JOBS_BUCKET", jobs.bucket.clone()),
-            ("GANNET_JOBS_LOG_GROUP", jobs.log_group.clone()),
-            // The lab's API Gateway: its events' requestContext (http_api_event).
-            ("GANNET_API_ID", "e2e".to_owned()),
-            ("GANNET_ACCOUNT_ID", "123456789012".to_owned()),
-            (
-                "GANNET_CALLER_NAMES",
-                json!({
-                    OPS_PRINCIPAL: {"name": "ops", "role": "admin"},
-                    ADMIN_PRINCIPALS: {"name": "erin", "role": "admin"},
-                    "arn:aws:sts::123456789012:assumed-role/Deployer/*": {"name": "alice", "role": "deployer"},
-                    "arn:aws:iam::123456789012:user/ops/vic": "vic",
-                    "arn:aws:iam::123456789012:user/ops/dora": {"name": "dora", "role": "deployer"}
-                })
-                .to_string(),
-            ),
         ]
         .into_iter()
         .collect();
-        let mut config = FunctionConfig::from_lookup(
-            &|name| env.get(name).cloned(),
-            Some(&gannet_plugins::registry()),
-        )
-        .expect("the lab's environment is a valid config");
-        config.git_cache = git_cache.path().to_owned();
-        let via_proxy = rt.block_on(clients_on(&proxy.url));
-        let jobs_via_proxy = JobClients::new(&rt.block_on(sdk_on(&proxy.url))).runner(&jobs);
+        let config_of = |f: Function| {
+            let template = resources.environment.get(&f);
+            let lookup = |name: &str| {
+                lab.get(name).cloned().or_else(|| match template {
+                    Some(env) => env.get(name).cloned(),
+                    None => provisioned.get(name).cloned(),
+                })
+            };
+            let mut config = FunctionConfig::from_lookup(&lookup, Some(&gannet_plugins::registry()))
+                .unwrap_or_else(|e| panic!("the {f} function's environment is a valid config: {e}"));
+            config.git_cache = git_cache.path().to_owned();
+            config
+        };
+        let config = config_of(Function::Stage);
         let functions = Function::ALL
             .into_iter()
             .map(|f| {
+                let (clients, job_clients) = &resources.clients[&f];
                 let runtime = rt
-                    .block_on(Runtime::with_clients(f, &config, &via_proxy))
+                    .block_on(Runtime::with_clients(f, &config_of(f), clients))
                     .unwrap_or_else(|e| panic!("the {f} function starts: {e:?}"));
                 // As the stage function's main does.
                 let runtime = match f {
-                    Function::Stage => runtime.with_jobs(jobs_via_proxy.clone()),
+                    Function::Stage => runtime.with_jobs(job_clients.runner(jobs)),
                     _ => runtime,
                 };
                 (f, runtime)
             })
             .collect();
+        let Resources {
+            proxy,
+            direct,
+            direct_jobs,
+            made,
+            jobs,
+            api_id,
+            stack,
+            esm_clients,
+            ..
+        } = resources;
         let store = DynamoStore::new(
             direct.dynamodb.clone(),
             made.table.clone(),
@@ -456,8 +642,36 @@ impl Lab {
             jobs,
             direct_jobs,
             played: std::collections::BTreeSet::new(),
+            api_id,
+            esm_clients,
+            stack,
             _git_cache: git_cache,
         }
+    }
+
+    /// `aws iam ARGS...` as the admin of the IAM-enforcing moto the lab's stack is on.
+    pub fn iam(&self, args: &[&str]) {
+        let moto = stack::IamMoto::from_env();
+        let cli = std::env::var("GANNET_AWS_CLI")
+            .expect("GANNET_AWS_CLI: the AWS CLI (scripts/awscli.sh path), as `make test` sets it");
+        let out = Command::new(cli)
+            .arg("iam")
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("AWS_ACCESS_KEY_ID", moto.admin.access_key_id())
+            .env("AWS_SECRET_ACCESS_KEY", moto.admin.secret_access_key())
+            .env("AWS_DEFAULT_REGION", REGION)
+            .env("AWS_ENDPOINT_URL", &moto.endpoint)
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+            .output()
+            .expect("the AWS CLI runs");
+        assert!(
+            out.status.success(),
+            "aws iam {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     pub fn runtime(&self, f: Function) -> &Runtime {
@@ -513,7 +727,9 @@ impl Lab {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
-        self.api_event(&http_api_event(principal, method, path, body))
+        let mut event = http_api_event(principal, method, path, body);
+        event["requestContext"]["apiId"] = json!(self.api_id);
+        self.api_event(&event)
     }
 
     /// Invokes `api` with `event` as it is (a forged one, say); returns (status, JSON body).
@@ -536,14 +752,21 @@ impl Lab {
         })
     }
 
+    /// The event source mapping's SQS client for `queue`: on a stack, with the consumer
+    /// function's role, as Lambda polls with the function's execution role.
+    fn esm_sqs(&self, queue: QueueName) -> &aws_sdk_sqs::Client {
+        self.esm_clients
+            .get(&consumer(queue))
+            .unwrap_or(&self.direct.sqs)
+    }
+
     /// ReceiveMessage on `queue`, as the event source mapping does.
     pub fn receive(&mut self, queue: QueueName, visibility: i32) -> Vec<SqsMessage> {
         let url = &self.made.queues[&queue].queue;
         let out = self
             .rt
             .block_on(
-                self.direct
-                    .sqs
+                self.esm_sqs(queue)
                     .receive_message()
                     .queue_url(url)
                     .max_number_of_messages(10)
@@ -623,8 +846,7 @@ impl Lab {
         let url = self.made.queues[&queue].queue.clone();
         self.rt
             .block_on(
-                self.direct
-                    .sqs
+                self.esm_sqs(queue)
                     .delete_message_batch()
                     .queue_url(url)
                     .set_entries(Some(entries))
