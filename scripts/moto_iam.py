@@ -24,11 +24,14 @@ themselves, as AWS would.
 
 Two more mends, each where moto's own check is wrong (see `signed_request` and
 `neutral_bucket_policy`): the signature of a bodiless GET or DELETE, and the bucket-policy check
-moto makes by itself before S3 object operations.
+moto makes by itself before S3 object operations. And one thing moto cannot do at all: a
+presigned S3 request (SigV4 in the query string, no Authorization header), which moto answered
+with a 500; `PresignedS3Request` authenticates it as S3 does, then it is authorized as above.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import re
@@ -40,19 +43,23 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, quote, unquote, urlparse, urlsplit
 from xml.etree import ElementTree
 
+from botocore.auth import S3SigV4QueryAuth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from moto.core.exceptions import AccessDeniedError, JsonRESTError
 from moto.iam import access_control
 from moto.iam.access_control import (
     AssumedRoleAccessKey,
+    CreateAccessKeyFailure,
     IAMRequestBase,
     PermissionResult,
     S3IAMRequest,
 )
 from moto.iam.models import IAMBackend, ManagedPolicy
-from moto.s3.exceptions import BucketAccessDeniedError
+from moto.s3.exceptions import BucketAccessDeniedError, S3ClientError
 from moto.s3.models import FakeBucket
 from moto.utilities.utils import get_partition
 
@@ -112,6 +119,8 @@ class Request:
         body = iam_request._body or b""
         self.body = body if isinstance(body, bytes) else body.encode()
         self.params = self._params(iam_request._data)
+        # The signature's query-string parameters, for a presigned S3 request.
+        self.query_auth: QueryAuth | None = getattr(iam_request, "_query_auth", None)
 
     def _params(self, form: dict[str, Any]) -> dict[str, Any]:
         # JSON for the JSON and REST-JSON protocols; the query protocol's form moto has already
@@ -213,6 +222,7 @@ def sqs(r: Request, _: str, __: Caller) -> list | None:
 
 def s3(r: Request, moto_resource: str, _: Caller) -> list | None:
     bucket, _, key = moto_resource.removeprefix(f"arn:{r.partition}:s3:::").partition("/")
+    auth = s3_auth_context(r)
     if r.operation == "DeleteObject" and not key:
         # DeleteObjects (POST ?delete): moto names only the bucket; AWS authorizes
         # s3:DeleteObject on each key the body lists.
@@ -220,11 +230,27 @@ def s3(r: Request, moto_resource: str, _: Caller) -> list | None:
             keys = [e.text or "" for e in ElementTree.fromstring(r.body).iter() if e.tag.endswith("Key")]
         except ElementTree.ParseError:
             return None
-        return [("DeleteObject", f"{moto_resource}/{k}") for k in keys] or None
+        return [("DeleteObject", f"{moto_resource}/{k}", auth) for k in keys] or None
     if bucket == "*" and r.action != "ListAllMyBuckets":
         return None
     context = {"s3:prefix": r.query["prefix"]} if r.action == "ListBucket" and "prefix" in r.query else {}
-    return [(r.action, moto_resource, context)]
+    return [(r.action, moto_resource, {**auth, **context})]
+
+
+def s3_auth_context(r: Request) -> dict[str, str]:
+    """S3's keys for how a request was signed (a policy may allow presigned URLs only, or only
+    young signatures)."""
+    signed = r.query_auth.date_text if r.query_auth else r.headers.get("X-Amz-Date", "")
+    context = {
+        "s3:authType": "REST-QUERY-STRING" if r.query_auth else "REST-HEADER",
+        "s3:signatureversion": "AWS4-HMAC-SHA256",
+    }
+    try:
+        age = time.time() - datetime.strptime(signed, AMZ_DATE).replace(tzinfo=UTC).timestamp()
+        context["s3:signatureAge"] = str(max(0, int(age * 1000)))
+    except ValueError:
+        pass
+    return context
 
 
 def secretsmanager(r: Request, _: str, __: Caller) -> list | None:
@@ -884,6 +910,172 @@ def signed_request(self: IAMRequestBase) -> Any:
     return request
 
 
+# SigV4's timestamp (X-Amz-Date).
+AMZ_DATE = "%Y%m%dT%H%M%SZ"
+# S3's bound on a presigned URL's life (SigV4): seven days.
+PRESIGNED_MAX_EXPIRES = 604800
+
+
+class QueryAuthParametersError(S3ClientError):
+    """S3's 400 for a presigned URL whose signature parameters are malformed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("AuthorizationQueryParametersError", message)
+
+
+class QueryAuth:
+    """The SigV4 query-string signature of a presigned request, as S3 reads it.
+
+    Raises QueryAuthParametersError, with S3's words, for a missing or malformed parameter.
+    """
+
+    REQUIRED = (
+        "X-Amz-Algorithm",
+        "X-Amz-Credential",
+        "X-Amz-Signature",
+        "X-Amz-Date",
+        "X-Amz-SignedHeaders",
+        "X-Amz-Expires",
+    )
+
+    def __init__(self, path: str) -> None:
+        url = urlsplit(path)
+        self.path = url.path
+        # Decoded, in order; the canonical query string encodes them again.
+        self.pairs = [
+            (unquote(k), unquote(v)) for k, _, v in (p.partition("=") for p in url.query.split("&") if p)
+        ]
+        params: dict[str, str] = {}
+        for k, v in self.pairs:
+            params.setdefault(k, v)
+        if any(not params.get(k) for k in self.REQUIRED):
+            raise QueryAuthParametersError(
+                "Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, "
+                "X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters."
+            )
+        if params["X-Amz-Algorithm"] != "AWS4-HMAC-SHA256":
+            raise QueryAuthParametersError('X-Amz-Algorithm only supports "AWS4-HMAC-SHA256"')
+        scope = params["X-Amz-Credential"].split("/")
+        if len(scope) != 5 or not all(scope):
+            raise QueryAuthParametersError(
+                "Error parsing the X-Amz-Credential parameter; the Credential is mal-formed; "
+                'expecting "<YOUR-AKID>/YYYYMMDD/REGION/SERVICE/aws4_request".'
+            )
+        self.key_id, scope_date, self.region, self.service, terminal = scope
+        if self.service != "s3":
+            raise QueryAuthParametersError(
+                f'Error parsing the X-Amz-Credential parameter; incorrect service "{self.service}". '
+                'This endpoint belongs to "s3".'
+            )
+        if terminal != "aws4_request":
+            raise QueryAuthParametersError(
+                f'Error parsing the X-Amz-Credential parameter; incorrect terminal "{terminal}". '
+                'This endpoint uses "aws4_request".'
+            )
+        self.date_text = params["X-Amz-Date"]
+        try:
+            self.date = datetime.strptime(self.date_text, AMZ_DATE).replace(tzinfo=UTC)
+        except ValueError:
+            raise QueryAuthParametersError(
+                "X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\""
+            ) from None
+        if scope_date != self.date_text[:8]:
+            raise QueryAuthParametersError("Invalid credential date. Date is not the same as X-Amz-Date.")
+        try:
+            self.expires = int(params["X-Amz-Expires"])
+        except ValueError:
+            raise QueryAuthParametersError("X-Amz-Expires should be a number") from None
+        if self.expires < 0:
+            raise QueryAuthParametersError("X-Amz-Expires must be non-negative")
+        if self.expires > PRESIGNED_MAX_EXPIRES:
+            raise QueryAuthParametersError(
+                "X-Amz-Expires must be less than a week (in seconds) that is, the given X-Amz-Expires "
+                f"must be less than {PRESIGNED_MAX_EXPIRES} seconds"
+            )
+        self.signed_headers = params["X-Amz-SignedHeaders"].split(";")
+        self.signature = params["X-Amz-Signature"]
+        self.token = params.get("X-Amz-Security-Token")
+
+    def expired(self) -> bool:
+        return time.time() > self.date.timestamp() + self.expires
+
+    def expected(self, credentials: Credentials, method: str, headers: Any) -> tuple[str, str]:
+        """The signature the signer's secret makes for this request, and its canonical request."""
+        auth = S3SigV4QueryAuth(credentials, self.service, self.region, expires=self.expires)
+        # What the signer signed: the path (S3 URI-encodes it once, never normalises it), the
+        # query but its signature, the headers it names; the payload is UNSIGNED-PAYLOAD.
+        signed = {name: headers[name] for name in self.signed_headers if name in headers}
+        request = AWSRequest(
+            method=method,
+            url=f"http://{headers.get('Host', '')}{quote(unquote(self.path), safe='/~')}",
+            headers=signed,
+            params=[(k, v) for k, v in self.pairs if k != "X-Amz-Signature"],
+        )
+        request.context["timestamp"] = self.date_text
+        canonical = auth.canonical_request(request)
+        return auth.signature(auth.string_to_sign(request, canonical), request), canonical
+
+
+class PresignedS3Request(S3IAMRequest):
+    """moto's S3IAMRequest, which also authenticates a presigned request as S3 does.
+
+    Why: moto reads the signer only from the Authorization header, so a presigned request
+    (which has none) failed with a 500 (a KeyError), and nowhere does moto check a presigned
+    URL's signature or expiry. A request with an Authorization header is left to moto.
+    """
+
+    def __init__(
+        self,
+        account_id: str,
+        method: str,
+        path: str,
+        data: dict[str, str],
+        body: bytes,
+        headers: Any,
+        action: str,
+    ) -> None:
+        self._query_auth: QueryAuth | None = None
+        if "Authorization" in headers or "X-Amz-Credential" not in urlsplit(path).query:
+            super().__init__(account_id, method, path, data, body, headers, action)
+            return
+        # What moto's __init__ sets, read from the query instead of the Authorization header.
+        self.account_id = account_id
+        self._method, self._path, self._data, self._body, self._headers = method, path, data, body, headers
+        self._query_auth = auth = QueryAuth(path)
+        self._region, self._service = auth.region, auth.service
+        self._action = f"{self._service}:{action[0] if isinstance(action, list) else action}"
+        # moto tells a session's key from a user's by the token it is sent with.
+        token = auth.token or headers.get("X-Amz-Security-Token")
+        try:
+            self._access_key = access_control.create_access_key(
+                account_id=account_id,
+                partition=get_partition(self._region),
+                access_key_id=auth.key_id,
+                headers={"X-Amz-Security-Token": token} if token else {},
+            )
+        except CreateAccessKeyFailure as failure:
+            self._raise_invalid_access_key(failure.reason)
+
+    def check_signature(self) -> None:
+        auth = self._query_auth
+        if auth is None:
+            super().check_signature()
+            return
+        if auth.expired():
+            raise S3ClientError("AccessDenied", "Request has expired")
+        credentials = self._access_key.create_credentials()
+        expected, canonical = auth.expected(credentials, self._method, self._headers)
+        if not hmac.compare_digest(expected.encode(), auth.signature.encode()):
+            # S3 answers with the canonical request it computed; moto's error has no room for
+            # it, so it goes to the log.
+            print(
+                f"moto_iam: presigned SignatureDoesNotMatch; canonical request:\n{canonical}",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._raise_signature_does_not_match()
+
+
 def neutral_bucket_policy(self: FakeBucket, action: str, resource: str) -> PermissionResult:
     return PermissionResult.NEUTRAL
 
@@ -891,6 +1083,10 @@ def neutral_bucket_policy(self: FakeBucket, action: str, resource: str) -> Permi
 def main() -> None:
     access_control.IAMRequestBase.check_action_permitted = check_action_permitted  # type: ignore[method-assign]
     access_control.IAMRequestBase._create_aws_request = signed_request  # type: ignore[method-assign]
+    # Presigned S3 requests, which moto cannot authenticate (see PresignedS3Request). Replacing
+    # the class in this module is enough, and touches S3 only: moto looks it up here at each S3
+    # request (moto/core/authorization.py).
+    access_control.S3IAMRequest = PresignedS3Request  # type: ignore[misc]
     # moto also checks a bucket's policy on its own before object operations, ignoring the
     # statements' Principal and taking a Deny whose condition does not hold as a Deny (so one
     # TLS-only statement refuses everyone); check_action_permitted evaluates the policy instead.

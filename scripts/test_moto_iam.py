@@ -6,6 +6,7 @@ scripts/iam-sim.sh ensure). Starts its own server in a temporary directory and s
 
 from __future__ import annotations
 
+import http.client
 import io
 import json
 import os
@@ -19,6 +20,8 @@ import unittest
 import uuid
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
 import boto3
 from botocore.config import Config
@@ -30,6 +33,8 @@ REGION = "us-east-1"
 ADMIN = f"arn:aws:iam::{ACCOUNT}:user/admin"
 # No retries: a 500 must reach the test as it was answered.
 NO_RETRIES = Config(retries={"total_max_attempts": 1, "mode": "standard"})
+# Presigned URLs as gannet's are (SigV4 in the query string); boto3 presigns SigV2 by default.
+SIGV4 = Config(signature_version="s3v4")
 
 
 def name(prefix: str) -> str:
@@ -46,6 +51,29 @@ def policy(*statements: dict) -> str:
 
 def allow(action: str | list[str], resource: str | list[str], **extra: dict) -> dict:
     return {"Effect": "Allow", "Action": action, "Resource": resource, **extra}
+
+
+def fetch(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, bytes]:
+    """`url` sent as a build's curl sends a presigned URL: plain HTTP, no Authorization header."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.netloc, timeout=30)
+    try:
+        connection.request(method, f"{parts.path}?{parts.query}", body=body)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def presign(s3, operation: str, bucket: str, key: str, life: int = 3600) -> str:
+    """A presigned URL of `operation` on bucket/key, valid for `life` seconds."""
+    return s3.generate_presigned_url(operation, Params={"Bucket": bucket, "Key": key}, ExpiresIn=life)
+
+
+def s3_error(body: bytes) -> tuple[str, str]:
+    """The Code and Message of S3's error document."""
+    error = ElementTree.fromstring(body)
+    return error.findtext("Code") or "", error.findtext("Message") or ""
 
 
 class Server:
@@ -611,6 +639,122 @@ class MotoIamTest(unittest.TestCase):
             (line["action"], line["resource"], line["decision"], line["unmapped"]),
             ("ssm:CreateDocument", "*", "Allowed", "ssm:CreateDocument: no resource mapping; evaluated on *"),
         )
+
+    def objects(self, *keys: str) -> str:
+        """A new bucket holding `keys` (each key its own content), made by the admin."""
+        bucket = name("presigned")
+        s3 = self.server.client("s3")
+        s3.create_bucket(Bucket=bucket)
+        for key in keys:
+            s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+        return bucket
+
+    def test_a_presigned_url_is_authorized_as_its_signer(self) -> None:
+        bucket = self.objects("jobs/1/source.tar.gz", "jobs/2/source.tar.gz")
+        role, keys = self.server.role(
+            [
+                allow("s3:GetObject", f"arn:aws:s3:::{bucket}/jobs/1/source.tar.gz"),
+                allow("s3:PutObject", f"arn:aws:s3:::{bucket}/jobs/1/out.tar"),
+            ]
+        )
+        presigner = self.server.client("s3", keys, SIGV4)
+        get = presign(presigner, "get_object", bucket, "jobs/1/source.tar.gz")
+        put = presign(presigner, "put_object", bucket, "jobs/1/out.tar")
+        head = presign(presigner, "head_object", bucket, "jobs/1/source.tar.gz")
+        self.assertIn("X-Amz-Security-Token=", get)
+        before = len(self.server.decisions())
+
+        self.assertEqual(fetch(get), (200, b"jobs/1/source.tar.gz"))
+        self.assertEqual(fetch(put, "PUT", b"the output"), (200, b""))
+        self.assertEqual(fetch(head, "HEAD")[0], 200)
+        stored = self.server.client("s3").get_object(Bucket=bucket, Key="jobs/1/out.tar")
+        self.assertEqual(stored["Body"].read(), b"the output")
+        made = [d for d in self.server.decisions()[before:] if d["role"] == role]
+        self.assertEqual(
+            [(d["principal"], d["action"], d["resource"], d["decision"]) for d in made],
+            [
+                (self.session(role), action, f"arn:aws:s3:::{bucket}/{key}", "Allowed")
+                for action, key in (
+                    ("s3:GetObject", "jobs/1/source.tar.gz"),
+                    ("s3:PutObject", "jobs/1/out.tar"),
+                    ("s3:GetObject", "jobs/1/source.tar.gz"),
+                )
+            ],
+        )
+
+        # The path is signed: the URL bent to another object is refused before any decision.
+        before = len(self.server.decisions())
+        bent = get.replace("/jobs/1/", "/jobs/2/")
+        self.assertNotEqual(bent, get)
+        status, body = fetch(bent)
+        self.assertEqual((status, s3_error(body)[0]), (403, "SignatureDoesNotMatch"), body)
+        status, body = fetch(put.replace("/jobs/1/out.tar", "/jobs/1/source.tar.gz"), "PUT", b"x")
+        self.assertEqual((status, s3_error(body)[0]), (403, "SignatureDoesNotMatch"), body)
+        # So is the query: a longer life is a new signature.
+        status, body = fetch(get.replace("X-Amz-Expires=3600", "X-Amz-Expires=7200"))
+        self.assertEqual((status, s3_error(body)[0]), (403, "SignatureDoesNotMatch"), body)
+        self.assertEqual(self.server.decisions()[before:], [])
+        self.assertEqual(
+            self.server.client("s3").get_object(Bucket=bucket, Key="jobs/1/source.tar.gz")["Body"].read(),
+            b"jobs/1/source.tar.gz",
+        )
+
+    def test_a_presigned_url_is_refused_as_s3_refuses_it(self) -> None:
+        bucket = self.objects("k")
+        key = f"arn:aws:s3:::{bucket}/k"
+        role, keys = self.server.role([allow("s3:ListBucket", f"arn:aws:s3:::{bucket}")])
+        presigner = self.server.client("s3", keys, SIGV4)
+
+        # Its signer may not read the object.
+        before = len(self.server.decisions())
+        status, body = fetch(presign(presigner, "get_object", bucket, "k"))
+        self.assertEqual(
+            (status, s3_error(body)),
+            (
+                403,
+                (
+                    "AccessDenied",
+                    f"User: {self.session(role)} is not authorized to perform: s3:GetObject on resource: "
+                    f"{key} because no identity-based policy allows the s3:GetObject action",
+                ),
+            ),
+        )
+        [line] = self.server.decisions()[before:]
+        self.assertEqual(
+            (line["principal"], line["action"], line["resource"], line["decision"]),
+            (self.session(role), "s3:GetObject", key, "ImplicitlyDenied"),
+        )
+
+        # Expired, though its signer may read it.
+        _, keys = self.server.role([allow("s3:GetObject", key)])
+        presigner = self.server.client("s3", keys, SIGV4)
+        url = presign(presigner, "get_object", bucket, "k", life=1)
+        self.assertEqual(fetch(url), (200, b"k"))
+        time.sleep(2.1)
+        status, body = fetch(url)
+        self.assertEqual((status, s3_error(body)), (403, ("AccessDenied", "Request has expired")))
+
+        # A key moto does not know; a life past S3's seven days.
+        stranger = self.server.client("s3", ("AKIAIOSFODNN7EXAMPLE", "not-a-secret", None), SIGV4)
+        status, body = fetch(presign(stranger, "get_object", bucket, "k"))
+        self.assertEqual((status, s3_error(body)[0]), (403, "InvalidAccessKeyId"))
+        status, body = fetch(presign(presigner, "get_object", bucket, "k", life=604801))
+        self.assertEqual((status, s3_error(body)[0]), (400, "AuthorizationQueryParametersError"))
+
+    def test_a_policy_can_allow_presigned_urls_only(self) -> None:
+        bucket = self.objects("k")
+        _, keys = self.server.role(
+            [
+                allow(
+                    "s3:GetObject",
+                    f"arn:aws:s3:::{bucket}/k",
+                    Condition={"StringEquals": {"s3:authType": "REST-QUERY-STRING"}},
+                )
+            ]
+        )
+        s3 = self.server.client("s3", keys, SIGV4)
+        self.assertEqual(fetch(presign(s3, "get_object", bucket, "k")), (200, b"k"))
+        self.denied(s3.get_object, Bucket=bucket, Key="k")
 
     def test_a_dead_simulator_fails_the_request_with_a_500_and_the_next_gets_a_new_one(self) -> None:
         sqs = self.server.client("sqs", config=NO_RETRIES)

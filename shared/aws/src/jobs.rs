@@ -688,6 +688,4 @@ fn pack(
 #[cfg(test)]
 mod iam_tests;
 #[cfg(test)]
-mod presign_gate;
-#[cfg(test)]
 mod tests;

@@ -4,17 +4,16 @@
 //! (`GANNET_AWS_CLI`, pinned by scripts/awscli.sh) and that role's credentials, as CodeBuild
 //! runs it.
 //!
-//! What moto 5.2.5 cannot do, and what stands in for it:
-//! - a role trusted by a service principal (`codebuild.amazonaws.com`) cannot be assumed under
-//!   enforcement (moto's trust check fails with a 500 on a `Service` principal): the role is
-//!   made with the template's policies, word for word, and a trust policy naming the test's
-//!   admin user instead, who assumes it as CodeBuild would;
-//! - moto runs no build, and keeps no build's variables: the runner's CodeBuild calls go to the
-//!   fake of the unit tests, which records them, and the test runs the buildspec's commands;
-//! - moto never checks a presigned URL's signature, and under enforcement it answers every
-//!   presigned request with a 500: the build's curl goes through [`PresignGate`], which checks
-//!   the URL as S3 does and forwards it to moto signed as its signer, whose policies moto then
-//!   evaluates.
+//! The roles are made with the template's trust and inline policies, word for word, and
+//! assumed by the server's admin user, which scripts/moto_iam.py lets stand in for the service
+//! a role trusts (CodeBuild for `JobRole`: its trust policy, `aws:SourceAccount` condition
+//! included, is evaluated with `codebuild.amazonaws.com` as the principal). The build's curl
+//! sends the presigned URLs straight to that server, which checks them as S3 does (signature,
+//! expiry) and authorizes them as their signer.
+//!
+//! What moto 5.2.5 cannot do, and what stands in for it: moto runs no build, and keeps no
+//! build's variables; the runner's CodeBuild calls go to the fake of the unit tests, which
+//! records them, and the test runs the buildspec's commands.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,7 +26,6 @@ use gannet_core::GoDuration;
 use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
 
-use super::presign_gate::PresignGate;
 use super::tests::{run_buildspec, started_env, FakeCodeBuild};
 use super::CodeBuildJobs;
 use crate::test_moto::unique;
@@ -112,20 +110,26 @@ impl IamMoto {
         .await
     }
 
-    /// Makes a role with the template's policies of `resource` (resolved for `names`) and a
-    /// trust policy naming the admin user (the stand-in for CodeBuild's service principal),
-    /// and assumes it.
+    /// Makes the template's role `resource` (its trust and inline policies, resolved for
+    /// `names`) and assumes it.
     fn role_from_template(&self, resource: &str, names: &Names) -> (String, Keys) {
-        self.role(resource, Template::load().role_policies(resource, names))
+        let template = Template::load();
+        self.role(
+            resource,
+            &template.trust_policy(resource, names),
+            template.role_policies(resource, names),
+        )
     }
 
-    /// Makes and assumes a role with `policies` (names and documents), trusted by the admin.
-    fn role(&self, resource: &str, policies: Vec<(String, Value)>) -> (String, Keys) {
+    /// Makes a role with `trust` and `policies` (names and documents) and assumes it as the
+    /// admin, who stands in for the service `trust` names.
+    fn role(
+        &self,
+        resource: &str,
+        trust: &Value,
+        policies: Vec<(String, Value)>,
+    ) -> (String, Keys) {
         let role = unique(resource);
-        let trust = json!({"Version": "2012-10-17", "Statement": [{
-            "Effect": "Allow",
-            "Principal": {"AWS": format!("arn:aws:iam::{ACCOUNT}:user/admin")},
-            "Action": "sts:AssumeRole"}]});
         self.admin(&[
             "iam",
             "create-role",
@@ -233,6 +237,13 @@ impl Template {
         );
         let document = json!({"Version": "2012-10-17", "Statement": statements});
         (sids.join("-"), document)
+    }
+
+    /// The trust policy of the role `resource`, resolved.
+    fn trust_policy(&self, resource: &str, names: &Names) -> Value {
+        let document = &self.0["Resources"][resource]["Properties"]["AssumeRolePolicyDocument"];
+        let at = format!("Resources.{resource}.AssumeRolePolicyDocument");
+        resolve(document, names, &at).unwrap_or_else(|| panic!("{at}: no trust policy"))
     }
 
     /// Each inline policy of the role `resource`: its name and document, resolved.
@@ -402,8 +413,7 @@ fn names() -> Names {
     }
 }
 
-// Two threads: the gate serves the build's curl while the test waits for the build.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through_its_urls() {
     let moto = IamMoto::from_env();
     let names = names();
@@ -412,28 +422,20 @@ async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through
     // The stage function's rights on the jobs' files, as the template grants them.
     let (_, stage) = moto.role(
         "StageRole",
+        &template.trust_policy("StageRole", &names),
         vec![template.role_statements("StageRole", &["JobFiles"], &names)],
     );
     let fake = FakeCodeBuild::new(Vec::new());
     let jobs = jobs_on(&moto, &names, &role, &stage, &fake.url).await;
-    let gate = PresignGate::start(&[Credentials::new(
-        stage.id.clone(),
-        stage.secret.clone(),
-        stage.token.clone(),
-        None,
-        "stage",
-    )])
-    .await;
     let cli_dir = moto
         .aws
         .parent()
         .expect("the AWS CLI's directory")
         .to_owned();
-    // The build as CodeBuild runs it: its variables, its role's credentials, curl's proxy.
+    // The build as CodeBuild runs it: its variables, its role's credentials.
     let build = |key: &JobKey| {
         let mut env: BTreeMap<String, String> = job.env(&moto.endpoint).into_iter().collect();
         env.extend(started_env(&fake, key));
-        env.insert("http_proxy".to_owned(), gate.url.clone());
         run_buildspec(&env.into_iter().collect::<Vec<_>>(), Some(&cli_dir))
     };
 
@@ -498,27 +500,22 @@ async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through
         .find(|(k, _)| k == super::SOURCE_URL_VARIABLE)
         .expect("a source URL")
         .1;
+    // Its answer's body, then its status.
     let curl = |url: &str| {
         let out = Command::new("curl")
-            .args([
-                "--silent",
-                "--output",
-                "/dev/null",
-                "--write-out",
-                "%{http_code}",
-            ])
-            .args(["--proxy", &gate.url, url])
+            .args(["--silent", "--noproxy", "*", "--write-out", " %{http_code}"])
+            .arg(url)
             .output()
             .expect("curl runs");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert_eq!(curl(&url), "200");
+    assert!(curl(&url).ends_with(" 200"));
     let bent = url.replace(&format!("/jobs/{apply}/"), &format!("/jobs/{plan}/"));
     assert_ne!(bent, url);
-    assert_eq!(
-        curl(&bent),
-        "403",
-        "another job's source through this job's URL"
+    let refused = curl(&bent);
+    assert!(
+        refused.ends_with(" 403") && refused.contains("<Code>SignatureDoesNotMatch</Code>"),
+        "another job's source through this job's URL: {refused}"
     );
     let exit_url = started_env(&fake, &apply)
         .into_iter()
