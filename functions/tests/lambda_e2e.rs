@@ -1530,7 +1530,8 @@ fn the_stack_runs_a_deployment_with_every_function_as_its_role(template: Templat
     moto::update_alias(&c.function, ALIAS, &Routing::all_to(&by_hand));
     let done = c.lab.drift();
     assert_eq!(done["checks"], 1, "{done}");
-    c.lab.drive_until("the drift check", support::LIMIT, |_| true);
+    c.lab
+        .drive_until("the drift check", support::LIMIT, |_| true);
     let apps = c.lab.apps();
     assert_eq!(apps[0].sync_status, SyncStatus::OutOfSync, "{apps:?}");
 }
@@ -1573,7 +1574,13 @@ fn a_permission_missing_from_a_role_fails_the_call_naming_the_action_and_resourc
         c.lab.made.table
     );
     let decisions = support::stack::Decisions::from_env();
-    c.lab.iam(&["detach-role-policy", "--role-name", &role, "--policy-arn", &write]);
+    c.lab.iam(&[
+        "detach-role-policy",
+        "--role-name",
+        &role,
+        "--policy-arn",
+        &write,
+    ]);
 
     let v2 = c.commit("v2", CANARY);
     let (status, body) = c.lab.push(&v2);
@@ -1599,7 +1606,13 @@ fn a_permission_missing_from_a_role_fails_the_call_naming_the_action_and_resourc
         "only the first deployment exists"
     );
 
-    c.lab.iam(&["attach-role-policy", "--role-name", &role, "--policy-arn", &write]);
+    c.lab.iam(&[
+        "attach-role-policy",
+        "--role-name",
+        &role,
+        "--policy-arn",
+        &write,
+    ]);
     // The record comes back after its visibility timeout (1 s here), and deploys.
     std::thread::sleep(Duration::from_millis(1_100));
     let id = c.lab.deployment_of(&v2);

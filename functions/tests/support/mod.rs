@@ -424,7 +424,10 @@ impl Resources {
                 let secret_arn = format!("arn:aws:ssm:{REGION}:123456789012:parameter{parameter}");
                 let replace = [
                     ("111122223333", "123456789012".to_owned()),
-                    ("parameter/gannet/webhook-secret", format!("parameter{parameter}")),
+                    (
+                        "parameter/gannet/webhook-secret",
+                        format!("parameter{parameter}"),
+                    ),
                 ];
                 let made = stack::Stack::create(&moto, template, name, &[], &replace);
                 (secret_arn, made)
@@ -433,7 +436,10 @@ impl Resources {
         let mut clients = BTreeMap::new();
         let mut esm_clients = BTreeMap::new();
         for f in Function::ALL {
-            let role = stack.function(f)["role"].as_str().expect("a role").to_owned();
+            let role = stack.function(f)["role"]
+                .as_str()
+                .expect("a role")
+                .to_owned();
             let credentials = rt.block_on(moto.assume(&role, f.name()));
             let sdk = rt.block_on(moto.sdk(&proxy.url, credentials.clone()));
             clients.insert(f, (Clients::new(&sdk), JobClients::new(&sdk)));
@@ -529,7 +535,10 @@ impl Lab {
             // roles, is not exercised).
             Some(template) => {
                 let settings = settings(&moto_endpoint());
-                (Resources::on_stack(&rt, template, &name, &settings), settings)
+                (
+                    Resources::on_stack(&rt, template, &name, &settings),
+                    settings,
+                )
             }
         };
         let made = &resources.made;
@@ -583,8 +592,11 @@ impl Lab {
                     None => provisioned.get(name).cloned(),
                 })
             };
-            let mut config = FunctionConfig::from_lookup(&lookup, Some(&gannet_plugins::registry()))
-                .unwrap_or_else(|e| panic!("the {f} function's environment is a valid config: {e}"));
+            let mut config =
+                FunctionConfig::from_lookup(&lookup, Some(&gannet_plugins::registry()))
+                    .unwrap_or_else(|e| {
+                        panic!("the {f} function's environment is a valid config: {e}")
+                    });
             config.git_cache = git_cache.path().to_owned();
             config
         };

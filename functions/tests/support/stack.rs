@@ -103,7 +103,11 @@ fn code_zip(dir: &Path) -> PathBuf {
         .arg(&path)
         .output()
         .expect("python3 runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     path
 }
 
