@@ -157,7 +157,8 @@ class Request:
         )
 
 
-# A check: the IAM action, the resource ARN, and context keys the request sets.
+# A check: the IAM action (of the request's service, unless it names another's prefix: the
+# iam:PassRole a request implies), the resource ARN, and context keys the request sets.
 Check = tuple[str, str, dict[str, Any]]
 
 
@@ -329,7 +330,14 @@ def codebuild(r: Request, _: str, __: Caller) -> list | None:
     if r.action in ("CreateProject", "UpdateProject", "DeleteProject") and p.get("name"):
         return [(r.action, project(p["name"]))]
     if p.get("projectName"):
-        return [(r.action, project(p["projectName"]))]
+        found = [(r.action, project(p["projectName"]))]
+        if r.action == "StartBuild" and p.get("serviceRoleOverride"):
+            # The build's role is passed to CodeBuild: AWS checks iam:PassRole on it too.
+            role = p["serviceRoleOverride"]
+            if not role.startswith("arn:"):
+                role = f"arn:{r.partition}:iam::{r.account}:role/{role}"
+            found.append(("iam:PassRole", role, {"iam:PassedToService": "codebuild.amazonaws.com"}))
+        return found
     if p.get("names"):
         return [(r.action, project(n)) for n in p["names"]]
     builds = p.get("ids") or ([p["id"]] if p.get("id") else [])
@@ -736,7 +744,8 @@ def decide(
 
     `unmapped` says why the check is on "*" rather than on the request's resource.
     """
-    iam_action = f"{request.service}:{action}"
+    # An implicit check of another service names its prefix (iam:PassRole).
+    iam_action = action if ":" in action else f"{request.service}:{action}"
     assume_role = iam_action == "sts:AssumeRole"
     if assume_role:
         # The role's trust policy is the resource policy of sts:AssumeRole.

@@ -626,6 +626,71 @@ class MotoIamTest(unittest.TestCase):
                 )
                 self.assertFalse([d for d in made if "unmapped" in d])
 
+    def test_startbuild_with_a_role_override_needs_that_role_passed_to_codebuild(self) -> None:
+        project, target, other = name("proj"), name("tf-prod"), name("tf-other")
+
+        def role_arn(role: str) -> str:
+            return f"arn:aws:iam::{ACCOUNT}:role/{role}"
+
+        codebuild_trust = {
+            "Effect": "Allow",
+            "Principal": {"Service": "codebuild.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+        for role in (target, other):
+            self.server.client("iam").create_role(
+                RoleName=role, AssumeRolePolicyDocument=policy(codebuild_trust)
+            )
+        self.server.client("codebuild").create_project(
+            name=project,
+            source={"type": "S3", "location": "b/k"},
+            artifacts={"type": "NO_ARTIFACTS"},
+            environment={"type": "ARM_CONTAINER", "image": "x", "computeType": "BUILD_GENERAL1_SMALL"},
+            serviceRole=role_arn(other),
+        )
+        start = allow("codebuild:StartBuild", arn("codebuild", f"project/{project}"))
+
+        def starter(passed_to: str) -> tuple[str, object]:
+            role, keys = self.server.role(
+                [
+                    start,
+                    allow(
+                        "iam:PassRole",
+                        role_arn(target),
+                        Condition={"StringEquals": {"iam:PassedToService": passed_to}},
+                    ),
+                ]
+            )
+            return role, self.server.client("codebuild", keys)
+
+        # As infra/template.yaml's PassJobTargetRoles grants it.
+        role, codebuild = starter("codebuild.amazonaws.com")
+        before = len(self.server.decisions())
+        codebuild.start_build(projectName=project)
+        codebuild.start_build(projectName=project, serviceRoleOverride=role_arn(target))
+        codebuild.start_build(projectName=project, serviceRoleOverride=target)
+        self.assertEqual(
+            [(d["action"], d["resource"], d["decision"]) for d in self.server.decisions()[before:]],
+            [
+                ("codebuild:StartBuild", arn("codebuild", f"project/{project}"), "Allowed"),
+                ("codebuild:StartBuild", arn("codebuild", f"project/{project}"), "Allowed"),
+                ("iam:PassRole", role_arn(target), "Allowed"),
+                ("codebuild:StartBuild", arn("codebuild", f"project/{project}"), "Allowed"),
+                ("iam:PassRole", role_arn(target), "Allowed"),
+            ],
+        )
+        # Another target's role.
+        message = self.denied(codebuild.start_build, projectName=project, serviceRoleOverride=role_arn(other))
+        self.assertEqual(
+            message,
+            f"User: {self.session(role)} is not authorized to perform: iam:PassRole on resource: "
+            f"{role_arn(other)} because no identity-based policy allows the iam:PassRole action",
+        )
+        # A role the caller may pass to another service only.
+        _, to_lambda = starter("lambda.amazonaws.com")
+        message = self.denied(to_lambda.start_build, projectName=project, serviceRoleOverride=role_arn(target))
+        self.assertIn(f"iam:PassRole on resource: {role_arn(target)} because", message)
+
     def test_a_request_the_mapping_does_not_know_is_decided_on_star_and_flagged(self) -> None:
         document = name("doc")
         before = len(self.server.decisions())

@@ -9,6 +9,7 @@ use gannet_controller::http::Hosts;
 use gannet_controller::{
     Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Settings, Supersede,
 };
+use gannet_core::jobs::JobRoles;
 use gannet_core::plugin::Plugins;
 use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_core::{GoDuration, RepoId};
@@ -401,6 +402,8 @@ impl UpConfig {
             // Every variable gannet.yaml names for a secret (`webhook.secretEnv`,
             // `api.tokens.env`, a Slack `urlEnv`, `apiKeyEnv`, ...): no script gets them.
             secret_env: crate::jobs::named_in(&doc, "Env").into_iter().collect(),
+            // Jobs are local processes: a deploy target's jobRoleArn is refused here, naming it.
+            job_roles: JobRoles::Refused,
         };
         let jobs =
             crate::jobs::JobsConfig::parse(&raw.jobs, base, &base.join(&raw.state), &doc, &|| {
@@ -897,6 +900,10 @@ plugins:
             (
                 "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1}, {name: a, region: eu-west-1}]}}",
                 "plugins.lambda.deployTargets[1].name: a is listed twice",
+            ),
+            (
+                "plugins: {terraform: {deployTargets: [{name: a, jobRoleArn: 'arn:aws:iam::123456789012:role/tf'}]}}",
+                "plugins.terraform.deployTargets[0].jobRoleArn: a job role is for the AWS runtime",
             ),
             (
                 "plugins: {ecs: {targets: []}}",

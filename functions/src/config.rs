@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
 use gannet_controller::{Intervals, RepoSettings, Secret, Supersede};
+use gannet_core::jobs::JobRoles;
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
 use gannet_core::registry::{Registry, RuntimeInfo};
@@ -511,6 +512,8 @@ fn build_plugins(registry: &Registry, text: &str) -> Result<Plugins, ConfigError
     let runtime = RuntimeInfo {
         // Scripts never see the variable that may hold the webhook secret.
         secret_env: vec![WEBHOOK_SECRET.to_owned()],
+        // Jobs are CodeBuild builds, each of which may run as its deploy target's role.
+        job_roles: JobRoles::PerJob,
     };
     registry
         .build(&settings, "", &runtime)

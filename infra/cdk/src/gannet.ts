@@ -109,6 +109,19 @@ export class Gannet extends Construct {
         ],
         Resource: jobs.project.attrArn,
       },
+      // A Terraform deploy target's jobs run as its jobRoleArn: StartBuild's
+      // serviceRoleOverride, which needs the role passed to CodeBuild.
+      ...(s.jobTargetRoleArns.length > 0
+        ? [
+            {
+              Sid: 'PassJobTargetRoles',
+              Effect: 'Allow',
+              Action: 'iam:PassRole',
+              Resource: s.jobTargetRoleArns,
+              Condition: { StringEquals: { 'iam:PassedToService': 'codebuild.amazonaws.com' } },
+            },
+          ]
+        : []),
       {
         Sid: 'JobFiles',
         Effect: 'Allow',
@@ -611,13 +624,13 @@ export class Gannet extends Construct {
                 Action: ['logs:CreateLogStream', 'logs:PutLogEvents'],
                 Resource: logGroup.attrArn,
               },
-              ...(s.jobTargetRoleArns.length > 0
+              ...(s.jobDeployTargetRoleArns.length > 0
                 ? [
                     {
                       Sid: 'AssumeJobDeployTargetRoles',
                       Effect: 'Allow',
                       Action: 'sts:AssumeRole',
-                      Resource: s.jobTargetRoleArns,
+                      Resource: s.jobDeployTargetRoleArns,
                     },
                   ]
                 : []),

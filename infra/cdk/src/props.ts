@@ -66,14 +66,27 @@ export interface CloudRunDeployTarget {
 }
 
 /**
+ * A Terraform deploy target; the fields are gannet.yaml's (the functions check them).
+ * `jobRoleArn` is the IAM role its jobs run as instead of the stack's JobRole: the stage and
+ * drift functions may pass exactly these roles to CodeBuild.
+ */
+export interface TerraformDeployTarget {
+  readonly name: string;
+  readonly jobRoleArn?: string;
+  readonly [field: string]: unknown;
+}
+
+/**
  * Each plugin's settings, gannet.yaml's `plugins:` map (`GANNET_PLUGINS`). The deploy targets
- * of the AWS plugins also decide which roles the stage and drift functions may assume.
+ * of the AWS plugins also decide which roles the stage and drift functions may assume, and
+ * the Terraform targets' `jobRoleArn`s which roles they may pass to CodeBuild.
  */
 export interface PluginSettings {
   readonly lambda?: { readonly deployTargets: LambdaDeployTarget[]; readonly [field: string]: unknown };
   readonly ecs?: { readonly deployTargets: EcsDeployTarget[]; readonly [field: string]: unknown };
   readonly kubernetes?: { readonly deployTargets: KubernetesDeployTarget[]; readonly [field: string]: unknown };
   readonly cloudrun?: { readonly deployTargets: CloudRunDeployTarget[]; readonly [field: string]: unknown };
+  readonly terraform?: { readonly deployTargets: TerraformDeployTarget[]; readonly [field: string]: unknown };
   /** Any other plugin's settings (`analysis`, `terraform`, ...), as gannet.yaml writes them. */
   readonly [plugin: string]: unknown;
 }
@@ -97,7 +110,11 @@ export interface JobSettings {
   readonly computeType?: JobComputeType;
   /** Days the jobs bucket keeps a job's files, 1 to 3650. @default 7 */
   readonly filesRetentionDays?: number;
-  /** Roles jobs may assume. @default none */
+  /**
+   * Roles every job may assume: the job of any app can act on each of them. A Terraform deploy
+   * target's `jobRoleArn` (plugins.terraform) is the scoped way: that target's jobs alone run
+   * as it. @default none
+   */
   readonly deployTargetRoleArns?: string[];
 }
 

@@ -18,6 +18,9 @@ export interface Settings {
   readonly lambdaTargetRoleArns: string[];
   readonly ecsTargetRoleArns: string[];
   readonly eksTargetRoleArns: string[];
+  /** Roles every job may assume (JobDeployTargetRoleArns). */
+  readonly jobDeployTargetRoleArns: string[];
+  /** The Terraform targets' jobRoleArns, which the stage and drift functions may pass (JobTargetRoleArns). */
   readonly jobTargetRoleArns: string[];
   readonly slackUrlSecretArns: string[];
   readonly eventBusName?: string;
@@ -90,6 +93,9 @@ export function resolveSettings(props: GannetProps): Settings {
   const eksTargets = targets('kubernetes', plugins.kubernetes)
     .map((target, i) => ({ target, i }))
     .filter(({ target }) => target.eks !== undefined);
+  const terraformJobRoles = targets('terraform', plugins.terraform)
+    .map((target, i) => ({ target, i }))
+    .filter(({ target }) => target.jobRoleArn !== undefined);
   const slackReceivers = receivers.flatMap((receiver, i) => ('slack' in receiver ? [{ receiver, i }] : []));
   const eventBusName = props.eventBusName === '' ? undefined : props.eventBusName;
   const alarmTopicArn = props.alarmTopicArn === '' ? undefined : props.alarmTopicArn;
@@ -118,7 +124,12 @@ export function resolveSettings(props: GannetProps): Settings {
     eksTargetRoleArns: eksTargets.map(
       ({ target, i }) => roleArns(`plugins.kubernetes.deployTargets[${i}].eks.roleArn`, [target.eks?.roleArn])[0],
     ),
-    jobTargetRoleArns: roleArns('jobs.deployTargetRoleArns[#]', jobs.deployTargetRoleArns ?? []),
+    jobDeployTargetRoleArns: roleArns('jobs.deployTargetRoleArns[#]', jobs.deployTargetRoleArns ?? []),
+    jobTargetRoleArns: unique(
+      terraformJobRoles.map(
+        ({ target, i }) => roleArns(`plugins.terraform.deployTargets[${i}].jobRoleArn`, [target.jobRoleArn])[0],
+      ),
+    ),
     slackUrlSecretArns: unique(
       slackReceivers.map(({ receiver, i }) =>
         matching(

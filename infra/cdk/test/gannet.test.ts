@@ -70,6 +70,14 @@ describe('props are checked at synth time, and errors name the prop', () => {
       { jobs: { deployTargetRoleArns: ['gannet-terraform'] } },
       /^Gannet: props\.jobs\.deployTargetRoleArns\[0\]: "gannet-terraform" is not an IAM role ARN$/,
     ],
+    [
+      { plugins: { terraform: { deployTargets: [{ name: 'a' }, { name: 'b', jobRoleArn: 'role/b' }] } } },
+      /^Gannet: props\.plugins\.terraform\.deployTargets\[1\]\.jobRoleArn: "role\/b" is not an IAM role ARN$/,
+    ],
+    [
+      { plugins: { terraform: { deployTargets: {} as never } } },
+      /^Gannet: props\.plugins\.terraform\.deployTargets: not a list of deploy targets$/,
+    ],
     [{ logRetentionDays: 31 }, /^Gannet: props\.logRetentionDays: 31 is not one of 1, 3, 5, 7, 14, 30,/],
     [{ logLevel: '' }, /^Gannet: props\.logLevel: /],
     [{ stageMaxConcurrency: 1 }, /^Gannet: props\.stageMaxConcurrency: 1 is out of range: 2 to 1000 functions$/],
@@ -247,6 +255,61 @@ describe('deploy targets of each plugin', () => {
       [],
     );
     assert.equal(resource(cloudRunOnly, 'AWS::IAM::Role', 'StageRole').Properties.ManagedPolicyArns.length, 3);
+  });
+});
+
+describe("Terraform deploy targets' job roles", () => {
+  const prod = 'arn:aws:iam::111122223333:role/gannet-job-tf-prod';
+  const staging = 'arn:aws:iam::777788889999:role/gannet-job-tf-staging';
+  const shared = 'arn:aws:iam::111122223333:role/gannet-terraform';
+  const template = synth({
+    plugins: {
+      terraform: {
+        deployTargets: [
+          { name: 'tf-prod', jobRoleArn: prod },
+          { name: 'tf-staging', jobRoleArn: staging },
+          { name: 'tf-staging-2', jobRoleArn: staging },
+          { name: 'tf-lab' },
+        ],
+      },
+    },
+    jobs: { deployTargetRoleArns: [shared] },
+  });
+
+  it('may be passed to CodeBuild by the stage and drift functions, each once, and by nothing else', () => {
+    const pass = {
+      Sid: 'PassJobTargetRoles',
+      Effect: 'Allow',
+      Action: 'iam:PassRole',
+      Resource: [prod, staging],
+      Condition: { StringEquals: { 'iam:PassedToService': 'codebuild.amazonaws.com' } },
+    };
+    for (const role of ['StageRole', 'DriftRole']) {
+      const sids = statements(template, role).map((s) => s.Sid);
+      const jobs = sids.indexOf('Jobs');
+      assert.deepEqual(sids.slice(jobs, jobs + 3), ['Jobs', 'PassJobTargetRoles', 'JobFiles'], role);
+      assert.deepEqual(statements(template, role)[jobs + 1], pass, role);
+    }
+    const others = ['WebhookRole', 'TriggerRole', 'PlanRole', 'NotifyRole', 'PollRole', 'ResumeRole', 'ApiRole', 'JobRole'];
+    for (const role of others) {
+      assert.ok(!JSON.stringify(statements(template, role)).includes('iam:PassRole'), role);
+    }
+  });
+
+  it('are not what every job may assume: JobRole assumes only jobs.deployTargetRoleArns', () => {
+    assert.deepEqual(statements(template, 'JobRole').at(-1), {
+      Sid: 'AssumeJobDeployTargetRoles',
+      Effect: 'Allow',
+      Action: 'sts:AssumeRole',
+      Resource: [shared],
+    });
+  });
+
+  it('need no statement when no target names one', () => {
+    const none = synth({ plugins: { terraform: { deployTargets: [{ name: 'tf-lab' }] } } });
+    for (const role of ['StageRole', 'DriftRole']) {
+      assert.ok(!statements(none, role).some((s) => s.Sid === 'PassJobTargetRoles'), role);
+    }
   });
 });
 

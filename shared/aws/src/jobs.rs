@@ -1,5 +1,8 @@
 //! The AWS job runner: each job is a CodeBuild build of one project the template creates,
-//! running with that project's own IAM role (never the stage function's).
+//! running with that project's own IAM role (never the stage function's), or with the job's
+//! own role when it names one ([`JobSpec::role`], a deploy target's `jobRoleArn`): StartBuild's
+//! `serviceRoleOverride`, which the caller may pass only as the stack's `JobTargetRoleArns`
+//! allow (`iam:PassRole` to `codebuild.amazonaws.com`).
 //!
 //! # What a job gets
 //!
@@ -20,8 +23,8 @@
 //!
 //! `jobs/<key>/build` holds the build's id once it started. A start that finds it does
 //! nothing. Otherwise it looks among the project's latest builds for one whose environment
-//! names the key (a start that crashed after StartBuild and before the record), and only then
-//! starts a build, with the key as StartBuild's idempotency token (which covers two starts at
+//! names the key (a start that crashed after StartBuild and before the record), whatever role
+//! it runs as, and only then starts a build, with the key as StartBuild's idempotency token (which covers two starts at
 //! the same moment: CodeBuild returns the same build for 5 minutes).
 //!
 //! # Output and end
@@ -38,6 +41,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use async_trait::async_trait;
+use aws_sdk_codebuild::error::ProvideErrorMetadata as _;
 use aws_sdk_codebuild::types::{
     Build, CloudWatchLogsConfig, EnvironmentVariable, EnvironmentVariableType, LogsConfig,
     LogsConfigStatusType, SortOrderType, StatusType,
@@ -45,7 +49,8 @@ use aws_sdk_codebuild::types::{
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use gannet_core::jobs::{
-    self, JobEnd, JobError, JobInput, JobKey, JobPoll, JobRunner, JobSpec, MAX_OUTPUT_BYTES,
+    self, JobEnd, JobError, JobInput, JobKey, JobPoll, JobRoleArn, JobRunner, JobSpec,
+    MAX_OUTPUT_BYTES,
 };
 use gannet_core::GoDuration;
 
@@ -296,7 +301,12 @@ impl CodeBuildJobs {
             .unwrap_or_default())
     }
 
-    async fn start_build(&self, key: &JobKey, timeout: GoDuration) -> Result<String, JobError> {
+    async fn start_build(
+        &self,
+        key: &JobKey,
+        timeout: GoDuration,
+        role: Option<&JobRoleArn>,
+    ) -> Result<String, JobError> {
         let life = url_life(timeout);
         let urls = [
             (
@@ -344,9 +354,31 @@ impl CodeBuildJobs {
         let started = start
             .timeout_in_minutes_override(timeout_minutes(timeout))
             .logs_config_override(logs)
+            .set_service_role_override(role.map(|r| r.as_str().to_owned()))
             .send()
-            .await
-            .map_err(unavailable("starting the job's build"))?;
+            .await;
+        let started = match (started, role) {
+            // Not passed to CodeBuild: the stack's JobTargetRoleArns lacks it. Retrying will
+            // not help.
+            (Err(err), Some(role))
+                if err
+                    .as_service_error()
+                    .and_then(|e| e.code())
+                    .is_some_and(|code| code.starts_with("AccessDenied")) =>
+            {
+                let said = err
+                    .as_service_error()
+                    .and_then(|e| e.message())
+                    .unwrap_or("");
+                return Err(JobError::Refused(format!(
+                    "CodeBuild refused to start job {key} as role {role} ({said}): list the \
+                     role in the stack's JobTargetRoleArns (the CDK construct takes it from \
+                     the deploy target's jobRoleArn), which lets the stage and drift functions \
+                     pass it to CodeBuild"
+                )));
+            }
+            (started, _) => started.map_err(unavailable("starting the job's build"))?,
+        };
         started
             .build_value
             .and_then(|b| b.id)
@@ -455,7 +487,7 @@ impl JobRunner for CodeBuildJobs {
         self.write(spec.key, "source.tar.gz", source).await?;
         let id = match self.find_build(spec.key).await? {
             Some(id) => id,
-            None => self.start_build(spec.key, spec.timeout).await?,
+            None => self.start_build(spec.key, spec.timeout, spec.role).await?,
         };
         self.write(spec.key, "build", id.into_bytes()).await
     }

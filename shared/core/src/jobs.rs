@@ -106,6 +106,79 @@ pub fn valid_file_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// An IAM role a job runs as instead of its runner's own: `arn:<partition>:iam::<12 digits>:role/<name>`
+/// (a name may have a path, `role/deploy/prod`), such as a Terraform deploy target's
+/// `jobRoleArn`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct JobRoleArn(String);
+
+impl JobRoleArn {
+    pub fn parse(text: &str) -> Result<Self, JobRoleArnError> {
+        let bad = || JobRoleArnError(text.to_owned());
+        let rest = text.strip_prefix("arn:").ok_or_else(bad)?;
+        let (partition, rest) = rest.split_once(":iam::").ok_or_else(bad)?;
+        let (account, name) = rest.split_once(":role/").ok_or_else(bad)?;
+        let partition_ok = partition == "aws"
+            || partition.strip_prefix("aws-").is_some_and(|p| {
+                !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase() || c == '-')
+            });
+        let account_ok = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
+        // IAM's characters for a role's path and name.
+        let name_ok = !name.is_empty()
+            && !name.ends_with('/')
+            && name.chars().all(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(c, '+' | '=' | ',' | '.' | '@' | '_' | '-' | '/')
+            });
+        if partition_ok && account_ok && name_ok {
+            Ok(Self(text.to_owned()))
+        } else {
+            Err(bad())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for JobRoleArn {
+    type Error = JobRoleArnError;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        Self::parse(&text)
+    }
+}
+
+impl fmt::Display for JobRoleArn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A text that is not an IAM role's ARN.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not an IAM role ARN such as arn:aws:iam::123456789012:role/deployer")]
+pub struct JobRoleArnError(String);
+
+/// Whether a runtime's job runner can run a job as a role of its own ([`JobSpec::role`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum JobRoles {
+    /// Jobs run as the runner's own processes (`gannet up`): a setting that names a job role
+    /// is refused.
+    #[default]
+    Refused,
+    /// Each job may run as its own IAM role: a CodeBuild build's service role (the AWS runtime).
+    PerJob,
+}
+
+/// Why a runtime whose jobs run as its own processes ([`JobRoles::Refused`]) refuses a job
+/// role: for a setting's error and a runner's refusal.
+pub const JOB_ROLE_IS_FOR_AWS: &str = "a job role is for the AWS runtime, whose jobs are \
+     CodeBuild builds that each run as a role of their own; `gannet up` runs jobs as its own \
+     processes, with its own credentials, so remove jobRoleArn there";
+
 /// What a job runs.
 #[derive(Clone, Copy, Debug)]
 pub struct JobSpec<'a> {
@@ -121,6 +194,10 @@ pub struct JobSpec<'a> {
     pub timeout: GoDuration,
     /// Files of earlier jobs this one gets; a missing one refuses the start.
     pub inputs: &'a [JobInput<'a>],
+    /// The IAM role the job runs as, instead of the runner's own (a deploy target's
+    /// `jobRoleArn`); a runner that cannot ([`JobRoles::Refused`]) refuses the job. Not part
+    /// of the job's identity: a start repeated with the same key finds the job, as ever.
+    pub role: Option<&'a JobRoleArn>,
 }
 
 /// How a job ended.
@@ -634,6 +711,41 @@ mod tests {
             "MARKER_DIR",
         ] {
             assert_eq!(check(allowed), Ok(()), "{allowed}");
+        }
+    }
+
+    #[test]
+    fn a_job_role_is_an_iam_roles_arn() {
+        for good in [
+            "arn:aws:iam::123456789012:role/gannet-terraform-prod",
+            "arn:aws:iam::123456789012:role/deploy/prod/tf+job@x=1,2.y_z",
+            "arn:aws-cn:iam::123456789012:role/r",
+            "arn:aws-us-gov:iam::123456789012:role/r",
+        ] {
+            assert_eq!(
+                JobRoleArn::parse(good).map(|r| r.to_string()),
+                Ok(good.to_owned())
+            );
+        }
+        for bad in [
+            "",
+            "gannet-terraform",
+            "arn:aws:iam::123456789012:user/ana",
+            "arn:aws:iam::12345678901:role/r",
+            "arn:aws:iam::1234567890123:role/r",
+            "arn:aws:iam::12345678901x:role/r",
+            "arn:aws:sts::123456789012:assumed-role/r/s",
+            "arn:aws:iam::123456789012:role/",
+            "arn:aws:iam::123456789012:role/a b",
+            "arn:aws:iam::123456789012:role/path/",
+            "arn:gcp:iam::123456789012:role/r",
+            "arn:aws:iam:us-east-1:123456789012:role/r",
+        ] {
+            let err = JobRoleArn::parse(bad).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("{bad:?} is not an IAM role ARN such as arn:aws:iam::123456789012:role/deployer")
+            );
         }
     }
 

@@ -187,6 +187,8 @@ impl<P: Plugin> PlanningOnly<P> {
 pub struct RuntimeInfo {
     /// Environment variables that hold gannet's own secrets: no script may see them.
     pub secret_env: Vec<String>,
+    /// Whether a job may run as an IAM role of its own (a deploy target's `jobRoleArn`).
+    pub job_roles: crate::jobs::JobRoles,
 }
 
 /// One plugin's settings (`plugins.<name>`), with where they were written for its errors.

@@ -423,7 +423,16 @@ struct Owned {
 
 #[async_trait]
 impl JobRunner for ProcessJobs {
+    /// A job that names a role of its own is refused: a local process runs with gannet's
+    /// sandbox, never as an IAM role (`gannet up` checks its settings for this at start).
     async fn start(&self, spec: JobSpec<'_>) -> Result<(), JobError> {
+        if let Some(role) = spec.role {
+            return Err(JobError::Refused(format!(
+                "job {} is to run as IAM role {role} (a deploy target's jobRoleArn): {}",
+                spec.key,
+                jobs::JOB_ROLE_IS_FOR_AWS
+            )));
+        }
         let owned = Owned {
             key: spec.key.clone(),
             script: spec.script.to_owned(),

@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobInput, JobKey, JobRunner, JobSpec};
+use gannet_core::jobs::{JobError, JobInput, JobKey, JobRoleArn, JobRunner, JobSpec};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 use serde_yaml::Value as Yaml;
@@ -224,9 +224,9 @@ impl Template {
             .iter()
             .flat_map(|p| p["PolicyDocument"]["Statement"].as_sequence().cloned())
             .flatten()
-            .filter(|s| s["Sid"].as_str().is_some_and(|sid| sids.contains(&sid)))
+            .filter(|s| sid(s).is_some_and(|sid| sids.contains(&sid)))
             .map(|s| {
-                let at = format!("Resources.{resource}.{}", s["Sid"].as_str().unwrap_or("?"));
+                let at = format!("Resources.{resource}.{}", sid(&s).unwrap_or("?"));
                 resolve(&s, names, &at).expect("a statement")
             })
             .collect();
@@ -264,11 +264,28 @@ impl Template {
     }
 }
 
+/// A statement's Sid, or that of a statement only some stacks have (`!If [condition, statement,
+/// !Ref AWS::NoValue]`).
+fn sid(statement: &Yaml) -> Option<&str> {
+    statement["Sid"]
+        .as_str()
+        .or_else(|| statement[1]["Sid"].as_str())
+}
+
+/// The one Terraform deploy target's `jobRoleArn` of the stack as tested (`JobTargetRoleArns`).
+fn job_target_role(names: &Names) -> String {
+    format!("arn:aws:iam::{ACCOUNT}:role/{}-tf-prod", names.stack)
+}
+
 /// `value` with its intrinsics resolved; `None` for `!Ref AWS::NoValue`.
 fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
     let attribute = |resource: &str, attribute: &str| -> String {
         match (resource, attribute) {
             ("JobsBucket", "Arn") => format!("arn:aws:s3:::{}", names.bucket),
+            ("JobsProject", "Arn") => format!(
+                "arn:aws:codebuild:{REGION}:{ACCOUNT}:project/{}-jobs",
+                names.stack
+            ),
             ("JobsLogGroup", "Arn") => format!(
                 "arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{}:*",
                 names.log_group
@@ -285,8 +302,9 @@ fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
             "AWS::StackName" => json!(names.stack),
             "JobsBucket" => json!(names.bucket),
             "JobsLogGroup" => json!(names.log_group),
-            // The stack as tested has no job deploy targets.
+            // The stack as tested: no role every job may assume, one per-target job role.
             "JobDeployTargetRoleArns" => json!([]),
+            "JobTargetRoleArns" => json!([job_target_role(names)]),
             _ => panic!("{at}: the test resolves no !Ref {name}"),
         })
     };
@@ -339,9 +357,10 @@ fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
                 "!If" => {
                     let branches = arg.as_sequence().expect("!If [condition, then, else]");
                     let condition = branches[0].as_str().expect("a condition's name");
-                    // The stack as tested has no job deploy targets.
+                    // As the references above: JobTargetRoleArns only.
                     let holds = match condition {
                         "HasJobTargets" => false,
+                        "HasJobTargetRoles" => true,
                         other => panic!("{at}: the test decides no condition {other}"),
                     };
                     return resolve(&branches[if holds { 1 } else { 2 }], names, at);
@@ -450,6 +469,7 @@ async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through
         env: &[],
         timeout: GoDuration::from_secs(300),
         inputs,
+        role: None,
     };
     jobs.start(spec(
         &plan,
@@ -526,4 +546,75 @@ async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through
         exit_url.contains(&format!("/jobs/{apply}/exit?")),
         "{exit_url}"
     );
+}
+
+/// A Terraform deploy target's jobs run as its `jobRoleArn`: the stage and drift roles, as the
+/// template grants them with one such role in `JobTargetRoleArns`, start a build as that role
+/// (StartBuild's serviceRoleOverride, on the IAM-enforcing server's CodeBuild) and as the
+/// project's own, and never as another; the refusal says where the role must be listed.
+#[tokio::test]
+async fn the_stage_and_drift_roles_start_builds_as_the_listed_job_target_roles_only() {
+    let moto = IamMoto::from_env();
+    let template = Template::load();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("main.tf"), "# the app\n").unwrap();
+    for function in ["StageRole", "DriftRole"] {
+        let names = names();
+        let (job_role, _) = moto.role_from_template("JobRole", &names);
+        let (_, caller) = moto.role(
+            function,
+            &template.trust_policy(function, &names),
+            vec![template.role_statements(
+                function,
+                &["Jobs", "PassJobTargetRoles", "JobFiles"],
+                &names,
+            )],
+        );
+        let config = jobs_on(&moto, &names, &job_role, &caller, &moto.endpoint)
+            .await
+            .config;
+        let sdk = moto.sdk(&caller).await;
+        let jobs = CodeBuildJobs::new(
+            aws_sdk_codebuild::Client::new(&sdk),
+            s3_client(&sdk),
+            aws_sdk_cloudwatchlogs::Client::new(&sdk),
+            config,
+        );
+        let listed = JobRoleArn::parse(&job_target_role(&names)).expect("a role");
+        let other = format!("arn:aws:iam::{ACCOUNT}:role/{}-tf-other", names.stack);
+        let other = JobRoleArn::parse(&other).expect("a role");
+        let start = |key: JobKey, role: Option<&JobRoleArn>| {
+            let jobs = &jobs;
+            let dir = dir.path().to_owned();
+            let role = role.cloned();
+            async move {
+                jobs.start(JobSpec {
+                    key: &key,
+                    script: "true",
+                    dir: &dir,
+                    env: &[],
+                    timeout: GoDuration::from_secs(300),
+                    inputs: &[],
+                    role: role.as_ref(),
+                })
+                .await
+            }
+        };
+        start(key("as-project"), None)
+            .await
+            .unwrap_or_else(|e| panic!("{function}: as the project's role: {e}"));
+        start(key("as-target"), Some(&listed))
+            .await
+            .unwrap_or_else(|e| panic!("{function}: as {listed}: {e}"));
+        let err = start(key("as-other"), Some(&other)).await.unwrap_err();
+        let said = err.to_string();
+        assert!(
+            matches!(err, JobError::Refused(_))
+                && said.contains(&format!(
+                    "is not authorized to perform: iam:PassRole on resource: {other}"
+                ))
+                && said.contains("JobTargetRoleArns"),
+            "{function}: {said}"
+        );
+    }
 }

@@ -95,6 +95,7 @@ impl Moto {
                 env: &env,
                 timeout: GoDuration::from_secs(90),
                 inputs: &[],
+                role: None,
             })
             .await
             .expect("start");
@@ -330,6 +331,7 @@ async fn a_jobs_files_are_kept_through_its_urls_and_given_to_a_later_job() {
         env: &[],
         timeout: GoDuration::from_secs(90),
         inputs,
+        role: None,
     };
     m.jobs
         .start(spec(
@@ -432,6 +434,7 @@ async fn a_missing_app_directory_is_refused_before_anything_starts() {
             env: &[],
             timeout: GoDuration::from_secs(60),
             inputs: &[],
+            role: None,
         })
         .await
         .unwrap_err();
@@ -454,6 +457,8 @@ pub(super) struct FakeCodeBuild {
     starts: Arc<Mutex<usize>>,
     /// The environment variables of each StartBuild, in order.
     started: Arc<Mutex<Vec<BTreeMap<String, String>>>>,
+    /// The `serviceRoleOverride` of each StartBuild, in order.
+    role_overrides: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 impl FakeCodeBuild {
@@ -463,7 +468,9 @@ impl FakeCodeBuild {
         let builds = Arc::new(Mutex::new(builds));
         let starts = Arc::new(Mutex::new(0));
         let started = Arc::new(Mutex::new(Vec::new()));
+        let role_overrides = Arc::new(Mutex::new(Vec::new()));
         let (b, s, e) = (builds.clone(), starts.clone(), started.clone());
+        let r = role_overrides.clone();
         std::thread::spawn(move || {
             // Bounded: a test makes a handful of calls.
             for stream in listener.incoming().take(200) {
@@ -471,6 +478,9 @@ impl FakeCodeBuild {
                 let (target, body) = read_request(&mut stream);
                 if target.ends_with(".StartBuild") {
                     e.lock().unwrap().push(variables(&body));
+                    r.lock()
+                        .unwrap()
+                        .push(body["serviceRoleOverride"].as_str().map(str::to_owned));
                 }
                 let (status, reply) = answer(&target, &body, &b, &s);
                 let reply = reply.to_string();
@@ -486,6 +496,7 @@ impl FakeCodeBuild {
             builds,
             starts,
             started,
+            role_overrides,
         }
     }
 }
@@ -653,6 +664,74 @@ async fn a_start_that_crashed_after_startbuild_finds_the_build_by_its_job_and_st
     // A fresh key starts one build.
     m.start(&key("fresh"), app_dir().path()).await;
     assert_eq!(*fake.starts.lock().unwrap(), 1);
+}
+
+/// A job with nothing to run, as its deploy target's `role` (if any).
+fn job_as<'a>(
+    key: &'a JobKey,
+    dir: &'a Path,
+    role: Option<&'a gannet_core::jobs::JobRoleArn>,
+) -> JobSpec<'a> {
+    JobSpec {
+        key,
+        script: "terraform plan",
+        dir,
+        env: &[],
+        timeout: GoDuration::from_secs(90),
+        inputs: &[],
+        role,
+    }
+}
+
+#[tokio::test]
+async fn a_jobs_role_is_the_builds_service_role_override_and_no_role_sends_none() {
+    let fake = FakeCodeBuild::new(Vec::new());
+    let m = moto(Some(&fake.url)).await;
+    let dir = app_dir();
+    let role =
+        gannet_core::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod").unwrap();
+    let (prod, other) = (key("prod"), key("other"));
+    m.jobs
+        .start(job_as(&prod, dir.path(), Some(&role)))
+        .await
+        .expect("start as the target's role");
+    m.jobs
+        .start(job_as(&other, dir.path(), None))
+        .await
+        .expect("start as the project's role");
+    assert_eq!(
+        *fake.role_overrides.lock().unwrap(),
+        [Some(role.to_string()), None]
+    );
+    // The role is not part of what the build is told: its variables are the same either way.
+    let names =
+        |k: &JobKey| -> Vec<String> { started_env(&fake, k).into_iter().map(|(n, _)| n).collect() };
+    assert_eq!(names(&prod), names(&other));
+}
+
+#[tokio::test]
+async fn a_start_as_a_role_that_crashed_after_startbuild_finds_its_build_by_its_job() {
+    let k = key("crashed-with-role");
+    let fake = FakeCodeBuild::new(vec![build(
+        "jobs:cccccccc-0000-0000-0000-000000000001",
+        "IN_PROGRESS",
+        k.as_str(),
+    )]);
+    let m = moto(Some(&fake.url)).await;
+    let dir = app_dir();
+    let role =
+        gannet_core::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod").unwrap();
+    for _ in 0..2 {
+        m.jobs
+            .start(job_as(&k, dir.path(), Some(&role)))
+            .await
+            .expect("start again");
+    }
+    assert_eq!(*fake.starts.lock().unwrap(), 0, "no second build");
+    assert_eq!(
+        m.object(&k, "build").await.as_deref(),
+        Some(&b"jobs:cccccccc-0000-0000-0000-000000000001"[..])
+    );
 }
 
 #[tokio::test]

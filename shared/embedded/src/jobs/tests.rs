@@ -65,6 +65,7 @@ impl Fixture {
                 env: &env,
                 timeout,
                 inputs: &[],
+                role: None,
             })
             .await
             .expect("start");
@@ -169,6 +170,7 @@ async fn starting_the_same_key_again_or_at_once_runs_the_script_once() {
                     env: &env,
                     timeout: LONG,
                     inputs: &[],
+                    role: None,
                 };
                 jobs.start(spec).await
             })
@@ -418,6 +420,7 @@ async fn a_job_leaves_files_that_a_later_job_is_given() {
             env: &env,
             timeout: LONG,
             inputs: &inputs,
+            role: None,
         })
         .await
         .expect("start");
@@ -442,6 +445,7 @@ async fn a_job_leaves_files_that_a_later_job_is_given() {
             env: &env,
             timeout: LONG,
             inputs: &missing,
+            role: None,
         })
         .await
         .unwrap_err();
@@ -451,4 +455,36 @@ async fn a_job_leaves_files_that_a_later_job_is_given() {
         f.jobs.poll(&third, "").await,
         Err(JobError::Unknown(_))
     ));
+}
+
+#[tokio::test]
+async fn a_job_with_a_role_of_its_own_is_refused_saying_roles_are_for_aws() {
+    let f = fixture();
+    let k = key("with-role");
+    let role = gannet_core::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod")
+        .expect("a role");
+    let env = env(&f);
+    let err = f
+        .jobs
+        .start(JobSpec {
+            key: &k,
+            script: "echo ran > \"$OUT/with-role\"",
+            dir: &f.app,
+            env: &env,
+            timeout: LONG,
+            inputs: &[],
+            role: Some(&role),
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, JobError::Refused(_)), "{err}");
+    let said = err.to_string();
+    assert!(
+        said.starts_with(&format!(
+            "job {k} is to run as IAM role arn:aws:iam::123456789012:role/tf-prod (a deploy target's jobRoleArn): a job role is for the AWS runtime"
+        )) && said.contains("remove jobRoleArn"),
+        "{said}"
+    );
+    assert!(!f.job_dir(&k).exists(), "nothing was prepared");
+    assert!(!f.out.join("with-role").exists(), "nothing ran");
 }

@@ -251,6 +251,8 @@ impl ScriptRunPlugin {
             env: &env,
             timeout: GoDuration::from_millis(limit.as_millis() - elapsed.as_millis()),
             inputs: &[],
+            // A SCRIPT_RUN script runs as the runner's own job identity (`JobRole` on AWS).
+            role: None,
         };
         follow.start(spec, ctx.now).await.map(Some)
     }

@@ -681,6 +681,7 @@ fn the_operator_allows_variables_but_never_gannets_secrets() {
     use gannet_core::registry::{PluginSettings, RuntimeInfo};
     let runtime = RuntimeInfo {
         secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
+        ..RuntimeInfo::default()
     };
     let build = |value: serde_json::Value| {
         (crate::SPEC.build)(&PluginSettings::new("plugins.script-run", &value, &runtime))

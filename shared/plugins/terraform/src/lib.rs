@@ -94,8 +94,8 @@ pub const SPEC: PluginSpec = PluginSpec::new::<TerraformPlugin>("terraform");
 
 impl FromSettings for TerraformPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
-        let secret_env = &settings.runtime.secret_env;
-        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at, secret_env))?;
+        let runtime = settings.runtime;
+        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at, runtime))?;
         Ok(TerraformPlugin::new(targets))
     }
 }
@@ -354,6 +354,7 @@ impl Plugin for TerraformPlugin {
                     env: &env,
                     timeout: target.drift_interval.max(DRIFT_JOB_MIN_TIME),
                     inputs: &[],
+                    role: target.job_role_arn.as_ref(),
                 })
                 .await?;
             running = Some(key);
@@ -491,6 +492,7 @@ impl TerraformPlugin {
             env: &env,
             timeout: GoDuration::from_millis(stage.timeout.as_millis() - elapsed.as_millis()),
             inputs: &given,
+            role: target.job_role_arn.as_ref(),
         };
         follow.start(spec, ctx.now).await.map(Started::Job)
     }

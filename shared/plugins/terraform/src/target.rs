@@ -1,9 +1,11 @@
 //! A Terraform deploy target (`plugins.terraform.deployTargets[i]`): which terraform runs the
-//! commands, what environment and shared `-var`s they get, and how often drift is checked.
+//! commands, what environment and shared `-var`s they get, the IAM role they run as (AWS),
+//! and how often drift is checked.
 
 use std::collections::BTreeMap;
 
-use gannet_core::jobs;
+use gannet_core::jobs::{self, JobRoleArn, JobRoles};
+use gannet_core::registry::RuntimeInfo;
 use gannet_core::targets::Named;
 use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
@@ -32,6 +34,11 @@ pub struct DeployTarget {
     /// credentials kept in gannet's environment); never one of gannet's own secrets.
     #[serde(default)]
     pub allow_env: Vec<String>,
+    /// The IAM role this target's commands run as, on the AWS runtime: each job's CodeBuild
+    /// build runs as it instead of the stack's `JobRole`, so it holds this target's rights
+    /// alone (the stage and drift functions may pass exactly the stack's `JobTargetRoleArns`).
+    #[serde(default)]
+    pub job_role_arn: Option<JobRoleArn>,
     /// PipeCD's switch for drift detection (on by default).
     #[serde(default = "yes")]
     pub drift_detection_enabled: bool,
@@ -68,13 +75,15 @@ impl DeployTarget {
             vars: Vec::new(),
             env: BTreeMap::new(),
             allow_env: Vec::new(),
+            job_role_arn: None,
             drift_detection_enabled: true,
             drift_interval: DEFAULT_DRIFT_INTERVAL,
         }
     }
 
-    /// Checks the target written at `at`; `secret_env` names gannet's own secrets.
-    pub fn check(&self, at: &str, secret_env: &[String]) -> Result<(), FieldError> {
+    /// Checks the target written at `at` for the runtime `runtime` (which names gannet's own
+    /// secrets, and says whether a job may run as a role of its own).
+    pub fn check(&self, at: &str, runtime: &RuntimeInfo) -> Result<(), FieldError> {
         let error = |field: &str, message: String| FieldError {
             path: format!("{at}.{field}"),
             message,
@@ -101,12 +110,15 @@ impl DeployTarget {
         jobs::check_allowed_env(
             &format!("{at}.allowEnv"),
             &self.allow_env,
-            secret_env,
+            &runtime.secret_env,
             "give terraform credentials of its own: an assume_role in the provider block, a \
              credentials file of its own named in this target's env \
              (AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE), or keys under other names read by the \
              provider block through TF_VAR_* variables listed here",
         )?;
+        if self.job_role_arn.is_some() && runtime.job_roles == JobRoles::Refused {
+            return Err(error("jobRoleArn", jobs::JOB_ROLE_IS_FOR_AWS.into()));
+        }
         if self.drift_interval < GoDuration::from_secs(1) {
             return Err(error(
                 "driftInterval",

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::duration::Millis;
 use gannet_core::fixture::RecordingIo;
+use gannet_core::jobs::{JobRoleArn, JobRoles};
 use gannet_core::plugin::{
     Live, LiveContext, Plugin, StageResult, StepContext, StepError, StepOutcome,
 };
@@ -315,6 +316,7 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
 
     let runtime = gannet_core::registry::RuntimeInfo {
         secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
+        job_roles: JobRoles::PerJob,
     };
     let build = |value: Value| {
         (SPEC.build)(&gannet_core::registry::PluginSettings::new(
@@ -355,6 +357,10 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
             json!({"name": "a", "terraform": ""}),
             "plugins.terraform.deployTargets[0].terraform",
         ),
+        (
+            json!({"name": "a", "jobRoleArn": "gannet-terraform"}),
+            "plugins.terraform.deployTargets[0].jobRoleArn",
+        ),
     ] {
         let err = build(json!({"deployTargets": [bad]})).unwrap_err();
         assert!(err.starts_with(&format!("{field}:")), "{err}");
@@ -368,6 +374,156 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
             && err.contains("TF_VAR_"),
         "{err}"
     );
+}
+
+/// The targets as each runtime's settings read them: `plugins.terraform` with `runtime`.
+fn targets_for(runtime: JobRoles, value: Value) -> Result<Vec<DeployTarget>, String> {
+    let runtime = gannet_core::registry::RuntimeInfo {
+        job_roles: runtime,
+        ..Default::default()
+    };
+    let settings =
+        gannet_core::registry::PluginSettings::new("plugins.terraform", &value, &runtime);
+    settings
+        .deploy_targets(|at, t: &DeployTarget| t.check(at, &runtime))
+        .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_targets_job_role_is_an_iam_role_arn_and_only_the_aws_runtime_takes_one() {
+    let prod = "arn:aws:iam::123456789012:role/gannet-terraform-prod";
+    let value =
+        json!({"deployTargets": [{"name": "staging"}, {"name": "prod", "jobRoleArn": prod}]});
+    let targets = targets_for(JobRoles::PerJob, value.clone()).expect("the AWS runtime's targets");
+    assert_eq!(targets[0].job_role_arn, None);
+    assert_eq!(
+        targets[1].job_role_arn.as_ref().map(JobRoleArn::as_str),
+        Some(prod)
+    );
+
+    // An ARN that is not a role's is refused, naming the field, on every runtime.
+    for bad in [
+        "gannet-terraform",
+        "arn:aws:iam::12345678901:role/tf",
+        "arn:aws:iam::123456789012:user/tf",
+        "arn:aws:iam::123456789012:role/",
+    ] {
+        for runtime in [JobRoles::PerJob, JobRoles::Refused] {
+            let err = targets_for(
+                runtime,
+                json!({"deployTargets": [{"name": "prod", "jobRoleArn": bad}]}),
+            )
+            .unwrap_err();
+            assert_eq!(
+                err,
+                format!(
+                    "plugins.terraform.deployTargets[0].jobRoleArn: {bad:?} is not an IAM role ARN such as arn:aws:iam::123456789012:role/deployer"
+                ),
+                "{runtime:?}"
+            );
+        }
+    }
+
+    // `gannet up` runs jobs as its own processes: a role is refused where it is written.
+    let err = targets_for(JobRoles::Refused, value).unwrap_err();
+    assert!(
+        err.starts_with(
+            "plugins.terraform.deployTargets[1].jobRoleArn: a job role is for the AWS runtime"
+        ) && err.contains("remove jobRoleArn"),
+        "{err}"
+    );
+    assert_eq!(
+        targets_for(
+            JobRoles::Refused,
+            json!({"deployTargets": [{"name": "local"}]})
+        )
+        .map(|t| t.len()),
+        Ok(1)
+    );
+}
+
+/// A job runner that records what each start asked for, and starts nothing.
+#[derive(Default)]
+struct Starts(std::sync::Mutex<Vec<(String, Option<String>)>>);
+
+#[async_trait::async_trait]
+impl JobRunner for Starts {
+    async fn start(&self, spec: JobSpec<'_>) -> Result<(), jobs::JobError> {
+        self.0.lock().unwrap().push((
+            spec.key.to_string(),
+            spec.role.map(|r| r.as_str().to_owned()),
+        ));
+        Ok(())
+    }
+    async fn poll(&self, key: &JobKey, _cursor: &str) -> Result<jobs::JobPoll, jobs::JobError> {
+        Err(jobs::JobError::Unknown(key.clone()))
+    }
+    async fn cancel(&self, _key: &JobKey) -> Result<(), jobs::JobError> {
+        Ok(())
+    }
+    async fn output(&self, key: &JobKey, _name: &str) -> Result<Option<Vec<u8>>, jobs::JobError> {
+        Err(jobs::JobError::Unknown(key.clone()))
+    }
+    fn poll_interval(&self, _running_for: GoDuration) -> GoDuration {
+        GoDuration::from_secs(1)
+    }
+}
+
+#[tokio::test]
+async fn every_job_of_a_target_runs_as_its_job_role() {
+    let lab = Lab::new();
+    let role = "arn:aws:iam::123456789012:role/gannet-terraform-local";
+    let mut target = DeployTarget::new("local");
+    target.job_role_arn = Some(JobRoleArn::parse(role).unwrap());
+    let plugin = TerraformPlugin::new(vec![target]);
+    let dir = lab.app("v1", "nginx:1");
+    let starts = Starts::default();
+
+    // A stage's plan.
+    let d = deployment(vec![stage("plan", STAGE_PLAN, json!({}))]);
+    let outcome = plugin
+        .execute_step(StepContext {
+            deployment: &d,
+            stage: &d.stages[0],
+            app_dir: &dir,
+            running_app_dir: None,
+            now: Millis(NOW),
+            io: &RecordingIo::default(),
+            jobs: &starts,
+        })
+        .await
+        .expect("step");
+    assert!(
+        matches!(outcome, StepOutcome::Continue { .. }),
+        "{outcome:?}"
+    );
+
+    // A drift check's plan.
+    let text = std::fs::read_to_string(dir.join("app.pipecd.yaml")).expect("config");
+    let app =
+        gannet_core::config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
+    let live = plugin
+        .live_state(LiveContext {
+            app_id: &d.app,
+            app: &app,
+            app_dir: &dir,
+            head: &gannet_core::fixture::sha(),
+            last_deployed: None,
+            now: Millis(NOW),
+            jobs: &starts,
+        })
+        .await
+        .expect("live");
+    assert!(matches!(live, Live::Pending { .. }), "{live:?}");
+
+    let roles: Vec<Option<String>> = starts
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(_, r)| r.clone())
+        .collect();
+    assert_eq!(roles, [Some(role.to_owned()), Some(role.to_owned())]);
 }
 
 #[test]
