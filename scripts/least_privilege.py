@@ -39,6 +39,7 @@ BY_THE_SERVICE = {
     "logs:CreateLogStream": "Lambda or CodeBuild, for the log",
     "logs:PutLogEvents": "Lambda or CodeBuild, for the log",
     "logs:CreateLogGroup": "Lambda, for the log",
+    "sqs:GetQueueAttributes": "Lambda's event source mapping, which requires it",
 }
 SCHEDULER = {"lambda:InvokeFunction": "EventBridge Scheduler, invoking the functions"}
 

@@ -1524,6 +1524,14 @@ fn the_stack_runs_a_deployment_with_every_function_as_its_role(template: Templat
         .api_as(viewer, "POST", "/api/v1/apps/fn/sync", Some(json!({})));
     assert_eq!(status, 403, "{body}");
 
+    // The scheduled functions, as their roles: the poll queues a check per repository, the
+    // resume sweep finds nothing stuck.
+    let polled = c.lab.poll();
+    assert_eq!(polled["job"], "poll", "{polled}");
+    let resumed = c.lab.resume();
+    assert_eq!(resumed["job"], "resume", "{resumed}");
+    c.lab.drive_until("the poll's trigger", support::LIMIT, |_| true);
+
     // The drift function, as its role, sees a version made by hand behind the alias.
     moto::update_memory(&c.function, 256);
     let by_hand = moto::publish_version(&c.function);
