@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use gannet_controller::http::Hosts;
 use gannet_controller::{
-    Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Settings, Supersede,
+    check_settings, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl, RepoSettings,
+    Secret, Settings, SettingsField, Supersede,
 };
 use gannet_core::jobs::JobRoles;
 use gannet_core::plugin::Plugins;
@@ -353,21 +354,6 @@ impl UpConfig {
                 (None, Some(u)) => Location::Url(u.clone()),
                 _ => return Err(format!("repos[{i}]: give exactly one of path or url")),
             };
-            if repos.iter().any(|s: &RepoSpec| s.id == id) {
-                return Err(format!("repos[{i}].id: {id} is listed twice"));
-            }
-            if let Some(github) = &r.github {
-                let earlier = repo_settings.iter().position(|s: &RepoSettings| {
-                    s.github
-                        .as_deref()
-                        .is_some_and(|g| g.eq_ignore_ascii_case(github))
-                });
-                if let Some(j) = earlier {
-                    return Err(format!(
-                        "repos[{i}].github: {github} is listed twice (also repos[{j}]); one GitHub repository is one entry"
-                    ));
-                }
-            }
             repos.push(RepoSpec {
                 id: id.clone(),
                 location,
@@ -391,13 +377,39 @@ impl UpConfig {
             resume: raw.intervals.resume.unwrap_or(defaults.resume),
             drift: raw.intervals.drift.unwrap_or(defaults.drift),
         };
-        for (name, value) in [("poll", intervals.poll), ("resume", intervals.resume)] {
-            if value.as_millis() < 100 {
-                return Err(format!(
-                    "intervals.{name}: {value} is too short (at least 100ms)"
-                ));
-            }
+        let mut receivers = Vec::with_capacity(raw.notifications.receivers.len());
+        for (i, r) in raw.notifications.receivers.iter().enumerate() {
+            let at = format!("notifications.receivers[{i}]");
+            let (url, format) = match (&r.webhook, &r.slack) {
+                (Some(w), None) => (w.url.trim().to_owned(), ReceiverFormat::CloudEvents),
+                (None, Some(s)) => match env(&s.url_env) {
+                    Some(v) if !v.trim().is_empty() => (v.trim().to_owned(), ReceiverFormat::Slack),
+                    _ => {
+                        return Err(format!(
+                            "{at}.slack.urlEnv: environment variable {} is not set; export the Slack incoming webhook's URL there",
+                            s.url_env
+                        ))
+                    }
+                },
+                _ => return Err(format!("{at}: give webhook or slack, one of them")),
+            };
+            receivers.push(Receiver {
+                name: r.name.clone(),
+                url: Secret::new(url),
+                format,
+            });
         }
+        let receiver_urls: Vec<ReceiverUrl> = receivers
+            .iter()
+            .enumerate()
+            .map(|(index, r)| ReceiverUrl {
+                index,
+                format: r.format,
+                url: r.url.expose(),
+            })
+            .collect();
+        check_settings(&repo_settings, &intervals, &receiver_urls, &yaml_place)
+            .map_err(|e| e.to_string())?;
         let runtime = RuntimeInfo {
             // Every variable gannet.yaml names for a secret (`webhook.secretEnv`,
             // `api.tokens.env`, a Slack `urlEnv`, `apiKeyEnv`, ...): no script gets them.
@@ -412,42 +424,6 @@ impl UpConfig {
         let plugins = registry
             .build(&raw.plugins, "plugins", &runtime)
             .map_err(|e| e.to_string())?;
-        let mut receivers = Vec::with_capacity(raw.notifications.receivers.len());
-        for (i, r) in raw.notifications.receivers.iter().enumerate() {
-            let at = format!("notifications.receivers[{i}]");
-            let (url, format, field) = match (&r.webhook, &r.slack) {
-                (Some(w), None) => (w.url.trim().to_owned(), ReceiverFormat::CloudEvents, "webhook.url"),
-                (None, Some(s)) => match env(&s.url_env) {
-                    Some(v) if !v.trim().is_empty() => (v.trim().to_owned(), ReceiverFormat::Slack, "slack.urlEnv"),
-                    _ => {
-                        return Err(format!(
-                            "{at}.slack.urlEnv: environment variable {} is not set; export the Slack incoming webhook's URL there",
-                            s.url_env
-                        ))
-                    }
-                },
-                _ => return Err(format!("{at}: give webhook or slack, one of them")),
-            };
-            // The URL is a secret itself (a Slack webhook's path is its key; a receiver's may
-            // hold a token), so it goes over https, or plain http only to loopback.
-            if let Err(why) = gannet_core::targets::credentialed_url(&url) {
-                let shown = match format {
-                    // Not even redacted: its path is the key.
-                    ReceiverFormat::Slack => String::new(),
-                    ReceiverFormat::CloudEvents => {
-                        format!("{:?} ", gannet_core::report::redact_urls(&url))
-                    }
-                };
-                return Err(format!(
-                    "{at}.{field}: {shown}{why}; for example https://hooks.example.com/gannet"
-                ));
-            }
-            receivers.push(Receiver {
-                name: r.name.clone(),
-                url: Secret::new(url),
-                format,
-            });
-        }
         if raw.workers == 0 || raw.workers > 256 {
             return Err(format!(
                 "workers: {} is out of range (1 to 256)",
@@ -479,6 +455,25 @@ impl UpConfig {
             },
             jobs,
         })
+    }
+}
+
+/// Where gannet.yaml holds a setting both runtimes take (the shared check's errors begin
+/// with it).
+fn yaml_place(field: SettingsField) -> String {
+    match field {
+        SettingsField::Repo(i) => format!("repos[{i}]"),
+        SettingsField::RepoId(i) => format!("repos[{i}].id"),
+        SettingsField::RepoGithub(i) => format!("repos[{i}].github"),
+        SettingsField::Interval(IntervalName::Poll) => "intervals.poll".into(),
+        SettingsField::Interval(IntervalName::Resume) => "intervals.resume".into(),
+        SettingsField::Interval(IntervalName::Drift) => "intervals.drift".into(),
+        SettingsField::ReceiverUrl(i, ReceiverFormat::CloudEvents) => {
+            format!("notifications.receivers[{i}].webhook.url")
+        }
+        SettingsField::ReceiverUrl(i, ReceiverFormat::Slack) => {
+            format!("notifications.receivers[{i}].slack.urlEnv")
+        }
     }
 }
 
@@ -814,6 +809,14 @@ plugins:
             ("listen: nowhere", "listen"),
             ("intervals: {poll: 10}", "10 has no unit"),
             ("intervals: {poll: 50ms}", "too short"),
+            (
+                "intervals: {drift: 50ms}",
+                "intervals.drift: 50ms is too short (at least 100ms)",
+            ),
+            (
+                "repos: [{id: a, path: x, github: acme}]",
+                "repos[0].github: \"acme\" is not owner/name",
+            ),
             ("unknown: 1", "unknown field `unknown`"),
             ("workers: 0", "out of range"),
             (

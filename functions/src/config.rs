@@ -6,7 +6,10 @@ use std::fmt;
 use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
-use gannet_controller::{Intervals, RepoSettings, Secret, Supersede};
+use gannet_controller::{
+    check_settings, IntervalName, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings, Secret,
+    SettingsError, SettingsField, Supersede,
+};
 use gannet_core::jobs::JobRoles;
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::QueueName;
@@ -53,6 +56,9 @@ pub enum ConfigError {
     Missing { name: &'static str },
     #[error("{name}: {message}")]
     Invalid { name: &'static str, message: String },
+    /// Refused by the check both runtimes run; it names the variable.
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
 }
 
 fn invalid(name: &'static str, message: impl Into<String>) -> ConfigError {
@@ -341,10 +347,6 @@ impl FunctionConfig {
                 ));
             }
         }
-        let plugins = match plugins {
-            Some(registry) => build_plugins(registry, get(PLUGINS).as_deref().unwrap_or("{}"))?,
-            None => Plugins::default(),
-        };
         let defaults = Intervals::default();
         let intervals = Intervals {
             poll: interval(&get, POLL_INTERVAL, defaults.poll)?,
@@ -358,7 +360,9 @@ impl FunctionConfig {
                 .map(|(i, r)| {
                     let invalid = |message: String| invalid(RECEIVERS, format!("[{i}]: {message}"));
                     let target = match (r.url, r.slack) {
-                        (Some(url), None) => ReceiverTarget::CloudEvents(Secret::new(url)),
+                        (Some(url), None) => {
+                            ReceiverTarget::CloudEvents(Secret::new(url.trim().to_owned()))
+                        }
                         (None, Some(slack)) => ReceiverTarget::Slack(
                             SecretArn::parse(&slack.url_secret_arn)
                                 .map_err(|m| invalid(format!("slack.urlSecretArn: {m}")))?,
@@ -372,6 +376,24 @@ impl FunctionConfig {
                 })
                 .collect::<Result<_, ConfigError>>()?,
             None => Vec::new(),
+        };
+        // A Slack receiver's URL is in its secret, read when the notify function starts.
+        let receiver_urls: Vec<ReceiverUrl> = receivers
+            .iter()
+            .enumerate()
+            .filter_map(|(index, r)| match &r.target {
+                ReceiverTarget::CloudEvents(url) => Some(ReceiverUrl {
+                    index,
+                    format: ReceiverFormat::CloudEvents,
+                    url: url.expose(),
+                }),
+                ReceiverTarget::Slack(_) => None,
+            })
+            .collect();
+        check_settings(&repos, &intervals, &receiver_urls, &env_place)?;
+        let plugins = match plugins {
+            Some(registry) => build_plugins(registry, get(PLUGINS).as_deref().unwrap_or("{}"))?,
+            None => Plugins::default(),
         };
         let caller_names = match get(CALLER_NAMES) {
             Some(text) => json::<BTreeMap<String, gannet_aws::CallerEntry>>(CALLER_NAMES, &text)?,
@@ -469,18 +491,9 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
     for (i, r) in raw.into_iter().enumerate() {
         let at = |field: &str, message: String| invalid(REPOS, format!("[{i}].{field}: {message}"));
         let id = RepoId::parse(&r.id).map_err(|e| at("id", e.to_string()))?;
-        if repos.iter().any(|s| s.id == id) {
-            return Err(at("id", format!("{id} is listed twice")));
-        }
+        // Listed twice and `owner/name`: the shared check, once every entry is read.
         match (&r.github, &r.url) {
-            (Some(name), None) => {
-                let ok = name
-                    .split_once('/')
-                    .is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'));
-                if !ok {
-                    return Err(at("github", format!("{name:?} is not owner/name")));
-                }
-            }
+            (Some(_), None) => {}
             (None, Some(url)) if url.trim().is_empty() => {
                 return Err(at("url", "must not be empty".into()));
             }
@@ -528,14 +541,27 @@ fn interval(
     let Some(text) = get(name) else {
         return Ok(default);
     };
-    let value = GoDuration::parse(text.trim()).map_err(|e| invalid(name, e.to_string()))?;
-    if value.as_millis() < 100 {
-        return Err(invalid(
-            name,
-            format!("{value} is too short (at least 100ms)"),
-        ));
+    // How short it may be: the shared check.
+    GoDuration::parse(text.trim()).map_err(|e| invalid(name, e.to_string()))
+}
+
+/// Where the environment holds a setting both runtimes take (the shared check's errors begin
+/// with it).
+fn env_place(field: SettingsField) -> String {
+    match field {
+        SettingsField::Repo(i) => format!("{REPOS}[{i}]"),
+        SettingsField::RepoId(i) => format!("{REPOS}: [{i}].id"),
+        SettingsField::RepoGithub(i) => format!("{REPOS}: [{i}].github"),
+        SettingsField::Interval(IntervalName::Poll) => POLL_INTERVAL.into(),
+        SettingsField::Interval(IntervalName::Resume) => RESUME_INTERVAL.into(),
+        SettingsField::Interval(IntervalName::Drift) => DRIFT_INTERVAL.into(),
+        SettingsField::ReceiverUrl(i, ReceiverFormat::CloudEvents) => {
+            format!("{RECEIVERS}: [{i}].url")
+        }
+        SettingsField::ReceiverUrl(i, ReceiverFormat::Slack) => {
+            format!("{RECEIVERS}: [{i}].slack.urlSecretArn")
+        }
     }
-    Ok(value)
 }
 
 #[cfg(test)]
@@ -706,30 +732,6 @@ mod tests {
     }
 
     #[test]
-    fn an_unknown_plugin_is_refused_as_in_gannet_yaml() {
-        let aws = check(&[(PLUGINS, Some(r#"{"appengine":{"deployTargets":[]}}"#))])
-            .err()
-            .unwrap_or_default();
-        let yaml = gannet_cli::settings::UpConfig::parse(
-            "plugins: {appengine: {deployTargets: []}}",
-            std::path::Path::new("/etc/gannet"),
-            &|_| None,
-            &gannet_plugins::registry(),
-        )
-        .err()
-        .unwrap_or_default();
-        assert!(
-            yaml.starts_with("plugins.appengine: no compiled-in plugin is named \"appengine\" (compiled in: wait, "),
-            "{yaml}"
-        );
-        assert_eq!(
-            aws.strip_prefix("GANNET_PLUGINS: "),
-            yaml.strip_prefix("plugins."),
-            "the same message, each at its own place"
-        );
-    }
-
-    #[test]
     fn the_http_api_is_read_as_both_of_its_ids_or_neither() {
         let both = [
             (API_ID, Some("a1b2c3d4e5")),
@@ -804,6 +806,11 @@ mod tests {
             ),
             (
                 REPOS,
+                Some(r#"[{"id":"a","github":"Acme/Shop"},{"id":"b","github":"acme/shop"}]"#),
+                "GANNET_REPOS: [1].github: acme/shop is listed twice (also GANNET_REPOS[0])",
+            ),
+            (
+                REPOS,
                 Some(r#"[{"id":"a:b","url":"/r"}]"#),
                 "GANNET_REPOS: [0].id: invalid repository id",
             ),
@@ -873,6 +880,16 @@ mod tests {
                 POLL_INTERVAL,
                 Some("10ms"),
                 "GANNET_POLL_INTERVAL: 10ms is too short",
+            ),
+            (
+                DRIFT_INTERVAL,
+                Some("50ms"),
+                "GANNET_DRIFT_INTERVAL: 50ms is too short (at least 100ms)",
+            ),
+            (
+                RECEIVERS,
+                Some(r#"[{"name":"ops","url":"http://hooks.example.com/x"}]"#),
+                "GANNET_RECEIVERS: [0].url: \"http://hooks.example.com/x\" must be an https:// URL",
             ),
             (
                 GITHUB_API_URL,

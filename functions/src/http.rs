@@ -1,12 +1,13 @@
 //! The HTTP functions through lambda_http: `webhook` (a Function URL request becomes a
-//! [`WebhookRequest`]) and `api` (the same axum router as `gannet up`).
+//! [`WebhookRequest`](gannet_controller::WebhookRequest), its headers read as `gannet up`
+//! reads them) and `api` (the same axum router as `gannet up`).
 
 use std::sync::Arc;
 
 use axum::response::IntoResponse;
 use gannet_aws::IamCallers;
 use gannet_controller::http::{Access, Hosts, IamPrincipal};
-use gannet_controller::{error_chain, WebhookRequest, WebhookResponse};
+use gannet_controller::{error_chain, WebhookHeaders, WebhookResponse};
 use lambda_http::http::{header, Method, StatusCode};
 use lambda_http::request::RequestContext;
 use lambda_http::{Body, Request, Response};
@@ -25,19 +26,7 @@ pub async fn webhook(runtime: &Runtime, request: Request) -> Response<Body> {
             &json!({"status": "rejected", "reason": "GitHub webhooks are POSTed"}),
         );
     }
-    let header = |name: &str| {
-        request
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let delivery = WebhookRequest {
-        event: header("x-github-event"),
-        delivery: header("x-github-delivery"),
-        signature: header("x-hub-signature-256"),
-        body: request.body().to_vec(),
-    };
+    let delivery = WebhookHeaders::read(request.headers()).with_body(request.body().to_vec());
     match runtime.controller().webhook(delivery).await {
         Ok(WebhookResponse { status, body }) => respond(
             StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),

@@ -1,7 +1,8 @@
 //! The SQS consumers (`trigger`, `plan`, `stage`, `notify`): one [`SqsEvent`] batch from the
 //! event source mapping, each record handled on its own, and a partial batch response.
 //!
-//! Every record is settled by itself, so one record never fails its batch-mates:
+//! Every record is settled by itself, so one record never fails its batch-mates, with the
+//! controller's [`settle`] (as `gannet up` settles its messages) once it is handled:
 //!
 //! | the record | this function does | reported |
 //! |---|---|---|
@@ -18,8 +19,8 @@ use std::collections::HashMap;
 
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use gannet_aws::{SqsQueue, DUE_AT};
-use gannet_controller::{error_chain, Disposition};
-use gannet_core::ports::{Outgoing, Queue, QueueName, Received};
+use gannet_controller::{error_chain, settle, Removal, Settled};
+use gannet_core::ports::{QueueName, Received};
 use lambda_runtime::LambdaEvent;
 use tokio::task::JoinSet;
 use tracing::Instrument;
@@ -28,15 +29,6 @@ use crate::Runtime;
 
 /// SQS's attribute counting deliveries, the current one included.
 const RECEIVE_COUNT: &str = "ApproximateReceiveCount";
-
-/// What becomes of one record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Settled {
-    /// Done with: reported as a success, so Lambda deletes it (if it is still there).
-    Done,
-    /// Reported as a batch item failure: it stays in the queue for another delivery.
-    Failed,
-}
 
 /// Handles a batch from `queue`'s event source mapping; the response lists the records to
 /// deliver again.
@@ -60,7 +52,7 @@ pub async fn handle_batch(
         let span = tracing::info_span!("record", queue = queue.as_str(), message_id = %message_id);
         let runtime = runtime.clone();
         let task = tasks.spawn(
-            async move { settle(&runtime, queue, &record, deadline).await }.instrument(span),
+            async move { handle_record(&runtime, queue, &record, deadline).await }.instrument(span),
         );
         order.push((task.id(), message_id));
     }
@@ -70,7 +62,7 @@ pub async fn handle_batch(
             Ok((task, outcome)) => settled.insert(task, outcome),
             Err(err) => {
                 tracing::error!(queue = queue.as_str(), error = %err, "record handler panicked");
-                settled.insert(err.id(), Settled::Failed)
+                settled.insert(err.id(), Settled::Again)
             }
         };
     }
@@ -96,7 +88,8 @@ fn invocation_deadline(deadline_ms: u64) -> Option<tokio::time::Instant> {
     Some(tokio::time::Instant::now() + left)
 }
 
-async fn settle(
+/// Handles one record: sends on an early copy, or runs its handler and settles it.
+async fn handle_record(
     runtime: &Runtime,
     queue: QueueName,
     record: &SqsMessage,
@@ -104,7 +97,7 @@ async fn settle(
 ) -> Settled {
     let Some(handle) = record.receipt_handle.as_deref() else {
         tracing::error!("record without a receipt handle");
-        return Settled::Failed;
+        return Settled::Again;
     };
     let body = record.body.as_deref().unwrap_or_default();
     let due_at = record
@@ -123,7 +116,7 @@ async fn settle(
         Ok(false) => {}
         Err(err) => {
             tracing::warn!(error = %error_chain(&err), "could not send an early copy on; it comes back");
-            return Settled::Failed;
+            return Settled::Again;
         }
     }
     let attempts = record
@@ -137,41 +130,7 @@ async fn settle(
         body: body.to_owned(),
         attempts,
     };
-    match runtime.controller().handle_by(&received, deadline).await {
-        Disposition::Ack => Settled::Done,
-        Disposition::Retry { after, .. } => {
-            if let Err(err) = runtime.queue().retry_later(&received.receipt, after).await {
-                tracing::warn!(error = %error_chain(&err), "could not delay the retry; it comes back after the visibility timeout");
-            }
-            Settled::Failed
-        }
-        Disposition::Requeue { after } => {
-            let copy = Outgoing {
-                queue,
-                body: received.body.clone(),
-                delay: after,
-                dedupe_key: None,
-            };
-            match runtime.queue().send(vec![copy]).await {
-                Ok(()) => Settled::Done,
-                Err(err) => {
-                    tracing::warn!(error = %error_chain(&err), "could not requeue; it comes back");
-                    Settled::Failed
-                }
-            }
-        }
-        Disposition::DeadLetter { reason } => {
-            match runtime
-                .queue()
-                .dead_letter(&received.receipt, &reason)
-                .await
-            {
-                Ok(()) => Settled::Done,
-                Err(err) => {
-                    tracing::warn!(error = %error_chain(&err), "could not dead-letter; it comes back");
-                    Settled::Failed
-                }
-            }
-        }
-    }
+    let disposition = runtime.controller().handle_by(&received, deadline).await;
+    // Lambda deletes the records the response does not list as failed.
+    settle(runtime.queue(), &received, disposition, Removal::Reported).await
 }

@@ -159,12 +159,8 @@ pub async fn run_until(
 
     tasks.push(tokio::spawn(timer(
         "drift",
-        // tokio's interval panics on zero: 100ms at least.
-        cfg.settings
-            .intervals
-            .drift
-            .get()
-            .max(Duration::from_millis(100)),
+        // At least MIN_INTERVAL: the settings check refuses a shorter one.
+        cfg.settings.intervals.drift.get(),
         stop_rx.clone(),
         {
             let c = controller.clone();

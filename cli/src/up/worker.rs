@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gannet_controller::{Controller, Disposition};
-use gannet_core::ports::{Outgoing, Queue, QueueName, Received};
+use gannet_controller::{settle, Controller, Disposition, Removal};
+use gannet_core::ports::{Queue, QueueName, Received};
 use gannet_core::GoDuration;
 use gannet_embedded::SqliteRuntime;
 use tokio::sync::watch;
@@ -86,30 +86,8 @@ impl Pool {
             }
         }
         heartbeat.abort();
-        let result = match disposition {
-            Disposition::Ack => self.queue.ack(&m.receipt).await,
-            Disposition::Retry { after, reason } => {
-                tracing::debug!(queue = m.queue.as_str(), attempts = m.attempts, %reason, "retrying later");
-                self.queue.retry_later(&m.receipt, after).await
-            }
-            Disposition::Requeue { after } => {
-                let again = Outgoing {
-                    queue: m.queue,
-                    body: m.body.clone(),
-                    delay: after,
-                    dedupe_key: None,
-                };
-                match self.queue.send(vec![again]).await {
-                    Ok(()) => self.queue.ack(&m.receipt).await,
-                    Err(e) => Err(e),
-                }
-            }
-            Disposition::DeadLetter { reason } => self.queue.dead_letter(&m.receipt, &reason).await,
-        };
-        if let Err(err) = result {
-            // The lease lapses and the message is delivered again; handlers are idempotent.
-            tracing::warn!(queue = m.queue.as_str(), error = %gannet_controller::error_chain(&err), "could not settle message");
-        }
+        // A message that could not be settled comes back when its lease lapses.
+        settle(self.queue.as_ref(), &m, disposition, Removal::Ack).await;
     }
 
     /// Extends the message's lease every third of the visibility timeout until aborted.

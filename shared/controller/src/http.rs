@@ -25,7 +25,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::{
-    error_chain, ApiError, Controller, RollbackRequest, SyncRequest, WebhookRequest,
+    error_chain, ApiError, Controller, RollbackRequest, SyncRequest, WebhookHeaders,
     MAX_WEBHOOK_BODY,
 };
 
@@ -321,12 +321,12 @@ async fn read_parts(mut body: Body, max: usize) -> Option<Vec<Bytes>> {
 }
 
 async fn github_hook(State(s): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let text = |name: &str| header_text(&headers, name).map(str::to_owned);
+    let delivery = WebhookHeaders::read(&headers);
     // Nothing can be verified without a secret or a signature: refuse before reading the body.
     if !s.controller.accepts_webhooks() {
         return rejected(StatusCode::UNAUTHORIZED, "no webhook secret is configured");
     }
-    if text("x-hub-signature-256").is_none() {
+    if delivery.signature.is_none() {
         return rejected(
             StatusCode::UNAUTHORIZED,
             "missing X-Hub-Signature-256 header",
@@ -345,20 +345,14 @@ async fn github_hook(State(s): State<AppState>, headers: HeaderMap, body: Body) 
     let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_ref()).collect();
     if let Err(refused) = s.controller.verify_webhook(
         &slices,
-        text("x-hub-signature-256").as_deref(),
-        text("x-github-delivery").as_deref(),
+        delivery.signature.as_deref(),
+        delivery.delivery.as_deref(),
     ) {
         return webhook_answer(refused);
     }
     let body = slices.concat();
     drop(parts);
-    let req = WebhookRequest {
-        event: text("x-github-event"),
-        delivery: text("x-github-delivery"),
-        signature: text("x-hub-signature-256"),
-        body,
-    };
-    match s.controller.webhook(req).await {
+    match s.controller.webhook(delivery.with_body(body)).await {
         Ok(res) => webhook_answer(res),
         Err(err) => {
             tracing::error!(error = %error_chain(&err), "webhook failed");

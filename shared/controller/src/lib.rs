@@ -20,6 +20,7 @@ mod notify;
 mod plan;
 mod resume;
 mod settings;
+mod settle;
 mod slack;
 mod stage;
 #[cfg(test)]
@@ -34,10 +35,12 @@ pub use diff::{answer_diff, diff_from_answer, DiffView, RemoteDiff};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
 pub use settings::{
-    Intervals, Receiver, ReceiverFormat, RepoSettings, Secret, Settings, Supersede,
+    check_settings, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl, RepoSettings,
+    Secret, Settings, SettingsError, SettingsField, SettingsProblem, Supersede, MIN_INTERVAL,
 };
+pub use settle::{settle, Removal, Settled};
 pub use stage::DEADLINE_MARGIN;
-pub use webhook::{WebhookRequest, WebhookResponse, MAX_WEBHOOK_BODY};
+pub use webhook::{WebhookHeaders, WebhookRequest, WebhookResponse, MAX_WEBHOOK_BODY};
 
 use gannet_core::ports::Received;
 use gannet_events::Message;

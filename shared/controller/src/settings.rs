@@ -1,9 +1,17 @@
 //! What the handlers need to know about the installation: repositories, the webhook secret,
-//! intervals and notification receivers. Built once by the runtime from its config.
+//! intervals and notification receivers. Built once by the runtime from its config, and
+//! checked by the one check both runtimes run ([`check_settings`]).
 
 use std::fmt;
 
 use gannet_core::{GoDuration, RepoId};
+
+mod check;
+
+pub use check::{
+    check_settings, IntervalName, ReceiverUrl, SettingsError, SettingsField, SettingsProblem,
+    MIN_INTERVAL,
+};
 
 /// A secret value. Its `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]

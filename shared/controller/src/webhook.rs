@@ -2,6 +2,7 @@
 //! the delivery id and queues a trigger, all before answering, and stores nothing for a
 //! request it refuses.
 
+use axum::http;
 use gannet_core::ports::{Changes, StoreError, Write};
 use gannet_events::github::{self as webhook, Event};
 use gannet_events::{Message, TriggerCause};
@@ -22,6 +23,44 @@ pub struct WebhookRequest {
     pub delivery: Option<String>,
     pub signature: Option<String>,
     pub body: Vec<u8>,
+}
+
+/// The headers of a GitHub delivery, read the one way both runtimes read them: by name,
+/// ignoring case, and a value that is not visible ASCII counts as missing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WebhookHeaders {
+    /// `X-GitHub-Event`.
+    pub event: Option<String>,
+    /// `X-GitHub-Delivery`.
+    pub delivery: Option<String>,
+    /// `X-Hub-Signature-256`.
+    pub signature: Option<String>,
+}
+
+impl WebhookHeaders {
+    pub fn read(headers: &http::HeaderMap) -> Self {
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Self {
+            event: text("x-github-event"),
+            delivery: text("x-github-delivery"),
+            signature: text("x-hub-signature-256"),
+        }
+    }
+
+    /// The request these headers came with.
+    pub fn with_body(self, body: Vec<u8>) -> WebhookRequest {
+        WebhookRequest {
+            event: self.event,
+            delivery: self.delivery,
+            signature: self.signature,
+            body,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -184,5 +223,33 @@ impl Controller {
             )),
             Err(err) => Err(err.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_delivery_headers_are_read_by_name_and_only_as_text() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("X-GitHub-Event", http::HeaderValue::from_static("push"));
+        headers.insert("x-github-delivery", http::HeaderValue::from_static("d-1"));
+        let not_text = http::HeaderValue::from_bytes(b"sha256=\xff").expect("a header value");
+        headers.insert("X-Hub-Signature-256", not_text);
+        let read = WebhookHeaders::read(&headers);
+        assert_eq!(
+            read,
+            WebhookHeaders {
+                event: Some("push".into()),
+                delivery: Some("d-1".into()),
+                signature: None,
+            }
+        );
+        let request = read.with_body(b"{}".to_vec());
+        assert_eq!(
+            (request.event.as_deref(), request.body.as_slice()),
+            (Some("push"), b"{}".as_slice())
+        );
     }
 }
