@@ -1530,7 +1530,8 @@ fn the_stack_runs_a_deployment_with_every_function_as_its_role(template: Templat
     assert_eq!(polled["job"], "poll", "{polled}");
     let resumed = c.lab.resume();
     assert_eq!(resumed["job"], "resume", "{resumed}");
-    c.lab.drive_until("the poll's trigger", support::LIMIT, |_| true);
+    c.lab
+        .drive_until("the poll's trigger", support::LIMIT, |_| true);
 
     // The drift function, as its role, sees a version made by hand behind the alias.
     moto::update_memory(&c.function, 256);
