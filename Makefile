@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
+.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM, on which gannet's SAM and CDK stacks are created), then the least-privilege report of that run
-test: lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
+test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	iam_state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto-iam.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; scripts/moto.sh stop "$$iam_state"; rm -rf "$$state" "$$iam_state"' EXIT; \
@@ -64,6 +64,10 @@ prometheus-ensure:
 chromium-ensure:
 	scripts/chromium.sh ensure
 
+## console: the web console's bundle, which `gannet` and the api function embed (scripts/console.sh build into $GANNET_CONSOLE_DIST, default console/dist; nothing to do, and no Node.js needed, when it is current). Cargo never builds it: every target here that builds those binaries runs this first, and a build without make (sam build, cdk synth, cargo) needs it done
+console:
+	scripts/console.sh build
+
 ## console-ensure: the web console's pinned npm packages (esbuild, Preact, TypeScript, Playwright) in console/node_modules
 console-ensure:
 	scripts/console.sh ensure
@@ -84,7 +88,7 @@ lint: fmt-check clippy
 fmt-check:
 	cargo fmt --all -- --check
 
-clippy:
+clippy: console
 	cargo clippy --workspace --all-targets -- -D warnings
 
 ## infra-lint: cfn-lint and `sam validate --lint` on infra/template.yaml, offline (pinned, in .venv-infra)
@@ -116,16 +120,16 @@ lambda-ensure:
 	scripts/cargo-lambda.sh ensure >/dev/null
 
 ## demo: build the CLI (profile `local`: fast, quick to build) and run the scripted demo
-demo:
+demo: console
 	cargo build --profile local -p gannet-cli
 	GANNET_BIN="$(CARGO_TARGET_DIR)/local/gannet" scripts/demo.sh
 
 ## bench: the webhook benchmark on a release `gannet up`; prints a markdown table (BENCHMARKS.md)
-bench:
+bench: console
 	cargo bench -p gannet-cli --bench webhooks
 
 ## bench-terraform: gannet's overhead per Terraform deployment against the same terraform run by hand; prints a markdown table (BENCHMARKS.md)
-bench-terraform:
+bench-terraform: console
 	cargo bench -p gannet-cli --bench terraform
 
 ## bench-kubernetes: K8S_SYNC of 100 manifests against the fake API server in its own process (API requests, gannet's and the server's CPU, drift's requests) next to kubectl apply --server-side; prints a markdown table (BENCHMARKS.md)
@@ -134,9 +138,9 @@ bench-kubernetes:
 	cargo bench -p gannet-plugin-kubernetes --bench sync
 
 ## bench-console: the web console's deployment page (10 stages, 5,000 log lines) in Chromium next to the same text as a static page; prints a markdown table (BENCHMARKS.md)
-bench-console: chromium-ensure console-ensure
+bench-console: chromium-ensure console-ensure console
 	GANNET_CHROMIUM="$$(scripts/chromium.sh path)" cargo bench -p gannet-cli --bench console
 
 ## bench-functions: each function's arm64 zip size and its init time under `cargo lambda watch` (BENCHMARKS.md)
-bench-functions: lambda-ensure
+bench-functions: lambda-ensure console
 	scripts/bench-functions.sh

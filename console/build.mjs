@@ -4,9 +4,9 @@
 //
 // esbuild bundles src/main.tsx (Preact, the CSS it imports) minified for ES2020, with no
 // source maps and no absolute paths, so the same sources give byte-identical files. Prints
-// nothing on stdout (the Rust build script calls it); errors go to stderr.
+// nothing on stdout (scripts/console.sh calls it); errors go to stderr.
 
-import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as esbuild from "esbuild";
@@ -42,6 +42,9 @@ export async function build(out) {
   if (files.size !== 2) throw new Error("esbuild did not produce app.js and app.css");
   for (const name of ["index.html", "favicon.svg"]) files.set(name, await readFile(join(SRC, name)));
   await mkdir(out, { recursive: true });
+  // The stamp scripts/console.sh writes once the bundle is whole and type-checked: a bundle
+  // built here alone (dev.mjs) is not one the Rust build takes.
+  await rm(join(out, ".sources.sha256"), { force: true });
   for (const [name, contents] of files) await writeFile(join(out, name), contents);
   return [...files.keys()];
 }

@@ -293,6 +293,9 @@ finally:
 PY
 }
 
+# The api binary embeds the web console's bundle, which cargo does not build.
+"$ROOT/scripts/console.sh" build
+
 case "${1:-all}" in
   all) size && init ;;
   size) size ;;

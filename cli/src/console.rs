@@ -132,7 +132,7 @@ pub async fn run(server: &str, args: ConsoleArgs) -> anyhow::Result<()> {
 /// Every request passes [`guard`] first; the console's pages are answered here, anything else
 /// is [`forward`]ed, signed, only with the key.
 fn app(proxy: Arc<Proxy>) -> axum::Router {
-    let routes = gannet_controller::console_routes()
+    let routes = gannet_controller::console_routes(gannet_cli::CONSOLE)
         .fallback(forward)
         .with_state(proxy.clone());
     axum::Router::new()

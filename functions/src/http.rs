@@ -42,16 +42,17 @@ pub async fn webhook(runtime: &Runtime, request: Request) -> Response<Body> {
     }
 }
 
-/// The JSON API: `gannet up`'s router, served through lambda_http, for events from the
-/// stack's own HTTP API only ([`from_the_api`]). The caller is the IAM principal API Gateway
-/// authorised; its name and role follow `GANNET_CALLER_NAMES` or the rule of [`IamCallers`].
+/// The JSON API and the web console ([`Runtime::console`]): `gannet up`'s router, served
+/// through lambda_http, for events from the stack's own HTTP API only ([`from_the_api`]). The
+/// caller is the IAM principal API Gateway authorised; its name and role follow
+/// `GANNET_CALLER_NAMES` or the rule of [`IamCallers`].
 pub fn api(runtime: &Runtime) -> axum::Router {
     let access = Access {
         callers: Arc::new(IamCallers::new(runtime.caller_names().clone())),
         hosts: Hosts::Any,
     };
     let source = Arc::new(runtime.http_api().cloned());
-    gannet_controller::http::router(runtime.controller().clone(), access)
+    gannet_controller::http::router(runtime.controller().clone(), access, runtime.console())
         .layer(axum::middleware::from_fn_with_state(source, from_the_api))
 }
 

@@ -9,7 +9,7 @@ use gannet_aws::{
     StoreOptions, SystemClock,
 };
 use gannet_controller::{
-    Controller, EventBus, Receiver, ReceiverFormat, RemoteDiff, Secret, Settings,
+    Console, Controller, EventBus, Receiver, ReceiverFormat, RemoteDiff, Secret, Settings,
 };
 use gannet_core::jobs::JobRunner;
 use gannet_core::ports::{BoxError, Clock};
@@ -34,6 +34,8 @@ pub enum StartError {
     },
     #[error("the api function answers only its own HTTP API's events: set GANNET_API_ID and GANNET_ACCOUNT_ID (the template sets both)")]
     NoHttpApi,
+    #[error("the api function serves the web console, but its main gave none (Extras::console)")]
+    NoConsole,
     #[error("the webhook function needs the webhook secret: set GANNET_WEBHOOK_SECRET_ARN (or GANNET_WEBHOOK_SECRET for local runs)")]
     NoWebhookSecret,
     #[error("{variable}: reading {secret}")]
@@ -131,13 +133,14 @@ pub type DiffFactory = fn(&SdkConfig, String) -> Arc<dyn RemoteDiff>;
 /// What only some functions build, each named by the `main` of the functions that need it so
 /// that the others do not link its code and SDKs: the plugins (whole in stage and drift, their
 /// planning faces in trigger, plan and api, none elsewhere), the job runner (stage, drift),
-/// the event bus (notify) and the remote diff (api).
+/// the event bus (notify), and the remote diff and the web console (api).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extras {
     pub plugins: Option<fn() -> Registry>,
     pub jobs: Option<JobsFactory>,
     pub bus: Option<BusFactory>,
     pub diff: Option<DiffFactory>,
+    pub console: Option<Console>,
 }
 
 /// The stage and drift functions' job runner: CodeBuild builds of the stack's jobs project.
@@ -154,16 +157,20 @@ pub struct Runtime {
     queue: SqsQueue,
     caller_names: std::collections::BTreeMap<String, gannet_aws::CallerEntry>,
     http_api: Option<HttpApiSource>,
+    console: Option<Console>,
 }
 
 impl Runtime {
     /// Builds everything from `config`, with clients on the standard AWS chain, and the
-    /// `extras` the function's `main` gives: its job runner, its event bus.
+    /// `extras` the function's `main` gives: its job runner, its event bus, its console.
     pub async fn start(
         function: Function,
         config: &FunctionConfig,
         extras: Extras,
     ) -> Result<Self, StartError> {
+        if function == Function::Api && extras.console.is_none() {
+            return Err(StartError::NoConsole);
+        }
         let sdk = sdk_config(&ClientOptions {
             region: config.region.clone(),
             endpoint: config.endpoint.clone(),
@@ -171,6 +178,7 @@ impl Runtime {
         })
         .await;
         let mut runtime = Self::with_clients(function, config, &Clients::new(&sdk)).await?;
+        runtime.console = extras.console;
         if let (Some(make), Some(bus)) = (extras.bus, &config.event_bus) {
             runtime.controller = runtime.controller.with_event_bus(make(&sdk, bus.clone()));
         }
@@ -277,6 +285,7 @@ impl Runtime {
             queue,
             caller_names: config.caller_names.clone(),
             http_api: config.http_api.clone(),
+            console: None,
         })
     }
 
@@ -296,6 +305,12 @@ impl Runtime {
     /// The HTTP API whose events the api function answers (always set in the api function).
     pub fn http_api(&self) -> Option<&HttpApiSource> {
         self.http_api.as_ref()
+    }
+
+    /// The web console the api function serves (always set in the api function's binary;
+    /// a runtime built from clients alone, as tests do, serves none).
+    pub fn console(&self) -> Option<Console> {
+        self.console
     }
 
     /// The queue adapter, for settling received messages.

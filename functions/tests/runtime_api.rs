@@ -19,7 +19,8 @@
 //! by the api function, and the drift function is not invoked.
 //!
 //! A third: the api function answers only events from its own HTTP API (`GANNET_API_ID` in
-//! `GANNET_ACCOUNT_ID`); a forged event is refused, logged, and stores nothing.
+//! `GANNET_ACCOUNT_ID`); a forged event is refused, logged, and stores nothing. And it serves
+//! the web console it embeds.
 //!
 //! Needs moto (`GANNET_MOTO_ENDPOINT`) and cargo-lambda (`GANNET_CARGO_LAMBDA`); `make test`
 //! sets both, and without them the test fails saying how to get them.
@@ -902,6 +903,46 @@ async fn the_api_function_answers_only_its_own_http_api() {
     let answer = h.invoke("api", &sync).await;
     assert_eq!(answer["statusCode"], 200, "{answer}\n{}", procs.log("api"));
     assert_eq!(stored(&h).await, 1);
+}
+
+/// The api binary serves the web console it embeds (`make console` builds it): the page for
+/// each console route and its files under `/assets/`, through the stack's API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_function_serves_the_web_console_it_embeds() {
+    let (h, mut procs, _repo, _head) = start_with(
+        &[("apps/web/app.pipecd.yaml", APP)],
+        &[("api", env!("CARGO_BIN_EXE_api"))],
+        &[],
+    )
+    .await;
+    for (path, content_type, holds) in [
+        ("/", "text/html", "/assets/app.js"),
+        ("/deployments/d-1", "text/html", "/assets/app.js"),
+        ("/assets/app.js", "text/javascript", ""),
+        ("/assets/app.css", "text/css", ""),
+    ] {
+        let answer = h.invoke("api", &http_api_event(path, "")).await;
+        assert_eq!(
+            answer["statusCode"],
+            200,
+            "{path}: {answer}\n{}",
+            procs.log("api")
+        );
+        let headers = &answer["headers"];
+        assert!(
+            headers["content-type"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(content_type)),
+            "{path}: {headers}"
+        );
+        assert!(
+            headers["content-security-policy"].is_string(),
+            "{path}: {headers}"
+        );
+        let body = answer["body"].as_str().unwrap_or_default();
+        assert!(!body.is_empty() && body.contains(holds), "{path}: {answer}");
+    }
+    procs.assert_alive();
 }
 
 /// An IAM principal the api function maps to a viewer.

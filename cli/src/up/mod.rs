@@ -181,7 +181,7 @@ pub async fn run_until(
         callers: Arc::new(cfg.tokens.clone()),
         hosts: cfg.hosts.clone(),
     };
-    let app = gannet_controller::http::router(controller, access);
+    let app = gannet_controller::http::router(controller, access, Some(crate::CONSOLE));
     let server = tokio::spawn(serve::serve(
         listener,
         app,

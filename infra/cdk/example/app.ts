@@ -9,8 +9,9 @@ import { FunctionCode, Gannet } from '@gannet/cdk';
 const app = new App();
 
 // The functions' code. With `-c gannet:lambdaDir=DIR`: prebuilt zips, DIR/<function>/bootstrap.zip
-// as `cargo lambda build --release --arm64 --output-format zip -p gannet-functions --lambda-dir DIR`
-// leaves them (no Rust toolchain needed where you deploy). Otherwise cargo-lambda builds them from
+// as `make console && cargo lambda build --release --arm64 --output-format zip -p gannet-functions
+// --lambda-dir DIR` leaves them (no Rust toolchain needed where you deploy; `make console`
+// bundles the web console the api function embeds). Otherwise cargo-lambda builds them from
 // the gannet checkout whose root Cargo.toml is at `-c gannet:workspace=PATH` (by default, where
 // this directory sits in the checkout).
 const lambdaDir: string | undefined = app.node.tryGetContext('gannet:lambdaDir');

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { BundlingOptions, RustFunction } from 'cargo-lambda-cdk';
+import { BundlingOptions, ICommandHooks, RustFunction } from 'cargo-lambda-cdk';
 import { Construct } from 'constructs';
 import { GannetPropError } from './settings';
 
@@ -16,9 +16,10 @@ export interface GannetFunctionOptions extends lambda.FunctionOptions {
  */
 export abstract class FunctionCode {
   /**
-   * Prebuilt zips laid out as `cargo lambda build --release --arm64 --output-format zip
-   * -p gannet-functions --lambda-dir DIR` leaves them: `DIR/<binary>/bootstrap.zip` for each
-   * of webhook, trigger, plan, stage, notify, poll, resume, api and drift.
+   * Prebuilt zips laid out as `make console && cargo lambda build --release --arm64
+   * --output-format zip -p gannet-functions --lambda-dir DIR` leaves them:
+   * `DIR/<binary>/bootstrap.zip` for each of webhook, trigger, plan, stage, notify, poll,
+   * resume, api and drift (`make console` bundles the web console the api binary embeds).
    */
   static fromZipDirectory(dir: string): FunctionCode {
     return new ZipDirectoryCode(path.resolve(dir));
@@ -28,7 +29,9 @@ export abstract class FunctionCode {
    * Builds each binary of the `gannet-functions` package with cargo-lambda-cdk's
    * `RustFunction` (arm64, release) from the workspace whose root `Cargo.toml` is at
    * `manifestPath` (a file, or the directory holding it). Needs cargo-lambda (and Zig) on the
-   * machine that synthesises, or Docker.
+   * machine that synthesises, or Docker. The api function's build first bundles the web
+   * console it embeds (`scripts/console.sh build`, a no-op when the bundle is current; with
+   * Node.js where it runs, so under Docker run `make console` in the workspace beforehand).
    */
   static fromCargoWorkspace(manifestPath: string, bundling?: BundlingOptions): FunctionCode {
     return new CargoWorkspaceCode(path.resolve(manifestPath), bundling);
@@ -53,7 +56,7 @@ class ZipDirectoryCode extends FunctionCode {
     if (!fs.existsSync(zip)) {
       throw new GannetPropError(
         'code',
-        `no ${zip} (build with: cargo lambda build --release --arm64 --output-format zip -p gannet-functions --lambda-dir ${this.dir})`,
+        `no ${zip} (build with: make console && cargo lambda build --release --arm64 --output-format zip -p gannet-functions --lambda-dir ${this.dir})`,
       );
     }
     return new lambda.Function(scope, id, {
@@ -79,7 +82,22 @@ class CargoWorkspaceCode extends FunctionCode {
       runtime: 'provided.al2023',
       manifestPath: this.manifestPath,
       binaryName: binary,
-      bundling: { ...this.bundling, architecture: options.architecture },
+      bundling: {
+        ...this.bundling,
+        architecture: options.architecture,
+        commandHooks: binary === 'api' ? consoleFirst(this.bundling?.commandHooks) : this.bundling?.commandHooks,
+      },
     });
   }
+}
+
+/** `hooks`, with the web console's bundle built (or found current) before the api binary. */
+function consoleFirst(hooks?: ICommandHooks): ICommandHooks {
+  return {
+    beforeBundling: (inputDir, outputDir) => [
+      `bash "${inputDir}/scripts/console.sh" build`,
+      ...(hooks?.beforeBundling(inputDir, outputDir) ?? []),
+    ],
+    afterBundling: (inputDir, outputDir) => hooks?.afterBundling(inputDir, outputDir) ?? [],
+  };
 }

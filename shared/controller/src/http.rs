@@ -1,5 +1,6 @@
 //! The HTTP surface: `POST /hooks/github`, the JSON API under `/api/v1` and the web console
-//! (`console`). One router serves `gannet up` and the AWS `api` function.
+//! (`console`, whose files the serving binary hands in). One router serves `gannet up` and the
+//! AWS `api` function.
 //!
 //! Every API call names its caller ([`Access::callers`]: a token on `gannet up`, the IAM
 //! principal on AWS) and needs a role for what it does; the person recorded for a sync, a
@@ -25,7 +26,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::{
-    error_chain, ApiError, Controller, RollbackRequest, SyncRequest, WebhookHeaders,
+    error_chain, ApiError, Console, Controller, RollbackRequest, SyncRequest, WebhookHeaders,
     MAX_WEBHOOK_BODY,
 };
 
@@ -89,8 +90,9 @@ struct AppState {
     large_bodies: Arc<Semaphore>,
 }
 
-/// The whole HTTP app; tests call it with `oneshot`, without a socket.
-pub fn router(controller: Controller, access: Access) -> Router {
+/// The whole HTTP app, with the web console's routes when the binary serving it has one;
+/// tests call it with `oneshot`, without a socket.
+pub fn router(controller: Controller, access: Access, console: Option<Console>) -> Router {
     let state = AppState {
         controller,
         access,
@@ -112,15 +114,17 @@ pub fn router(controller: Controller, access: Access) -> Router {
         .route("/api/v1/deployments/{id}/stages/{stage}/logs", get(logs))
         .layer(DefaultBodyLimit::max(MAX_API_BODY))
         .route_layer(middleware::from_fn_with_state(state.clone(), guard));
-    Router::new()
+    let mut app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/hooks/github",
             post(github_hook).layer(DefaultBodyLimit::disable()),
         )
-        .merge(api)
-        .merge(crate::console::routes())
-        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .merge(api);
+    if let Some(console) = console {
+        app = app.merge(crate::console::routes(console));
+    }
+    app.fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(middleware::from_fn(json_errors))
         .layer(middleware::from_fn(deadline))
         .layer(middleware::from_fn(answer_headers))

@@ -30,7 +30,7 @@ mod webhook;
 
 pub use api::{ApiError, AppView, DeploymentView, PauseView, StageView, SyncRequest};
 pub use apps::RollbackRequest;
-pub use console::routes as console_routes;
+pub use console::{routes as console_routes, Console, ConsoleFile};
 pub use diff::{answer_diff, diff_from_answer, DiffView, RemoteDiff};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
