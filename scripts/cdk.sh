@@ -20,28 +20,17 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CDK=$ROOT/infra/cdk
 VENV=${GANNET_INFRA_VENV:-$ROOT/.venv-infra}
 TEMPLATE=$ROOT/infra/template.yaml
-# The hash of the package-lock.json node_modules was installed from.
-STAMP=$CDK/node_modules/.gannet-package-lock.sha256
 
 log() { printf 'cdk.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-lock_hash() { sha256sum "$CDK/package-lock.json" | cut -d' ' -f1; }
-
-modules_current() {
-  [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(lock_hash)" ] && [ -x "$CDK/node_modules/.bin/cdk" ]
-}
+# shellcheck source=scripts/npm.sh
+. "$ROOT/scripts/npm.sh"
 
 ensure() {
-  command -v node >/dev/null || die "Node.js 20 or newer is needed (node is not on PATH)"
-  command -v npm >/dev/null || die "npm is needed (it comes with Node.js)"
+  need_node 20 "for the CDK construct"
   "$ROOT/scripts/infra-lint.sh" ensure
-  if modules_current; then
-    return 0
-  fi
-  log "npm ci in $CDK (versions pinned by package-lock.json)"
-  (cd "$CDK" && npm ci --no-audit --no-fund --no-update-notifier >&2)
-  lock_hash >"$STAMP"
+  npm_install "$CDK" node_modules/.bin/cdk
 }
 
 # shellcheck source=scripts/offline.sh
@@ -53,7 +42,7 @@ offline() {
 }
 
 run_tests() {
-  modules_current || die "infra/cdk/node_modules is missing or stale; run: scripts/cdk.sh ensure"
+  npm_current "$CDK" node_modules/.bin/cdk || die "infra/cdk/node_modules is missing or stale; run: scripts/cdk.sh ensure"
   [ -x "$VENV/bin/cfn-lint" ] || die "cfn-lint is missing from $VENV; run: scripts/cdk.sh ensure"
   NODE_BIN=$(dirname "$(command -v node)")
   WORK=$(mktemp -d "${TMPDIR:-/tmp}/gannet-cdk.XXXXXX")

@@ -24,21 +24,14 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CONSOLE=$ROOT/console
-# The hash of the package-lock.json node_modules was installed from.
-STAMP=$CONSOLE/node_modules/.gannet-package-lock.sha256
 
 log() { printf 'console.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-need_node() {
-  command -v node >/dev/null || die "Node.js 20 or newer is needed to build the console (node is not on PATH)"
-  command -v npm >/dev/null || die "npm is needed to build the console (it comes with Node.js)"
-  local major
-  major=$(node -p 'process.versions.node.split(".")[0]')
-  [ "$major" -ge 20 ] || die "Node.js 20 or newer is needed to build the console (this is $(node --version))"
-}
+# shellcheck source=scripts/npm.sh
+. "$ROOT/scripts/npm.sh"
 
-lock_hash() { sha256sum "$CONSOLE/package-lock.json" | cut -d' ' -f1; }
+NEEDS=(node_modules/.bin/tsc node_modules/.bin/esbuild)
 
 # The fingerprint of what the bundle is built from: the SHA-256 of sha256sum's listing of
 # every file (paths from the repository root, in byte order). shared/console/build.rs computes
@@ -50,25 +43,14 @@ fingerprint() {
   } | LC_ALL=C sort | xargs -d '\n' sha256sum | sha256sum | cut -d' ' -f1)
 }
 
-modules_current() {
-  [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(lock_hash)" ] \
-    && [ -x "$CONSOLE/node_modules/.bin/tsc" ] && [ -x "$CONSOLE/node_modules/.bin/esbuild" ]
-}
-
 ensure() {
-  need_node
-  [ -f "$CONSOLE/package-lock.json" ] || die "console/package-lock.json is missing"
-  if modules_current; then
-    return 0
-  fi
-  log "npm ci in $CONSOLE (versions pinned by package-lock.json)"
-  (cd "$CONSOLE" && npm ci --no-audit --no-fund --no-update-notifier >&2)
-  lock_hash >"$STAMP"
+  need_node 20 "to build the console"
+  npm_install "$CONSOLE" "${NEEDS[@]}"
 }
 
 check() {
-  need_node
-  modules_current || die "console/node_modules is missing or stale; run: scripts/console.sh ensure"
+  need_node 20 "to build the console"
+  npm_current "$CONSOLE" "${NEEDS[@]}" || die "console/node_modules is missing or stale; run: scripts/console.sh ensure"
   (cd "$CONSOLE" && node_modules/.bin/tsc --noEmit -p tsconfig.json >&2)
 }
 
