@@ -12,6 +12,9 @@ use gannet_core::duration::{GoDuration, Millis};
 use gannet_core::ports::{Outgoing, QueueName};
 use gannet_core::{AppId, CommitSha, DeploymentId, RepoId};
 use serde::{Deserialize, Serialize};
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 pub const VERSION: u32 = 1;
 
@@ -301,33 +304,14 @@ impl Event {
     }
 }
 
-/// Formats a timestamp as RFC 3339 UTC with milliseconds.
+/// Formats a timestamp as RFC 3339 UTC with milliseconds (the year 9999 at most).
 pub fn rfc3339(at: Millis) -> String {
-    let secs = at.0 / 1000;
-    let ms = at.0 % 1000;
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to a (year, month, day) civil date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    const FORMAT: &[BorrowedFormatItem<'_>] =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z");
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.0) * 1_000_000)
+        .unwrap_or(PrimitiveDateTime::MAX.assume_utc())
+        .format(FORMAT)
+        .expect("a UTC date and time has every component of the format")
 }
 
 #[cfg(test)]

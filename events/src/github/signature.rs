@@ -1,8 +1,7 @@
 //! GitHub's `X-Hub-Signature-256` header: an HMAC-SHA256 of the raw body, `sha256=<hex>`.
 
-use hmac::digest::{Key, KeyInit};
 use hmac::{Hmac, Mac};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -67,17 +66,10 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
     format!("{PREFIX}{}", hex::encode(tag))
 }
 
-/// An HMAC-SHA256 keyed with `secret`. The key is brought to the block size as RFC 2104 says
-/// (hashed when longer, zero-padded), which makes the construction infallible.
+/// An HMAC-SHA256 keyed with `secret`. `hmac` brings a key of any length to the block size as
+/// RFC 2104 says (hashed when longer, zero-padded), so it refuses none.
 fn keyed(secret: &[u8]) -> HmacSha256 {
-    let mut key = Key::<HmacSha256>::default();
-    if secret.len() > key.len() {
-        let hashed = Sha256::digest(secret);
-        key[..hashed.len()].copy_from_slice(&hashed);
-    } else {
-        key[..secret.len()].copy_from_slice(secret);
-    }
-    <HmacSha256 as KeyInit>::new(&key)
+    HmacSha256::new_from_slice(secret).expect("HMAC takes a key of any length")
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 
 use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Role};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// The shortest token accepted: 24 characters of a random token are well beyond guessing.
 pub const MIN_TOKEN_LEN: usize = 24;
@@ -158,13 +159,7 @@ impl Callers for ApiTokens {
         // Every entry is compared, in constant time, so timing says nothing of which matched.
         let mut found = None;
         for entry in &self.entries {
-            let same = entry
-                .digest
-                .iter()
-                .zip(sent.iter())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
-            if same {
+            if bool::from(entry.digest.ct_eq(&sent)) {
                 found = Some(entry);
             }
         }

@@ -253,35 +253,16 @@ fn fields(body: &[u8]) -> Fields {
             .filter_map(|(k, v)| Some((k, v.as_str()?.to_string())));
         return strings.collect();
     }
-    let text = String::from_utf8_lossy(body);
-    let pairs = text.split('&').filter_map(|pair| pair.split_once('='));
-    let decode = |s: &str| percent_decode(&s.replace('+', " "));
-    pairs
-        .map(|(key, value)| (decode(key), decode(value)))
+    form_urlencoded::parse(body)
+        .map(|(key, value)| (key.into_owned(), value.into_owned()))
         .collect()
 }
 
 /// Decodes `%XX` escapes (a malformed one stays as it is).
 pub(crate) fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = bytes.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
-        let escaped =
-            escaped.and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
-        match escaped {
-            Some(byte) => {
-                decoded.push(byte);
-                i += 3;
-            }
-            None => {
-                decoded.push(bytes[i]);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded).into_owned()
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// The body as the log keeps it: its JSON, or a form's fields as a JSON object.

@@ -58,6 +58,9 @@ pub use axum::http::Method;
 use base64::Engine;
 use rand::Rng;
 use serde_json::Value;
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::OffsetDateTime;
 use tokio::sync::oneshot;
 
 use crate::auth::Auth;
@@ -410,21 +413,11 @@ pub(crate) fn now() -> String {
 
 /// RFC 3339 in UTC with microseconds, as Google writes timestamps.
 pub(crate) fn rfc3339(time: SystemTime) -> String {
-    let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let (days, seconds) = (since.as_secs() / 86_400, since.as_secs() % 86_400);
-    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
-    let z = days + 719_468;
-    let (era, day_of_era) = (z / 146_097, z % 146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    let (hour, minute, second) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
-    let micros = since.subsec_micros();
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{micros:06}Z")
+    const FORMAT: &[BorrowedFormatItem<'_>] =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
+    OffsetDateTime::from(time.max(UNIX_EPOCH))
+        .format(FORMAT)
+        .expect("a UTC date and time has every component of the format")
 }
 
 pub(crate) fn random_hex(bytes: usize) -> String {

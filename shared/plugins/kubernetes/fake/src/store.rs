@@ -7,6 +7,9 @@ use std::hash::{BuildHasher, RandomState};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
+use time::format_description::BorrowedFormatItem;
+use time::macros::format_description;
+use time::{OffsetDateTime, PrimitiveDateTime};
 
 use crate::fields::{self, FieldSet, Scope};
 use crate::kinds::Kind;
@@ -568,24 +571,14 @@ pub(crate) fn now() -> String {
 }
 
 fn rfc3339(seconds: u64) -> String {
-    let (days, second_of_day) = ((seconds / 86_400) as i64, seconds % 86_400);
-    // Days since 1970-01-01 to a civil date (proleptic Gregorian calendar, eras of 400 years).
-    let z = days + 719_468;
-    let (era, day_of_era) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    let (hour, minute) = (second_of_day / 3600, second_of_day / 60 % 60);
-    let second = second_of_day % 60;
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+    const FORMAT: &[BorrowedFormatItem<'_>] =
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]Z");
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok())
+        .unwrap_or(PrimitiveDateTime::MAX.assume_utc())
+        .format(FORMAT)
+        .expect("a UTC date and time has every component of the format")
 }
 
 #[cfg(test)]
