@@ -8,6 +8,7 @@ use std::sync::Arc;
 use gannet_core::jobs::{JobRunner, NoJobs};
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Clock, CommitStatuses, GitSource, Store};
+use tracing::Instrument;
 
 mod api;
 mod apps;
@@ -137,13 +138,35 @@ impl Controller {
     /// [`Controller::handle`] in an invocation that ends at `deadline` (a Lambda function's):
     /// a stage step that cannot finish before it is not started, and one that runs too close
     /// to it is cut short; either way the stage goes on in the next invocation.
+    ///
+    /// The invocation runs in a `handle` span with the queue and, as they are known, the
+    /// deployment, app and stage, so a deployment's lines can be followed in the logs of
+    /// either runtime.
     pub async fn handle_by(
         &self,
         received: &Received,
         deadline: Option<tokio::time::Instant>,
     ) -> Disposition {
+        let span = tracing::info_span!(
+            "handle",
+            queue = received.queue.as_str(),
+            deployment = tracing::field::Empty,
+            app = tracing::field::Empty,
+            stage = tracing::field::Empty,
+        );
+        self.handle_in(received, deadline).instrument(span).await
+    }
+
+    async fn handle_in(
+        &self,
+        received: &Received,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Disposition {
         let result = match Message::decode(&received.body) {
-            Ok(message) => self.dispatch(message, deadline).await,
+            Ok(message) => {
+                record_subject(&message);
+                self.dispatch(message, deadline).await
+            }
             Err(err) => Err(HandlerError::from(err)),
         };
         match result {
@@ -178,6 +201,30 @@ impl Controller {
             Message::Step { deployment, seq } => self.step(&deployment, seq, deadline).await,
             Message::Notify { event } => self.notify(&event).await,
             Message::DriftCheck { app, head } => self.drift_check(&app, head.as_ref()).await,
+        }
+    }
+}
+
+/// Records on the current `handle` span what `message` names of a deployment, app and stage;
+/// [`Controller::step`] adds the rest once the deployment is read.
+fn record_subject(message: &Message) {
+    let span = tracing::Span::current();
+    match message {
+        Message::Trigger { .. } => {}
+        Message::Plan { app } | Message::DriftCheck { app, .. } => {
+            span.record("app", app.as_str());
+        }
+        Message::Step { deployment, .. } => {
+            span.record("deployment", deployment.as_str());
+        }
+        Message::Notify { event } => {
+            span.record("app", event.data.app.as_str());
+            if let Some(deployment) = &event.data.deployment {
+                span.record("deployment", deployment.as_str());
+            }
+            if let Some(stage) = &event.data.stage {
+                span.record("stage", stage.as_str());
+            }
         }
     }
 }

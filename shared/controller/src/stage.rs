@@ -37,6 +37,7 @@ impl Controller {
             tracing::warn!(deployment = %id, "step for an unknown deployment dropped");
             return Ok(());
         };
+        tracing::Span::current().record("app", d.app.as_str());
         if d.seq != seq {
             tracing::debug!(deployment = %id, message_seq = seq, stored_seq = d.seq, "stale step dropped");
             return Ok(());
@@ -58,6 +59,7 @@ impl Controller {
         deadline: Option<Instant>,
     ) -> Result<(), HandlerError> {
         let inner = &self.inner;
+        tracing::Span::current().record("stage", d.stages[index].id.as_str());
         // Too little of the invocation is left to run a step and store its outcome: the next
         // invocation runs it.
         let budget = deadline.map(|at| at.saturating_duration_since(Instant::now()));
