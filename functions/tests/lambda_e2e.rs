@@ -121,6 +121,13 @@ impl Canary {
         self.lab.deployment_of(commit)
     }
 
+    /// How many deployments the API lists.
+    fn deployment_count(&mut self) -> usize {
+        self.lab.api("GET", "/api/v1/deployments").1["deployments"]
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+
     fn alias(&self) -> Option<Routing> {
         moto::alias(&self.function, ALIAS)
     }
@@ -427,12 +434,7 @@ fn a_script_runs_as_a_codebuild_job_not_in_the_stage_function_and_its_output_rea
 fn the_api_knows_its_caller_by_the_iam_principal() {
     let mut c = Canary::new("caller", LabOptions::default());
     let sync = "/api/v1/apps/fn/sync";
-    let deployments = |c: &mut Canary| {
-        c.lab.api("GET", "/api/v1/deployments").1["deployments"]
-            .as_array()
-            .map_or(0, Vec::len)
-    };
-    let before = deployments(&mut c);
+    let before = c.deployment_count();
     // No IAM context: nobody is identified, nothing changes.
     let (status, body) = c.lab.api_as(None, "POST", sync, Some(json!({})));
     assert_eq!(status, 401, "{body}");
@@ -445,7 +447,7 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
         Some(json!({"commander": "bob"})),
     );
     assert_eq!(status, 403, "{body}");
-    assert_eq!(deployments(&mut c), before, "refusals start nothing");
+    assert_eq!(c.deployment_count(), before, "refusals start nothing");
     // The principal, named and given its role through GANNET_CALLER_NAMES, is the commander.
     let (status, body) = c.lab.api_as(Some(deployer), "POST", sync, Some(json!({})));
     assert_eq!(status, 200, "{body}");
@@ -490,7 +492,7 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
             let (status, body) = c.lab.api_as(caller, "GET", read, None);
             assert_eq!(status, 200, "{name} GET {read}: {body}");
         }
-        let before = deployments(&mut c);
+        let before = c.deployment_count();
         let (status, body) = c.lab.api_as(caller, "POST", sync, Some(json!({})));
         assert_eq!(status, 403, "{body}");
         assert!(
@@ -500,7 +502,7 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
             "{body}"
         );
         assert_eq!(
-            deployments(&mut c),
+            c.deployment_count(),
             before,
             "{name}'s refusal stored nothing"
         );
@@ -514,12 +516,7 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
 fn the_api_function_refuses_events_not_from_its_http_api() {
     let mut c = Canary::new("forged", LabOptions::default());
     let sync = "/api/v1/apps/fn/sync";
-    let deployments = |c: &mut Canary| {
-        c.lab.api("GET", "/api/v1/deployments").1["deployments"]
-            .as_array()
-            .map_or(0, Vec::len)
-    };
-    let before = deployments(&mut c);
+    let before = c.deployment_count();
     let admin = Some(support::OPS_PRINCIPAL);
     let genuine = support::http_api_event(admin, "POST", sync, Some(json!({"key": "forged"})));
     let read = support::http_api_event(admin, "GET", "/api/v1/apps", None);
@@ -564,14 +561,14 @@ fn the_api_function_refuses_events_not_from_its_http_api() {
         );
     }
     assert_eq!(
-        deployments(&mut c),
+        c.deployment_count(),
         before,
         "no forged event started anything"
     );
     // The same event from the stack's API is answered.
     let (status, body) = c.lab.api_event(&genuine);
     assert_eq!(status, 200, "{body}");
-    assert_eq!(deployments(&mut c), before + 1);
+    assert_eq!(c.deployment_count(), before + 1);
     // Without GANNET_API_ID and GANNET_ACCOUNT_ID the api function does not start.
     let mut config = c.lab.config.clone();
     config.http_api = None;
