@@ -271,6 +271,22 @@ fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
     ] {
         assert!(shown.contains(want), "{want:?} not in:\n{shown}");
     }
+    // The web console shows the plan resource by resource, as the plugin presents it.
+    let run = support::console_scenario(
+        &g,
+        "stage-details",
+        token_of("vic"),
+        &id,
+        &json!({
+            "stage": plan["id"],
+            "resources": [{
+                "address": "terraform_data.app",
+                "actions": ["update"],
+                "text": "\"nginx:0\" → \"nginx:1\"",
+            }],
+        }),
+    );
+    assert_eq!(run.code, 0, "stage-details: {run:?}\n{}", g.log());
 
     let (status, body) = g.post_as(
         token_of("alice"),

@@ -126,7 +126,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Approve a WAIT_APPROVAL stage.
+    /// Approve a stage that waits for approval.
     #[command(
         after_help = "Example:\n  gannet approve <DEPLOYMENT>                 the stage waiting now"
     )]

@@ -3,27 +3,36 @@
 
 use gannet_controller::{AppView, DeploymentView, DiffView};
 use gannet_core::drift::Health;
+use gannet_core::presentation::Detail;
 
 /// Prints rows as left-aligned columns under a header.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    print!("{}", table_text(header, rows));
+}
+
+/// Rows as left-aligned columns under a header, a line each.
+fn table_text(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: Vec<String>| {
+    let mut out = String::new();
+    let mut line = |cells: &[String]| {
         let padded: Vec<String> = cells
             .iter()
             .zip(&widths)
             .map(|(c, w)| format!("{c:<w$}"))
             .collect();
-        println!("{}", padded.join("  ").trim_end());
+        out.push_str(padded.join("  ").trim_end());
+        out.push('\n');
     };
-    line(header.iter().map(|h| (*h).to_owned()).collect());
+    line(&header.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
     for row in rows {
-        line(row.clone());
+        line(row);
     }
+    out
 }
 
 pub fn apps(apps: &[AppView]) {
@@ -241,87 +250,65 @@ pub fn deployment(d: &DeploymentView) {
         table(&["STAGE", "NAME", "STATUS", "REASON"], &rows);
     }
     for s in d.stages.iter().filter(|s| s.visible) {
-        let plan = s.metadata.get(gannet_plugin_terraform::META_PLAN);
-        if let Some(plan) = plan.and_then(|p| serde_json::from_str(p).ok()) {
+        for detail in &s.presentation.details {
             println!();
-            print!("{}", plan_changes(s.id.as_str(), &plan));
-        }
-        let items = gannet_plugin_lifecycle::items(&s.metadata);
-        if !items.is_empty() {
-            println!();
-            println!("Items of stage {}:", s.id);
-            let rows: Vec<Vec<String>> = items
-                .iter()
-                .map(|(name, r)| {
-                    let took = r
-                        .completed_at
-                        .map(|end| end.since(r.started_at).to_string())
-                        .unwrap_or_default();
-                    vec![
-                        name.clone(),
-                        r.kind.as_str().to_owned(),
-                        r.status.as_str().to_owned(),
-                        took,
-                        shorten(&r.reason, 60),
-                    ]
-                })
-                .collect();
-            table(&["ITEM", "KIND", "STATUS", "TOOK", "REASON"], &rows);
-        }
-        if !s.measurements.is_empty() {
-            println!();
-            println!("Measurements of stage {}:", s.id);
-            let rows: Vec<Vec<String>> = s
-                .measurements
-                .iter()
-                .map(|m| {
-                    vec![
-                        m.check.clone(),
-                        format!("#{}", m.slot),
-                        shorten(&m.value, 40),
-                        shorten(&m.expected, 30),
-                        m.verdict.to_ascii_uppercase(),
-                        shorten(&m.detail, 60),
-                    ]
-                })
-                .collect();
-            table(
-                &["CHECK", "#", "VALUE", "EXPECTED", "VERDICT", "DETAIL"],
-                &rows,
-            );
+            print!("{}", detail_text(s.id.as_str(), detail));
         }
     }
 }
 
-/// What a Terraform plan changes, as `deployments show` prints it: one line per resource
-/// (`+` create, `~` update, `-` destroy, `-/+` replace) and one per changed attribute.
-pub fn plan_changes(stage: &str, plan: &gannet_plugin_terraform::Plan) -> String {
-    let mut out = format!("Plan of stage {stage}: {}\n", plan.summary());
-    for c in &plan.changes {
-        let has = |a: &str| c.actions.iter().any(|x| x == a);
-        let sign = match (has("create"), has("delete"), has("update")) {
-            (true, true, _) => "-/+",
-            (true, false, _) => "+",
-            (false, true, _) => "-",
-            _ => "~",
-        };
-        out.push_str(&format!(
-            "  {sign} {} ({})\n",
-            c.address,
-            c.actions.join(", ")
-        ));
-        for a in &c.attributes {
-            if a.before.is_empty() && a.after.is_empty() {
-                out.push_str(&format!("      {}\n", a.name));
-            } else {
-                out.push_str(&format!("      {}: {} -> {}\n", a.name, a.before, a.after));
+/// One of a stage's details as `deployments show` prints it: a table, named values, or
+/// resources one line each (`+` create, `~` update, `-` destroy, `-/+` replace) with a line per
+/// changed attribute. Generic: whatever the stage's plugin, the same shapes print the same way.
+pub fn detail_text(stage: &str, detail: &Detail) -> String {
+    match detail {
+        Detail::Table {
+            title,
+            columns,
+            rows,
+        } => {
+            let header: Vec<&str> = columns.iter().map(String::as_str).collect();
+            let rows: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| r.iter().map(|c| shorten(c, 60)).collect())
+                .collect();
+            format!("{title} of stage {stage}:\n{}", table_text(&header, &rows))
+        }
+        Detail::KeyValues { title, items } => {
+            let mut out = format!("{title} of stage {stage}:\n");
+            for kv in items {
+                out.push_str(&format!("  {}: {}\n", kv.key, kv.value));
             }
+            out
+        }
+        Detail::Resources {
+            title,
+            summary,
+            items,
+            omitted,
+        } => {
+            let mut out = format!("{title} of stage {stage}: {summary}\n");
+            for c in items {
+                out.push_str(&format!(
+                    "  {} {} ({})\n",
+                    c.sign(),
+                    c.address,
+                    c.actions.join(", ")
+                ));
+                for a in &c.attributes {
+                    if a.before.is_empty() && a.after.is_empty() {
+                        out.push_str(&format!("      {}\n", a.name));
+                    } else {
+                        out.push_str(&format!("      {}: {} -> {}\n", a.name, a.before, a.after));
+                    }
+                }
+            }
+            if *omitted > 0 {
+                out.push_str(&format!("  … and {omitted} more (not kept)\n"));
+            }
+            out
         }
     }
-    if plan.omitted > 0 {
-        out.push_str(&format!("  … and {} more (not kept)\n", plan.omitted));
-    }
-    out
 }
 
 /// Writes what changed between two views of a deployment to `out`, one line per change.

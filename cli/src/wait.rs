@@ -368,7 +368,7 @@ impl Screen {
 }
 
 fn waits_for_approval(s: &StageView) -> bool {
-    s.status == StageStatus::Running && s.name == "WAIT_APPROVAL"
+    s.presentation.approvable
 }
 
 /// How to approve stage `s` of `d`.

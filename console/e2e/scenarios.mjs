@@ -409,3 +409,42 @@ export async function pendingWhy(browser) {
   await waitFor(`the page of ${blocker}`, async () => page.url().endsWith(`/deployments/${encodeURIComponent(blocker)}`) && (await stageStatuses(page)).length > 0);
   console.log(`pending-why: "${text.replace(/\s+/g, " ").trim()}"`);
 }
+
+/**
+ * stage-details: stage GANNET_EXPECT.stage, opened on the deployment page, shows each resource
+ * of GANNET_EXPECT.resources ({address, actions, text}) as its plugin presented it: one row per
+ * resource, its actions, and `text` (an attribute's change) in the row.
+ */
+export async function stageDetails(browser) {
+  const { stage, resources } = expectation();
+  if (!stage || !Array.isArray(resources) || resources.length === 0) {
+    fail("GANNET_EXPECT must give stage and resources");
+  }
+  const page = await newPage(browser);
+  const errors = watchErrors(page);
+  await openSignedIn(page, deploymentPath());
+  const row = page.getByTestId(`stage-${stage}`);
+  await waitFor(`stage ${stage} to show`, () => row.isVisible(), { detail: () => alerts(page) });
+  const head = row.locator("button.stage-head");
+  if ((await head.getAttribute("aria-expanded")) !== "true") await head.click();
+  const block = row.getByTestId("detail-resources");
+  await waitFor(`stage ${stage}'s resources to show`, () => block.isVisible(), {
+    detail: async () => `stage body: ${JSON.stringify(await row.innerText())}`,
+  });
+  const shown = block.getByTestId("resource");
+  const count = await shown.count();
+  if (count !== resources.length) {
+    fail(`stage ${stage} shows ${count} resources, expected ${resources.length}: ${JSON.stringify(await block.innerText())}`);
+  }
+  for (const want of resources) {
+    const item = block.locator(`[data-testid="resource"][data-address="${want.address}"]`);
+    if ((await item.count()) !== 1) fail(`no resource ${want.address} in: ${JSON.stringify(await block.innerText())}`);
+    const actions = await item.getAttribute("data-actions");
+    if (actions !== want.actions.join(",")) fail(`${want.address}: actions ${actions}, expected ${want.actions}`);
+    const text = await item.innerText();
+    if (want.text && !text.includes(want.text)) fail(`${want.address} shows ${JSON.stringify(text)}, not ${JSON.stringify(want.text)}`);
+  }
+  await screenshot(page, "stage-details.png");
+  if (errors.length > 0) fail(`the page reported errors: ${errors.join("; ")}`);
+  console.log(`stage-details: stage ${stage} shows ${count} resources: ${JSON.stringify(await block.innerText())}`);
+}

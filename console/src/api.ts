@@ -79,6 +79,26 @@ export interface Measurement {
   detail: string;
 }
 
+/** A resource a stage changes, with its actions and changed attributes. */
+export interface ResourceChange {
+  address: string;
+  actions: string[];
+  attributes: { name: string; before: string; after: string }[];
+}
+
+/** One block of a stage's details, as its plugin presents it; rendered by shape alone. */
+export type Detail =
+  | { type: "table"; title: string; columns: string[]; rows: string[][] }
+  | { type: "key_values"; title: string; items: { key: string; value: string }[] }
+  | { type: "resources"; title: string; summary: string; items: ResourceChange[]; omitted: number };
+
+/** What a stage's plugin shows of it, and what may be done to it now. */
+export interface StagePresentation {
+  approvable: boolean;
+  cancellable: boolean;
+  details: Detail[];
+}
+
 export interface Stage {
   id: string;
   name: string;
@@ -91,6 +111,7 @@ export interface Stage {
   completed_at: string | null;
   metadata: Record<string, string>;
   measurements?: Measurement[];
+  presentation?: StagePresentation;
 }
 
 export interface Deployment {

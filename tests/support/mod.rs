@@ -925,3 +925,39 @@ pub fn test_certificate(dir: &Path) -> PathBuf {
     ]);
     dir.join("ca.pem")
 }
+
+/// Runs browser scenario `name` (console/e2e/run.mjs, in Chromium from `GANNET_CHROMIUM`)
+/// against `g`'s web console, signed in with `token`, on `deployment`, with `expect` as its
+/// GANNET_EXPECT; screenshots go to `artifacts/console/<name>/`. Bounded at two minutes.
+pub fn console_scenario(
+    g: &Gannet,
+    name: &str,
+    token: &str,
+    deployment: &str,
+    expect: &Value,
+) -> CliRun {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let chromium = std::env::var("GANNET_CHROMIUM").unwrap_or_else(|_| {
+        panic!("GANNET_CHROMIUM is not set: run `scripts/chromium.sh ensure` and set it to `scripts/chromium.sh path` (make test does both)")
+    });
+    let child = Command::new("node")
+        .arg(root.join("console/e2e/run.mjs"))
+        .arg(name)
+        .current_dir(root.join("console"))
+        .env("GANNET_CHROMIUM", chromium)
+        .env("GANNET_URL", &g.url)
+        .env("GANNET_TOKEN", token)
+        .env("GANNET_DEPLOYMENT", deployment)
+        .env(
+            "GANNET_SCREENSHOTS",
+            root.join("artifacts/console").join(name),
+        )
+        .env("GANNET_EXPECT", expect.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs (Node.js 20 or newer is needed)");
+    let run = finish(child, Duration::from_secs(120));
+    assert_no_secrets("a browser scenario's output", &run.stdout);
+    run
+}

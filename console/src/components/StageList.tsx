@@ -1,11 +1,12 @@
 // A deployment's pipeline: one row per stage with its status and elapsed time; a row
-// expands (click, Enter or Space) to the stage's reason, measurements and log.
+// expands (click, Enter or Space) to the stage's reason, its plugin's details and its log.
 
 import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { isTerminal, type Deployment, type Measurement, type Stage, type StageStatus } from "../api";
-import { elapsed, words } from "../format";
+import { isTerminal, type Deployment, type Stage, type StageStatus } from "../api";
+import { elapsed } from "../format";
 import { Badge } from "./Badge";
+import { Details } from "./Details";
 import { LogPane } from "./LogPane";
 
 const STAGE_DONE: ReadonlySet<StageStatus> = new Set(["SUCCESS", "FAILURE", "CANCELLED", "SKIPPED", "EXITED"]);
@@ -15,8 +16,9 @@ export function shownStages(d: Deployment): Stage[] {
   return d.stages.filter((s) => s.visible || s.status !== "NOT_STARTED_YET");
 }
 
+/** The stage waits for approval now, as its plugin says. */
 export function waitingForApproval(s: Stage): boolean {
-  return s.name === "WAIT_APPROVAL" && s.status === "RUNNING";
+  return s.presentation?.approvable ?? false;
 }
 
 interface Props {
@@ -98,7 +100,7 @@ export function StageList({ deployment: d, now, linked, approve }: Props) {
             {opened.has(s.id) && (
               <div class="stage-body" id={bodyId} hidden={!open}>
                 {s.status_reason && <p class="reason">{s.status_reason}</p>}
-                {s.measurements && s.measurements.length > 0 && <Measurements list={s.measurements} />}
+                {s.presentation && s.presentation.details.length > 0 && <Details list={s.presentation.details} />}
                 <LogPane deployment={d.id} stage={s.id} open={open} live={live} />
               </div>
             )}
@@ -106,43 +108,5 @@ export function StageList({ deployment: d, now, linked, approve }: Props) {
         );
       })}
     </ol>
-  );
-}
-
-function Measurements({ list }: { list: Measurement[] }) {
-  return (
-    <div class="table-wrap">
-      <table class="measurements">
-        <caption>Analysis measurements</caption>
-        <thead>
-          <tr>
-            <th scope="col">Check</th>
-            <th scope="col">#</th>
-            <th scope="col">Value</th>
-            <th scope="col">Expected</th>
-            <th scope="col">Verdict</th>
-            <th scope="col">Detail</th>
-          </tr>
-        </thead>
-        <tbody>
-          {list.map((m) => (
-            <tr key={`${m.check}#${m.slot}`}>
-              <th scope="row">{m.check}</th>
-              <td>{m.slot}</td>
-              <td>
-                <code>{m.value}</code>
-              </td>
-              <td>
-                <code>{m.expected}</code>
-              </td>
-              <td>
-                <Badge status={m.verdict} label={words(m.verdict)} />
-              </td>
-              <td>{m.detail}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </div>
   );
 }

@@ -13,7 +13,9 @@ use gannet_core::deployment::{
 use gannet_core::drift::{DriftField, LiveResource};
 use gannet_core::measure::{self, Measurement};
 use gannet_core::planner;
+use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
+use gannet_core::presentation::StagePresentation;
 use gannet_core::trigger::{self as determiner, Decision};
 use gannet_core::{AppId, CommitSha, DeploymentId, StageId};
 use gannet_events::{rfc3339, Message};
@@ -139,10 +141,13 @@ pub struct StageView {
     /// What an ANALYSIS stage (or a lifecycle phase's evaluations) measured.
     #[serde(default)]
     pub measurements: Vec<Measurement>,
+    /// What its plugin shows of it, and whether it may be approved or cancelled now.
+    #[serde(default)]
+    pub presentation: StagePresentation,
 }
 
-impl From<&Stage> for StageView {
-    fn from(s: &Stage) -> Self {
+impl StageView {
+    fn new(s: &Stage, plugins: &Plugins) -> Self {
         Self {
             id: s.id.clone(),
             name: s.name.clone(),
@@ -155,6 +160,7 @@ impl From<&Stage> for StageView {
             completed_at: s.completed_at.map(rfc3339),
             metadata: s.metadata.clone(),
             measurements: measure::measurements(&s.metadata),
+            presentation: plugins.present(s),
         }
     }
 }
@@ -189,8 +195,9 @@ pub struct DeploymentView {
     pub completed_at: Option<String>,
 }
 
-impl From<&Deployment> for DeploymentView {
-    fn from(d: &Deployment) -> Self {
+impl DeploymentView {
+    /// `d` as the API shows it, each stage presented by its plugin.
+    pub fn new(d: &Deployment, plugins: &Plugins) -> Self {
         Self {
             id: d.id.clone(),
             app: d.app_name.clone(),
@@ -205,7 +212,11 @@ impl From<&Deployment> for DeploymentView {
             commander: d.trigger.commander.clone(),
             strategy: d.strategy,
             summary: d.summary.clone(),
-            stages: d.stages.iter().map(StageView::from).collect(),
+            stages: d
+                .stages
+                .iter()
+                .map(|s| StageView::new(s, plugins))
+                .collect(),
             running_commit: d.running_commit.as_ref().map(|c| c.to_string()),
             blocked_by: d.blocked_by.clone(),
             rollback_of: d.rollback_of.clone(),
@@ -301,7 +312,10 @@ impl Controller {
             limit: Some(limit),
         };
         let list = self.inner.store.deployments(&filter).await?;
-        Ok(list.iter().map(DeploymentView::from).collect())
+        Ok(list
+            .iter()
+            .map(|d| DeploymentView::new(d, &self.inner.plugins))
+            .collect())
     }
 
     pub(crate) async fn load(&self, id: &str) -> Result<Deployment, ApiError> {
@@ -314,7 +328,10 @@ impl Controller {
     }
 
     pub async fn get_deployment(&self, id: &str) -> Result<DeploymentView, ApiError> {
-        Ok(DeploymentView::from(&self.load(id).await?))
+        Ok(DeploymentView::new(
+            &self.load(id).await?,
+            &self.inner.plugins,
+        ))
     }
 
     pub async fn stage_logs(

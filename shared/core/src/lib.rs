@@ -20,6 +20,7 @@ pub mod measure;
 pub mod planner;
 pub mod plugin;
 pub mod ports;
+pub mod presentation;
 pub mod registry;
 pub mod report;
 pub mod stage_meta;

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ports::Metadata;
+use crate::presentation::Detail;
 
 /// The prefix of a check's metadata key.
 pub const CHECK_PREFIX: &str = "check.";
@@ -75,6 +76,29 @@ pub fn measurements(metadata: &Metadata) -> Vec<Measurement> {
             })
         })
         .collect()
+}
+
+/// `list` as a table of measurements ([`Detail::Table`]), or `None` when it is empty.
+pub fn table(list: &[Measurement]) -> Option<Detail> {
+    (!list.is_empty()).then(|| Detail::Table {
+        title: "Measurements".into(),
+        columns: ["CHECK", "#", "VALUE", "EXPECTED", "VERDICT", "DETAIL"]
+            .map(str::to_owned)
+            .to_vec(),
+        rows: list
+            .iter()
+            .map(|m| {
+                vec![
+                    m.check.clone(),
+                    format!("#{}", m.slot),
+                    m.value.clone(),
+                    m.expected.clone(),
+                    m.verdict.to_ascii_uppercase(),
+                    m.detail.clone(),
+                ]
+            })
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -341,6 +341,13 @@ pub trait Plugin: Send + Sync {
         false
     }
 
+    /// The presentation face: what a person should see of `stage` beyond its status, read
+    /// from its metadata ([`crate::presentation`]). Must not fail: what does not read is left
+    /// out.
+    fn present(&self, _stage: &Stage) -> Vec<crate::presentation::Detail> {
+        Vec::new()
+    }
+
     /// Records `user`'s approval of `stage`; returns the metadata to merge.
     fn approve(&self, stage: &Stage, _user: &str, _now: Millis) -> Result<Metadata, ApproveError> {
         Err(ApproveError::NotApprovable {

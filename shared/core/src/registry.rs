@@ -171,6 +171,10 @@ impl<P: Plugin> Plugin for PlanningOnly<P> {
     fn approve(&self, stage: &Stage, user: &str, now: Millis) -> Result<Metadata, ApproveError> {
         self.0.approve(stage, user, now)
     }
+
+    fn present(&self, stage: &Stage) -> Vec<crate::presentation::Detail> {
+        self.0.present(stage)
+    }
 }
 
 impl<P: Plugin> PlanningOnly<P> {

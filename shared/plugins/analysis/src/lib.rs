@@ -97,8 +97,11 @@ impl std::fmt::Debug for AnalysisPlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "analysis";
+
 /// The registry's entry: `plugins.analysis.providers` lists the analysis providers.
-pub const SPEC: PluginSpec = PluginSpec::new::<AnalysisPlugin>("analysis");
+pub const SPEC: PluginSpec = PluginSpec::new::<AnalysisPlugin>(NAME);
 
 impl FromSettings for AnalysisPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -168,11 +171,18 @@ fn previous_range(
 #[async_trait]
 impl Plugin for AnalysisPlugin {
     fn name(&self) -> &'static str {
-        "analysis"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {
         &[STAGE_ANALYSIS]
+    }
+
+    /// The checks' latest measurements.
+    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
+        gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata))
+            .into_iter()
+            .collect()
     }
 
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {

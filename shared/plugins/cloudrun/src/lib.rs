@@ -146,8 +146,11 @@ impl CloudRunPlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "cloudrun";
+
 /// The registry's entry: `plugins.cloudrun.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<CloudRunPlugin>("cloudrun");
+pub const SPEC: PluginSpec = PluginSpec::new::<CloudRunPlugin>(NAME);
 
 impl FromSettings for CloudRunPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -239,7 +242,7 @@ fn is_forward(stage: &Stage) -> bool {
 #[async_trait]
 impl Plugin for CloudRunPlugin {
     fn name(&self) -> &'static str {
-        "cloudrun"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {

@@ -107,8 +107,11 @@ impl EcsPlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "ecs";
+
 /// The registry's entry: `plugins.ecs.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<EcsPlugin>("ecs");
+pub const SPEC: PluginSpec = PluginSpec::new::<EcsPlugin>(NAME);
 
 impl FromSettings for EcsPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -121,7 +124,7 @@ impl FromSettings for EcsPlugin {
 #[async_trait]
 impl Plugin for EcsPlugin {
     fn name(&self) -> &'static str {
-        "ecs"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {

@@ -156,8 +156,11 @@ impl KubernetesPlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "kubernetes";
+
 /// The registry's entry: `plugins.kubernetes.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<KubernetesPlugin>("kubernetes");
+pub const SPEC: PluginSpec = PluginSpec::new::<KubernetesPlugin>(NAME);
 
 impl FromSettings for KubernetesPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -182,7 +185,7 @@ fn is_forward(stage: &Stage) -> bool {
 #[async_trait]
 impl Plugin for KubernetesPlugin {
     fn name(&self) -> &'static str {
-        "kubernetes"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {

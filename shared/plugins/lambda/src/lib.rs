@@ -93,8 +93,11 @@ impl LambdaPlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "lambda";
+
 /// The registry's entry: `plugins.lambda.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<LambdaPlugin>("lambda");
+pub const SPEC: PluginSpec = PluginSpec::new::<LambdaPlugin>(NAME);
 
 impl FromSettings for LambdaPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -106,7 +109,7 @@ impl FromSettings for LambdaPlugin {
 #[async_trait]
 impl Plugin for LambdaPlugin {
     fn name(&self) -> &'static str {
-        "lambda"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {

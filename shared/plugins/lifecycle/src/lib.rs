@@ -142,9 +142,12 @@ impl LifecyclePlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "lifecycle";
+
 /// The registry's entry. It takes no settings: tasks get `plugins.script-run`'s and
 /// evaluations `plugins.analysis`'s.
-pub const SPEC: PluginSpec = PluginSpec::new::<LifecyclePlugin>("lifecycle");
+pub const SPEC: PluginSpec = PluginSpec::new::<LifecyclePlugin>(NAME);
 
 impl FromSettings for LifecyclePlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -176,11 +179,41 @@ fn item_stage(
 #[async_trait]
 impl Plugin for LifecyclePlugin {
     fn name(&self) -> &'static str {
-        "lifecycle"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {
         &[STAGE_PRE_DEPLOYMENT, STAGE_POST_DEPLOYMENT]
+    }
+
+    /// The phase's items, then its evaluations' measurements.
+    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
+        let items = items(&stage.metadata);
+        let table = (!items.is_empty()).then(|| gannet_core::presentation::Detail::Table {
+            title: "Items".into(),
+            columns: ["ITEM", "KIND", "STATUS", "TOOK", "REASON"]
+                .map(str::to_owned)
+                .to_vec(),
+            rows: items
+                .iter()
+                .map(|(name, r)| {
+                    let took = r
+                        .completed_at
+                        .map(|end| end.since(r.started_at).to_string())
+                        .unwrap_or_default();
+                    vec![
+                        name.clone(),
+                        r.kind.as_str().to_owned(),
+                        r.status.as_str().to_owned(),
+                        took,
+                        r.reason.clone(),
+                    ]
+                })
+                .collect(),
+        });
+        let measured =
+            gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata));
+        table.into_iter().chain(measured).collect()
     }
 
     /// Each item through its plugin; errors name the item's field (`tasks[1].with.run`).

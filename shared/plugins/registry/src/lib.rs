@@ -6,7 +6,8 @@
 
 use gannet_core::registry::{PluginSpec, Registry};
 
-const ALL: [PluginSpec; 10] = [
+/// Adding a plugin is one line here: the list's length is the compiler's to count.
+const ALL: &[PluginSpec] = &[
     gannet_plugin_wait::SPEC,
     gannet_plugin_wait_approval::SPEC,
     gannet_plugin_script_run::SPEC,
@@ -30,10 +31,10 @@ pub fn registry() -> Registry {
 /// only this function links none of the plugins' steps or platform SDKs.
 pub fn planning() -> Registry {
     const PLANNING: [PluginSpec; ALL.len()] = {
-        let mut specs = ALL;
+        let mut specs = [ALL[0]; ALL.len()];
         let mut i = 0;
         while i < specs.len() {
-            specs[i] = specs[i].planning_only();
+            specs[i] = ALL[i].planning_only();
             i += 1;
         }
         specs
@@ -44,6 +45,7 @@ pub fn planning() -> Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn each_spec_is_named_as_its_plugin() {
@@ -51,6 +53,45 @@ mod tests {
             let plugins = registry.without_settings().expect("empty settings build");
             let built: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
             assert_eq!(built, registry.names());
+        }
+    }
+
+    /// The planning face (the AWS api function's) presents a stage as the whole plugin does:
+    /// a plan's resources, and the approval flag while an approval stage runs.
+    #[test]
+    fn the_planning_face_presents_stages_as_the_whole_plugin() {
+        use gannet_core::deployment::{Stage, StageStatus};
+        use gannet_core::presentation::Detail;
+        use gannet_core::StageId;
+
+        let whole = registry().without_settings().expect("whole");
+        let planning = planning().without_settings().expect("planning");
+        let mut stage = Stage::planned(
+            StageId::parse("s").unwrap(),
+            gannet_plugin_terraform::STAGE_PLAN,
+            0,
+            Value::Null,
+        );
+        stage.metadata.insert(
+            gannet_plugin_terraform::META_PLAN.into(),
+            r#"{"add":1,"change":0,"destroy":0,"changes":[{"address":"a.b","actions":["create"]}]}"#.into(),
+        );
+        let shown = whole.present(&stage);
+        assert!(
+            matches!(&shown.details[..], [Detail::Resources { items, .. }] if items[0].address == "a.b"),
+            "{shown:?}"
+        );
+        assert_eq!(planning.present(&stage), shown);
+
+        for name in whole.stage_names() {
+            let mut stage = Stage::planned(StageId::parse("s").unwrap(), name, 0, Value::Null);
+            stage.status = StageStatus::Running;
+            let (w, p) = (whole.present(&stage), planning.present(&stage));
+            assert_eq!(w, p, "{name}");
+            assert_eq!(w.approvable, whole.approvable(name), "{name}");
+            assert!(w.cancellable, "{name}");
+            stage.status = StageStatus::Success;
+            assert!(!whole.present(&stage).approvable, "{name}");
         }
     }
 

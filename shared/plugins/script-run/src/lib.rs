@@ -76,9 +76,12 @@ struct Settings {
     allow_env: Vec<String>,
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "script-run";
+
 /// The registry's entry: `plugins.script-run.allowEnv` lists what scripts get of gannet's
 /// environment; a variable that holds one of gannet's own secrets is refused.
-pub const SPEC: PluginSpec = PluginSpec::new::<ScriptRunPlugin>("script-run");
+pub const SPEC: PluginSpec = PluginSpec::new::<ScriptRunPlugin>(NAME);
 
 impl FromSettings for ScriptRunPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -128,7 +131,7 @@ fn rollback_stages_for(planned: &[Stage]) -> Vec<Stage> {
 #[async_trait]
 impl Plugin for ScriptRunPlugin {
     fn name(&self) -> &'static str {
-        "script-run"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {

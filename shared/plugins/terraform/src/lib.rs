@@ -40,6 +40,7 @@ use gannet_core::plugin::{
     StepContext, StepError, StepOutcome, StopContext,
 };
 use gannet_core::ports::Metadata;
+use gannet_core::presentation::Detail;
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
 use gannet_core::targets::{self, Platform};
@@ -89,8 +90,11 @@ impl TerraformPlugin {
     }
 }
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "terraform";
+
 /// The registry's entry: `plugins.terraform.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<TerraformPlugin>("terraform");
+pub const SPEC: PluginSpec = PluginSpec::new::<TerraformPlugin>(NAME);
 
 impl FromSettings for TerraformPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -182,7 +186,7 @@ fn check_input(input: &TerraformInput) -> Result<(), (String, String)> {
 #[async_trait]
 impl Plugin for TerraformPlugin {
     fn name(&self) -> &'static str {
-        "terraform"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {
@@ -191,6 +195,17 @@ impl Plugin for TerraformPlugin {
 
     fn deploys(&self, app: &AppConfig) -> bool {
         app.platform() == Some("terraform")
+    }
+
+    /// A plan's resources, each with its actions and changed attributes.
+    fn present(&self, stage: &Stage) -> Vec<Detail> {
+        stage
+            .metadata
+            .get(META_PLAN)
+            .and_then(|kept| serde_json::from_str::<Plan>(kept).ok())
+            .map(|plan| plan.detail())
+            .into_iter()
+            .collect()
     }
 
     /// The live read is a `terraform plan` of the app's directory: its providers and

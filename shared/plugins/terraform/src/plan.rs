@@ -5,6 +5,7 @@
 
 use gannet_core::drift::Health;
 use gannet_core::drift::{DriftField, LiveResource, UNSET};
+use gannet_core::presentation::{AttributeChange, Detail, ResourceChange};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -92,6 +93,32 @@ impl Plan {
 
     pub fn has_changes(&self) -> bool {
         !self.changes.is_empty() || self.omitted > 0
+    }
+
+    /// The plan as a person reads it: resource by resource, with what changes in each.
+    pub fn detail(&self) -> Detail {
+        Detail::Resources {
+            title: "Plan".into(),
+            summary: self.summary(),
+            items: self
+                .changes
+                .iter()
+                .map(|c| ResourceChange {
+                    address: c.address.clone(),
+                    actions: c.actions.clone(),
+                    attributes: c
+                        .attributes
+                        .iter()
+                        .map(|a| AttributeChange {
+                            name: a.name.clone(),
+                            before: a.before.clone(),
+                            after: a.after.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            omitted: self.omitted,
+        }
     }
 
     /// Terraform's summary line: `Plan: 1 to add, 0 to change, 0 to destroy.`

@@ -40,8 +40,11 @@ const APPROVALS_LOGGED: &str = "approvalsLogged";
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WaitApprovalPlugin;
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "wait-approval";
+
 /// The registry's entry: `plugins.wait-approval` takes no settings.
-pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitApprovalPlugin>("wait-approval");
+pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitApprovalPlugin>(NAME);
 
 /// The users recorded in `approvedBy`, in approval order.
 fn approved_by(metadata: &Metadata) -> Vec<&str> {
@@ -67,7 +70,7 @@ fn users(n: usize) -> &'static str {
 #[async_trait]
 impl Plugin for WaitApprovalPlugin {
     fn name(&self) -> &'static str {
-        "wait-approval"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {

@@ -34,8 +34,11 @@ const STARTED_AT: &str = "startedAt";
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WaitPlugin;
 
+/// The plugin's name, and its key under gannet.yaml's `plugins:`.
+pub const NAME: &str = "wait";
+
 /// The registry's entry: `plugins.wait` takes no settings.
-pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitPlugin>("wait");
+pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitPlugin>(NAME);
 
 /// A WAIT stage's `with`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -84,7 +87,7 @@ fn for_log(d: GoDuration) -> GoDuration {
 #[async_trait]
 impl Plugin for WaitPlugin {
     fn name(&self) -> &'static str {
-        "wait"
+        NAME
     }
 
     fn stage_names(&self) -> &'static [&'static str] {
