@@ -2,8 +2,13 @@
 # Installs and runs moto_server, a server for the AWS APIs, on loopback for the tests.
 #
 #   scripts/moto.sh ensure            create .venv and install the pinned moto[server] if needed
-#   scripts/moto.sh start [STATE_DIR] start moto_server on a free 127.0.0.1 port; prints
-#                                     `export NAME=value` lines (also written to STATE_DIR/env)
+#   scripts/moto.sh start [STATE_DIR] start moto_server on a free 127.0.0.1 port, and in front
+#                                     of it scripts/moto_cbor.py, CloudWatch over the rpc-v2-cbor
+#                                     protocol aws-sdk-cloudwatch speaks (moto serves CloudWatch
+#                                     as JSON 1.0 and awsQuery only); prints `export NAME=value`
+#                                     lines (also written to STATE_DIR/env): GANNET_MOTO_ENDPOINT
+#                                     and AWS_ENDPOINT_URL (moto), GANNET_MOTO_CLOUDWATCH_ENDPOINT
+#                                     and AWS_ENDPOINT_URL_CLOUDWATCH (the CBOR front)
 #   scripts/moto.sh start-iam [STATE_DIR]
 #                                     start a second moto_server that enforces IAM: after the
 #                                     three unsigned calls that make an `admin` user (every
@@ -14,10 +19,12 @@
 #                                     the admin's key (GANNET_MOTO_IAM_ADMIN_KEY_ID, ..._SECRET:
 #                                     moto's, not AWS's) and GANNET_IAM_DECISIONS, the file that
 #                                     gets one JSON line per decision
-#   scripts/moto.sh stop [STATE_DIR]  stop the server started with that STATE_DIR
+#   scripts/moto.sh stop [STATE_DIR]  stop the server started with that STATE_DIR (and its CBOR
+#                                     front)
 #
-# STATE_DIR (default .venv/moto) holds the server's pid, env and log files. Use one per run
-# when several runs may overlap, and one per server.
+# STATE_DIR (default .venv/moto) holds the server's pid, env and log files (the CBOR front's:
+# cbor.pid, cbor.log). Use one per run when several runs may overlap, and one per server.
+# The CBOR front also exits by itself once its moto_server is gone.
 set -euo pipefail
 
 MOTO_VERSION=5.2.5
@@ -72,12 +79,16 @@ except urllib.error.HTTPError:
 PY
 }
 
-# The pid in $1/pid, if that process is still a moto_server (or moto_iam.py, which runs one).
+# The pid in $1/pid, if that process is still a moto_server (or moto_iam.py, which runs one);
+# with $2 = cbor, the pid in $1/cbor.pid, if that process is still moto_cbor.py.
 running_pid() {
-  local pid
-  pid=$(cat "$1/pid" 2>/dev/null) || return 1
+  local pid file=$1/pid pattern='moto_server|moto_iam\.py'
+  if [ "${2:-}" = cbor ]; then
+    file=$1/cbor.pid pattern='moto_cbor\.py'
+  fi
+  pid=$(cat "$file" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -Eq 'moto_server|moto_iam\.py' || return 1
+  tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -Eq "$pattern" || return 1
   printf '%s\n' "$pid"
 }
 
@@ -97,6 +108,36 @@ key = iam.create_access_key(UserName="admin")["AccessKey"]
 print(f"export GANNET_MOTO_IAM_ADMIN_KEY_ID={key['AccessKeyId']}")
 print(f"export GANNET_MOTO_IAM_ADMIN_SECRET={key['SecretAccessKey']}")
 PY
+}
+
+# start_cbor STATE_DIR MOTO_PORT MOTO_PID: starts scripts/moto_cbor.py in front of that
+# moto_server; prints its port.
+start_cbor() {
+  local state=$1 moto_port=$2 moto_pid=$3 port pid attempt waited
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    "$VENV/bin/python" "$ROOT/scripts/moto_cbor.py" --port "$port" \
+      --moto "http://127.0.0.1:$moto_port" --moto-pid "$moto_pid" </dev/null >"$state/cbor.log" 2>&1 &
+    pid=$!
+    printf '%s\n' "$pid" >"$state/cbor.pid"
+    waited=0
+    while [ "$waited" -lt $((START_TIMEOUT_S * 5)) ]; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        log "moto_cbor.py exited on port $port (attempt $attempt); its log:"
+        sed 's/^/  /' "$state/cbor.log" >&2
+        break
+      fi
+      if answers_http "$port"; then
+        printf '%s\n' "$port"
+        return 0
+      fi
+      sleep 0.2
+      waited=$((waited + 1))
+    done
+    kill "$pid" 2>/dev/null || true
+    rm -f "$state/cbor.pid"
+  done
+  return 1
 }
 
 # start STATE_DIR [iam]
@@ -141,10 +182,20 @@ start() {
             printf 'export GANNET_IAM_DECISIONS=%q\n' "$decisions"
           } >"$state/env" || { kill "$pid" 2>/dev/null; rm -f "$state/pid"; die "could not make the admin user on the IAM-enforcing moto_server; log: $state/log"; }
         else
+          # Not before the IAM-enforcing server: a converted body would no longer match its
+          # signature.
+          local cbor_port
+          cbor_port=$(start_cbor "$state" "$port" "$pid") || {
+            kill "$pid" 2>/dev/null; rm -f "$state/pid"
+            die "moto_cbor.py (CloudWatch over CBOR) did not start; log: $state/cbor.log"
+          }
           {
             echo "export GANNET_MOTO_ENDPOINT=http://127.0.0.1:$port"
             echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
+            echo "export GANNET_MOTO_CLOUDWATCH_ENDPOINT=http://127.0.0.1:$cbor_port"
+            echo "export AWS_ENDPOINT_URL_CLOUDWATCH=http://127.0.0.1:$cbor_port"
           } >"$state/env"
+          log "moto_cbor.py (pid $(cat "$state/cbor.pid")) serves CloudWatch over rpc-v2-cbor on http://127.0.0.1:$cbor_port"
         fi
         log "moto_server $MOTO_VERSION (pid $pid${mode:+, IAM enforced}) answers on http://127.0.0.1:$port"
         cat "$state/env"
@@ -163,23 +214,33 @@ start() {
   die "moto_server did not start"
 }
 
-stop() {
-  local state=$1 pid i
-  if ! pid=$(running_pid "$state"); then
-    rm -f "$state/pid" "$state/env"
-    return 0
-  fi
+# stop_pid PID NAME: SIGTERM, then SIGKILL after 5 s.
+stop_pid() {
+  local pid=$1 name=$2 i
   kill "$pid" 2>/dev/null || true
   for i in $(seq 1 50); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
   if kill -0 "$pid" 2>/dev/null; then
-    log "moto_server (pid $pid) ignored SIGTERM; killing it"
+    log "$name (pid $pid) ignored SIGTERM; killing it"
     kill -9 "$pid" 2>/dev/null || true
   fi
+  log "stopped $name (pid $pid)"
+}
+
+stop() {
+  local state=$1 pid
+  if pid=$(running_pid "$state" cbor); then
+    stop_pid "$pid" moto_cbor.py
+  fi
+  rm -f "$state/cbor.pid"
+  if ! pid=$(running_pid "$state"); then
+    rm -f "$state/pid" "$state/env"
+    return 0
+  fi
+  stop_pid "$pid" moto_server
   rm -f "$state/pid" "$state/env"
-  log "stopped moto_server (pid $pid)"
 }
 
 cmd=${1:-}

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use gannet_cli::settings::UpConfig;
 use gannet_core::plugin::{
-    Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
+    Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
@@ -42,7 +42,6 @@ struct FakePlatform {
     out_dir: PathBuf,
 }
 
-#[async_trait]
 impl Plugin for FakePlatform {
     fn name(&self) -> &'static str {
         "fake"
@@ -55,7 +54,12 @@ impl Plugin for FakePlatform {
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         stage_options::none(with)
     }
+}
 
+impl Presenter for FakePlatform {}
+
+#[async_trait]
+impl Steps for FakePlatform {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let marker = self
             .out_dir
@@ -88,7 +92,7 @@ impl FromSettings for FakePlatform {
     }
 }
 
-const FAKE: PluginSpec = PluginSpec::new::<FakePlatform>("fake");
+const FAKE: PluginSpec = PluginSpec::stages::<FakePlatform>("fake");
 
 #[test]
 fn a_plugin_registered_in_a_test_deploys_an_app() {

@@ -448,3 +448,57 @@ export async function stageDetails(browser) {
   if (errors.length > 0) fail(`the page reported errors: ${errors.join("; ")}`);
   console.log(`stage-details: stage ${stage} shows ${count} resources: ${JSON.stringify(await block.innerText())}`);
 }
+
+/**
+ * stage-tables: for each entry of GANNET_EXPECT.stages ({stage, table, rows}), stage `stage`,
+ * opened on the deployment page, shows a table named `table` (its caption) holding exactly
+ * `rows`: each row an object of column heading → cell text, matched on the columns it names
+ * (the first one it names picks the row). Other columns and tables are not looked at.
+ */
+export async function stageTables(browser) {
+  const { stages } = expectation();
+  if (!Array.isArray(stages) || stages.length === 0) fail("GANNET_EXPECT.stages must list {stage, table, rows}");
+  const page = await newPage(browser);
+  const errors = watchErrors(page);
+  await openSignedIn(page, deploymentPath());
+  const seen = [];
+  for (const { stage, table: title, rows } of stages) {
+    if (!stage || !title || !Array.isArray(rows) || rows.length === 0) {
+      fail(`GANNET_EXPECT.stages: ${JSON.stringify({ stage, table: title })} needs stage, table and rows`);
+    }
+    const row = page.getByTestId(`stage-${stage}`);
+    await waitFor(`stage ${stage} to show`, () => row.isVisible(), { detail: () => alerts(page) });
+    const head = row.locator("button.stage-head");
+    if ((await head.getAttribute("aria-expanded")) !== "true") await head.click();
+    const table = row.getByRole("table", { name: title, exact: true });
+    await waitFor(`stage ${stage}'s table ${JSON.stringify(title)} to show`, () => table.isVisible(), {
+      detail: async () => `stage body: ${JSON.stringify(await row.innerText())}`,
+    });
+    const shown = await table.evaluate((t) => ({
+      columns: t.tHead ? [...t.tHead.rows].flatMap((r) => [...r.cells].map((c) => c.innerText.trim())) : [],
+      rows: [...t.tBodies].flatMap((b) => [...b.rows].map((r) => [...r.cells].map((c) => c.innerText.trim()))),
+    }));
+    const what = `stage ${stage}'s table ${JSON.stringify(title)} (${JSON.stringify(shown)})`;
+    if (shown.rows.length !== rows.length) fail(`${what} shows ${shown.rows.length} rows, expected ${rows.length}`);
+    for (const want of rows) {
+      const named = Object.keys(want);
+      if (named.length === 0) fail(`GANNET_EXPECT: an empty row for stage ${stage}`);
+      const at = Object.fromEntries(named.map((c) => [c, shown.columns.indexOf(c)]));
+      const missing = named.filter((c) => at[c] < 0);
+      if (missing.length > 0) fail(`${what} has no column ${missing.join(", ")}`);
+      const key = named[0];
+      const found = shown.rows.filter((r) => r[at[key]] === want[key]);
+      if (found.length !== 1) fail(`${what}: ${found.length} rows with ${key} ${JSON.stringify(want[key])}, expected 1`);
+      for (const c of named) {
+        const got = found[0][at[c]];
+        if (got !== want[c]) {
+          fail(`${what}: ${key} ${JSON.stringify(want[key])} shows ${c} ${JSON.stringify(got)}, expected ${JSON.stringify(want[c])}`);
+        }
+      }
+    }
+    seen.push(`${stage}: ${shown.rows.map((r) => r.join(" ")).join("; ")}`);
+  }
+  await screenshot(page, "stage-tables.png");
+  if (errors.length > 0) fail(`the page reported errors: ${errors.join("; ")}`);
+  console.log(`stage-tables: ${seen.join(" | ")}`);
+}

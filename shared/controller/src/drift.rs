@@ -249,7 +249,7 @@ impl Controller {
             now: inner.clock.now(),
             jobs: inner.jobs.as_ref(),
         };
-        let finding = match plugin.live_state(ctx).await {
+        let finding = match async { plugin.live()?.live_state(ctx).await }.await {
             Ok(Live::NotRead) => {
                 return Ok(Examined::NotWatched {
                     why: format!("the {} plugin does not read live state", plugin.name()),

@@ -199,7 +199,8 @@ impl Controller {
             limit.since(now).get() + Duration::from_secs(1)
         });
         let deadline = budget.map_or(deadline, |budget| deadline.min(budget));
-        match tokio::time::timeout(deadline, plugin.execute_step(ctx)).await {
+        let steps = plugin.steps()?;
+        match tokio::time::timeout(deadline, steps.execute_step(ctx)).await {
             Ok(result) => result,
             // A deadline passed mid-step (the stage's, the deployment's or the invocation's):
             // the next step's check ends the stage, or the next invocation goes on with it.
@@ -235,7 +236,7 @@ impl Controller {
                 io: &io,
                 jobs: self.inner.jobs.as_ref(),
             };
-            match plugin.stop(ctx).await {
+            match async { plugin.steps()?.stop(ctx).await }.await {
                 Ok(()) => {}
                 Err(err @ StepError::Transient { .. }) => {
                     return Err(HandlerError::Step {

@@ -11,8 +11,8 @@ use gannet_core::drift::{DriftField, Health, LiveResource, LiveState};
 use gannet_core::duration::Millis;
 use gannet_core::plugin::Plugins;
 use gannet_core::plugin::{
-    AppFileError, Live as Found, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
-    StepContext, StepError, StepOutcome,
+    AppFileError, Faces, Live as Found, LiveContext, LiveStates, PlanContext, Plugin, Presenter,
+    StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::ports::Clock;
 use gannet_core::RepoId;
@@ -66,7 +66,6 @@ impl Platform {
     }
 }
 
-#[async_trait]
 impl Plugin for Platform {
     fn name(&self) -> &'static str {
         "scripted"
@@ -106,10 +105,22 @@ impl Plugin for Platform {
         }
     }
 
+    fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
+        self.runs_code.load(Ordering::SeqCst)
+    }
+}
+
+impl Presenter for Platform {}
+
+#[async_trait]
+impl Steps for Platform {
     async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         Ok(StepOutcome::Done(StageResult::Success))
     }
+}
 
+#[async_trait]
+impl LiveStates for Platform {
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Found, StepError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         assert!(
@@ -149,10 +160,6 @@ impl Plugin for Platform {
                 "TooManyRequestsException (HTTP 429)",
             )),
         }
-    }
-
-    fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
-        self.runs_code.load(Ordering::SeqCst)
     }
 }
 
@@ -207,7 +214,7 @@ pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
         Arc::new(store.clone()),
         Arc::new(source),
         clock.clone(),
-        Plugins::new(vec![platform.clone() as Arc<dyn Plugin>]),
+        Plugins::new(vec![Faces::platform(platform.clone())]),
         settings,
     );
     Rig {

@@ -19,7 +19,6 @@
 //! pipeline. PipeCD's planner lets any quick sync past the pipeline's approval.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -28,7 +27,7 @@ use crate::deployment::{GateSkip, Stage, StageStatus, SyncStrategy, Trigger, Tri
 use crate::glob;
 use crate::ids::{CommitSha, StageId};
 use crate::lifecycle::{Lifecycle, PhaseKind};
-use crate::plugin::{AppFileError, PlanContext, Plugin, Plugins, StageConfigError};
+use crate::plugin::{AppFileError, Faces, PlanContext, Plugins, StageConfigError};
 
 /// Every stage name PipeCD has (piped v0 and the v1 plugins), so that a stage gannet does not
 /// run yet is told apart from a misspelt one.
@@ -357,7 +356,7 @@ fn gate_before_quick_sync(input: &PlanInput<'_>) -> Result<(Vec<Stage>, String),
 fn platform_plugin<'p>(
     app: &AppConfig,
     plugins: &'p Plugins,
-) -> Result<Option<&'p Arc<dyn Plugin>>, PlanError> {
+) -> Result<Option<&'p Faces>, PlanError> {
     let Some(name) = app.platform() else {
         return Ok(None);
     };
@@ -383,7 +382,7 @@ pub(crate) fn platform_field(app: &AppConfig, platform: &str) -> String {
 
 fn choose_strategy(
     input: &PlanInput<'_>,
-    platform: Option<&Arc<dyn Plugin>>,
+    platform: Option<&Faces>,
 ) -> Result<(SyncStrategy, String), PlanError> {
     let app = input.app;
     let trigger = input.trigger;
@@ -472,7 +471,7 @@ fn pipeline_stages(input: &PlanInput<'_>, ctx: &PlanContext<'_>) -> Result<Vec<S
     let app = input.app;
     let built = build_stages(app, input.plugins).map_err(first_error)?;
     let mut stages = Vec::with_capacity(built.len());
-    let mut involved: Vec<(&Arc<dyn Plugin>, Vec<Stage>)> = Vec::new();
+    let mut involved: Vec<(&Faces, Vec<Stage>)> = Vec::new();
     for ((mut stage, plugin), cfg) in built.into_iter().zip(app.stages()) {
         if let Some(reason) = skip_reason(cfg, input) {
             stage.status = StageStatus::Skipped;
@@ -505,7 +504,7 @@ fn hidden_rollback(mut stage: Stage) -> Stage {
 }
 
 /// A configured stage as its plugin validated it, and that plugin.
-pub(crate) type Built<'p> = (Stage, &'p Arc<dyn Plugin>);
+pub(crate) type Built<'p> = (Stage, &'p Faces);
 
 /// Builds every configured stage through its plugin; all the errors when any fails.
 pub(crate) fn build_stages<'p>(

@@ -260,8 +260,11 @@ pub enum ApproveError {
     AlreadyApproved { user: String, stage: String },
 }
 
-#[async_trait]
-pub trait Plugin: Send + Sync {
+/// The planning face, which every build of a plugin has: what it is, which stages it runs,
+/// and how it checks and plans them. Its other faces are separate traits ([`Presenter`],
+/// [`Steps`], [`LiveStates`]); a build that only plans holds no step or live-state face at
+/// all ([`Faces::planning`]), so nothing is forwarded and nothing can default by accident.
+pub trait Plugin: Presenter + Send + Sync {
     fn name(&self) -> &'static str;
 
     /// The stage names this plugin runs, its rollback stages included.
@@ -310,40 +313,26 @@ pub trait Plugin: Send + Sync {
         None
     }
 
-    /// Runs one step of `ctx.stage`.
-    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError>;
-
-    /// A running stage of this plugin was ended from outside: the deployment was cancelled,
-    /// the stage or the deployment timed out, or a step failed with an error. Stops what the
-    /// stage left running (a job). Called before the stage's end is stored, and again if
-    /// storing it is retried, so it must be safe to repeat.
-    async fn stop(&self, _ctx: StopContext<'_>) -> Result<(), StepError> {
-        Ok(())
-    }
-
-    /// The live-state and drift faces: reads the app's live resources and compares them with
-    /// the desired state in `ctx.app_dir` (see [`crate::drift`]). Must not change anything on
-    /// the platform, and must be safe to repeat.
-    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Live, StepError> {
-        Ok(Live::NotRead)
-    }
-
     /// True when reading `app`'s live state runs code from the repository (Terraform's live
     /// read is a `terraform plan`: providers and `external` data sources run with the deploy
     /// target's credentials). The API then never reads it for a caller who may not deploy:
-    /// such a caller's diff is the app's last drift check.
+    /// such a caller's diff is the app's last drift check. A planning answer: the API asks it
+    /// of a build that may not read live state at all.
     fn live_read_runs_code(&self, _app: &AppConfig) -> bool {
         false
     }
+}
 
-    /// True when stages named `stage` wait for approvals ([`Plugin::approve`]).
+/// The presentation face: what a person sees of a plugin's stages and may do to them. Every
+/// build has it (the API shows stages, the approve handler records approvals).
+pub trait Presenter {
+    /// True when stages named `stage` wait for approvals ([`Presenter::approve`]).
     fn approvable(&self, _stage: &str) -> bool {
         false
     }
 
-    /// The presentation face: what a person should see of `stage` beyond its status, read
-    /// from its metadata ([`crate::presentation`]). Must not fail: what does not read is left
-    /// out.
+    /// What a person should see of `stage` beyond its status, read from its metadata
+    /// ([`crate::presentation`]). Must not fail: what does not read is left out.
     fn present(&self, _stage: &Stage) -> Vec<crate::presentation::Detail> {
         Vec::new()
     }
@@ -357,24 +346,129 @@ pub trait Plugin: Send + Sync {
     }
 }
 
+/// The deployment face: runs the steps of the plugin's stages, and stops what a stage left
+/// running. Only the builds that run stages hold it.
+#[async_trait]
+pub trait Steps: Send + Sync {
+    /// Runs one step of `ctx.stage`.
+    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError>;
+
+    /// A running stage of this plugin was ended from outside: the deployment was cancelled,
+    /// the stage or the deployment timed out, or a step failed with an error. Stops what the
+    /// stage left running (a job). Called before the stage's end is stored, and again if
+    /// storing it is retried, so it must be safe to repeat.
+    async fn stop(&self, _ctx: StopContext<'_>) -> Result<(), StepError> {
+        Ok(())
+    }
+}
+
+/// The live-state and drift face of a platform plugin: reads the app's live resources and
+/// compares them with the desired state in `ctx.app_dir` (see [`crate::drift`]). The read and
+/// the comparison are one face because the comparison needs what the read kept (a Terraform
+/// plan, a server-side dry run). Must not change anything on the platform, and must be safe
+/// to repeat. Only the builds that check drift and show diffs hold it.
+#[async_trait]
+pub trait LiveStates: Send + Sync {
+    async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError>;
+}
+
+/// One compiled-in plugin as a build holds it: its planning and presentation faces always,
+/// its step and live-state faces when this build runs them.
+#[derive(Clone)]
+pub struct Faces {
+    planning: Arc<dyn Plugin>,
+    steps: Option<Arc<dyn Steps>>,
+    live: Option<Arc<dyn LiveStates>>,
+}
+
+impl Faces {
+    /// A plugin that runs stages and reads no live state (wait, a script, an analysis).
+    pub fn stages<P: Plugin + Steps + 'static>(plugin: Arc<P>) -> Self {
+        Self {
+            steps: Some(plugin.clone()),
+            ..Self::planning(plugin)
+        }
+    }
+
+    /// A platform plugin: it runs stages and reads its apps' live state.
+    pub fn platform<P: Plugin + Steps + LiveStates + 'static>(plugin: Arc<P>) -> Self {
+        Self {
+            live: Some(plugin.clone()),
+            ..Self::stages(plugin)
+        }
+    }
+
+    /// The planning and presentation faces only: this build checks configs, plans and
+    /// approves, and does not link the plugin's steps nor the SDKs they call.
+    pub fn planning<P: Plugin + 'static>(plugin: Arc<P>) -> Self {
+        Self {
+            planning: plugin,
+            steps: None,
+            live: None,
+        }
+    }
+
+    /// The step face, or why this build has none.
+    pub fn steps(&self) -> Result<&dyn Steps, StepError> {
+        self.steps
+            .as_deref()
+            .ok_or_else(|| self.refused("run or stop the stages of"))
+    }
+
+    /// The live-state face, or why this build has none. A plugin that reads no live state
+    /// answers [`Live::NotRead`].
+    pub fn live(&self) -> Result<&dyn LiveStates, StepError> {
+        match (&self.live, &self.steps) {
+            (Some(live), _) => Ok(live.as_ref()),
+            (None, Some(_)) => Ok(&NoLiveState),
+            (None, None) => Err(self.refused("read live state with")),
+        }
+    }
+
+    fn refused(&self, what: &str) -> StepError {
+        StepError::permanent(format!(
+            "the {name} plugin is built here to plan only: this process cannot {what} {name}",
+            name = self.planning.name()
+        ))
+    }
+}
+
+/// The live-state face of a plugin that has none.
+struct NoLiveState;
+
+#[async_trait]
+impl LiveStates for NoLiveState {
+    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Live, StepError> {
+        Ok(Live::NotRead)
+    }
+}
+
+impl std::ops::Deref for Faces {
+    type Target = dyn Plugin;
+
+    fn deref(&self) -> &Self::Target {
+        self.planning.as_ref()
+    }
+}
+
 /// The compiled-in plugins.
 #[derive(Clone, Default)]
 pub struct Plugins {
-    list: Vec<Arc<dyn Plugin>>,
+    list: Vec<Faces>,
 }
 
 impl Plugins {
-    pub fn new(list: Vec<Arc<dyn Plugin>>) -> Self {
+    pub fn new(list: Vec<Faces>) -> Self {
         Self { list }
     }
 
     /// The plugin that runs stages named `name`.
-    pub fn for_stage(&self, name: &str) -> Option<&Arc<dyn Plugin>> {
+    pub fn for_stage(&self, name: &str) -> Option<&Faces> {
         self.list.iter().find(|p| p.stage_names().contains(&name))
     }
 
     /// The platform plugin that deploys `app`, if one is compiled in.
-    pub fn platform_for(&self, app: &AppConfig) -> Option<&Arc<dyn Plugin>> {
+    pub fn platform_for(&self, app: &AppConfig) -> Option<&Faces> {
         self.list.iter().find(|p| p.deploys(app))
     }
 
@@ -390,7 +484,7 @@ impl Plugins {
             .flat_map(|p| p.stage_names().iter().copied())
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Plugin>> {
+    pub fn iter(&self) -> impl Iterator<Item = &Faces> {
         self.list.iter()
     }
 }

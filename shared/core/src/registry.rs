@@ -8,25 +8,16 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::config::AppConfig;
-use crate::deployment::{Stage, SyncStrategy};
-use crate::duration::{GoDuration, Millis};
-use crate::plugin::{
-    AppFileError, ApproveError, Live, LiveContext, PlanContext, Plugin, Plugins, StageConfigError,
-    StepContext, StepError, StepOutcome, StopContext,
-};
-use crate::ports::Metadata;
+use crate::plugin::{Faces, LiveStates, Plugin, Plugins, Steps};
 use crate::targets::{self, Named};
 use crate::typed::{self, FieldError};
 
-/// Builds a plugin from its settings; errors name the field at fault.
-pub type BuildFn = fn(&PluginSettings<'_>) -> Result<Arc<dyn Plugin>, FieldError>;
+/// Builds a plugin's faces from its settings; errors name the field at fault.
+pub type BuildFn = fn(&PluginSettings<'_>) -> Result<Faces, FieldError>;
 
 /// A plugin built from its `plugins.<name>` settings.
 pub trait FromSettings: Plugin + Sized + 'static {
@@ -44,17 +35,28 @@ pub struct PluginSpec {
 }
 
 impl PluginSpec {
-    /// The entry of a plugin built from its settings.
-    pub const fn new<P: FromSettings>(name: &'static str) -> Self {
+    /// A plugin that runs stages and reads no live state, built from its settings.
+    pub const fn stages<P: FromSettings + Steps>(name: &'static str) -> Self {
         Self {
             name,
-            build: build_full::<P>,
+            build: build_stages::<P>,
             planning: build_planning::<P>,
         }
     }
 
-    /// The entry of a plugin that takes no settings and is built by `P::default()`.
-    pub const fn without_settings<P: Plugin + Default + 'static>(name: &'static str) -> Self {
+    /// A platform plugin (it runs stages and reads live state), built from its settings.
+    pub const fn platform<P: FromSettings + Steps + LiveStates>(name: &'static str) -> Self {
+        Self {
+            name,
+            build: build_platform::<P>,
+            planning: build_planning::<P>,
+        }
+    }
+
+    /// A plugin that runs stages, takes no settings and is built by `P::default()`.
+    pub const fn stages_without_settings<P: Plugin + Steps + Default + 'static>(
+        name: &'static str,
+    ) -> Self {
         Self {
             name,
             build: build_default::<P>,
@@ -62,10 +64,10 @@ impl PluginSpec {
         }
     }
 
-    /// The same plugin, built to check and plan but never to run a step or read live state
-    /// ([`PlanningOnly`]). A binary that names only this entry (a `const` evaluated at compile
-    /// time) does not link the plugin's steps, nor the SDKs they call: the functions that check
-    /// configs, plan and approve stay small.
+    /// The same plugin, built to check, plan, present and approve but never to run a step or
+    /// read live state ([`Faces::planning`]). A binary that names only this entry (a `const`
+    /// evaluated at compile time) does not link the plugin's steps, nor the SDKs they call:
+    /// the functions that check configs, plan and approve stay small.
     #[must_use]
     pub const fn planning_only(self) -> Self {
         Self {
@@ -75,115 +77,32 @@ impl PluginSpec {
     }
 }
 
-fn build_full<P: FromSettings>(
-    settings: &PluginSettings<'_>,
-) -> Result<Arc<dyn Plugin>, FieldError> {
-    Ok(Arc::new(P::from_settings(settings)?))
+fn build_stages<P: FromSettings + Steps>(s: &PluginSettings<'_>) -> Result<Faces, FieldError> {
+    Ok(Faces::stages(Arc::new(P::from_settings(s)?)))
 }
 
-fn build_planning<P: FromSettings>(
-    settings: &PluginSettings<'_>,
-) -> Result<Arc<dyn Plugin>, FieldError> {
-    Ok(Arc::new(PlanningOnly(P::from_settings(settings)?)))
+fn build_platform<P: FromSettings + Steps + LiveStates>(
+    s: &PluginSettings<'_>,
+) -> Result<Faces, FieldError> {
+    Ok(Faces::platform(Arc::new(P::from_settings(s)?)))
 }
 
-fn build_default<P: Plugin + Default + 'static>(
-    settings: &PluginSettings<'_>,
-) -> Result<Arc<dyn Plugin>, FieldError> {
-    settings.none()?;
-    Ok(Arc::new(P::default()))
+fn build_planning<P: FromSettings>(s: &PluginSettings<'_>) -> Result<Faces, FieldError> {
+    Ok(Faces::planning(Arc::new(P::from_settings(s)?)))
+}
+
+fn build_default<P: Plugin + Steps + Default + 'static>(
+    s: &PluginSettings<'_>,
+) -> Result<Faces, FieldError> {
+    s.none()?;
+    Ok(Faces::stages(Arc::new(P::default())))
 }
 
 fn build_default_planning<P: Plugin + Default + 'static>(
-    settings: &PluginSettings<'_>,
-) -> Result<Arc<dyn Plugin>, FieldError> {
-    settings.none()?;
-    Ok(Arc::new(PlanningOnly(P::default())))
-}
-
-/// A plugin's planning face: everything that checks a config, plans stages and records an
-/// approval, delegated to the plugin; running a step and reading live state are refused (only
-/// the functions that run stages and check drift build whole plugins).
-pub struct PlanningOnly<P>(P);
-
-#[async_trait]
-impl<P: Plugin> Plugin for PlanningOnly<P> {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn stage_names(&self) -> &'static [&'static str] {
-        self.0.stage_names()
-    }
-
-    fn deploys(&self, app: &AppConfig) -> bool {
-        self.0.deploys(app)
-    }
-
-    fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
-        self.0.validate_stage(name, with)
-    }
-
-    fn check_app(
-        &self,
-        ctx: &PlanContext<'_>,
-        read: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<(), AppFileError> {
-        self.0.check_app(ctx, read)
-    }
-
-    fn default_timeout(&self, stage: &Stage) -> GoDuration {
-        self.0.default_timeout(stage)
-    }
-
-    fn quick_sync_stages(&self, ctx: &PlanContext<'_>) -> Vec<Stage> {
-        self.0.quick_sync_stages(ctx)
-    }
-
-    fn rollback_stages(&self, ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
-        self.0.rollback_stages(ctx, planned)
-    }
-
-    fn determine_strategy(&self, ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
-        self.0.determine_strategy(ctx)
-    }
-
-    async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        Err(self.refused("run a step of", &ctx.stage.name))
-    }
-
-    async fn stop(&self, ctx: StopContext<'_>) -> Result<(), StepError> {
-        Err(self.refused("stop", &ctx.stage.name))
-    }
-
-    async fn live_state(&self, _ctx: LiveContext<'_>) -> Result<Live, StepError> {
-        Err(self.refused("read the live state of", "an app"))
-    }
-
-    fn live_read_runs_code(&self, app: &AppConfig) -> bool {
-        self.0.live_read_runs_code(app)
-    }
-
-    fn approvable(&self, stage: &str) -> bool {
-        self.0.approvable(stage)
-    }
-
-    fn approve(&self, stage: &Stage, user: &str, now: Millis) -> Result<Metadata, ApproveError> {
-        self.0.approve(stage, user, now)
-    }
-
-    fn present(&self, stage: &Stage) -> Vec<crate::presentation::Detail> {
-        self.0.present(stage)
-    }
-}
-
-impl<P: Plugin> PlanningOnly<P> {
-    fn refused(&self, what: &str, stage: &str) -> StepError {
-        StepError::permanent(format!(
-            "the {} plugin is built here to plan only: this process cannot {what} {stage}",
-            self.0.name()
-        ))
-    }
+    s: &PluginSettings<'_>,
+) -> Result<Faces, FieldError> {
+    s.none()?;
+    Ok(Faces::planning(Arc::new(P::default())))
 }
 
 /// What the runtime tells every plugin, beside its own settings.
@@ -344,7 +263,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plugin::{StageConfigError, StepContext, StepError, StepOutcome};
+    use crate::plugin::{
+        Live, LiveContext, Presenter, StageConfigError, StepContext, StepError, StepOutcome,
+    };
 
     #[derive(Debug, Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]
@@ -363,7 +284,6 @@ mod tests {
     #[derive(Default)]
     struct Fake;
 
-    #[async_trait]
     impl Plugin for Fake {
         fn name(&self) -> &'static str {
             "fake"
@@ -374,14 +294,25 @@ mod tests {
         fn validate_stage(&self, _: &str, w: &Value) -> Result<Value, StageConfigError> {
             crate::stage_options::none(w)
         }
+    }
+
+    impl Presenter for Fake {
+        fn approvable(&self, stage: &str) -> bool {
+            stage == "FAKE"
+        }
+    }
+
+    #[async_trait]
+    impl Steps for Fake {
         async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
             Err(StepError::permanent("registry tests run no steps"))
         }
+    }
+
+    #[async_trait]
+    impl LiveStates for Fake {
         async fn live_state(&self, _: LiveContext<'_>) -> Result<Live, StepError> {
             Ok(Live::NotRead)
-        }
-        fn approvable(&self, stage: &str) -> bool {
-            stage == "FAKE"
         }
     }
 
@@ -401,8 +332,8 @@ mod tests {
 
     fn registry() -> Registry {
         Registry::new(vec![
-            PluginSpec::new::<Fake>("fake"),
-            PluginSpec::without_settings::<Fake>("quiet"),
+            PluginSpec::platform::<Fake>("fake"),
+            PluginSpec::stages_without_settings::<Fake>("quiet"),
         ])
     }
 
@@ -471,55 +402,43 @@ mod tests {
 
     #[test]
     fn a_later_spec_replaces_one_of_the_same_name() {
-        let r = registry().with(PluginSpec::without_settings::<Fake>("fake"));
+        let r = registry().with(PluginSpec::stages_without_settings::<Fake>("fake"));
         assert_eq!(r.names(), ["quiet", "fake"]);
         assert!(r.without_settings().is_ok());
     }
 
     #[test]
-    fn a_planning_face_checks_and_approves_as_its_plugin_but_reads_nothing_live() {
+    fn a_planning_build_checks_and_approves_as_its_plugin_but_runs_and_reads_nothing() {
         let runtime = RuntimeInfo::default();
         for spec in [
-            PluginSpec::new::<Fake>("fake"),
-            PluginSpec::without_settings::<Fake>("quiet"),
+            PluginSpec::platform::<Fake>("fake"),
+            PluginSpec::stages_without_settings::<Fake>("quiet"),
         ] {
-            let planning = spec.planning_only();
-            assert_eq!(planning.name, spec.name);
             let settings = Value::Null;
-            let plugin = (planning.build)(&PluginSettings::new(spec.name, &settings, &runtime))
-                .expect("builds");
-            assert_eq!(plugin.stage_names(), ["FAKE"]);
-            assert!(plugin.approvable("FAKE"));
-            assert!(plugin.validate_stage("FAKE", &json!({})).is_ok());
-            assert!(plugin.validate_stage("FAKE", &json!({"x": 1})).is_err());
-
-            let app = crate::config::parse_app_config(
-                "app.pipecd.yaml",
-                "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec: {name: web}\n",
-            )
-            .expect("parses");
-            let id = crate::AppId::new(&crate::RepoId::parse("r").unwrap(), "app.pipecd.yaml");
-            let head = crate::ids::CommitSha::parse(&"0".repeat(40)).unwrap();
-            let ctx = LiveContext {
-                app_id: &id,
-                app: &app,
-                app_dir: std::path::Path::new("."),
-                head: &head,
-                last_deployed: None,
-                now: Millis(0),
-                jobs: &crate::jobs::NoJobs,
+            let build = |spec: PluginSpec| {
+                (spec.build)(&PluginSettings::new(spec.name, &settings, &runtime)).expect("builds")
             };
-            // The planning face answers at once: polled once, with a waker that is never used.
-            let mut live = plugin.live_state(ctx);
-            let mut poll = std::task::Context::from_waker(std::task::Waker::noop());
-            let std::task::Poll::Ready(Err(err)) =
-                std::future::Future::poll(live.as_mut(), &mut poll)
-            else {
-                panic!("the planning face read live state");
-            };
+            let whole = build(spec);
+            let planning = build(spec.planning_only());
+            for plugin in [&whole, &planning] {
+                assert_eq!(plugin.stage_names(), ["FAKE"]);
+                assert!(plugin.approvable("FAKE"));
+                assert!(plugin.validate_stage("FAKE", &json!({})).is_ok());
+                assert!(plugin.validate_stage("FAKE", &json!({"x": 1})).is_err());
+            }
+            assert!(whole.steps().is_ok());
+            let refused = |e: StepError| e.to_string();
             assert_eq!(
-                err.to_string(),
-                "the fake plugin is built here to plan only: this process cannot read the live state of an app"
+                planning.steps().err().map(refused).as_deref(),
+                Some("the fake plugin is built here to plan only: this process cannot run or stop the stages of fake")
+            );
+            assert_eq!(
+                planning.live().err().map(refused).as_deref(),
+                Some("the fake plugin is built here to plan only: this process cannot read live state with fake")
+            );
+            assert!(
+                whole.live().is_ok(),
+                "a plugin with no live face reads nothing"
             );
         }
     }

@@ -19,7 +19,7 @@ pub use crate::fixture::RecordingIo as Recorder;
 use crate::machine::{self, Action};
 use crate::planner::{self, PlanInput};
 use crate::plugin::{
-    LiveContext, Plugin, Plugins, StageResult, StepContext, StepError, StepOutcome,
+    Faces, LiveContext, Plugins, StageResult, StepContext, StepError, StepOutcome,
 };
 use crate::{AppId, CommitSha, DeploymentId};
 
@@ -88,7 +88,7 @@ pub trait Platform {
     const KIND: &'static str;
     type State: PartialEq + Debug;
 
-    fn plugins(this: &Arc<Self>) -> Vec<Arc<dyn Plugin>>;
+    fn plugins(this: &Arc<Self>) -> Vec<Faces>;
 
     /// A deployment id of its own for each run (when the platform's resources are named
     /// after it), or the fixture's.
@@ -277,6 +277,7 @@ impl<P: Platform> Run<P> {
             panic!("no plugin runs {}", stage.name);
         };
         plugin
+            .steps()?
             .execute_step(StepContext {
                 deployment: &self.deployment,
                 stage,
@@ -298,7 +299,8 @@ impl<P: Platform> Run<P> {
         let Some(plugin) = self.plugins.for_stage(&stage.name) else {
             panic!("no plugin runs {}", stage.name);
         };
-        let result = plugin
+        let steps = plugin.steps().expect("the test builds whole plugins");
+        let result = steps
             .execute_step(StepContext {
                 deployment: &self.deployment,
                 stage: &stage,

@@ -4,12 +4,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use gannet_core::check::{check_app, AppCheck};
 use gannet_core::config::is_app_config_path;
 use gannet_core::plugin::{
-    AppFileError, PlanContext, Plugin, Plugins, StageConfigError, StepContext, StepError,
-    StepOutcome,
+    AppFileError, Faces, PlanContext, Plugin, Plugins, Presenter, StageConfigError,
 };
 use gannet_core::GoDuration;
 use serde_json::Value;
@@ -23,14 +21,15 @@ struct Generic {
     duration: Option<&'static str>,
 }
 
-#[async_trait]
 impl Plugin for Generic {
     fn name(&self) -> &'static str {
         self.name
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         self.stages
     }
+
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         let Value::Object(fields) = with else {
             return Err(StageConfigError::new("with", "expected a map"));
@@ -44,31 +43,30 @@ impl Plugin for Generic {
         }
         Ok(with.clone())
     }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        Err(StepError::Permanent("check tests run no steps".into()))
-    }
 }
+
+impl Presenter for Generic {}
 
 fn generic_plugins() -> Plugins {
     Plugins::new(vec![
-        Arc::new(Generic {
+        Faces::planning(Arc::new(Generic {
             name: "wait",
             stages: &["WAIT"],
             options: &["duration"],
             duration: Some("duration"),
-        }),
-        Arc::new(Generic {
+        })),
+        Faces::planning(Arc::new(Generic {
             name: "wait-approval",
             stages: &["WAIT_APPROVAL"],
             options: &["approvers", "minApproverNum", "timeout"],
             duration: Some("timeout"),
-        }),
-        Arc::new(Generic {
+        })),
+        Faces::planning(Arc::new(Generic {
             name: "script-run",
             stages: &["SCRIPT_RUN", "SCRIPT_RUN_ROLLBACK"],
             options: &["env", "run", "onRollback", "timeout"],
             duration: Some("timeout"),
-        }),
+        })),
     ])
 }
 
@@ -187,20 +185,23 @@ fn issues_carry_messages_and_kind() {
 /// file `spec.plugins.lambda.input.functionManifestFile` names) must not say `memory: 0`.
 struct Lambda;
 
-#[async_trait]
 impl Plugin for Lambda {
     fn name(&self) -> &'static str {
         "lambda"
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         &["LAMBDA_SYNC"]
     }
+
     fn deploys(&self, app: &gannet_core::config::AppConfig) -> bool {
         app.platform() == Some("lambda")
     }
+
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         Ok(with.clone())
     }
+
     fn check_app(
         &self,
         _: &PlanContext<'_>,
@@ -221,15 +222,14 @@ impl Plugin for Lambda {
             Some(_) => Ok(()),
         }
     }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        Err(StepError::Permanent("check tests run no steps".into()))
-    }
 }
+
+impl Presenter for Lambda {}
 
 #[test]
 fn the_platform_plugin_checks_its_manifest_once_it_parses() {
-    let mut list: Vec<Arc<dyn Plugin>> = generic_plugins().iter().cloned().collect();
-    list.push(Arc::new(Lambda));
+    let mut list: Vec<Faces> = generic_plugins().iter().cloned().collect();
+    list.push(Faces::planning(Arc::new(Lambda)));
     let plugins = Plugins::new(list);
     let lambda_app = format!("{HEAD}kind: LambdaApp\nspec:\n  name: x\n");
     let application =

@@ -2,34 +2,29 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use gannet_core::config::{parse_app_config, AppConfig, Percentage};
 use gannet_core::deployment::{GateSkip, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
 use gannet_core::planner::{plan, Plan, PlanError, PlanInput};
 use gannet_core::plugin::{
-    AppFileError, PlanContext, Plugin, Plugins, StageConfigError, StepContext, StepError,
-    StepOutcome,
+    AppFileError, Faces, PlanContext, Plugin, Plugins, Presenter, StageConfigError,
 };
 use gannet_core::{CommitSha, GoDuration, StageId};
 use serde_json::{json, Value};
 
 // ------------------------------------------------------------------ tiny test plugins
 
-async fn not_run() -> Result<StepOutcome, StepError> {
-    Err(StepError::Permanent("planner tests run no steps".into()))
-}
-
 /// WAIT: `with.duration` must be a Go duration; the stage times out an hour after it.
 struct Wait;
 
-#[async_trait]
 impl Plugin for Wait {
     fn name(&self) -> &'static str {
         "wait"
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         &["WAIT"]
     }
+
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         let duration = match with.get("duration") {
             None => GoDuration::from_secs(60),
@@ -39,28 +34,29 @@ impl Plugin for Wait {
         };
         Ok(json!({ "duration": duration.to_string() }))
     }
+
     fn default_timeout(&self, stage: &Stage) -> GoDuration {
         let wait = stage.with["duration"]
             .as_str()
             .and_then(|d| GoDuration::parse(d).ok());
         GoDuration::from_millis(wait.unwrap_or_default().as_millis() + 3_600_000)
     }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        not_run().await
-    }
 }
+
+impl Presenter for Wait {}
 
 /// SCRIPT_RUN: needs `run`; a stage with `onRollback` gets a SCRIPT_RUN_ROLLBACK stage.
 struct Script;
 
-#[async_trait]
 impl Plugin for Script {
     fn name(&self) -> &'static str {
         "script-run"
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         &["SCRIPT_RUN", "SCRIPT_RUN_ROLLBACK"]
     }
+
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         match with.get("run") {
             Some(Value::String(_)) => Ok(with.clone()),
@@ -70,6 +66,7 @@ impl Plugin for Script {
             )),
         }
     }
+
     fn rollback_stages(&self, _: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
         planned
             .iter()
@@ -85,10 +82,9 @@ impl Plugin for Script {
             })
             .collect()
     }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        not_run().await
-    }
 }
+
+impl Presenter for Script {}
 
 /// A platform plugin: quick sync is LAMBDA_SYNC, rollback is LAMBDA_ROLLBACK, and it may
 /// choose the strategy itself.
@@ -96,11 +92,11 @@ struct Lambda {
     choice: Option<(SyncStrategy, &'static str)>,
 }
 
-#[async_trait]
 impl Plugin for Lambda {
     fn name(&self) -> &'static str {
         "lambda"
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         &[
             "LAMBDA_SYNC",
@@ -109,9 +105,11 @@ impl Plugin for Lambda {
             "LAMBDA_ROLLBACK",
         ]
     }
+
     fn deploys(&self, app: &AppConfig) -> bool {
         app.platform() == Some("lambda")
     }
+
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
         if name != "LAMBDA_PROMOTE" {
             return Ok(json!({}));
@@ -120,6 +118,7 @@ impl Plugin for Lambda {
             .map_err(|e| StageConfigError::new("percent", e.to_string()))?;
         Ok(json!({ "percent": percent.get() }))
     }
+
     fn quick_sync_stages(&self, _: &PlanContext<'_>) -> Vec<Stage> {
         vec![Stage::planned(
             StageId::by_index(0),
@@ -128,6 +127,7 @@ impl Plugin for Lambda {
             json!({}),
         )]
     }
+
     fn rollback_stages(&self, _: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
         let index = planned.first().map_or(0, |s| s.index);
         vec![Stage::planned(
@@ -137,9 +137,11 @@ impl Plugin for Lambda {
             json!({}),
         )]
     }
+
     fn determine_strategy(&self, _: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
         self.choice.map(|(s, why)| (s, why.to_owned()))
     }
+
     /// `function.yaml` must exist, and `memory: 0` in it is refused.
     fn check_app(
         &self,
@@ -161,62 +163,63 @@ impl Plugin for Lambda {
             Some(_) => Ok(()),
         }
     }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        not_run().await
-    }
 }
+
+impl Presenter for Lambda {}
 
 /// A platform plugin with no quick sync stages.
 struct Ecs;
 
-#[async_trait]
 impl Plugin for Ecs {
     fn name(&self) -> &'static str {
         "ecs"
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         &["ECS_SYNC"]
     }
+
     fn deploys(&self, app: &AppConfig) -> bool {
         app.platform() == Some("ecs")
     }
+
     fn validate_stage(&self, _: &str, _: &Value) -> Result<Value, StageConfigError> {
         Ok(json!({}))
     }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        not_run().await
-    }
 }
+
+impl Presenter for Ecs {}
 
 /// WAIT_APPROVAL: the approval gate.
 struct Approval;
 
-#[async_trait]
 impl Plugin for Approval {
     fn name(&self) -> &'static str {
         "wait-approval"
     }
+
     fn stage_names(&self) -> &'static [&'static str] {
         &["WAIT_APPROVAL"]
     }
+
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         Ok(with.clone())
     }
+}
+
+impl Presenter for Approval {
     fn approvable(&self, _: &str) -> bool {
         true
-    }
-    async fn execute_step(&self, _: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        not_run().await
     }
 }
 
 fn plugins(choice: Option<(SyncStrategy, &'static str)>) -> Plugins {
     Plugins::new(vec![
-        Arc::new(Wait),
-        Arc::new(Approval),
-        Arc::new(Script),
-        Arc::new(Lambda { choice }),
-        Arc::new(Ecs),
+        Faces::planning(Arc::new(Wait)),
+        Faces::planning(Arc::new(Approval)),
+        Faces::planning(Arc::new(Script)),
+        Faces::planning(Arc::new(Lambda { choice })),
+        Faces::planning(Arc::new(Ecs)),
     ])
 }
 

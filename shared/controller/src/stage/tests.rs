@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use gannet_core::deployment::StageStatus;
-use gannet_core::plugin::{Plugin, Plugins, StageConfigError, StageResult, StepContext};
+use gannet_core::plugin::{
+    Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, Steps,
+};
 use gannet_core::ports::{Queue, QueueName, Received, Store};
 use gannet_core::RepoId;
 use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
@@ -25,7 +27,6 @@ struct Slow {
     delay: Duration,
 }
 
-#[async_trait]
 impl Plugin for Slow {
     fn name(&self) -> &'static str {
         "slow"
@@ -42,7 +43,12 @@ impl Plugin for Slow {
     ) -> Result<serde_json::Value, StageConfigError> {
         Ok(with.clone())
     }
+}
 
+impl Presenter for Slow {}
+
+#[async_trait]
+impl Steps for Slow {
     async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         tokio::time::sleep(self.delay).await;
@@ -107,7 +113,7 @@ impl Lab {
             Arc::new(store.clone()),
             Arc::new(source),
             clock,
-            Plugins::new(vec![slow.clone() as Arc<dyn Plugin>]),
+            Plugins::new(vec![Faces::stages(slow.clone())]),
             settings,
         );
         Self {

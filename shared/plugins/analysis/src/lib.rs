@@ -30,7 +30,7 @@ use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::duration::Millis;
 use gannet_core::plugin::{
-    Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
+    Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_meta::StageMeta;
@@ -101,7 +101,7 @@ impl std::fmt::Debug for AnalysisPlugin {
 pub const NAME: &str = "analysis";
 
 /// The registry's entry: `plugins.analysis.providers` lists the analysis providers.
-pub const SPEC: PluginSpec = PluginSpec::new::<AnalysisPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::stages::<AnalysisPlugin>(NAME);
 
 impl FromSettings for AnalysisPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -168,7 +168,6 @@ fn previous_range(
     })
 }
 
-#[async_trait]
 impl Plugin for AnalysisPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -176,13 +175,6 @@ impl Plugin for AnalysisPlugin {
 
     fn stage_names(&self) -> &'static [&'static str] {
         &[STAGE_ANALYSIS]
-    }
-
-    /// The checks' latest measurements.
-    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
-        gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata))
-            .into_iter()
-            .collect()
     }
 
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
@@ -211,7 +203,19 @@ impl Plugin for AnalysisPlugin {
             Err(_) => GoDuration::from_secs(6 * 3600),
         }
     }
+}
 
+impl Presenter for AnalysisPlugin {
+    /// The checks' latest measurements.
+    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
+        gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata))
+            .into_iter()
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Steps for AnalysisPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let opts = AnalysisOptions::from_stored(&stage.with)

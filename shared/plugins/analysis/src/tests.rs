@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::fixture::{wall_clock as now, RecordingIo};
 use gannet_core::jobs::NoJobs;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepOutcome};
+use gannet_core::plugin::{Plugin, StageResult, StepContext, StepOutcome, Steps};
 use gannet_core::registry::{PluginSettings, RuntimeInfo};
 use serde_json::{json, Value};
 
@@ -23,7 +23,7 @@ use crate::testkit::{health_endpoint, Exporter, Prometheus};
 use gannet_plugin_aws_common::AwsFields;
 
 /// The plugin built from `providers` as `plugins.analysis.providers`.
-fn plugin(providers: Value) -> Arc<dyn Plugin> {
+fn plugin(providers: Value) -> Arc<AnalysisPlugin> {
     let settings = json!({ "providers": providers });
     let runtime = RuntimeInfo::default();
     let plugin = AnalysisPlugin::from_settings(&PluginSettings::new(
@@ -37,12 +37,12 @@ fn plugin(providers: Value) -> Arc<dyn Plugin> {
 
 /// The plugin with no providers whose `https` checks may reach loopback
 /// (`plugins.analysis.http.allowPrivateNetworks: [127.0.0.0/8]`), where the tests' servers are.
-fn loopback_plugin() -> Arc<dyn Plugin> {
+fn loopback_plugin() -> Arc<AnalysisPlugin> {
     plugin_with(json!({"http": {"allowPrivateNetworks": ["127.0.0.0/8"]}}))
 }
 
 /// The plugin built from `settings` as `plugins.analysis`.
-fn plugin_with(settings: Value) -> Arc<dyn Plugin> {
+fn plugin_with(settings: Value) -> Arc<AnalysisPlugin> {
     let runtime = RuntimeInfo::default();
     let plugin = AnalysisPlugin::from_settings(&PluginSettings::new(
         "plugins.analysis",
@@ -64,7 +64,7 @@ enum Clock {
 /// Drives one ANALYSIS stage step by step, as the controller would, keeping what each step
 /// saved; optionally runs every step twice (a redelivered message).
 struct Driver {
-    plugin: Arc<dyn Plugin>,
+    plugin: Arc<AnalysisPlugin>,
     deployment: Deployment,
     previous: Option<Deployment>,
     now: Millis,
@@ -75,7 +75,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(plugin: Arc<dyn Plugin>, with: Value, clock: Clock) -> Self {
+    fn new(plugin: Arc<AnalysisPlugin>, with: Value, clock: Clock) -> Self {
         let with = plugin
             .validate_stage(STAGE_ANALYSIS, &with)
             .expect("valid options");
@@ -481,8 +481,11 @@ async fn datadog_answers_are_judged_and_a_wrong_key_is_named() {
 
 #[tokio::test]
 async fn cloudwatch_on_moto_feeds_a_threshold() {
-    let endpoint = std::env::var("GANNET_MOTO_ENDPOINT").expect(
-        "GANNET_MOTO_ENDPOINT is not set: this test needs moto_server on loopback (make test)",
+    // CloudWatch on moto is reached through the rpc-v2-cbor front scripts/moto.sh starts beside
+    // moto_server (scripts/moto_cbor.py): the SDK speaks only CBOR, moto only JSON 1.0.
+    let endpoint = std::env::var("GANNET_MOTO_CLOUDWATCH_ENDPOINT").expect(
+        "GANNET_MOTO_CLOUDWATCH_ENDPOINT is not set: this test needs moto_server and its CloudWatch \
+         front on loopback (make test, or: eval \"$(scripts/moto.sh start /tmp/motostate)\")",
     );
     let config = gannet_plugin_aws_common::sdk_config(
         AwsFields {

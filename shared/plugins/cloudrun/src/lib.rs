@@ -32,8 +32,8 @@ use gannet_core::config::{load_app_config, read_app_file, AppConfig};
 use gannet_core::deployment::Stage;
 use gannet_core::ids::AppId;
 use gannet_core::plugin::{
-    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
-    StepContext, StepError, StepOutcome,
+    AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
+    StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_meta::StageMeta;
@@ -150,7 +150,7 @@ impl CloudRunPlugin {
 pub const NAME: &str = "cloudrun";
 
 /// The registry's entry: `plugins.cloudrun.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<CloudRunPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::platform::<CloudRunPlugin>(NAME);
 
 impl FromSettings for CloudRunPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -239,7 +239,6 @@ fn is_forward(stage: &Stage) -> bool {
     !stage.rollback && matches!(stage.name.as_str(), STAGE_SYNC | STAGE_PROMOTE)
 }
 
-#[async_trait]
 impl Plugin for CloudRunPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -299,7 +298,12 @@ impl Plugin for CloudRunPlugin {
             .into_iter()
             .collect()
     }
+}
 
+impl Presenter for CloudRunPlugin {}
+
+#[async_trait]
+impl Steps for CloudRunPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let d = ctx.deployment;
         let stage = ctx.stage;
@@ -370,7 +374,10 @@ impl Plugin for CloudRunPlugin {
         };
         converge::step(&api, &mut meta, &want).await
     }
+}
 
+#[async_trait]
+impl LiveStates for CloudRunPlugin {
     /// The service as it runs against the manifest at the branch head.
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let api = self.api_for(ctx.app).await?;

@@ -11,7 +11,7 @@ use aws_credential_types::provider::SharedCredentialsProvider;
 use gannet_cloudrun_fake::{FakeRun, Fault, Method, TokenKind};
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
-use gannet_core::plugin::{Live, Plugin, StepError, StepOutcome};
+use gannet_core::plugin::{Faces, Live, LiveStates, StepError, StepOutcome};
 use gannet_core::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::{AppId, GoDuration};
 use serde_json::{json, Value};
@@ -74,8 +74,8 @@ impl Platform for Cloud {
     /// asked for, labels) and the revisions that exist. Reconciliation moves on its own.
     type State = Value;
 
-    fn plugins(this: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
-        vec![this.plugin.clone()]
+    fn plugins(this: &Arc<Self>) -> Vec<Faces> {
+        vec![Faces::platform(this.plugin.clone())]
     }
 
     async fn state(&self, _: &gannet_core::deployment::Deployment) -> Value {

@@ -41,8 +41,8 @@ use async_trait::async_trait;
 use gannet_core::config::AppConfig;
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{
-    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
-    StepContext, StepError, StepOutcome,
+    AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
+    StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
@@ -111,7 +111,7 @@ impl EcsPlugin {
 pub const NAME: &str = "ecs";
 
 /// The registry's entry: `plugins.ecs.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<EcsPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::platform::<EcsPlugin>(NAME);
 
 impl FromSettings for EcsPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -121,7 +121,6 @@ impl FromSettings for EcsPlugin {
     }
 }
 
-#[async_trait]
 impl Plugin for EcsPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -184,7 +183,12 @@ impl Plugin for EcsPlugin {
             .into_iter()
             .collect()
     }
+}
 
+impl Presenter for EcsPlugin {}
+
+#[async_trait]
+impl Steps for EcsPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let d = ctx.deployment;
         let stage = ctx.stage;
@@ -248,7 +252,10 @@ impl Plugin for EcsPlugin {
             ))),
         }
     }
+}
 
+#[async_trait]
+impl LiveStates for EcsPlugin {
     /// What the service serves against the manifests at the branch head (see `drift`).
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{Deployment, DeploymentStatus};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Live, LiveContext, Plugin};
+use gannet_core::plugin::{Faces, Live, LiveContext, LiveStates};
 use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::AppId;
 use gannet_kube_fake::{FakeKube, REQUESTS_PATH};
@@ -492,8 +492,8 @@ impl Platform for Bench {
     const KIND: &'static str = "KubernetesApp";
     type State = ();
 
-    fn plugins(this: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
-        vec![this.plugin.clone()]
+    fn plugins(this: &Arc<Self>) -> Vec<Faces> {
+        vec![Faces::platform(this.plugin.clone())]
     }
 
     async fn state(&self, _: &Deployment) {}

@@ -47,8 +47,8 @@ use gannet_core::config::{load_app_config, AppConfig, KubernetesSpec, TrafficRou
 use gannet_core::deployment::Stage;
 use gannet_core::ids::AppId;
 use gannet_core::plugin::{
-    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
-    StepContext, StepError, StepOutcome,
+    AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
+    StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_meta::StageMeta;
@@ -160,7 +160,7 @@ impl KubernetesPlugin {
 pub const NAME: &str = "kubernetes";
 
 /// The registry's entry: `plugins.kubernetes.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<KubernetesPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::platform::<KubernetesPlugin>(NAME);
 
 impl FromSettings for KubernetesPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -182,7 +182,6 @@ fn is_forward(stage: &Stage) -> bool {
     !stage.rollback && stage.name != STAGE_ROLLBACK && STAGES.contains(&stage.name.as_str())
 }
 
-#[async_trait]
 impl Plugin for KubernetesPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -287,7 +286,12 @@ impl Plugin for KubernetesPlugin {
             .into_iter()
             .collect()
     }
+}
 
+impl Presenter for KubernetesPlugin {}
+
+#[async_trait]
+impl Steps for KubernetesPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let d = ctx.deployment;
         let stage = ctx.stage;
@@ -370,7 +374,10 @@ impl Plugin for KubernetesPlugin {
             ))),
         }
     }
+}
 
+#[async_trait]
+impl LiveStates for KubernetesPlugin {
     /// The live objects gannet applied for the app against the manifests at the branch head.
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let cluster = self.cluster_for(ctx.app).await?;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
-use gannet_core::plugin::{Live, Plugin, StepError};
+use gannet_core::plugin::{Faces, Live, LiveStates, StepError};
 use gannet_core::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use gannet_core::{AppId, GoDuration};
 use gannet_kube_fake::{FakeKube, Fault};
@@ -84,8 +84,8 @@ impl Platform for Kube {
     /// spec and data (status and resourceVersion move with the controller).
     type State = Vec<Value>;
 
-    fn plugins(this: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
-        vec![this.plugin.clone()]
+    fn plugins(this: &Arc<Self>) -> Vec<Faces> {
+        vec![Faces::platform(this.plugin.clone())]
     }
 
     async fn state(&self, _: &gannet_core::deployment::Deployment) -> Vec<Value> {

@@ -36,8 +36,8 @@ use async_trait::async_trait;
 use gannet_core::config::AppConfig;
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{
-    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StepContext, StepError,
-    StepOutcome,
+    AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
+    StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::stage_options;
@@ -97,7 +97,7 @@ impl LambdaPlugin {
 pub const NAME: &str = "lambda";
 
 /// The registry's entry: `plugins.lambda.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<LambdaPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::platform::<LambdaPlugin>(NAME);
 
 impl FromSettings for LambdaPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -106,7 +106,6 @@ impl FromSettings for LambdaPlugin {
     }
 }
 
-#[async_trait]
 impl Plugin for LambdaPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -163,7 +162,12 @@ impl Plugin for LambdaPlugin {
             .into_iter()
             .collect()
     }
+}
 
+impl Presenter for LambdaPlugin {}
+
+#[async_trait]
+impl Steps for LambdaPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let app = source::load_app_config(ctx.app_dir, &ctx.deployment.app)
@@ -187,7 +191,10 @@ impl Plugin for LambdaPlugin {
             ))),
         }
     }
+}
 
+#[async_trait]
+impl LiveStates for LambdaPlugin {
     /// What the alias serves against the manifest at the branch head (see `live`).
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;

@@ -23,16 +23,14 @@
 mod record;
 mod scoped;
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::ids::StageId;
 use gannet_core::jobs::JobRunner;
 use gannet_core::lifecycle::{STAGE_POST_DEPLOYMENT, STAGE_PRE_DEPLOYMENT};
 use gannet_core::plugin::{
-    Plugin, Plugins, StageConfigError, StageResult, StepContext, StepError, StepIo, StepOutcome,
-    StopContext,
+    Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, StepError,
+    StepIo, StepOutcome, Steps, StopContext,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::typed::FieldError;
@@ -131,7 +129,7 @@ impl LifecyclePlugin {
         Self { plugins }
     }
 
-    fn runner(&self, kind: ItemKind) -> Result<&Arc<dyn Plugin>, String> {
+    fn runner(&self, kind: ItemKind) -> Result<&Faces, String> {
         self.plugins.for_stage(kind.stage()).ok_or_else(|| {
             format!(
                 "no compiled-in plugin runs {} stages, so a phase cannot run {}",
@@ -147,7 +145,7 @@ pub const NAME: &str = "lifecycle";
 
 /// The registry's entry. It takes no settings: tasks get `plugins.script-run`'s and
 /// evaluations `plugins.analysis`'s.
-pub const SPEC: PluginSpec = PluginSpec::new::<LifecyclePlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::stages::<LifecyclePlugin>(NAME);
 
 impl FromSettings for LifecyclePlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -176,7 +174,6 @@ fn item_stage(
     stage
 }
 
-#[async_trait]
 impl Plugin for LifecyclePlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -184,36 +181,6 @@ impl Plugin for LifecyclePlugin {
 
     fn stage_names(&self) -> &'static [&'static str] {
         &[STAGE_PRE_DEPLOYMENT, STAGE_POST_DEPLOYMENT]
-    }
-
-    /// The phase's items, then its evaluations' measurements.
-    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
-        let items = items(&stage.metadata);
-        let table = (!items.is_empty()).then(|| gannet_core::presentation::Detail::Table {
-            title: "Items".into(),
-            columns: ["ITEM", "KIND", "STATUS", "TOOK", "REASON"]
-                .map(str::to_owned)
-                .to_vec(),
-            rows: items
-                .iter()
-                .map(|(name, r)| {
-                    let took = r
-                        .completed_at
-                        .map(|end| end.since(r.started_at).to_string())
-                        .unwrap_or_default();
-                    vec![
-                        name.clone(),
-                        r.kind.as_str().to_owned(),
-                        r.status.as_str().to_owned(),
-                        took,
-                        r.reason.clone(),
-                    ]
-                })
-                .collect(),
-        });
-        let measured =
-            gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata));
-        table.into_iter().chain(measured).collect()
     }
 
     /// Each item through its plugin; errors name the item's field (`tasks[1].with.run`).
@@ -272,7 +239,42 @@ impl Plugin for LifecyclePlugin {
             .max()
             .unwrap_or(GoDuration::from_secs(3600))
     }
+}
 
+impl Presenter for LifecyclePlugin {
+    /// The phase's items, then its evaluations' measurements.
+    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
+        let items = items(&stage.metadata);
+        let table = (!items.is_empty()).then(|| gannet_core::presentation::Detail::Table {
+            title: "Items".into(),
+            columns: ["ITEM", "KIND", "STATUS", "TOOK", "REASON"]
+                .map(str::to_owned)
+                .to_vec(),
+            rows: items
+                .iter()
+                .map(|(name, r)| {
+                    let took = r
+                        .completed_at
+                        .map(|end| end.since(r.started_at).to_string())
+                        .unwrap_or_default();
+                    vec![
+                        name.clone(),
+                        r.kind.as_str().to_owned(),
+                        r.status.as_str().to_owned(),
+                        took,
+                        r.reason.clone(),
+                    ]
+                })
+                .collect(),
+        });
+        let measured =
+            gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata));
+        table.into_iter().chain(measured).collect()
+    }
+}
+
+#[async_trait]
+impl Steps for LifecyclePlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let phase = ctx.stage;
         let opts = PhaseOptions::from_stored(&phase.with)?;
@@ -312,6 +314,7 @@ impl Plugin for LifecyclePlugin {
             let io = ScopedIo::new(ctx.io, kind, &item.name, &phase.id);
             let runner = self.runner(kind).map_err(StepError::permanent)?;
             let outcome = runner
+                .steps()?
                 .execute_step(StepContext {
                     deployment: ctx.deployment,
                     stage: &stage,
@@ -442,6 +445,7 @@ impl LifecyclePlugin {
             let io = ScopedIo::new(scope.io, kind, &item.name, &phase.id);
             self.runner(kind)
                 .map_err(StepError::permanent)?
+                .steps()?
                 .stop(StopContext {
                     deployment: scope.deployment,
                     stage: &stage,

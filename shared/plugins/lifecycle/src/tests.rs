@@ -73,7 +73,7 @@ impl Driver {
         }
     }
 
-    fn plugin(&self) -> Arc<dyn Plugin> {
+    fn plugin(&self) -> Faces {
         self.plugins
             .for_stage(lifecycle::STAGE_PRE_DEPLOYMENT)
             .expect("lifecycle")
@@ -89,6 +89,8 @@ impl Driver {
         let stage = self.stage().clone();
         let outcome = self
             .plugin()
+            .steps()
+            .expect("whole plugins")
             .execute_step(StepContext {
                 deployment: &self.deployment,
                 stage: &stage,
@@ -271,6 +273,8 @@ async fn a_failing_task_fails_the_phase_with_its_reason_and_a_cancel_stops_the_r
     let io = RecordingIo::default();
     let stage = d.stage().clone();
     d.plugin()
+        .steps()
+        .expect("whole plugins")
         .stop(StopContext {
             deployment: &d.deployment,
             stage: &stage,

@@ -25,8 +25,8 @@ use gannet_core::deployment::{Stage, StageStatus};
 use gannet_core::ids::StageId;
 use gannet_core::jobs::{self, Follow, JobEnd, JobKey, JobSpec, Progress};
 use gannet_core::plugin::{
-    PlanContext, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
-    StopContext,
+    PlanContext, Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError,
+    StepOutcome, Steps, StopContext,
 };
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::typed::FieldError;
@@ -81,7 +81,7 @@ pub const NAME: &str = "script-run";
 
 /// The registry's entry: `plugins.script-run.allowEnv` lists what scripts get of gannet's
 /// environment; a variable that holds one of gannet's own secrets is refused.
-pub const SPEC: PluginSpec = PluginSpec::new::<ScriptRunPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::stages::<ScriptRunPlugin>(NAME);
 
 impl FromSettings for ScriptRunPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -128,7 +128,6 @@ fn rollback_stages_for(planned: &[Stage]) -> Vec<Stage> {
         .collect()
 }
 
-#[async_trait]
 impl Plugin for ScriptRunPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -150,7 +149,12 @@ impl Plugin for ScriptRunPlugin {
     fn rollback_stages(&self, _ctx: &PlanContext<'_>, planned: &[Stage]) -> Vec<Stage> {
         rollback_stages_for(planned)
     }
+}
 
+impl Presenter for ScriptRunPlugin {}
+
+#[async_trait]
+impl Steps for ScriptRunPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let opts = ScriptOptions::parse(&stage.name, &stage.with)

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::duration::Millis;
 use gannet_core::jobs::{JobRunner, MAX_LINE_BYTES, MAX_LOG_LINES};
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome, StopContext};
+use gannet_core::plugin::{
+    Plugin, StageResult, StepContext, StepError, StepOutcome, Steps, StopContext,
+};
 use gannet_core::GoDuration;
 use gannet_embedded::ProcessJobs;
 use serde_json::{json, Value};

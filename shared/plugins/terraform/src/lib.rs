@@ -36,8 +36,8 @@ use gannet_core::deployment::{Stage, StageStatus};
 use gannet_core::drift::LiveState;
 use gannet_core::jobs::{self, Follow, JobEnd, JobInput, JobKey, JobRunner, JobSpec, Progress};
 use gannet_core::plugin::{
-    AppFileError, Live, LiveContext, PlanContext, Plugin, StageConfigError, StageResult,
-    StepContext, StepError, StepOutcome, StopContext,
+    AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
+    StageResult, StepContext, StepError, StepOutcome, Steps, StopContext,
 };
 use gannet_core::ports::Metadata;
 use gannet_core::presentation::Detail;
@@ -94,7 +94,7 @@ impl TerraformPlugin {
 pub const NAME: &str = "terraform";
 
 /// The registry's entry: `plugins.terraform.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::new::<TerraformPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::platform::<TerraformPlugin>(NAME);
 
 impl FromSettings for TerraformPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
@@ -183,7 +183,6 @@ fn check_input(input: &TerraformInput) -> Result<(), (String, String)> {
     Ok(())
 }
 
-#[async_trait]
 impl Plugin for TerraformPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -195,17 +194,6 @@ impl Plugin for TerraformPlugin {
 
     fn deploys(&self, app: &AppConfig) -> bool {
         app.platform() == Some("terraform")
-    }
-
-    /// A plan's resources, each with its actions and changed attributes.
-    fn present(&self, stage: &Stage) -> Vec<Detail> {
-        stage
-            .metadata
-            .get(META_PLAN)
-            .and_then(|kept| serde_json::from_str::<Plan>(kept).ok())
-            .map(|plan| plan.detail())
-            .into_iter()
-            .collect()
     }
 
     /// The live read is a `terraform plan` of the app's directory: its providers and
@@ -279,7 +267,23 @@ impl Plugin for TerraformPlugin {
             .into_iter()
             .collect()
     }
+}
 
+impl Presenter for TerraformPlugin {
+    /// A plan's resources, each with its actions and changed attributes.
+    fn present(&self, stage: &Stage) -> Vec<Detail> {
+        stage
+            .metadata
+            .get(META_PLAN)
+            .and_then(|kept| serde_json::from_str::<Plan>(kept).ok())
+            .map(|plan| plan.detail())
+            .into_iter()
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Steps for TerraformPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let follow = Follow::of_step(&ctx);
@@ -313,7 +317,10 @@ impl Plugin for TerraformPlugin {
         }
         Ok(())
     }
+}
 
+#[async_trait]
+impl LiveStates for TerraformPlugin {
     /// A plan at the branch head, run as a job once per drift interval and head. The newest
     /// plan that ended in this interval or the [`DRIFT_LOOK_BACK`] before it is the answer; a
     /// new plan starts only when none of those runs, so a plan slower than the interval still

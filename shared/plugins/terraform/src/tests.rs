@@ -12,7 +12,7 @@ use gannet_core::duration::Millis;
 use gannet_core::fixture::RecordingIo;
 use gannet_core::jobs::{JobRoleArn, JobRoles};
 use gannet_core::plugin::{
-    Live, LiveContext, Plugin, StageResult, StepContext, StepError, StepOutcome,
+    Live, LiveContext, LiveStates, Plugin, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::{AppId, GoDuration};
 use gannet_embedded::ProcessJobs;
@@ -579,8 +579,9 @@ fn terraforms_error_paragraph_is_the_reason() {
 
 #[test]
 fn pipecds_retries_is_reported_as_unsupported_by_name_not_as_invalid() {
-    let plugins =
-        gannet_core::plugin::Plugins::new(vec![std::sync::Arc::new(TerraformPlugin::default())]);
+    let plugins = gannet_core::plugin::Plugins::new(vec![gannet_core::plugin::Faces::platform(
+        std::sync::Arc::new(TerraformPlugin::default()),
+    )]);
     let text = "apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n  quickSync:\n    retries: 3\n  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n      - name: TERRAFORM_APPLY\n        with:\n          retries: 2\n";
     let checked = gannet_core::check::check_app("infra/app.pipecd.yaml", text, &plugins, &|_| None);
     let found: Vec<(&str, bool, Option<usize>)> = checked

@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use gannet_core::deployment::Stage;
 use gannet_core::duration::Millis;
 use gannet_core::plugin::{
-    ApproveError, Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
+    ApproveError, Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError,
+    StepOutcome, Steps,
 };
 use gannet_core::ports::Metadata;
 use gannet_core::registry::PluginSpec;
@@ -44,7 +45,7 @@ pub struct WaitApprovalPlugin;
 pub const NAME: &str = "wait-approval";
 
 /// The registry's entry: `plugins.wait-approval` takes no settings.
-pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitApprovalPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::stages_without_settings::<WaitApprovalPlugin>(NAME);
 
 /// The users recorded in `approvedBy`, in approval order.
 fn approved_by(metadata: &Metadata) -> Vec<&str> {
@@ -67,7 +68,6 @@ fn users(n: usize) -> &'static str {
     }
 }
 
-#[async_trait]
 impl Plugin for WaitApprovalPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -75,10 +75,6 @@ impl Plugin for WaitApprovalPlugin {
 
     fn stage_names(&self) -> &'static [&'static str] {
         &[STAGE_WAIT_APPROVAL]
-    }
-
-    fn approvable(&self, stage: &str) -> bool {
-        stage == STAGE_WAIT_APPROVAL
     }
 
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
@@ -89,7 +85,50 @@ impl Plugin for WaitApprovalPlugin {
     fn default_timeout(&self, stage: &Stage) -> GoDuration {
         ApprovalOptions::parse(&stage.with).map_or(DEFAULT_TIMEOUT, |o| o.timeout)
     }
+}
 
+impl Presenter for WaitApprovalPlugin {
+    fn approvable(&self, stage: &str) -> bool {
+        stage == STAGE_WAIT_APPROVAL
+    }
+
+    fn approve(&self, stage: &Stage, user: &str, now: Millis) -> Result<Metadata, ApproveError> {
+        if stage.name != STAGE_WAIT_APPROVAL {
+            return Err(ApproveError::NotApprovable {
+                stage: stage.id.to_string(),
+                name: stage.name.clone(),
+            });
+        }
+        let user = user.trim();
+        let opts =
+            ApprovalOptions::parse(&stage.with).map_err(|e| ApproveError::InvalidOptions {
+                stage: stage.id.to_string(),
+                reason: e.to_string(),
+            })?;
+        // A comma would split the name in `approvedBy`; no valid approver contains one.
+        if user.is_empty() || user.contains(',') || !opts.allows(user) {
+            return Err(ApproveError::NotAnApprover {
+                user: user.to_owned(),
+                stage: stage.id.to_string(),
+            });
+        }
+        let mut approvals = approved_by(&stage.metadata);
+        if approvals.contains(&user) {
+            return Err(ApproveError::AlreadyApproved {
+                user: user.to_owned(),
+                stage: stage.id.to_string(),
+            });
+        }
+        approvals.push(user);
+        Ok(Metadata::from([
+            (APPROVED_BY.to_owned(), approvals.join(", ")),
+            (APPROVED_AT.to_owned(), now.0.to_string()),
+        ]))
+    }
+}
+
+#[async_trait]
+impl Steps for WaitApprovalPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
         let opts = ApprovalOptions::parse(&stage.with)
@@ -173,40 +212,6 @@ impl Plugin for WaitApprovalPlugin {
         Ok(StepOutcome::Continue {
             after: left.min(POLL_INTERVAL),
         })
-    }
-
-    fn approve(&self, stage: &Stage, user: &str, now: Millis) -> Result<Metadata, ApproveError> {
-        if stage.name != STAGE_WAIT_APPROVAL {
-            return Err(ApproveError::NotApprovable {
-                stage: stage.id.to_string(),
-                name: stage.name.clone(),
-            });
-        }
-        let user = user.trim();
-        let opts =
-            ApprovalOptions::parse(&stage.with).map_err(|e| ApproveError::InvalidOptions {
-                stage: stage.id.to_string(),
-                reason: e.to_string(),
-            })?;
-        // A comma would split the name in `approvedBy`; no valid approver contains one.
-        if user.is_empty() || user.contains(',') || !opts.allows(user) {
-            return Err(ApproveError::NotAnApprover {
-                user: user.to_owned(),
-                stage: stage.id.to_string(),
-            });
-        }
-        let mut approvals = approved_by(&stage.metadata);
-        if approvals.contains(&user) {
-            return Err(ApproveError::AlreadyApproved {
-                user: user.to_owned(),
-                stage: stage.id.to_string(),
-            });
-        }
-        approvals.push(user);
-        Ok(Metadata::from([
-            (APPROVED_BY.to_owned(), approvals.join(", ")),
-            (APPROVED_AT.to_owned(), now.0.to_string()),
-        ]))
     }
 }
 

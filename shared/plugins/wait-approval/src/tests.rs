@@ -6,7 +6,9 @@ use gannet_core::fixture::RecordingIo as Recorder;
 
 use gannet_core::deployment::{Deployment, Stage};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{ApproveError, Plugin, StageResult, StepContext, StepOutcome};
+use gannet_core::plugin::{
+    ApproveError, Plugin, Presenter, StageResult, StepContext, StepOutcome, Steps,
+};
 use gannet_core::ports::Metadata;
 use gannet_core::GoDuration;
 use serde_json::{json, Value};

@@ -12,7 +12,7 @@
 use async_trait::async_trait;
 use gannet_core::duration::Millis;
 use gannet_core::plugin::{
-    Plugin, StageConfigError, StageResult, StepContext, StepError, StepOutcome,
+    Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
 use gannet_core::ports::Metadata;
 use gannet_core::registry::PluginSpec;
@@ -38,7 +38,7 @@ pub struct WaitPlugin;
 pub const NAME: &str = "wait";
 
 /// The registry's entry: `plugins.wait` takes no settings.
-pub const SPEC: PluginSpec = PluginSpec::without_settings::<WaitPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::stages_without_settings::<WaitPlugin>(NAME);
 
 /// A WAIT stage's `with`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -84,7 +84,6 @@ fn for_log(d: GoDuration) -> GoDuration {
     }
 }
 
-#[async_trait]
 impl Plugin for WaitPlugin {
     fn name(&self) -> &'static str {
         NAME
@@ -97,7 +96,12 @@ impl Plugin for WaitPlugin {
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
         WaitOptions::parse(with).map(|o| stage_options::to_value(&o))
     }
+}
 
+impl Presenter for WaitPlugin {}
+
+#[async_trait]
+impl Steps for WaitPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let opts = WaitOptions::parse(&ctx.stage.with).map_err(|e| {
             StepError::permanent(format!("stage {}: invalid with.{e}", ctx.stage.id))

@@ -6,7 +6,7 @@ use gannet_core::fixture::RecordingIo as Recorder;
 
 use gannet_core::deployment::{Deployment, Stage};
 use gannet_core::duration::Millis;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome};
+use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome, Steps};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 

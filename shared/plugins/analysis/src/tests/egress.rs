@@ -150,7 +150,7 @@ impl Lookup for Scripted {
 }
 
 /// The plugin whose checks may reach `allowed`, with names looked up by `answers`.
-fn scripted_plugin(allowed: &[&str], answers: &[&[&str]]) -> (Arc<dyn Plugin>, Arc<Scripted>) {
+fn scripted_plugin(allowed: &[&str], answers: &[&[&str]]) -> (Arc<AnalysisPlugin>, Arc<Scripted>) {
     let lookup = Arc::new(Scripted {
         answers: answers
             .iter()

@@ -11,7 +11,7 @@ use aws_sdk_elasticloadbalancingv2::types::{
     TargetTypeEnum,
 };
 use gannet_core::deployment::Deployment;
-use gannet_core::plugin::Plugin;
+use gannet_core::plugin::Faces;
 use gannet_core::{CommitSha, DeploymentId};
 use gannet_plugin_aws_common::test_util::{self, credentials, moto_endpoint, Platform};
 pub use gannet_plugin_aws_common::test_util::{Commit, Commits, Delivery, APP, REGION};
@@ -396,10 +396,10 @@ impl Platform for &World {
     const KIND: &'static str = "ECSApp";
     type State = AwsState;
 
-    fn plugins(_: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
+    fn plugins(_: &Arc<Self>) -> Vec<Faces> {
         vec![
-            Arc::new(plugin()) as Arc<dyn Plugin>,
-            Arc::new(gannet_plugin_wait::WaitPlugin) as Arc<dyn Plugin>,
+            Faces::platform(Arc::new(plugin())),
+            Faces::stages(Arc::new(gannet_plugin_wait::WaitPlugin)),
         ]
     }
 

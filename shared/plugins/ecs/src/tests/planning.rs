@@ -7,7 +7,7 @@ use std::sync::Arc;
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{SyncStrategy, Trigger, TriggerKind};
 use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{PlanContext, Plugin, Plugins, StepError};
+use gannet_core::plugin::{Faces, PlanContext, Plugin, Plugins, StepError};
 use gannet_core::CommitSha;
 use serde_json::{json, Value};
 
@@ -91,8 +91,8 @@ fn plan(
 ) -> Result<(SyncStrategy, Vec<String>), String> {
     let app = parse_app_config("app/app.pipecd.yaml", app).expect("config");
     let plugins = Plugins::new(vec![
-        Arc::new(EcsPlugin::new(Vec::new())) as Arc<dyn Plugin>,
-        Arc::new(gannet_plugin_wait::WaitPlugin) as Arc<dyn Plugin>,
+        Faces::planning(Arc::new(EcsPlugin::new(Vec::new()))),
+        Faces::planning(Arc::new(gannet_plugin_wait::WaitPlugin)),
     ]);
     let sha = CommitSha::parse(&"a".repeat(40)).expect("sha");
     let plan = planner::plan(&PlanInput {

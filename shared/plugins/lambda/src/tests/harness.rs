@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gannet_core::deployment::Deployment;
-use gannet_core::plugin::Plugin;
+use gannet_core::plugin::Faces;
 use gannet_plugin_aws_common::test_util::{self, credentials, moto_endpoint, Platform};
 pub use gannet_plugin_aws_common::test_util::{unique, Commit, Commits, Delivery, APP, REGION};
 
@@ -169,8 +169,8 @@ impl Platform for LambdaPlugin {
     const KIND: &'static str = "LambdaApp";
     type State = AwsState;
 
-    fn plugins(this: &Arc<Self>) -> Vec<Arc<dyn Plugin>> {
-        vec![this.clone() as Arc<dyn Plugin>]
+    fn plugins(this: &Arc<Self>) -> Vec<Faces> {
+        vec![Faces::platform(this.clone())]
     }
 
     async fn state(&self, d: &Deployment) -> AwsState {

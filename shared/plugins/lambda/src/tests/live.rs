@@ -5,7 +5,7 @@
 use aws_sdk_lambda::types::{AliasRoutingConfiguration, VpcConfig};
 use gannet_core::config::parse_app_config;
 use gannet_core::drift::LiveState;
-use gannet_core::plugin::{LiveContext, Plugin};
+use gannet_core::plugin::{LiveContext, LiveStates};
 use gannet_core::{AppId, RepoId};
 
 use super::harness::*;

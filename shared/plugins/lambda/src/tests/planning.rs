@@ -6,7 +6,7 @@ use std::sync::Arc;
 use gannet_core::config::parse_app_config;
 use gannet_core::deployment::{SyncStrategy, Trigger, TriggerKind};
 use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{Plugin, Plugins, StepError};
+use gannet_core::plugin::{Faces, Plugin, Plugins, StepError};
 use gannet_core::CommitSha;
 use serde_json::{json, Value};
 
@@ -68,9 +68,9 @@ fn plan_with(
     manifest: Option<String>,
 ) -> Result<(SyncStrategy, Vec<String>), String> {
     let app = parse_app_config("app/app.pipecd.yaml", &app_config(pipeline)).expect("config");
-    let plugins = Plugins::new(vec![
-        Arc::new(LambdaPlugin::new(Vec::new())) as Arc<dyn Plugin>
-    ]);
+    let plugins = Plugins::new(vec![Faces::planning(Arc::new(LambdaPlugin::new(
+        Vec::new(),
+    )))]);
     let sha = CommitSha::parse(&"a".repeat(40)).expect("sha");
     let plan = planner::plan(&PlanInput {
         app: &app,
