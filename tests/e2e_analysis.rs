@@ -10,9 +10,10 @@
 //! restarted server goes on from the saved measurements, measuring no slot twice. PipeCD's
 //! examples with an ANALYSIS stage pass `gannet config check` (analysis by logs aside).
 //!
-//! These tests need moto (`make test` starts it and sets GANNET_MOTO_ENDPOINT) and Prometheus
-//! (`make prometheus-ensure`); without them they fail saying how to get them. Every server is
-//! on loopback and every wait is bounded.
+//! These tests need moto (`make test` starts it and sets GANNET_MOTO_ENDPOINT, and
+//! GANNET_MOTO_CLOUDWATCH_ENDPOINT for CloudWatch) and Prometheus (`make prometheus-ensure`);
+//! without them they fail saying how to get them. Every server is on loopback and every wait
+//! is bounded.
 
 mod lambda_moto;
 mod support;
@@ -240,10 +241,29 @@ fn a_canary_whose_error_rate_stays_under_max_is_promoted_and_one_that_breaks_it_
     promote_then_roll_back(&metrics.provider(), &analysis, |rate| metrics.set(rate));
 }
 
+/// CloudWatch on moto, from `GANNET_MOTO_CLOUDWATCH_ENDPOINT`: the rpc-v2-cbor front
+/// `scripts/moto.sh start` runs beside moto_server (scripts/moto_cbor.py), since the SDK speaks
+/// only CBOR to CloudWatch and moto only JSON 1.0. The state is moto's, as at `moto::endpoint()`.
+fn cloudwatch_endpoint() -> String {
+    let Ok(endpoint) = std::env::var("GANNET_MOTO_CLOUDWATCH_ENDPOINT") else {
+        panic!(
+            "GANNET_MOTO_CLOUDWATCH_ENDPOINT is not set: the CloudWatch test needs moto_server and \
+             its CloudWatch front on loopback. Run `make test`, or: scripts/moto.sh ensure && \
+             eval \"$(scripts/moto.sh start /tmp/motostate)\" (and scripts/moto.sh stop \
+             /tmp/motostate afterwards)"
+        );
+    };
+    assert!(
+        endpoint.starts_with("http://127.0.0.1:"),
+        "GANNET_MOTO_CLOUDWATCH_ENDPOINT must be a loopback address, got {endpoint}"
+    );
+    endpoint
+}
+
 #[test]
 fn a_canary_whose_error_rate_stays_under_max_is_promoted_and_one_that_breaks_it_rolls_back_on_cloudwatch(
 ) {
-    let endpoint = moto::endpoint();
+    let endpoint = cloudwatch_endpoint();
     let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
     let target = AwsFields {
         name: "e2e",
