@@ -70,14 +70,6 @@ export type StageStatus =
   | "SKIPPED"
   | "EXITED";
 
-export interface Measurement {
-  check: string;
-  slot: number;
-  value: string;
-  expected: string;
-  verdict: "pass" | "fail" | "skip";
-  detail: string;
-}
 
 /** A resource a stage changes, with its actions and changed attributes. */
 export interface ResourceChange {
@@ -110,7 +102,6 @@ export interface Stage {
   started_at: string | null;
   completed_at: string | null;
   metadata: Record<string, string>;
-  measurements?: Measurement[];
   presentation?: StagePresentation;
 }
 

@@ -11,7 +11,6 @@ use gannet_core::deployment::{
     SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_core::drift::{DriftField, LiveResource};
-use gannet_core::measure::{self, Measurement};
 use gannet_core::planner;
 use gannet_core::plugin::Plugins;
 use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
@@ -138,9 +137,6 @@ pub struct StageView {
     pub started_at: Option<String>,
     pub completed_at: Option<String>,
     pub metadata: BTreeMap<String, String>,
-    /// What an ANALYSIS stage (or a lifecycle phase's evaluations) measured.
-    #[serde(default)]
-    pub measurements: Vec<Measurement>,
     /// What its plugin shows of it, and whether it may be approved or cancelled now.
     #[serde(default)]
     pub presentation: StagePresentation,
@@ -159,7 +155,6 @@ impl StageView {
             started_at: s.started_at.map(rfc3339),
             completed_at: s.completed_at.map(rfc3339),
             metadata: s.metadata.clone(),
-            measurements: measure::measurements(&s.metadata),
             presentation: plugins.present(s),
         }
     }

@@ -16,7 +16,6 @@ pub mod ids;
 pub mod jobs;
 pub mod lifecycle;
 pub mod machine;
-pub mod measure;
 pub mod planner;
 pub mod plugin;
 pub mod ports;

@@ -47,6 +47,18 @@ pub enum Detail {
     },
 }
 
+impl Detail {
+    /// This block with its title rewritten by `f`: a plugin that shows another plugin's
+    /// blocks (a lifecycle phase, its items') says whose they are.
+    #[must_use]
+    pub fn titled(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        let (Self::Table { title, .. } | Self::KeyValues { title, .. } | Self::Resources { title, .. }) =
+            &mut self;
+        *title = f(title);
+        self
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyValue {
     pub key: String,

@@ -208,9 +208,31 @@ impl Plugin for AnalysisPlugin {
 impl Presenter for AnalysisPlugin {
     /// The checks' latest measurements.
     fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
-        gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata))
+        let rows: Vec<Vec<String>> = record::all(&stage.metadata)
             .into_iter()
-            .collect()
+            .flat_map(|(id, record)| {
+                record.last.into_iter().map(move |m| {
+                    vec![
+                        id.to_owned(),
+                        format!("#{}", m.slot),
+                        m.value,
+                        m.expected,
+                        m.verdict.as_str().to_ascii_uppercase(),
+                        m.detail,
+                    ]
+                })
+            })
+            .collect();
+        if rows.is_empty() {
+            return Vec::new();
+        }
+        vec![gannet_core::presentation::Detail::Table {
+            title: "Measurements".into(),
+            columns: ["CHECK", "#", "VALUE", "EXPECTED", "VERDICT", "DETAIL"]
+                .map(str::to_owned)
+                .to_vec(),
+            rows,
+        }]
     }
 }
 

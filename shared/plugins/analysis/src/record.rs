@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 /// Stage metadata key: when the analysis started, in epoch milliseconds.
 pub(crate) const STARTED_AT: &str = "startedAt";
 
-/// The prefix of the checks' metadata keys (`gannet_core::measure` reads them back).
-pub(crate) const PREFIX: &str = gannet_core::measure::CHECK_PREFIX;
+/// The prefix of the checks' metadata keys.
+pub(crate) const PREFIX: &str = "check.";
 
 /// The measurements a record keeps (the counts cover all of them).
 pub(crate) const KEPT: usize = 30;
@@ -71,6 +71,18 @@ pub(crate) struct CheckRecord {
     pub(crate) missed: u64,
     /// The latest measurements, oldest first, at most [`KEPT`].
     pub(crate) last: Vec<Measurement>,
+}
+
+/// Every check's record in `metadata` with its id, by id; a record that does not read is
+/// left out (it is shown, not judged, here).
+pub(crate) fn all(metadata: &gannet_core::ports::Metadata) -> Vec<(&str, CheckRecord)> {
+    metadata
+        .iter()
+        .filter_map(|(key, text)| {
+            let id = key.strip_prefix(PREFIX)?;
+            Some((id, serde_json::from_str(text).ok()?))
+        })
+        .collect()
 }
 
 impl CheckRecord {

@@ -267,9 +267,24 @@ impl Presenter for LifecyclePlugin {
                 })
                 .collect(),
         });
-        let measured =
-            gannet_core::measure::table(&gannet_core::measure::measurements(&stage.metadata));
-        table.into_iter().chain(measured).collect()
+        // Each running or ended item as its own plugin shows it (an evaluation's
+        // measurements), titled with the item.
+        let shown = PhaseOptions::from_stored(&stage.with)
+            .map(|opts| {
+                opts.items()
+                    .filter_map(|(kind, _, item)| {
+                        let record = items.get(&item.name)?;
+                        let runner = self.runner(kind).ok()?;
+                        let details = runner.present(&item_stage(stage, kind, item, Some(record)));
+                        Some(details.into_iter().map(move |d| {
+                            d.titled(|title| format!("{title} of {} {}", kind.as_str(), item.name))
+                        }))
+                    })
+                    .flatten()
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        table.into_iter().chain(shown).collect()
     }
 }
 

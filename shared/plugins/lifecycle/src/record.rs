@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{ItemKind, PhaseOptions};
 
-const PREFIX: &str = gannet_core::measure::ITEM_PREFIX;
+const PREFIX: &str = "item.";
 
 /// Where an item stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

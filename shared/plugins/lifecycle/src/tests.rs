@@ -12,6 +12,7 @@ use gannet_core::fixture::{wall_clock as now, RecordingIo};
 use gannet_core::jobs::JobRunner;
 use gannet_core::lifecycle;
 use gannet_core::planner::{self, PlanInput};
+use gannet_core::presentation::Detail;
 use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
 use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_embedded::ProcessJobs;
@@ -242,6 +243,29 @@ async fn a_failing_evaluation_fails_the_phase_and_stops_the_tasks() {
     let marks = std::fs::read_to_string(&marks).unwrap();
     assert_eq!(marks.trim(), "slow");
     assert!(d.log().contains("[task slow] stopped"), "{}", d.log());
+    // The phase shows its items, then the evaluation as the ANALYSIS plugin shows it.
+    let shown = d.plugins.present(d.stage()).details;
+    let tables: Vec<(&str, Vec<&str>)> = shown
+        .iter()
+        .map(|detail| match detail {
+            Detail::Table { title, rows, .. } => (
+                title.as_str(),
+                rows.iter().map(|r| r[0].as_str()).collect(),
+            ),
+            other => panic!("a phase shows tables, not {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        tables,
+        [
+            ("Items", vec!["slow", "upstream"]),
+            ("Measurements of evaluation upstream", vec!["https[0]"]),
+        ]
+    );
+    let Detail::Table { rows, .. } = &shown[1] else {
+        unreachable!()
+    };
+    assert_eq!(rows[0][1..5], ["#1", "HTTP 503", "HTTP 200", "FAIL"]);
     // A repeated step answers the same failure and starts nothing.
     let again = d.step().await;
     assert_eq!(again, StepOutcome::Done(StageResult::Failure { reason }));
