@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use lambda_moto as moto;
 use lambda_moto::Routing;
-use serde_json::Value;
+use serde_json::{json, Value};
 use support::receiver::{Endpoint, Receiver};
-use support::{app_config, marker_lines, stage_named, Gannet, Repo, UpOptions};
+use support::{app_config, marker_lines, stage_named, token_of, Gannet, Repo, UpOptions};
 
 /// The bound on every wait for the server to get somewhere.
 const LIMIT: Duration = Duration::from_secs(45);
@@ -98,6 +98,42 @@ fn items(stage: &Value) -> Vec<(String, Value)> {
         .filter_map(|(k, v)| {
             let name = k.strip_prefix("item.").filter(|n| !n.contains('.'))?;
             Some((name.to_owned(), serde_json::from_str(v.as_str()?).ok()?))
+        })
+        .collect()
+}
+
+/// The rows of a stage's `Items` table as its plugin presents it in the API (the
+/// `presentation.details` the clients render), each as the values of `columns`.
+fn presented_items(stage: &Value, columns: &[&str]) -> Vec<Vec<String>> {
+    let details = stage["presentation"]["details"].as_array();
+    let table = details
+        .and_then(|d| {
+            d.iter()
+                .find(|t| t["type"] == "table" && t["title"] == "Items")
+        })
+        .unwrap_or_else(|| panic!("no Items table in the stage's presentation: {stage}"));
+    let heads: Vec<&str> = table["columns"]
+        .as_array()
+        .map(|c| c.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let at: Vec<usize> = columns
+        .iter()
+        .map(|c| {
+            heads
+                .iter()
+                .position(|h| h == c)
+                .unwrap_or_else(|| panic!("no column {c} in {table}"))
+        })
+        .collect();
+    table["rows"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|row| {
+            at.iter()
+                .map(|&i| row[i].as_str().unwrap_or_default().to_owned())
+                .collect()
         })
         .collect()
 }
@@ -270,7 +306,11 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
         "ITEM KIND STATUS\nmigrate task STOPPED\nupstream evaluation FAILURE\nwarm-cache task STOPPED",
         "{out}"
     );
-    let measured = out.lines().find(|l| l.starts_with("upstream/https[0]"));
+    // The evaluation's own details, as the analysis plugin presents them, under its name.
+    let measured = out
+        .lines()
+        .skip_while(|l| *l != "Measurements of evaluation upstream of stage pre-deployment:")
+        .find(|l| l.starts_with("https[0]"));
     assert!(
         measured.is_some_and(|l| l.contains("#1") && l.contains("HTTP 503") && l.contains("FAIL")),
         "the evaluation's measurements: {out}"
@@ -299,6 +339,50 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
         Some(Routing::all_to("1")),
         "rolled back to the version before v3"
     );
+
+    // The web console shows each phase's items, with their kind, status and reason, as the
+    // plugin presents them: the API's view of the stages first, then the page in Chromium.
+    const COLUMNS: [&str; 4] = ["ITEM", "KIND", "STATUS", "REASON"];
+    let phases = [
+        (
+            "PRE_DEPLOYMENT",
+            vec![
+                ["migrate", "task", "SUCCESS", ""],
+                ["upstream", "evaluation", "SUCCESS", ""],
+                ["warm-cache", "task", "SUCCESS", ""],
+            ],
+        ),
+        (
+            "POST_DEPLOYMENT",
+            vec![["smoke", "task", "FAILURE", "script exited with code 4"]],
+        ),
+    ];
+    let mut expect = Vec::new();
+    for (name, want) in &phases {
+        let stage = stage_named(&d, name);
+        let mut shown = presented_items(stage, &COLUMNS);
+        shown.sort();
+        assert_eq!(shown, *want, "{name}'s items in the API: {stage}");
+        let rows: Vec<Value> = want
+            .iter()
+            .map(|row| {
+                let cells = COLUMNS
+                    .iter()
+                    .zip(row)
+                    .map(|(c, v)| ((*c).to_owned(), json!(v)));
+                Value::Object(cells.collect())
+            })
+            .collect();
+        expect.push(json!({"stage": stage["id"], "table": "Items", "rows": rows}));
+    }
+    let run = support::console_scenario(
+        &g,
+        "stage-tables",
+        token_of("vic"),
+        &id,
+        &json!({ "stages": expect }),
+    );
+    assert_eq!(run.code, 0, "stage-tables: {run:?}\n{}", g.log());
 }
 
 #[test]
