@@ -303,7 +303,7 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
         .collect();
     assert_eq!(
         table.join("\n"),
-        "ITEM KIND STATUS\nmigrate task STOPPED\nupstream evaluation FAILURE\nwarm-cache task STOPPED",
+        "ITEM KIND STATUS\nmigrate task STOPPED\nwarm-cache task STOPPED\nupstream evaluation FAILURE",
         "{out}"
     );
     // The evaluation's own details, as the analysis plugin presents them, under its name.
@@ -348,8 +348,8 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
             "PRE_DEPLOYMENT",
             vec![
                 ["migrate", "task", "SUCCESS", ""],
-                ["upstream", "evaluation", "SUCCESS", ""],
                 ["warm-cache", "task", "SUCCESS", ""],
+                ["upstream", "evaluation", "SUCCESS", ""],
             ],
         ),
         (
@@ -360,9 +360,11 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
     let mut expect = Vec::new();
     for (name, want) in &phases {
         let stage = stage_named(&d, name);
-        let mut shown = presented_items(stage, &COLUMNS);
-        shown.sort();
-        assert_eq!(shown, *want, "{name}'s items in the API: {stage}");
+        let shown = presented_items(stage, &COLUMNS);
+        assert_eq!(
+            shown, *want,
+            "{name}'s items in the API, in the config's order: {stage}"
+        );
         let rows: Vec<Value> = want
             .iter()
             .map(|row| {

@@ -8,7 +8,7 @@
 
 use serde::{Deserialize as _, Serialize};
 
-use crate::config::{self, AppConfig, LineIndex, PlatformSpec};
+use crate::config::{self, AppConfig, LineIndex};
 use crate::deployment::{SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
 use crate::lifecycle;
@@ -195,16 +195,20 @@ fn check_parsed(
     issues: &mut Issues,
 ) {
     check_stages(app, plugins, issues);
+    let Some(platform) = plugins.platform_for(app) else {
+        return;
+    };
+    // A platform field that does not read was reported with the stages.
+    let Ok(files) = platform.app_files(app) else {
+        return;
+    };
     let before = (issues.errors.len(), issues.warnings.len());
-    for manifest in manifests(app) {
-        check_manifest(&manifest, read, issues);
+    for file in &files {
+        check_manifest(file, read, issues);
     }
     if (issues.errors.len(), issues.warnings.len()) != before {
         return; // the plugin would only repeat a missing or unparsable file
     }
-    let Some(platform) = plugins.platform_for(app) else {
-        return;
-    };
     let trigger = Trigger {
         kind: TriggerKind::OnCommit,
         commander: String::new(),
@@ -232,7 +236,13 @@ fn check_stages(app: &AppConfig, plugins: &Plugins, issues: &mut Issues) {
             &planner::platform_field(app, name),
             format!("the {name} platform is not supported yet (no {name} plugin is compiled in)"),
         ),
-        Some(_) => {}
+        Some(_) => {
+            if let Some(Err(e)) = plugins.platform_for(app).map(|p| p.app_files(app)) {
+                let e = PlanError::InvalidAppFile(e);
+                let issue = issues.issue(&e.field(), e.message(), e.is_unsupported());
+                issues.errors.push(issue);
+            }
+        }
         None if !app.has_pipeline() => issues.error(
             "spec",
             "nothing to deploy: the app names no platform plugin and has no pipeline".to_owned(),
@@ -248,17 +258,21 @@ fn check_stages(app: &AppConfig, plugins: &Plugins, issues: &mut Issues) {
     }
 }
 
-/// A file the config refers to, by its field.
-struct Manifest {
-    field: String,
-    file: String,
-    /// The field's default, which the config need not write.
-    default: bool,
-    format: Format,
+/// A file an app's platform fields name ([`crate::plugin::Plugin::app_files`]), by its field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppFile {
+    /// Such as `spec.input.functionManifestFile`.
+    pub field: String,
+    /// Relative to the app's directory.
+    pub file: String,
+    /// The field's default, which the config need not write: a missing one is a warning.
+    pub default: bool,
+    pub format: FileFormat,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Format {
+/// How `config check` reads an [`AppFile`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
     /// A manifest: YAML (every document) or JSON (`.json`), not empty.
     Document,
     /// Helm values: YAML, possibly empty.
@@ -267,64 +281,45 @@ enum Format {
     Opaque,
 }
 
-fn manifests(app: &AppConfig) -> Vec<Manifest> {
-    let file = |field: &str, file: &str, default: &str| Manifest {
-        field: field.to_owned(),
-        file: file.to_owned(),
-        default: file == default,
-        format: Format::Document,
-    };
-    let mut out = Vec::new();
-    match app.platform_spec() {
-        PlatformSpec::Lambda(s) => out.push(file(
-            "spec.input.functionManifestFile",
-            &s.input.function_manifest_file,
-            "function.yaml",
-        )),
-        PlatformSpec::Ecs(s) => {
-            if !s.input.is_standalone_task() {
-                out.push(file(
-                    "spec.input.serviceDefinitionFile",
-                    &s.input.service_definition_file,
-                    "",
-                ));
-            }
-            out.push(file(
-                "spec.input.taskDefinitionFile",
-                &s.input.task_definition_file,
-                "taskdef.json",
-            ));
+impl AppFile {
+    /// A manifest at `field`; `default` is the field's default file (empty when it has none).
+    pub fn document(field: impl Into<String>, file: &str, default: &str) -> Self {
+        Self {
+            field: field.into(),
+            file: file.to_owned(),
+            default: file == default,
+            format: FileFormat::Document,
         }
-        PlatformSpec::CloudRun(s) => out.push(file(
-            "spec.input.serviceManifestFile",
-            &s.input.service_manifest_file,
-            "service.yaml",
-        )),
-        PlatformSpec::Kubernetes(s) => {
-            for (i, m) in s.input.manifests.iter().enumerate() {
-                out.push(file(&format!("spec.input.manifests[{i}]"), m, ""));
-            }
-            let values = s.input.helm_options.iter().flat_map(|o| &o.value_files);
-            for (i, v) in values.enumerate().filter(|(_, v)| !v.contains("://")) {
-                let mut m = file(&format!("spec.input.helmOptions.valueFiles[{i}]"), v, "");
-                m.format = Format::Values;
-                out.push(m);
-            }
-        }
-        PlatformSpec::Terraform(s) => {
-            for (i, v) in s.input.var_files.iter().enumerate() {
-                let mut m = file(&format!("spec.input.varFiles[{i}]"), v, "");
-                m.format = Format::Opaque;
-                out.push(m);
-            }
-        }
-        PlatformSpec::Application(_) => {}
     }
-    out
+
+    #[must_use]
+    pub fn read_as(self, format: FileFormat) -> Self {
+        Self { format, ..self }
+    }
+
+    /// For a platform whose one manifest is `spec.input.<key>` (`default` when not written):
+    /// its plugin's spec `T` is read first, so a bad field is named, then the manifest. None
+    /// for a plugin-era app: its plugin checks `spec.plugins.<name>` itself.
+    pub fn input_manifest<T: serde::de::DeserializeOwned>(
+        app: &AppConfig,
+        key: &str,
+        default: &str,
+    ) -> Result<Vec<Self>, crate::plugin::AppFileError> {
+        if app.kind == config::AppKind::Application {
+            return Ok(Vec::new());
+        }
+        app.platform_spec::<T>()?;
+        let (named, field) = app.input_field("", key);
+        Ok(vec![Self::document(
+            field,
+            named.unwrap_or(default),
+            default,
+        )])
+    }
 }
 
 fn check_manifest(
-    m: &Manifest,
+    m: &AppFile,
     read: &dyn Fn(&str) -> Result<String, TreeError>,
     issues: &mut Issues,
 ) {
@@ -337,7 +332,7 @@ fn check_manifest(
         // never the file.
         Err(e) => return issues.error(&m.field, format!("{path} {e}")),
     };
-    if m.format == Format::Opaque {
+    if m.format == FileFormat::Opaque {
         return;
     }
     if let Err(reason) = parse_manifest(&path, &text, m.format) {
@@ -345,7 +340,7 @@ fn check_manifest(
     }
 }
 
-fn missing_manifest(m: &Manifest, path: &str, written: bool, issues: &mut Issues) {
+fn missing_manifest(m: &AppFile, path: &str, written: bool, issues: &mut Issues) {
     if m.default && !written {
         issues.warning(
             &m.field,
@@ -361,7 +356,7 @@ fn missing_manifest(m: &Manifest, path: &str, written: bool, issues: &mut Issues
 
 /// Parses a manifest as JSON (`.json`) or YAML (every document); an empty one is an error
 /// unless it holds values.
-fn parse_manifest(path: &str, text: &str, format: Format) -> Result<(), String> {
+fn parse_manifest(path: &str, text: &str, format: FileFormat) -> Result<(), String> {
     let within = if path.ends_with(".json") {
         crate::bounded::check_json(text)
     } else {
@@ -376,7 +371,7 @@ fn parse_manifest(path: &str, text: &str, format: Format) -> Result<(), String> 
                 config::without_position(&e.to_string())
             )
         })?;
-        return if doc.is_null() && format == Format::Document {
+        return if doc.is_null() && format == FileFormat::Document {
             Err("is empty".to_owned())
         } else {
             Ok(())
@@ -392,7 +387,7 @@ fn parse_manifest(path: &str, text: &str, format: Format) -> Result<(), String> 
             documents += 1;
         }
     }
-    if documents == 0 && format == Format::Document {
+    if documents == 0 && format == FileFormat::Document {
         return Err("is empty".to_owned());
     }
     Ok(())

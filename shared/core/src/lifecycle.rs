@@ -26,8 +26,9 @@
 //!     evaluations: [...]
 //! ```
 //!
-//! The planner makes each phase one stage (`PRE_DEPLOYMENT` first, `POST_DEPLOYMENT` after the
-//! last deploying stage), run by the plugin that owns those stage names; the stage's `with` is
+//! The planner makes each phase one stage (the pre-deployment phase first, the post-deployment
+//! one after the last deploying stage), named and run by the plugin that runs the phases
+//! ([`crate::plugin::Plugin::phase_stage`]); the stage's `with` is
 //! [`Phase::with`]: `{"tasks": [{"name", "with"}], "evaluations": [...]}`.
 
 use serde_json::{Map, Value};
@@ -38,10 +39,6 @@ use crate::deployment::Stage;
 use crate::ids::StageId;
 use crate::plugin::{Plugins, StageConfigError};
 
-/// The stage that runs the pre-deployment phase, before any platform stage.
-pub const STAGE_PRE_DEPLOYMENT: &str = "PRE_DEPLOYMENT";
-/// The stage that runs the post-deployment phase, after the last deploying stage.
-pub const STAGE_POST_DEPLOYMENT: &str = "POST_DEPLOYMENT";
 /// The lifecycle file's `apiVersion`.
 pub const API_VERSION: &str = "gannet.dev/v1";
 /// The lifecycle file's `kind`.
@@ -77,14 +74,8 @@ impl PhaseKind {
         }
     }
 
-    pub fn stage_name(self) -> &'static str {
-        match self {
-            Self::Pre => STAGE_PRE_DEPLOYMENT,
-            Self::Post => STAGE_POST_DEPLOYMENT,
-        }
-    }
-
-    fn stage_id(self) -> &'static str {
+    /// The id of the phase's stage in a deployment.
+    pub fn stage_id(self) -> &'static str {
         match self {
             Self::Pre => "pre-deployment",
             Self::Post => "post-deployment",
@@ -155,12 +146,15 @@ impl Lifecycle {
             return Ok(None);
         };
         let at = format!("spec.{}", kind.key());
-        let name = kind.stage_name();
-        let Some(plugin) = plugins.for_stage(name) else {
+        let runner = plugins
+            .iter()
+            .find_map(|p| p.phase_stage(kind).map(|name| (p, name)));
+        let Some((plugin, name)) = runner else {
             return Err(self.error(
                 at,
                 format!(
-                    "no compiled-in plugin runs {name} stages (the lifecycle plugin is missing)"
+                    "no compiled-in plugin runs the {} phase (the lifecycle plugin is missing)",
+                    kind.key()
                 ),
             ));
         };

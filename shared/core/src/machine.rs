@@ -318,7 +318,9 @@ fn stop_current_and_roll_back(
     // A failed or cancelled pre-deployment phase stops the deployment before any platform
     // stage ran: there is nothing to undo.
     let deployed = next.stages.iter().any(|s| {
-        !s.rollback && s.started_at.is_some() && s.name != lifecycle::STAGE_PRE_DEPLOYMENT
+        !s.rollback
+            && s.started_at.is_some()
+            && s.id.as_str() != lifecycle::PhaseKind::Pre.stage_id()
     });
     let has_rollback = next.stages.iter().any(|s| s.rollback);
     if !has_rollback || !deployed {

@@ -252,6 +252,7 @@ fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
     };
     let platform = platform_plugin(app, input.plugins)?;
     if let Some(p) = platform {
+        p.app_files(app).map_err(PlanError::InvalidAppFile)?;
         p.check_app(&ctx, input.read)
             .map_err(PlanError::InvalidAppFile)?;
     }

@@ -64,6 +64,35 @@ pub struct AppFileError {
     pub unsupported: bool,
 }
 
+impl AppFileError {
+    /// An error in the app config's own field `field` (no other file).
+    pub fn in_config(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            named_by: field.into(),
+            file: String::new(),
+            line: None,
+            field: String::new(),
+            message: message.into(),
+            unsupported: false,
+        }
+    }
+
+    /// Valid PipeCD in the app config's field `field` that gannet does not support.
+    pub fn unsupported_in_config(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            unsupported: true,
+            ..Self::in_config(field, message)
+        }
+    }
+}
+
+/// A platform field that does not read ([`AppConfig::platform_spec`]).
+impl From<crate::typed::FieldError> for AppFileError {
+    fn from(e: crate::typed::FieldError) -> Self {
+        Self::in_config(e.path, e.message)
+    }
+}
+
 impl std::fmt::Display for AppFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // An error in the app config itself names no other file.
@@ -282,6 +311,14 @@ pub trait Plugin: Presenter + Send + Sync {
         with: &serde_json::Value,
     ) -> Result<serde_json::Value, StageConfigError>;
 
+    /// Reads the app's platform fields as this plugin's spec ([`AppConfig::platform_spec`])
+    /// and names the files they refer to, which `config check` reads (each must exist and
+    /// parse) before [`Plugin::check_app`]. The error names the first field that is wrong;
+    /// the trigger, `config check` and the planner all ask, so a bad field deploys nothing.
+    fn app_files(&self, _app: &AppConfig) -> Result<Vec<crate::check::AppFile>, AppFileError> {
+        Ok(Vec::new())
+    }
+
     /// Checks the files the app config refers to (a platform plugin's manifests), as planning
     /// can: `read` gives a file's text by its path relative to the app's directory, `None` when
     /// it does not exist.
@@ -310,6 +347,12 @@ pub trait Plugin: Presenter + Send + Sync {
 
     /// The plugin's own strategy choice (PipeCD's last rule), with the reason.
     fn determine_strategy(&self, _ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
+        None
+    }
+
+    /// The name of the stage that runs the lifecycle phase `kind` ([`crate::lifecycle`]), when
+    /// this plugin runs the phases.
+    fn phase_stage(&self, _kind: crate::lifecycle::PhaseKind) -> Option<&'static str> {
         None
     }
 

@@ -52,8 +52,9 @@ impl Detail {
     /// blocks (a lifecycle phase, its items') says whose they are.
     #[must_use]
     pub fn titled(mut self, f: impl FnOnce(&str) -> String) -> Self {
-        let (Self::Table { title, .. } | Self::KeyValues { title, .. } | Self::Resources { title, .. }) =
-            &mut self;
+        let (Self::Table { title, .. }
+        | Self::KeyValues { title, .. }
+        | Self::Resources { title, .. }) = &mut self;
         *title = f(title);
         self
     }

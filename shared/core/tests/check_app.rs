@@ -116,25 +116,6 @@ fn check_table() {
             vec![],
         ),
         ("platform not compiled in, features unsupported", app("LambdaApp", "  encryption:\n    encryptedSecrets: {k: v}\n    decryptionTargets: [function.yaml]\n"), vec![("function.yaml", FUNCTION)], vec!["5:spec.encryption (unsupported)", "2:kind (unsupported)"], vec![]),
-        ("default manifest missing is a warning", app("LambdaApp", ""), vec![], vec!["2:kind (unsupported)"], vec!["3:spec.input.functionManifestFile"]),
-        ("written manifest missing is an error", app("LambdaApp", "  input:\n    functionManifestFile: fn.yaml\n"), vec![], vec!["2:kind (unsupported)", "6:spec.input.functionManifestFile"], vec![]),
-        ("manifest that does not parse", app("CloudRunApp", ""), vec![("service.yaml", "a: [b\n")], vec!["2:kind (unsupported)", "3:spec.input.serviceManifestFile"], vec![]),
-        ("empty manifest", app("CloudRunApp", ""), vec![("service.yaml", "# nothing\n")], vec!["2:kind (unsupported)", "3:spec.input.serviceManifestFile"], vec![]),
-        (
-            "ECS service and task definitions",
-            app("ECSApp", "  input:\n    serviceDefinitionFile: ./svc.yaml\n    taskDefinitionFile: task.json\n"),
-            vec![("svc.yaml", "cluster: c\n"), ("task.json", "{\"family\": ")],
-            vec!["2:kind (unsupported)", "7:spec.input.taskDefinitionFile"],
-            vec![],
-        ),
-        (
-            "Kubernetes manifests, multi-document, and helm values",
-            app("KubernetesApp", "  input:\n    manifests: [a.yaml, b.yaml]\n    helmOptions:\n      valueFiles: [values.yaml, https://x/values.yaml]\n"),
-            vec![("a.yaml", "kind: A\n---\nkind: B\n"), ("values.yaml", "# all defaults\n")],
-            vec!["2:kind (unsupported)", "6:spec.input.manifests[1]"],
-            vec![],
-        ),
-        ("terraform var files exist", app("TerraformApp", "  input:\n    varFiles: [dev.tfvars]\n"), vec![("dev.tfvars", "a = \"b\"\n")], vec!["2:kind (unsupported)"], vec![]),
         ("nothing to deploy", app("Application", ""), vec![], vec!["3:spec"], vec![]),
     ];
     for (case, yaml, files, errors, warnings) in cases {
@@ -164,12 +145,6 @@ fn issues_carry_messages_and_kind() {
         &[("task.json", "{\"family\": ")],
     );
     assert_eq!(result.kind.as_deref(), Some("ECSApp"));
-    let task = result
-        .errors
-        .iter()
-        .find(|i| i.field == "spec.input.taskDefinitionFile")
-        .unwrap();
-    assert_eq!(task.message, "task.json: line 1: EOF while parsing a value");
     let broken = check(&format!("{HEAD}kind: LambdaApp\nspec:\n  nam: x\n"), &[]);
     assert_eq!(broken.kind.as_deref(), Some("LambdaApp"));
     assert_eq!(
@@ -200,6 +175,21 @@ impl Plugin for Lambda {
 
     fn validate_stage(&self, _: &str, with: &Value) -> Result<Value, StageConfigError> {
         Ok(with.clone())
+    }
+
+    /// As the real plugin answers for a LambdaApp: the default manifest; an Application's
+    /// is left to `check_app`.
+    fn app_files(
+        &self,
+        app: &gannet_core::config::AppConfig,
+    ) -> Result<Vec<gannet_core::check::AppFile>, AppFileError> {
+        if app.kind == gannet_core::config::AppKind::Application {
+            return Ok(Vec::new());
+        }
+        let (file, field) = ("function.yaml", "spec.input.functionManifestFile");
+        Ok(vec![gannet_core::check::AppFile::document(
+            field, file, file,
+        )])
     }
 
     fn check_app(

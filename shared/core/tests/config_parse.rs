@@ -1,9 +1,6 @@
 //! App config parsing: defaults, every kind's fields, and located errors.
 
-use gannet_core::config::{
-    is_app_config_path, parse_app_config, AccessType, AppConfig, AppKind, AssignPublicIp,
-    LaunchType, TrafficRoutingMethod,
-};
+use gannet_core::config::{is_app_config_path, parse_app_config, AppConfig, AppKind};
 use gannet_core::GoDuration;
 use serde_json::json;
 
@@ -37,10 +34,6 @@ fn generic_defaults() {
     assert_eq!(t.on_out_of_sync.min_window, GoDuration::from_secs(300));
     assert!(t.on_chain.disabled);
     assert_eq!(cfg.platform(), Some("lambda"));
-    assert_eq!(
-        cfg.lambda().unwrap().input.function_manifest_file,
-        "function.yaml"
-    );
     assert!(cfg.unsupported_features().is_empty());
 }
 
@@ -212,13 +205,12 @@ spec:
 }
 
 #[test]
-fn lambda_input() {
+fn the_deprecated_input_auto_rollback_is_honoured() {
     let cfg = parse(&format!(
         "{HEAD}kind: LambdaApp\nspec:\n  name: fn\n  input:\n    functionManifestFile: lambda/function.yaml\n    autoRollback: false\n  quickSync: {{}}\n"
     ));
-    let lambda = cfg.lambda().unwrap();
-    assert_eq!(lambda.input.function_manifest_file, "lambda/function.yaml");
-    // The deprecated input.autoRollback is honoured when the planner does not say.
+    // The kind's own fields are its plugin's (gannet-plugin-lambda's spec tests); the
+    // deprecated input.autoRollback is honoured when the planner does not say.
     assert!(!cfg.planner().auto_rollback);
 }
 
@@ -228,151 +220,6 @@ fn planner_auto_rollback_wins_over_the_deprecated_input_field() {
         "{HEAD}kind: LambdaApp\nspec:\n  name: fn\n  planner:\n    autoRollback: true\n  input:\n    autoRollback: false\n"
     ));
     assert!(cfg.planner().auto_rollback);
-}
-
-#[test]
-fn ecs_input() {
-    let cfg = parse(
-        r#"apiVersion: pipecd.dev/v1beta1
-kind: ECSApp
-spec:
-  name: api
-  input:
-    clusterArn: arn:aws:ecs:eu-west-1:1:cluster/main
-    launchType: EC2
-    serviceDefinitionFile: servicedef.yaml
-    taskDefinitionFile: taskdef.yaml
-    accessType: SERVICE_DISCOVERY
-    runStandaloneTask: false
-    awsvpcConfiguration:
-      subnets: [subnet-1, subnet-2]
-      securityGroups: [sg-1]
-      assignPublicIp: ENABLED
-    targetGroups:
-      primary:
-        targetGroupArn: arn:tg/primary
-        containerName: web
-        containerPort: 80
-        loadBalancerName: lb
-      canary:
-        targetGroupArn: arn:tg/canary
-        containerName: web
-        containerPort: 8080
-  quickSync:
-    recreate: true
-"#,
-    );
-    let ecs = cfg.ecs().unwrap();
-    let input = &ecs.input;
-    assert_eq!(input.cluster_arn, "arn:aws:ecs:eu-west-1:1:cluster/main");
-    assert_eq!(input.launch_type, LaunchType::Ec2);
-    assert_eq!(input.access_type, AccessType::ServiceDiscovery);
-    assert!(!input.run_standalone_task);
-    assert!(!input.is_standalone_task());
-    assert_eq!(input.awsvpc_configuration.subnets, ["subnet-1", "subnet-2"]);
-    assert_eq!(
-        input.awsvpc_configuration.assign_public_ip,
-        Some(AssignPublicIp::Enabled)
-    );
-    let primary = input.target_groups.primary.as_ref().unwrap();
-    assert_eq!(
-        (primary.container_port, primary.load_balancer_name.as_str()),
-        (80, "lb")
-    );
-    assert_eq!(
-        input.target_groups.canary.as_ref().unwrap().container_port,
-        8080
-    );
-    assert!(ecs.quick_sync.recreate);
-    assert_eq!(cfg.platform(), Some("ecs"));
-}
-
-#[test]
-fn ecs_defaults() {
-    let cfg = parse(&format!("{HEAD}kind: ECSApp\nspec:\n  name: task\n"));
-    let input = &cfg.ecs().unwrap().input;
-    assert_eq!(input.task_definition_file, "taskdef.json");
-    assert!(input.is_standalone_task());
-    assert!(input.run_standalone_task);
-    assert_eq!(input.launch_type, LaunchType::Fargate);
-    assert_eq!(input.access_type, AccessType::Elb);
-}
-
-#[test]
-fn other_platform_kinds() {
-    let cloudrun = parse(&format!(
-        "{HEAD}kind: CloudRunApp\nspec:\n  name: run\n  input:\n    serviceManifestFile: svc.yaml\n"
-    ));
-    assert_eq!(
-        cloudrun.cloudrun().unwrap().input.service_manifest_file,
-        "svc.yaml"
-    );
-    assert_eq!(cloudrun.platform(), Some("cloudrun"));
-
-    let tf = parse(&format!(
-        "{HEAD}kind: TerraformApp\nspec:\n  name: infra\n  input:\n    workspace: dev\n    terraformVersion: 1.5.0\n    vars: [a=1]\n    varFiles: [dev.tfvars]\n    commandFlags:\n      plan: [-refresh=false]\n    commandEnvs:\n      shared: [TF_LOG=DEBUG]\n"
-    ));
-    let input = &tf.terraform().unwrap().input;
-    assert_eq!(
-        (input.workspace.as_str(), input.terraform_version.as_str()),
-        ("dev", "1.5.0")
-    );
-    assert_eq!(input.command_flags.plan, ["-refresh=false"]);
-    assert_eq!(input.command_envs.shared, ["TF_LOG=DEBUG"]);
-
-    let k8s = parse(
-        r#"apiVersion: pipecd.dev/v1beta1
-kind: KubernetesApp
-spec:
-  name: web
-  input:
-    manifests: [deployment.yaml]
-    kubectlVersion: 1.32.2
-    namespace: web
-    helmChart:
-      repository: oci://ghcr.io/x
-      name: chart
-      version: v1
-      ref: main
-    helmOptions:
-      releaseName: web
-      valueFiles: [values.yaml]
-  quickSync:
-    prune: true
-  service:
-    name: web
-  workloads:
-    - kind: Deployment
-      name: web
-  trafficRouting:
-    method: istio
-    istio:
-      host: web.default.svc
-  variantLabel:
-    key: app/variant
-  resourceRoutes:
-    - provider:
-        name: cluster-2
-      match:
-        kind: Ingress
-"#,
-    );
-    let spec = k8s.kubernetes().unwrap();
-    assert_eq!(spec.input.manifests, ["deployment.yaml"]);
-    assert_eq!(spec.input.helm_chart.as_ref().unwrap().git_ref, "main");
-    assert_eq!(
-        spec.input.helm_options.as_ref().unwrap().value_files,
-        ["values.yaml"]
-    );
-    assert!(spec.quick_sync.prune);
-    assert_eq!(spec.workloads[0].kind, "Deployment");
-    assert_eq!(
-        spec.traffic_routing.as_ref().unwrap().method,
-        TrafficRoutingMethod::Istio
-    );
-    assert_eq!(spec.variant_label.key, "app/variant");
-    assert_eq!(spec.variant_label.canary_value, "canary");
-    assert_eq!(spec.resource_routes[0].provider.name, "cluster-2");
 }
 
 #[test]
@@ -420,10 +267,6 @@ fn errors_name_file_line_and_field() {
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  labels: {a: b}\n", "app.pipecd.yaml:3: spec.name: missing; every app needs a name"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  triger: {}\n", "app.pipecd.yaml:5: spec.triger: unknown field `triger`; did you mean `trigger`?"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  trigger:\n    onOutOfSync:\n      disabled: false\n      minWindow: 5 minutes\n", "app.pipecd.yaml:8: spec.trigger.onOutOfSync.minWindow: invalid duration \"5 minutes\": unknown unit (use Go syntax such as 90s, 1m30s or 6h)"),
-        ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  trafficRouting:\n    method: istio\n", "app.pipecd.yaml:5: spec.trafficRouting: unknown field `trafficRouting` for kind LambdaApp"),
-        ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  input:\n    functionManifest: f.yaml\n", "app.pipecd.yaml:6: spec.input.functionManifest: unknown field `functionManifest`; did you mean `functionManifestFile`?"),
-        ("apiVersion: pipecd.dev/v1beta1\nkind: ECSApp\nspec:\n  name: x\n  input:\n    accessType: ALB\n", "app.pipecd.yaml:6: spec.input.accessType: unknown variant `ALB`, expected `ELB` or `SERVICE_DISCOVERY`"),
-        ("apiVersion: pipecd.dev/v1beta1\nkind: ECSApp\nspec:\n  name: x\n  input:\n    targetGroups:\n      primary:\n        containerPort: http\n", "app.pipecd.yaml:8: spec.input.targetGroups.primary.containerPort: invalid type: string \"http\", expected u16"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  pipeline:\n    stages:\n      - name: WAIT\n      - desc: no name\n", "app.pipecd.yaml:8: spec.pipeline.stages[1]: missing field `name`"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  pipeline:\n    stages:\n      - name: WAIT\n        timeout: soon\n", "app.pipecd.yaml:8: spec.pipeline.stages[0].timeout: invalid duration \"soon\": expected a number (use Go syntax such as 90s, 1m30s or 6h)"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  pipeline:\n    stages:\n      - name: WAIT\n      - name: WAIT\n        with:\n          skipOn:\n            path: [a]\n", "app.pipecd.yaml:11: spec.pipeline.stages[1].with.skipOn.path: unknown field `path`; did you mean `paths`?"),

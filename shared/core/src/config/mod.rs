@@ -23,7 +23,7 @@ use crate::duration::GoDuration;
 pub use lines::LineIndex;
 pub use parse::parse_app_config;
 pub(crate) use parse::{load_yaml, without_position};
-pub use platform::*;
+pub use platform::Percentage;
 pub use spec::*;
 pub use unsupported::Unsupported;
 
@@ -151,17 +151,43 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// The platform part of a config, by kind.
+/// The platform part of a config. A v0 kind's own fields (`input`, `quickSync`, `service`,
+/// ...) are kept as written: they belong to the kind's plugin ([`V0_KINDS`]), which reads them
+/// as its own spec ([`AppConfig::platform_spec`]), as PipeCD v1 keeps `spec.plugins.<name>`
+/// opaque to piped. An `Application`'s plugin-era fields are generic.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum PlatformSpec {
-    Lambda(LambdaSpec),
-    Ecs(EcsSpec),
-    CloudRun(CloudRunSpec),
-    Terraform(TerraformSpec),
-    Kubernetes(Box<KubernetesSpec>),
+    Fields(serde_json::Map<String, serde_json::Value>),
     Application(ApplicationSpec),
 }
+
+/// Each v0 platform kind and the plugin that deploys it (and owns its fields): the one place
+/// a kind meets a plugin's name.
+pub const V0_KINDS: [(AppKind, &str); 5] = [
+    (AppKind::LambdaApp, "lambda"),
+    (AppKind::EcsApp, "ecs"),
+    (AppKind::CloudRunApp, "cloudrun"),
+    (AppKind::TerraformApp, "terraform"),
+    (AppKind::KubernetesApp, "kubernetes"),
+];
+
+/// The fields a v0 kind's spec may hold beside the generic ones; which of them a kind takes
+/// is its plugin's to say.
+pub(crate) const V0_FIELDS: [&str; 7] = [
+    "input",
+    "quickSync",
+    "service",
+    "workloads",
+    "trafficRouting",
+    "variantLabel",
+    "resourceRoutes",
+];
+
+/// Options that take no fields (a `quickSync` with none, such as Lambda's or Cloud Run's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyOptions {}
 
 /// The plugin-era fields of an `Application`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -201,10 +227,6 @@ impl AppConfig {
         &self.spec
     }
 
-    pub fn platform_spec(&self) -> &PlatformSpec {
-        &self.platform
-    }
-
     /// The configured pipeline stages; empty when there is no pipeline.
     pub fn stages(&self) -> &[StageConfig] {
         &self.spec.stages
@@ -239,44 +261,65 @@ impl AppConfig {
         self.platform_name.as_deref()
     }
 
+    /// `input.<key>` as the app writes it for `plugin` (a file it names, say), with the field
+    /// that holds or would hold it: a v0 kind's `spec.input.<key>`, or a plugin-era app's
+    /// `spec.plugins.<plugin>.input.<key>` (`spec.plugins.<plugin>` when it is not written).
+    /// A value that is not a non-empty string reads as not written: the plugin's own check
+    /// ([`crate::plugin::Plugin::app_files`]) refuses it before anything deploys.
+    pub fn input_field(&self, plugin: &str, key: &str) -> (Option<&str>, String) {
+        fn written<'a>(input: Option<&'a serde_json::Value>, key: &str) -> Option<&'a str> {
+            input
+                .and_then(|i| i.get(key))
+                .and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+        }
+        match &self.platform {
+            PlatformSpec::Fields(fields) => (
+                written(fields.get("input"), key),
+                format!("spec.input.{key}"),
+            ),
+            PlatformSpec::Application(_) => {
+                let input = self.plugin_config(plugin).and_then(|c| c.get("input"));
+                match written(input, key) {
+                    Some(value) => (Some(value), format!("spec.plugins.{plugin}.input.{key}")),
+                    None => (None, format!("spec.plugins.{plugin}")),
+                }
+            }
+        }
+    }
+
     /// `spec.plugins.<name>`, free-form.
     pub fn plugin_config(&self, name: &str) -> Option<&serde_json::Value> {
         self.spec.plugins.get(name)
     }
 
-    pub fn lambda(&self) -> Option<&LambdaSpec> {
-        match &self.platform {
-            PlatformSpec::Lambda(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn ecs(&self) -> Option<&EcsSpec> {
-        match &self.platform {
-            PlatformSpec::Ecs(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn cloudrun(&self) -> Option<&CloudRunSpec> {
-        match &self.platform {
-            PlatformSpec::CloudRun(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn terraform(&self) -> Option<&TerraformSpec> {
-        match &self.platform {
-            PlatformSpec::Terraform(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    pub fn kubernetes(&self) -> Option<&KubernetesSpec> {
-        match &self.platform {
-            PlatformSpec::Kubernetes(s) => Some(s),
-            _ => None,
-        }
+    /// The kind's own fields read as its plugin's spec `T` (absent fields take `T`'s
+    /// defaults). The error names the field (`spec.input.functionManifestFile`), and a field
+    /// `T` does not know at the top of `spec` is "unknown for kind K". An `Application` has no
+    /// such fields: its plugins read `spec.plugins.<name>` ([`AppConfig::plugin_config`]).
+    pub fn platform_spec<T: serde::de::DeserializeOwned>(
+        &self,
+    ) -> Result<T, crate::typed::FieldError> {
+        let empty = serde_json::Map::new();
+        let fields = match &self.platform {
+            PlatformSpec::Fields(fields) => fields,
+            PlatformSpec::Application(_) => &empty,
+        };
+        let value = serde_json::Value::Object(fields.clone());
+        parse::typed::<T, _>(value, "spec").map_err(|e| {
+            let message = match e.field.strip_prefix("spec.") {
+                Some(key)
+                    if !key.contains(['.', '[']) && e.message.starts_with("unknown field") =>
+                {
+                    format!("unknown field `{key}` for kind {}", self.kind)
+                }
+                _ => e.message,
+            };
+            crate::typed::FieldError {
+                path: e.field,
+                message,
+            }
+        })
     }
 
     pub fn application(&self) -> Option<&ApplicationSpec> {

@@ -6,13 +6,12 @@ use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_yaml::{Mapping, Value};
+use serde_yaml::Value;
 
 use super::validate;
 use super::{
-    AppConfig, AppKind, ApplicationSpec, CloudRunSpec, CommitMatcher, ConfigError, EcsSpec,
-    GenericSpec, KubernetesSpec, LambdaSpec, LineIndex, PlannerOptions, PlatformSpec, SkipOn,
-    StageConfig, TerraformSpec, TriggerConfig, API_VERSION,
+    AppConfig, AppKind, ApplicationSpec, CommitMatcher, ConfigError, GenericSpec, LineIndex,
+    PlannerOptions, PlatformSpec, SkipOn, StageConfig, TriggerConfig, API_VERSION, V0_FIELDS,
 };
 use crate::duration::GoDuration;
 use crate::ids::StageId;
@@ -211,12 +210,13 @@ fn from_value(doc: Value) -> Result<AppConfig, Located> {
 
 fn build(kind: AppKind, mut raw: RawSpec) -> Result<AppConfig, Located> {
     let platform = platform_spec(kind, &mut raw)?;
+    // Every v0 kind's `input.autoRollback`, deprecated in PipeCD for
+    // `spec.planner.autoRollback`, is honoured when set; its plugin checks its type.
     let deprecated_rollback = match &platform {
-        PlatformSpec::Lambda(s) => s.input.auto_rollback,
-        PlatformSpec::Ecs(s) => s.input.auto_rollback,
-        PlatformSpec::CloudRun(s) => s.input.auto_rollback,
-        PlatformSpec::Terraform(s) => s.input.auto_rollback,
-        PlatformSpec::Kubernetes(s) => s.input.auto_rollback,
+        PlatformSpec::Fields(fields) => fields
+            .get("input")
+            .and_then(|input| input.get("autoRollback"))
+            .and_then(serde_json::Value::as_bool),
         PlatformSpec::Application(_) => None,
     };
     let stages = raw
@@ -260,9 +260,9 @@ fn build(kind: AppKind, mut raw: RawSpec) -> Result<AppConfig, Located> {
     })
 }
 
-/// Deserializes the kind's own fields; a field of another kind is an unknown field here.
+/// The kind's own fields: kept as written for a v0 kind's plugin ([`AppConfig::platform_spec`]),
+/// read here for an `Application`, where any of them but its own is an unknown field.
 fn platform_spec(kind: AppKind, raw: &mut RawSpec) -> Result<PlatformSpec, Located> {
-    let mut fields = Mapping::new();
     let present = [
         ("input", raw.input.take()),
         ("quickSync", raw.quick_sync.take()),
@@ -275,40 +275,35 @@ fn platform_spec(kind: AppKind, raw: &mut RawSpec) -> Result<PlatformSpec, Locat
         ("deployTarget", raw.deploy_target.take()),
         ("deployTargets", raw.deploy_targets.take()),
     ];
+    let mut fields = serde_json::Map::new();
     for (key, value) in present {
         // An empty `input:` means the defaults, as in PipeCD.
-        if let Some(value) = value.filter(|v| !v.is_null()) {
-            fields.insert(Value::String(key.to_owned()), value);
-        }
+        let Some(value) = value.filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let value = serde_json::to_value(value)
+            .map_err(|e| Located::new(join_path("spec", key), e.to_string()))?;
+        fields.insert(key.to_owned(), value);
     }
-    let fields = Value::Mapping(fields);
-    let of_kind = |e: Located| match e.field.strip_prefix("spec.") {
-        Some(key) if !key.contains(['.', '[']) && e.message.starts_with("unknown field") => {
-            Located::new(
-                e.field.clone(),
-                format!("unknown field `{key}` for kind {kind}"),
-            )
-        }
-        _ => e,
+    let unknown = |key: &str| {
+        Located::new(
+            join_path("spec", key),
+            format!("unknown field `{key}` for kind {kind}"),
+        )
     };
-    platform_of_kind(kind, fields).map_err(of_kind)
-}
-
-fn platform_of_kind(kind: AppKind, fields: Value) -> Result<PlatformSpec, Located> {
-    Ok(match kind {
-        AppKind::LambdaApp => PlatformSpec::Lambda(typed::<LambdaSpec, _>(fields, "spec")?),
-        AppKind::EcsApp => PlatformSpec::Ecs(typed::<EcsSpec, _>(fields, "spec")?),
-        AppKind::CloudRunApp => PlatformSpec::CloudRun(typed::<CloudRunSpec, _>(fields, "spec")?),
-        AppKind::TerraformApp => {
-            PlatformSpec::Terraform(typed::<TerraformSpec, _>(fields, "spec")?)
+    if kind == AppKind::Application {
+        if let Some(key) = fields.keys().find(|k| V0_FIELDS.contains(&k.as_str())) {
+            return Err(unknown(key));
         }
-        AppKind::KubernetesApp => {
-            PlatformSpec::Kubernetes(Box::new(typed::<KubernetesSpec, _>(fields, "spec")?))
-        }
-        AppKind::Application => {
-            PlatformSpec::Application(typed::<ApplicationSpec, _>(fields, "spec")?)
-        }
-    })
+        let fields = serde_json::Value::Object(fields);
+        return Ok(PlatformSpec::Application(typed::<ApplicationSpec, _>(
+            fields, "spec",
+        )?));
+    }
+    if let Some(key) = fields.keys().find(|k| !V0_FIELDS.contains(&k.as_str())) {
+        return Err(unknown(key));
+    }
+    Ok(PlatformSpec::Fields(fields))
 }
 
 fn stage(index: usize, raw: RawStage) -> Result<StageConfig, Located> {

@@ -56,12 +56,6 @@ pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
             "deployment chains are not supported yet, so onChain never triggers this app",
         ));
     }
-    if app.terraform().is_some_and(|t| t.quick_sync.retries > 0) {
-        out.push(Unsupported::new(
-            "spec.quickSync.retries",
-            "retrying a failed apply is not supported: gannet applies a plan once",
-        ));
-    }
     // Kubernetes drift honours them; no other platform's does.
     if app.platform() != Some("kubernetes")
         && spec

@@ -3,7 +3,7 @@
 
 use super::parse::Located;
 use super::spec::NOTIFICATION_EVENTS;
-use super::{AppKind, ApplicationSpec, GenericSpec, PlatformSpec};
+use super::{AppKind, ApplicationSpec, GenericSpec, PlatformSpec, V0_KINDS};
 
 /// PipeCD's `Validate` rules for the generic fields.
 pub(super) fn generic(spec: &GenericSpec) -> Result<(), Located> {
@@ -106,14 +106,10 @@ pub(super) fn platform_name(
         }
         return Ok(Some(plugin.clone()));
     }
-    let by_kind = match kind {
-        AppKind::LambdaApp => Some("lambda"),
-        AppKind::EcsApp => Some("ecs"),
-        AppKind::CloudRunApp => Some("cloudrun"),
-        AppKind::TerraformApp => Some("terraform"),
-        AppKind::KubernetesApp => Some("kubernetes"),
-        AppKind::Application => None,
-    };
+    let by_kind = V0_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map(|(_, plugin)| *plugin);
     // A platform kind that configures `spec.plugins` is a plugin-era config with an old kind:
     // the plugins decide, as in PipeCD's piped v1.
     let candidates: Vec<&String> = spec

@@ -110,9 +110,9 @@ fn failure_rolls_back_then_ends_failure() {
 #[test]
 fn a_failed_pre_deployment_phase_ends_the_deployment_without_rollback() {
     let d = Deployment::test().with_stages(vec![
-        Stage::test("pre-deployment", crate::lifecycle::STAGE_PRE_DEPLOYMENT),
+        Stage::test("pre-deployment", "PRE_DEPLOYMENT"),
         Stage::test("sync", "LAMBDA_SYNC"),
-        Stage::test("post-deployment", crate::lifecycle::STAGE_POST_DEPLOYMENT),
+        Stage::test("post-deployment", "POST_DEPLOYMENT"),
         Stage::test_rollback("sync", "LAMBDA_ROLLBACK"),
     ]);
     let t = step(&d, failed("evaluation upstream failed"), 2000);

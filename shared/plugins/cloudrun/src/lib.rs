@@ -21,6 +21,7 @@ mod auth;
 mod converge;
 mod live;
 pub mod manifest;
+pub mod spec;
 mod target;
 
 use std::path::Path;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_credential_types::provider::SharedCredentialsProvider;
+use gannet_core::check::AppFile;
 use gannet_core::config::{load_app_config, read_app_file, AppConfig};
 use gannet_core::deployment::Stage;
 use gannet_core::ids::AppId;
@@ -54,6 +56,7 @@ pub use target::{DeployTarget, WorkloadIdentity};
 use crate::api::Api;
 use crate::auth::Auth;
 use crate::converge::Want;
+use crate::spec::CloudRunInput;
 
 pub const STAGE_SYNC: &str = "CLOUDRUN_SYNC";
 pub const STAGE_PROMOTE: &str = "CLOUDRUN_PROMOTE";
@@ -160,25 +163,13 @@ impl FromSettings for CloudRunPlugin {
 }
 
 /// The manifest file the app names, and the config field that names it.
-fn manifest_file(app: &AppConfig) -> (String, &'static str) {
-    if let Some(spec) = app.cloudrun() {
-        return (
-            spec.input.service_manifest_file.clone(),
-            "spec.input.serviceManifestFile",
-        );
-    }
-    let named = app
-        .plugin_config("cloudrun")
-        .and_then(|c| c.pointer("/input/serviceManifestFile"))
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty());
-    match named {
-        Some(file) => (
-            file.to_owned(),
-            "spec.plugins.cloudrun.input.serviceManifestFile",
-        ),
-        None => ("service.yaml".to_owned(), "spec.plugins.cloudrun"),
-    }
+fn manifest_file(app: &AppConfig) -> (String, String) {
+    let (named, field) = app.input_field(NAME, "serviceManifestFile");
+    let file = named.map_or_else(
+        || CloudRunInput::default().service_manifest_file,
+        str::to_owned,
+    );
+    (file, field)
 }
 
 /// The app's service manifest; `read` gives a file by its path in the app's directory, or why
@@ -190,14 +181,14 @@ fn manifest_of(
     let (file, named_by) = manifest_file(app);
     let rel = file.trim_start_matches("./");
     let text = read(rel).map_err(|message| AppFileError {
-        named_by: named_by.to_owned(),
+        named_by: named_by.clone(),
         file: rel.to_owned(),
         line: None,
         field: String::new(),
         message,
         unsupported: false,
     })?;
-    ServiceManifest::parse(named_by, rel, &text)
+    ServiceManifest::parse(&named_by, rel, &text)
 }
 
 /// The app config and its service manifest in `dir` (a checkout of some commit), read through
@@ -263,6 +254,12 @@ impl Plugin for CloudRunPlugin {
             )),
             _ => stage_options::none(with),
         }
+    }
+
+    /// The config's Cloud Run fields, and the service manifest they name.
+    fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
+        let default = CloudRunInput::default().service_manifest_file;
+        AppFile::input_manifest::<spec::CloudRunSpec>(app, "serviceManifestFile", &default)
     }
 
     /// The service manifest must exist and map to the v2 API: a bad one fails the plan,

@@ -32,13 +32,15 @@ mod rollback;
 mod rollout;
 mod routing;
 mod source;
+pub mod spec;
 mod step;
 mod sync;
 mod target;
 mod traffic;
 
 use async_trait::async_trait;
-use gannet_core::config::AppConfig;
+use gannet_core::check::AppFile;
+use gannet_core::config::{AppConfig, AppKind};
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{
     AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
@@ -153,6 +155,29 @@ impl Plugin for EcsPlugin {
             )),
             _ => stage_options::none(with),
         }
+    }
+
+    /// The config's ECS fields, and the task and service definitions they name.
+    fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
+        if app.kind == AppKind::Application {
+            return Ok(Vec::new());
+        }
+        let input = app.platform_spec::<spec::EcsSpec>()?.input;
+        let default = spec::EcsInput::default();
+        let mut files = Vec::new();
+        if !input.is_standalone_task() {
+            files.push(AppFile::document(
+                "spec.input.serviceDefinitionFile",
+                &input.service_definition_file,
+                "",
+            ));
+        }
+        files.push(AppFile::document(
+            "spec.input.taskDefinitionFile",
+            &input.task_definition_file,
+            &default.task_definition_file,
+        ));
+        Ok(files)
     }
 
     /// The task and service definitions must exist and validate, and the target groups must

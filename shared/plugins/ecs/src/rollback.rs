@@ -11,7 +11,7 @@
 //! The decision in 3 is saved before acting, so a repeated step makes the same one. Nothing to
 //! undo when no ECS stage started; a first deployment cannot roll back and says so.
 
-use gannet_core::config::AccessType;
+use crate::spec::AccessType;
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{StageResult, StepError, StepOutcome};
 

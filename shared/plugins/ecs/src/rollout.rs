@@ -10,7 +10,7 @@
 //!   it is removed by ECS_CANARY_CLEAN once traffic has left it (PipeCD #4710, where deleting it
 //!   here gave users 503s).
 
-use gannet_core::config::AccessType;
+use crate::spec::AccessType;
 use gannet_core::plugin::{StageConfigError, StageResult, StepError, StepOutcome};
 use serde_json::Value;
 

@@ -4,11 +4,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gannet_core::config::{AppConfig, EcsInput, EcsSpec, LoadError};
+use gannet_core::config::{AppConfig, AppKind, LoadError};
 use gannet_core::plugin::AppFileError;
 use gannet_core::{AppId, CommitSha};
 
 use crate::manifest::{ManifestError, ServiceDefinition, TaskDefinition};
+use crate::spec::{EcsInput, EcsSpec};
 
 /// Tag on every resource gannet manages.
 pub const TAG_MANAGED_BY: &str = "gannet.dev/managed-by";
@@ -59,7 +60,7 @@ pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, 
 /// Where the ECS input sits in the config (`spec.input` of an `ECSApp`, or
 /// `spec.plugins.ecs.input` of an `Application`).
 pub(crate) fn input_field(app: &AppConfig) -> &'static str {
-    if app.ecs().is_some() {
+    if app.kind != AppKind::Application {
         "spec.input"
     } else {
         "spec.plugins.ecs.input"
@@ -69,8 +70,11 @@ pub(crate) fn input_field(app: &AppConfig) -> &'static str {
 /// The ECS part of the app config. An `Application`'s `spec.plugins.ecs` has the same fields,
 /// with PipeCD's plugin default of not running a standalone task.
 pub(crate) fn ecs_spec(app: &AppConfig) -> Result<EcsSpec, SourceError> {
-    if let Some(spec) = app.ecs() {
-        return Ok(spec.clone());
+    if app.kind != AppKind::Application {
+        return app.platform_spec().map_err(|e| SourceError::Input {
+            field: e.path,
+            message: e.message,
+        });
     }
     let raw = app
         .plugin_config("ecs")

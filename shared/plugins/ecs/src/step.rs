@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::config::TargetGroup;
+use crate::spec::TargetGroup;
 use gannet_core::plugin::{StepContext, StepError};
 use gannet_core::CommitSha;
 

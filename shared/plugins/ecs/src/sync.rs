@@ -10,7 +10,7 @@
 //! side by side (the app is briefly unavailable). A standalone task (no service definition) is
 //! registered and, with `runStandaloneTask`, run once through RunTask.
 
-use gannet_core::config::AccessType;
+use crate::spec::AccessType;
 use gannet_core::plugin::{StageResult, StepError, StepOutcome};
 
 use crate::api::StandaloneTask;

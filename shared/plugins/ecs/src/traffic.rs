@@ -9,7 +9,7 @@
 //!   canary target group still gets traffic, that traffic goes back to the primary first, so
 //!   deleting the canary never leaves requests without targets.
 
-use gannet_core::config::AccessType;
+use crate::spec::AccessType;
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{StageResult, StepError, StepOutcome};
 

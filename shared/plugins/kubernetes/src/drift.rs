@@ -13,7 +13,9 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use gannet_core::config::{AppConfig, KubernetesSpec};
+use gannet_core::config::AppConfig;
+
+use crate::spec::KubernetesSpec;
 use gannet_core::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
 use gannet_core::ids::AppId;
 use gannet_core::plugin::StepError;

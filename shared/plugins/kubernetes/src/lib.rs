@@ -34,6 +34,7 @@ mod objects;
 mod options;
 mod rollout;
 mod routing;
+pub mod spec;
 mod stages;
 mod step;
 mod target;
@@ -43,7 +44,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use gannet_core::config::{load_app_config, AppConfig, KubernetesSpec, TrafficRoutingMethod};
+use gannet_core::check::{AppFile, FileFormat};
+use gannet_core::config::{load_app_config, AppConfig, AppKind};
 use gannet_core::deployment::Stage;
 use gannet_core::ids::AppId;
 use gannet_core::plugin::{
@@ -69,6 +71,7 @@ pub use target::DeployTarget;
 use crate::cluster::Cluster;
 use crate::objects::Variant;
 use crate::options::{RoutingOptions, SyncOptions};
+use crate::spec::{KubernetesSpec, TrafficRoutingMethod};
 use crate::step::Step;
 
 pub const STAGE_SYNC: &str = "K8S_SYNC";
@@ -217,6 +220,29 @@ impl Plugin for KubernetesPlugin {
             )),
             _ => stage_options::none(with),
         }
+    }
+
+    /// The config's Kubernetes part, and the manifests and local Helm value files it lists.
+    fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
+        let spec = manifest::spec_of(app)?;
+        if app.kind == AppKind::Application {
+            return Ok(Vec::new()); // under spec.plugins.kubernetes: checked by check_app
+        }
+        let input = &spec.input;
+        let manifests = input
+            .manifests
+            .iter()
+            .enumerate()
+            .map(|(i, file)| AppFile::document(format!("spec.input.manifests[{i}]"), file, ""));
+        let values = input.helm_options.iter().flat_map(|o| &o.value_files);
+        let values = values
+            .enumerate()
+            .filter(|(_, file)| !file.contains("://"))
+            .map(|(i, file)| {
+                AppFile::document(format!("spec.input.helmOptions.valueFiles[{i}]"), file, "")
+                    .read_as(FileFormat::Values)
+            });
+        Ok(manifests.chain(values).collect())
     }
 
     /// What planning can check: the config's Kubernetes part, the manifests it lists, and that

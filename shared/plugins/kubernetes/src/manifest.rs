@@ -7,7 +7,9 @@
 use std::fmt;
 use std::path::{Component, Path};
 
-use gannet_core::config::{is_app_config_path, AppConfig, KubernetesSpec};
+use gannet_core::config::{is_app_config_path, AppConfig, AppKind};
+
+use crate::spec::KubernetesSpec;
 use gannet_core::plugin::AppFileError;
 use serde_json::Value;
 
@@ -114,8 +116,8 @@ fn unsupported(field: &str, message: &str) -> AppFileError {
 /// The app's Kubernetes spec: a `KubernetesApp`'s, or `spec.plugins.kubernetes` of an
 /// `Application`.
 pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
-    if let Some(spec) = app.kubernetes() {
-        return Ok(spec.clone());
+    if app.kind != AppKind::Application {
+        return Ok(app.platform_spec()?);
     }
     match app.plugin_config("kubernetes") {
         None => Ok(KubernetesSpec::default()),
@@ -146,7 +148,7 @@ pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result
     if spec
         .traffic_routing
         .as_ref()
-        .is_some_and(|t| t.method == gannet_core::config::TrafficRoutingMethod::Smi)
+        .is_some_and(|t| t.method == crate::spec::TrafficRoutingMethod::Smi)
     {
         return Err(unsupported(
             "spec.trafficRouting.method",
@@ -499,7 +501,7 @@ mod tests {
             "{e:?}"
         );
         let mut helm = spec(&[]);
-        helm.input.helm_chart = Some(gannet_core::config::HelmChart::default());
+        helm.input.helm_chart = Some(crate::spec::HelmChart::default());
         let e = check_supported(&helm, false).unwrap_err();
         assert!(
             e.unsupported && e.to_string().starts_with("Helm charts"),

@@ -8,7 +8,7 @@
 //! `pipecd.dev/variant`). A workload's pods carry the variant label; a canary or baseline copy
 //! selects its own pods by it.
 
-use gannet_core::config::VariantLabel;
+use crate::spec::VariantLabel;
 use gannet_core::ids::{AppId, CommitSha};
 use serde_json::{json, Map, Value};
 

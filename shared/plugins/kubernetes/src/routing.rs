@@ -1,7 +1,7 @@
 //! Traffic routing by Istio: the VirtualService's route weights for the app's host. Routes not
 //! in `editableRoutes` (when it is set) are left as Git has them.
 
-use gannet_core::config::{IstioTrafficRouting, TrafficRouting, VariantLabel};
+use crate::spec::{IstioTrafficRouting, TrafficRouting, VariantLabel};
 use serde_json::{json, Value};
 
 use crate::manifest::Manifest;

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gannet_core::config::{KubernetesSpec, TrafficRoutingMethod};
+use crate::spec::{KubernetesSpec, TrafficRoutingMethod};
 use gannet_core::ids::CommitSha;
 use gannet_core::plugin::{StageResult, StepContext, StepError, StepOutcome};
 use gannet_core::stage_meta::StageMeta;

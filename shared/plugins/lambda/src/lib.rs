@@ -30,9 +30,11 @@ mod rollback;
 mod rollout;
 mod routing;
 mod source;
+pub mod spec;
 mod target;
 
 use async_trait::async_trait;
+use gannet_core::check::AppFile;
 use gannet_core::config::AppConfig;
 use gannet_core::deployment::Stage;
 use gannet_core::plugin::{
@@ -133,6 +135,12 @@ impl Plugin for LambdaPlugin {
             )),
             _ => stage_options::none(with),
         }
+    }
+
+    /// The config's Lambda fields, and the function manifest they name.
+    fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
+        let default = spec::LambdaInput::default().function_manifest_file;
+        AppFile::input_manifest::<spec::LambdaSpec>(app, "functionManifestFile", &default)
     }
 
     /// The function manifest must exist and validate: a bad one fails the plan, naming the

@@ -12,6 +12,7 @@ use gannet_core::{AppId, CommitSha};
 
 use crate::function::{Code, Desired};
 use crate::manifest::{CodeSource, FunctionManifest, ManifestError};
+use crate::spec::LambdaInput;
 
 /// Tag on every function gannet manages.
 pub const TAG_MANAGED_BY: &str = "gannet.dev/managed-by";
@@ -20,8 +21,6 @@ pub const TAG_APP: &str = "gannet.dev/app";
 /// Tag naming the commit whose manifest the function's `$LATEST` was last set from.
 pub const TAG_COMMIT: &str = "gannet.dev/commit";
 
-/// The function manifest's default name (PipeCD's).
-const DEFAULT_MANIFEST: &str = "function.yaml";
 /// The largest zip Lambda takes in the request itself.
 const MAX_ZIP_BYTES: u64 = 50 * 1024 * 1024;
 
@@ -44,25 +43,13 @@ pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, 
 }
 
 /// The manifest file the app names, and the config field that names it.
-pub(crate) fn manifest_file(app: &AppConfig) -> (String, &'static str) {
-    if let Some(lambda) = app.lambda() {
-        return (
-            lambda.input.function_manifest_file.clone(),
-            "spec.input.functionManifestFile",
-        );
-    }
-    let named = app
-        .plugin_config("lambda")
-        .and_then(|c| c.pointer("/input/functionManifestFile"))
-        .and_then(|v| v.as_str())
-        .filter(|s| !s.is_empty());
-    match named {
-        Some(file) => (
-            file.to_owned(),
-            "spec.plugins.lambda.input.functionManifestFile",
-        ),
-        None => (DEFAULT_MANIFEST.to_owned(), "spec.plugins.lambda"),
-    }
+pub(crate) fn manifest_file(app: &AppConfig) -> (String, String) {
+    let (named, field) = app.input_field(crate::NAME, "functionManifestFile");
+    let file = named.map_or_else(
+        || LambdaInput::default().function_manifest_file,
+        str::to_owned,
+    );
+    (file, field)
 }
 
 /// Reads and validates the app's function manifest from the app's directory `app_dir`, which is
@@ -85,10 +72,7 @@ pub fn check_function_manifest(
 ) -> Result<FunctionManifest, SourceError> {
     let (file, field) = manifest_file(app);
     let Some(text) = read(&file) else {
-        return Err(SourceError::ManifestMissing {
-            field: field.to_owned(),
-            file,
-        });
+        return Err(SourceError::ManifestMissing { field, file });
     };
     Ok(FunctionManifest::parse(&file, &text)?)
 }
@@ -101,7 +85,7 @@ pub(crate) fn check_app(
 ) -> Result<(), AppFileError> {
     let (file, named_by) = manifest_file(app);
     let error = |line, field: String, message: String| AppFileError {
-        named_by: named_by.to_owned(),
+        named_by: named_by.clone(),
         file: file.clone(),
         line,
         field,

@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use gannet_core::deployment::{Deployment, Stage, StageStatus};
 use gannet_core::ids::StageId;
 use gannet_core::jobs::JobRunner;
-use gannet_core::lifecycle::{STAGE_POST_DEPLOYMENT, STAGE_PRE_DEPLOYMENT};
+use gannet_core::lifecycle::PhaseKind;
 use gannet_core::plugin::{
     Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, StepError,
     StepIo, StepOutcome, Steps, StopContext,
@@ -143,6 +143,11 @@ impl LifecyclePlugin {
 /// The plugin's name, and its key under gannet.yaml's `plugins:`.
 pub const NAME: &str = "lifecycle";
 
+/// The stage that runs the pre-deployment phase, before any platform stage.
+pub const STAGE_PRE_DEPLOYMENT: &str = "PRE_DEPLOYMENT";
+/// The stage that runs the post-deployment phase, after the last deploying stage.
+pub const STAGE_POST_DEPLOYMENT: &str = "POST_DEPLOYMENT";
+
 /// The registry's entry. It takes no settings: tasks get `plugins.script-run`'s and
 /// evaluations `plugins.analysis`'s.
 pub const SPEC: PluginSpec = PluginSpec::stages::<LifecyclePlugin>(NAME);
@@ -181,6 +186,13 @@ impl Plugin for LifecyclePlugin {
 
     fn stage_names(&self) -> &'static [&'static str] {
         &[STAGE_PRE_DEPLOYMENT, STAGE_POST_DEPLOYMENT]
+    }
+
+    fn phase_stage(&self, kind: PhaseKind) -> Option<&'static str> {
+        Some(match kind {
+            PhaseKind::Pre => STAGE_PRE_DEPLOYMENT,
+            PhaseKind::Post => STAGE_POST_DEPLOYMENT,
+        })
     }
 
     /// Each item through its plugin; errors name the item's field (`tasks[1].with.run`).
@@ -242,48 +254,52 @@ impl Plugin for LifecyclePlugin {
 }
 
 impl Presenter for LifecyclePlugin {
-    /// The phase's items, then its evaluations' measurements.
+    /// The phase's items in the config's order (tasks, then evaluations), then each item's
+    /// own details as its plugin presents them (an evaluation's measurements).
     fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
-        let items = items(&stage.metadata);
-        let table = (!items.is_empty()).then(|| gannet_core::presentation::Detail::Table {
+        let records = items(&stage.metadata);
+        let opts = PhaseOptions::from_stored(&stage.with).ok();
+        let configured: Vec<(ItemKind, &ItemOptions)> = opts
+            .iter()
+            .flat_map(|o| o.items().map(|(kind, _, item)| (kind, item)))
+            .collect();
+        let named = |name: &str| configured.iter().any(|(_, item)| item.name == name);
+        let order = configured
+            .iter()
+            .map(|(_, item)| item.name.as_str())
+            .chain(records.keys().map(String::as_str).filter(|n| !named(n)));
+        let rows: Vec<Vec<String>> = order
+            .filter_map(|name| {
+                let r = records.get(name)?;
+                let took = r
+                    .completed_at
+                    .map(|end| end.since(r.started_at).to_string())
+                    .unwrap_or_default();
+                Some(vec![
+                    name.to_owned(),
+                    r.kind.as_str().to_owned(),
+                    r.status.as_str().to_owned(),
+                    took,
+                    r.reason.clone(),
+                ])
+            })
+            .collect();
+        let table = (!rows.is_empty()).then(|| gannet_core::presentation::Detail::Table {
             title: "Items".into(),
             columns: ["ITEM", "KIND", "STATUS", "TOOK", "REASON"]
                 .map(str::to_owned)
                 .to_vec(),
-            rows: items
-                .iter()
-                .map(|(name, r)| {
-                    let took = r
-                        .completed_at
-                        .map(|end| end.since(r.started_at).to_string())
-                        .unwrap_or_default();
-                    vec![
-                        name.clone(),
-                        r.kind.as_str().to_owned(),
-                        r.status.as_str().to_owned(),
-                        took,
-                        r.reason.clone(),
-                    ]
-                })
-                .collect(),
+            rows,
         });
-        // Each running or ended item as its own plugin shows it (an evaluation's
-        // measurements), titled with the item.
-        let shown = PhaseOptions::from_stored(&stage.with)
-            .map(|opts| {
-                opts.items()
-                    .filter_map(|(kind, _, item)| {
-                        let record = items.get(&item.name)?;
-                        let runner = self.runner(kind).ok()?;
-                        let details = runner.present(&item_stage(stage, kind, item, Some(record)));
-                        Some(details.into_iter().map(move |d| {
-                            d.titled(|title| format!("{title} of {} {}", kind.as_str(), item.name))
-                        }))
-                    })
-                    .flatten()
-                    .collect::<Vec<_>>()
+        let shown = configured.iter().flat_map(|&(kind, item)| {
+            let shown = records.get(&item.name).zip(self.runner(kind).ok());
+            let details = shown.map(|(record, runner)| {
+                runner.present(&item_stage(stage, kind, item, Some(record)))
+            });
+            details.into_iter().flatten().map(move |d| {
+                d.titled(|title| format!("{title} of {} {}", kind.as_str(), item.name))
             })
-            .unwrap_or_default();
+        });
         table.into_iter().chain(shown).collect()
     }
 }

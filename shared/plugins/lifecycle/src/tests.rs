@@ -12,8 +12,8 @@ use gannet_core::fixture::{wall_clock as now, RecordingIo};
 use gannet_core::jobs::JobRunner;
 use gannet_core::lifecycle;
 use gannet_core::planner::{self, PlanInput};
-use gannet_core::presentation::Detail;
 use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
+use gannet_core::presentation::Detail;
 use gannet_core::registry::{Registry, RuntimeInfo};
 use gannet_embedded::ProcessJobs;
 use gannet_plugin_analysis::testkit::health_endpoint;
@@ -55,12 +55,11 @@ impl Driver {
     fn new(with: Value) -> Self {
         let plugins = plugins();
         let with = plugins
-            .for_stage(lifecycle::STAGE_PRE_DEPLOYMENT)
+            .for_stage(STAGE_PRE_DEPLOYMENT)
             .expect("lifecycle is built")
-            .validate_stage(lifecycle::STAGE_PRE_DEPLOYMENT, &with)
+            .validate_stage(STAGE_PRE_DEPLOYMENT, &with)
             .expect("valid phase");
-        let mut stage =
-            Stage::test("pre-deployment", lifecycle::STAGE_PRE_DEPLOYMENT).running_since(now().0);
+        let mut stage = Stage::test("pre-deployment", STAGE_PRE_DEPLOYMENT).running_since(now().0);
         stage.with = with;
         let jobs_dir = tempfile::tempdir().unwrap();
         Self {
@@ -76,7 +75,7 @@ impl Driver {
 
     fn plugin(&self) -> Faces {
         self.plugins
-            .for_stage(lifecycle::STAGE_PRE_DEPLOYMENT)
+            .for_stage(STAGE_PRE_DEPLOYMENT)
             .expect("lifecycle")
             .clone()
     }
@@ -248,10 +247,9 @@ async fn a_failing_evaluation_fails_the_phase_and_stops_the_tasks() {
     let tables: Vec<(&str, Vec<&str>)> = shown
         .iter()
         .map(|detail| match detail {
-            Detail::Table { title, rows, .. } => (
-                title.as_str(),
-                rows.iter().map(|r| r[0].as_str()).collect(),
-            ),
+            Detail::Table { title, rows, .. } => {
+                (title.as_str(), rows.iter().map(|r| r[0].as_str()).collect())
+            }
             other => panic!("a phase shows tables, not {other:?}"),
         })
         .collect();
@@ -319,7 +317,7 @@ async fn a_failing_task_fails_the_phase_with_its_reason_and_a_cancel_stops_the_r
 #[test]
 fn items_are_validated_by_their_own_plugins_and_errors_name_the_field() {
     let plugins = plugins();
-    let p = plugins.for_stage(lifecycle::STAGE_PRE_DEPLOYMENT).unwrap();
+    let p = plugins.for_stage(STAGE_PRE_DEPLOYMENT).unwrap();
     let cases = [
         (
             json!({"tasks": [{"name": "a", "with": {}}]}),
@@ -345,7 +343,7 @@ fn items_are_validated_by_their_own_plugins_and_errors_name_the_field() {
     ];
     for (with, field) in cases {
         let err = p
-            .validate_stage(lifecycle::STAGE_PRE_DEPLOYMENT, &with)
+            .validate_stage(STAGE_PRE_DEPLOYMENT, &with)
             .expect_err(&with.to_string());
         assert_eq!(err.field, field, "{with}: {err}");
     }
@@ -353,7 +351,7 @@ fn items_are_validated_by_their_own_plugins_and_errors_name_the_field() {
     let alone = LifecyclePlugin::default();
     let err = alone
         .validate_stage(
-            lifecycle::STAGE_PRE_DEPLOYMENT,
+            STAGE_PRE_DEPLOYMENT,
             &json!({"tasks": [{"name": "a", "with": {"run": "x"}}]}),
         )
         .unwrap_err();

@@ -11,8 +11,6 @@
 //!   PipeCD's stage names the planner tells an unsupported stage from a misspelt one by;
 //! - comments (a line starting with `//`);
 //! - what is not source: `.git`, `target`, `node_modules`, `dist`, hidden folders.
-//!
-//! [`KNOWN`] lists what still breaks the rule, each with why; it may only shrink.
 
 use std::path::{Path, PathBuf};
 
@@ -28,20 +26,6 @@ const DATA: &[(&str, Option<&str>, &str)] = &[
         "shared/core/src/planner.rs",
         Some("pub const PIPECD_STAGES"),
         "PipeCD's vocabulary: tells a stage gannet does not run from a misspelt one",
-    ),
-];
-
-/// Known breaks of the rule: (file, stage name, why it is still there).
-const KNOWN: &[(&str, &str, &str)] = &[
-    (
-        "shared/core/src/lifecycle.rs",
-        "PRE_DEPLOYMENT",
-        "the core plans the lifecycle phases (issue 29: the plugin is to own its spec)",
-    ),
-    (
-        "shared/core/src/lifecycle.rs",
-        "POST_DEPLOYMENT",
-        "the core plans the lifecycle phases (issue 29: the plugin is to own its spec)",
     ),
 ];
 
@@ -150,9 +134,7 @@ fn no_code_outside_the_plugins_names_a_plugins_stage() {
             .replace('\\', "/");
         let text = std::fs::read_to_string(file).unwrap_or_default();
         for (line, name) in named_stages(&relative, &text, &names) {
-            if !KNOWN.iter().any(|(f, n, _)| *f == relative && *n == name) {
-                breaks.push(format!("{relative}:{line}: names stage {name}"));
-            }
+            breaks.push(format!("{relative}:{line}: names stage {name}"));
         }
     }
     assert!(

@@ -26,12 +26,14 @@
 
 mod plan;
 mod script;
+pub mod spec;
 mod target;
 
 use std::path::Path;
 
 use async_trait::async_trait;
-use gannet_core::config::{load_app_config, AppConfig, TerraformInput};
+use gannet_core::check::{AppFile, FileFormat};
+use gannet_core::config::{load_app_config, AppConfig, AppKind};
 use gannet_core::deployment::{Stage, StageStatus};
 use gannet_core::drift::LiveState;
 use gannet_core::jobs::{self, Follow, JobEnd, JobInput, JobKey, JobRunner, JobSpec, Progress};
@@ -52,6 +54,7 @@ pub use plan::{Attribute, Change, Plan};
 pub use target::DeployTarget;
 
 use crate::script::{Commands, APPLIED, ERROR, PLAN_EXIT, PLAN_FILE, PLAN_JSON};
+use crate::spec::{TerraformInput, TerraformSpec};
 
 pub const STAGE_PLAN: &str = "TERRAFORM_PLAN";
 pub const STAGE_APPLY: &str = "TERRAFORM_APPLY";
@@ -126,8 +129,11 @@ struct ApplyOptions {
 
 /// The app's `spec.input` (of a `TerraformApp`, or `spec.plugins.terraform.input`).
 fn input_of(app: &AppConfig) -> Result<TerraformInput, StepError> {
-    if let Some(spec) = app.terraform() {
-        return Ok(spec.input.clone());
+    if app.kind != AppKind::Application {
+        let spec: TerraformSpec = app
+            .platform_spec()
+            .map_err(|e| StepError::permanent(e.to_string()))?;
+        return Ok(spec.input);
     }
     match app.plugin_config("terraform").and_then(|c| c.get("input")) {
         None => Ok(TerraformInput::default()),
@@ -220,6 +226,26 @@ impl Plugin for TerraformPlugin {
                 "TERRAFORM_ROLLBACK is added by gannet to undo a deployment; it cannot be configured",
             )),
         }
+    }
+
+    /// The config's Terraform fields, and the var files they name (each must exist). PipeCD's
+    /// `quickSync.retries` is refused: gannet applies a plan once.
+    fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
+        if app.kind == AppKind::Application {
+            return Ok(Vec::new());
+        }
+        let spec: TerraformSpec = app.platform_spec()?;
+        if spec.quick_sync.retries > 0 {
+            return Err(AppFileError::unsupported_in_config(
+                "spec.quickSync.retries",
+                "retrying a failed apply is not supported: gannet applies a plan once",
+            ));
+        }
+        let files = spec.input.var_files.iter().enumerate().map(|(i, file)| {
+            AppFile::document(format!("spec.input.varFiles[{i}]"), file, "")
+                .read_as(FileFormat::Opaque)
+        });
+        Ok(files.collect())
     }
 
     /// `spec.input` must make sense as terraform arguments (`name=value` vars and envs).

@@ -9,7 +9,7 @@
 //! is kept aside while a command runs and copied to the log when it ends, so the stage's
 //! failure can quote terraform's own message.
 
-use gannet_core::config::TerraformInput;
+use crate::spec::TerraformInput;
 
 /// Files a job leaves.
 pub const PLAN_FILE: &str = "plan.tfplan";

@@ -528,7 +528,7 @@ async fn every_job_of_a_target_runs_as_its_job_role() {
 
 #[test]
 fn scripts_quote_every_value_from_git() {
-    let input = gannet_core::config::TerraformInput {
+    let input = crate::spec::TerraformInput {
         vars: vec!["image=x'; rm -rf / #".into()],
         workspace: "prod".into(),
         ..Default::default()
@@ -545,7 +545,7 @@ fn scripts_quote_every_value_from_git() {
         "{plan}"
     );
     assert_eq!(
-        check_input(&gannet_core::config::TerraformInput {
+        check_input(&crate::spec::TerraformInput {
             workspace: "a b".into(),
             ..Default::default()
         })
@@ -554,7 +554,7 @@ fn scripts_quote_every_value_from_git() {
         "spec.input.workspace"
     );
     for escape in ["../other/secret.tfvars", "/etc/passwd", "a/../../b"] {
-        let err = check_input(&gannet_core::config::TerraformInput {
+        let err = check_input(&crate::spec::TerraformInput {
             var_files: vec!["ok.tfvars".into(), escape.into()],
             ..Default::default()
         })

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
+use crate::spec::TargetGroup;
 use aws_sdk_ecs::types::{
     CapacityProviderStrategyItem, DeploymentController, DeploymentControllerType, LaunchType,
     LoadBalancer, PropagateTags, Scale, ScaleUnit, SchedulingStrategy, ServiceField,
     ServiceRegistry, SortOrder, TaskDefinitionField, TaskDefinitionStatus, TaskSetField,
 };
-use gannet_core::config::TargetGroup;
 
 use super::convert::{
     client_token, deployment_configuration, live_task_set, network_configuration,
