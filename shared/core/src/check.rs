@@ -6,7 +6,7 @@
 //! function manifest's fields), as the planner will. A plugin-era `Application` keeps its
 //! inputs under `spec.plugins`, which belong to the plugins: only the plugin checks those.
 
-use serde::{Deserialize as _, Serialize};
+use serde::Serialize;
 
 use crate::config::{self, AppConfig, LineIndex};
 use crate::deployment::{SyncStrategy, Trigger, TriggerKind};
@@ -169,8 +169,7 @@ fn check_lifecycle(
 
 /// `kind` as written, for a file that does not parse as a config.
 fn written_kind(text: &str) -> Option<String> {
-    crate::bounded::check_yaml(text).ok()?;
-    let doc: serde_yaml::Value = serde_yaml::from_str(text).ok()?;
+    let doc: serde_json::Value = crate::yaml::from_str(text).ok()?;
     doc.get("kind")?.as_str().map(str::to_owned)
 }
 
@@ -357,13 +356,8 @@ fn missing_manifest(m: &AppFile, path: &str, written: bool, issues: &mut Issues)
 /// Parses a manifest as JSON (`.json`) or YAML (every document); an empty one is an error
 /// unless it holds values.
 fn parse_manifest(path: &str, text: &str, format: FileFormat) -> Result<(), String> {
-    let within = if path.ends_with(".json") {
-        crate::bounded::check_json(text)
-    } else {
-        crate::bounded::check_yaml(text)
-    };
-    within.map_err(|e| e.to_string())?;
     if path.ends_with(".json") {
+        crate::bounded::check_json(text).map_err(|e| e.to_string())?;
         let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             format!(
                 "line {}: {}",
@@ -377,16 +371,16 @@ fn parse_manifest(path: &str, text: &str, format: FileFormat) -> Result<(), Stri
             Ok(())
         };
     }
-    let mut documents = 0;
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
-            let line = e.location().map_or(1, |l| l.line());
-            format!("line {line}: {}", config::without_position(&e.to_string()))
-        })?;
-        if !value.is_null() {
-            documents += 1;
-        }
-    }
+    let documents = crate::yaml::documents(text)
+        .map_err(|e| match e.limit() {
+            Some(limit) => limit.to_string(),
+            None => format!(
+                "line {}: {}",
+                e.line().unwrap_or(1),
+                crate::report::bound_quotes(e.message())
+            ),
+        })?
+        .len();
     if documents == 0 && format == FileFormat::Document {
         return Err("is empty".to_owned());
     }

@@ -30,6 +30,7 @@ pub mod test_run;
 pub mod tree;
 pub mod trigger;
 pub mod typed;
+pub mod yaml;
 
 pub use duration::GoDuration;
 pub use ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};

@@ -32,7 +32,9 @@
 //! [`Phase::with`]: `{"tasks": [{"name", "with"}], "evaluations": [...]}`.
 
 use serde_json::{Map, Value};
-use serde_yaml::Value as Yaml;
+
+/// A YAML document as read (see [`crate::yaml`]).
+type Yaml = Value;
 
 use crate::config::{load_yaml, ConfigError, LineIndex};
 use crate::deployment::Stage;
@@ -210,14 +212,12 @@ fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Found<T> {
 }
 
 /// The map at `field`, its keys checked against `known`.
-fn mapping<'a>(value: &'a Yaml, field: &str, known: &[&str]) -> Found<&'a serde_yaml::Mapping> {
-    let Yaml::Mapping(map) = value else {
+fn mapping<'a>(value: &'a Yaml, field: &str, known: &[&str]) -> Found<&'a Map<String, Value>> {
+    let Yaml::Object(map) = value else {
         return fail(field, format!("expected a map, got {}", yaml_kind(value)));
     };
     for key in map.keys() {
-        let Some(key) = key.as_str() else {
-            return fail(field, "keys must be strings");
-        };
+        let key = key.as_str();
         if !known.contains(&key) {
             let hint = crate::typed::closest(key, known.iter().copied())
                 .map(|k| format!("; did you mean `{k}`?"))
@@ -240,9 +240,8 @@ fn yaml_kind(value: &Yaml) -> &'static str {
         Yaml::Bool(_) => "a boolean",
         Yaml::Number(_) => "a number",
         Yaml::String(_) => "a string",
-        Yaml::Sequence(_) => "a list",
-        Yaml::Mapping(_) => "a map",
-        Yaml::Tagged(_) => "a tagged value",
+        Yaml::Array(_) => "a list",
+        Yaml::Object(_) => "a map",
     }
 }
 
@@ -299,7 +298,7 @@ fn read_phase(value: &Yaml, at: &str) -> Found<Phase> {
         let field = format!("{at}.{key}");
         let items = match map.get(key) {
             None | Some(Yaml::Null) => return Ok(Vec::new()),
-            Some(Yaml::Sequence(items)) => items,
+            Some(Yaml::Array(items)) => items,
             Some(other) => {
                 return fail(field, format!("expected a list, got {}", yaml_kind(other)))
             }
@@ -331,7 +330,7 @@ fn read_phase(value: &Yaml, at: &str) -> Found<Phase> {
 }
 
 fn read_item(value: &Yaml, at: &str) -> Found<Item> {
-    let Yaml::Mapping(map) = value else {
+    let Yaml::Object(map) = value else {
         return fail(at, format!("expected a map, got {}", yaml_kind(value)));
     };
     let name = match map.get("name") {
@@ -363,12 +362,8 @@ fn read_item(value: &Yaml, at: &str) -> Found<Item> {
     }
     let mut with = Map::new();
     for (key, v) in map {
-        let Some(key) = key.as_str() else {
-            return fail(at, "keys must be strings");
-        };
         if key != "name" {
-            let v = serde_json::to_value(v).map_err(|e| (format!("{at}.{key}"), e.to_string()))?;
-            with.insert(key.to_owned(), v);
+            with.insert(key.clone(), v.clone());
         }
     }
     Ok(Item {

@@ -255,7 +255,7 @@ fn the_platform_plugin_checks_its_manifest_once_it_parses() {
             "an unparsable manifest is reported once",
             &lambda_app,
             Some("a: [b\n"),
-            vec!["3:spec.input.functionManifestFile function.yaml: line 2: did not find expected ',' or ']', while parsing a flow sequence".into()],
+            vec!["3:spec.input.functionManifestFile function.yaml: line 1: unclosed bracket '['".into()],
             vec![],
         ),
         (

@@ -279,9 +279,10 @@ fn errors_name_file_line_and_field() {
         ("apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: x\n  plugins:\n    ecs: {}\n    lambda: {}\n", "app.pipecd.yaml:5: spec.plugins: several platform plugins are configured (ecs, lambda); name the one that deploys the app in spec.plugin"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: x\n  input: {}\n", "app.pipecd.yaml:5: spec.input: unknown field `input` for kind Application"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  plugin: lambda\n", "app.pipecd.yaml:5: spec.plugin: unknown field `plugin` for kind LambdaApp"),
-        // YAML syntax errors carry serde_yaml's own position.
+        // YAML syntax errors carry the parser's own position.
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n    bad: indent\n", "app.pipecd.yaml:5: mapping values are not allowed in this context"),
-        ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: [x\n", "app.pipecd.yaml:5: did not find expected ',' or ']', while parsing a flow sequence"),
+        // An unclosed flow collection: the line of its opening bracket.
+        ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: [x\n", "app.pipecd.yaml:4: unclosed bracket '['"),
     ];
     for (yaml, want) in cases {
         assert_eq!(error_of(yaml), *want, "{yaml}");

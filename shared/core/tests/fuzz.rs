@@ -80,7 +80,8 @@ fn run_parsers(text: &str) {
     let _ = parse_app_config("apps/web/app.pipecd.yaml", text);
     let read = |rel: &str| (rel == "function.yaml").then(|| text.to_owned());
     let _ = check_app("apps/web/app.pipecd.yaml", text, &Plugins::default(), &read);
-    let _ = gannet_core::bounded::check_yaml(text);
+    let _ = gannet_core::yaml::documents(text);
+    let _ = gannet_core::yaml::from_str::<serde_json::Value>(text);
     let _ = gannet_core::bounded::check_json(text);
 }
 

@@ -1,6 +1,6 @@
 //! Where each field of a block-style YAML document sits: field path → 1-based line.
 //!
-//! serde_yaml keeps no positions once a document is parsed, so errors found after parsing
+//! A parsed document (a JSON value) keeps no positions, so errors found after parsing
 //! (an unknown stage, a bad duration) would have no line. This is a small indentation scanner
 //! for the block style that app configs and platform manifests use. It records the line of every mapping key and
 //! sequence item under a path written the way `serde_path_to_error` writes it

@@ -1,12 +1,12 @@
 //! Reading an app config: YAML text → [`AppConfig`], every error located by file, line and
-//! field. Syntax errors take serde_yaml's position; every later error names a field path,
+//! field. Syntax errors take the YAML parser's position; every later error names a field path,
 //! and [`LineIndex`] finds that field's line in the text.
 
 use std::collections::BTreeMap;
 
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_yaml::Value;
+use serde_json::Value;
 
 use super::validate;
 use super::{
@@ -45,24 +45,18 @@ pub fn parse_app_config(path: &str, text: &str) -> Result<AppConfig, ConfigError
 }
 
 /// Loads a YAML file of a repository (`path` is used in errors only). A repository is
-/// untrusted: the text is measured against the limits (alias bombs, nesting) before it is
-/// loaded; a syntax error carries serde_yaml's line.
+/// untrusted: the text is read under the limits (alias bombs, nesting: [`crate::yaml`]); a
+/// limit it passes is reported at line 1, a syntax error at the parser's line.
 pub(crate) fn load_yaml(path: &str, text: &str) -> Result<Value, ConfigError> {
-    crate::bounded::check_yaml(text).map_err(|e| ConfigError {
+    crate::yaml::from_str(text).map_err(|e| ConfigError {
         path: path.to_owned(),
-        line: 1,
+        line: e.line().unwrap_or(1),
         field: String::new(),
-        message: e.to_string(),
-    })?;
-    serde_yaml::from_str(text).map_err(|e| ConfigError {
-        path: path.to_owned(),
-        line: e.location().map_or(1, |l| l.line()),
-        field: String::new(),
-        message: without_position(&e.to_string()),
+        message: crate::report::bound_quotes(e.message()),
     })
 }
 
-/// serde_yaml appends ` at line L column C`; the error carries the line on its own.
+/// serde_json appends ` at line L column C`; the error carries the line on its own.
 pub(crate) fn without_position(message: &str) -> String {
     let mut out = crate::report::bound_quotes(message);
     while let Some(start) = out.find(" at line ") {
@@ -281,8 +275,6 @@ fn platform_spec(kind: AppKind, raw: &mut RawSpec) -> Result<PlatformSpec, Locat
         let Some(value) = value.filter(|v| !v.is_null()) else {
             continue;
         };
-        let value = serde_json::to_value(value)
-            .map_err(|e| Located::new(join_path("spec", key), e.to_string()))?;
         fields.insert(key.to_owned(), value);
     }
     let unknown = |key: &str| {

@@ -96,10 +96,10 @@ mod tests {
                 "{input}"
             );
         }
-        let from_yaml: Percentage = serde_yaml::from_str("30").unwrap();
+        let from_yaml: Percentage = crate::yaml::from_str("30").unwrap();
         assert_eq!(from_yaml.get(), 30);
-        let from_text: Percentage = serde_yaml::from_str("\"30%\"").unwrap();
+        let from_text: Percentage = crate::yaml::from_str("\"30%\"").unwrap();
         assert_eq!(from_text.to_string(), "30%");
-        assert!(serde_yaml::from_str::<Percentage>("130").is_err());
+        assert!(crate::yaml::from_str::<Percentage>("130").is_err());
     }
 }
