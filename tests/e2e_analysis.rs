@@ -407,10 +407,11 @@ fn pipecds_examples_with_analysis_pass_config_check() {
             .iter()
             .find(|a| a["path"].as_str().is_some_and(|p| Path::new(p) == file))
             .unwrap_or_else(|| panic!("config check does not report {}: {report}", file.display()));
-        let config: serde_yaml::Value =
-            serde_yaml::from_str(&std::fs::read_to_string(file).expect("read")).expect("yaml");
+        let config: Value =
+            gannet_core::yaml::from_str(&std::fs::read_to_string(file).expect("read"))
+                .expect("yaml");
         let analyses: Vec<String> = config["spec"]["pipeline"]["stages"]
-            .as_sequence()
+            .as_array()
             .into_iter()
             .flatten()
             .enumerate()

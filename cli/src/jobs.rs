@@ -75,7 +75,7 @@ impl JobsConfig {
         raw: &RawJobs,
         base: &Path,
         state: &Path,
-        doc: &serde_yaml::Value,
+        doc: &serde_json::Value,
         passwd: &dyn Fn() -> Option<String>,
     ) -> Result<Self, String> {
         let mut protect = vec![base.to_owned(), state.parent().unwrap_or(base).to_owned()];
@@ -121,16 +121,16 @@ impl JobsConfig {
 
 /// Every string value of a key ending in `suffix` (such as `secretEnv`, `apiKeyFile`), or
 /// that is `suffix` in lower case (`api.tokens.file`), anywhere in `doc`: by gannet.yaml's convention, the variables and files holding its secrets.
-pub(crate) fn named_in(doc: &serde_yaml::Value, suffix: &str) -> Vec<String> {
-    fn walk(v: &serde_yaml::Value, suffix: &str, out: &mut Vec<String>, depth: usize) {
+pub(crate) fn named_in(doc: &serde_json::Value, suffix: &str) -> Vec<String> {
+    fn walk(v: &serde_json::Value, suffix: &str, out: &mut Vec<String>, depth: usize) {
         if depth > 64 {
             return;
         }
         match v {
-            serde_yaml::Value::Mapping(map) => {
+            serde_json::Value::Object(map) => {
                 for (k, v) in map {
-                    match (k.as_str(), v.as_str()) {
-                        (Some(k), Some(s))
+                    match v.as_str() {
+                        Some(s)
                             if (k.ends_with(suffix) || k.eq_ignore_ascii_case(suffix))
                                 && !s.is_empty() =>
                         {
@@ -140,12 +140,11 @@ pub(crate) fn named_in(doc: &serde_yaml::Value, suffix: &str) -> Vec<String> {
                     }
                 }
             }
-            serde_yaml::Value::Sequence(items) => {
+            serde_json::Value::Array(items) => {
                 for v in items {
                     walk(v, suffix, out, depth + 1);
                 }
             }
-            serde_yaml::Value::Tagged(t) => walk(&t.value, suffix, out, depth + 1),
             _ => {}
         }
     }
@@ -289,9 +288,9 @@ mod tests {
     const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nci:x:1001:100::/home/ci:/bin/sh\n";
 
     fn parse(yaml: &str) -> Result<JobsConfig, String> {
-        let doc: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap();
+        let doc: serde_json::Value = gannet_core::yaml::from_str(yaml).unwrap();
         let raw: RawJobs =
-            serde_yaml::from_value(doc["jobs"].clone()).map_err(|e| e.to_string())?;
+            serde_json::from_value(doc["jobs"].clone()).map_err(|e| e.to_string())?;
         JobsConfig::parse(
             &raw,
             Path::new("/etc/gannet"),
@@ -382,7 +381,7 @@ mod tests {
 
     #[test]
     fn secrets_are_found_by_the_field_that_names_them() {
-        let doc: serde_yaml::Value = serde_yaml::from_str(
+        let doc: serde_json::Value = gannet_core::yaml::from_str(
             "webhook: {secretEnv: HOOK}\napi: {tokens: {env: TOKS}}\nplugins: {analysis: {providers: [{config: {apiKeyEnv: DD, applicationKeyEnv: DDAPP, passwordFile: /p}}]}}\nnotifications: {receivers: [{slack: {urlEnv: SLACK}}]}",
         )
         .unwrap();

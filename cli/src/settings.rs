@@ -277,10 +277,10 @@ impl UpConfig {
         env: &dyn Fn(&str) -> Option<String>,
         registry: &Registry,
     ) -> Result<Self, String> {
-        let raw: RawConfig = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        let raw: RawConfig = gannet_core::yaml::from_str(text).map_err(|e| e.located())?;
         // The same text as a tree: the fields naming secrets, wherever they are (jobs never
         // get them).
-        let doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+        let doc: serde_json::Value = gannet_core::yaml::from_str(text).map_err(|e| e.located())?;
         let listen: SocketAddr = raw.listen.parse().map_err(|e| {
             format!(
                 "listen: {:?} is not an address such as 127.0.0.1:7070: {e}",

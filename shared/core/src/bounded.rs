@@ -77,15 +77,6 @@ pub fn check_json(text: &str) -> Result<(), LimitError> {
     check_size(text)
 }
 
-/// Checks a YAML text against the limits by reading it under [`crate::yaml`]'s budget; a syntax
-/// error is not reported here. For the callers not yet reading through [`crate::yaml`].
-pub fn check_yaml(text: &str) -> Result<(), LimitError> {
-    match crate::yaml::documents(text) {
-        Err(e) => e.limit().map_or(Ok(()), Err),
-        Ok(_) => Ok(()),
-    }
-}
-
 fn check_size(text: &str) -> Result<(), LimitError> {
     if text.len() > MAX_BYTES {
         return Err(LimitError::TooLarge { size: text.len() });

@@ -26,6 +26,10 @@ use serde_saphyr::{MessageFormatter, Spanned};
 
 use crate::bounded::{LimitError, MAX_BYTES, MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_NODES};
 
+/// A node with its tag, if it has one (`!Ref x` reads as `Tagged("x", Some("!Ref"))`), for
+/// the few readers that need tags, such as CloudFormation's short forms; serde-saphyr's own.
+pub use serde_saphyr::Tagged;
+
 /// Why a YAML text was not read: a limit it passes, or what is wrong at a line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Error {
@@ -57,6 +61,21 @@ impl Error {
     /// The limit the text passes, if that is why it was refused.
     pub fn limit(&self) -> Option<LimitError> {
         self.limit
+    }
+
+    /// The error with its line and field, for a file that has no `file:line: field:` report
+    /// of its own: `line 3: api.tls: missing field `keyFile``.
+    pub fn located(&self) -> String {
+        let mut out = String::new();
+        if let Some(line) = self.line {
+            out.push_str(&format!("line {line}: "));
+        }
+        if !self.path.is_empty() {
+            out.push_str(&self.path);
+            out.push_str(": ");
+        }
+        out.push_str(&self.message);
+        out
     }
 }
 

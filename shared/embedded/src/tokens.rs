@@ -74,14 +74,18 @@ impl ApiTokens {
     /// Reads the tokens in `text`; errors name the entry and field (`[1].role: …`) and never
     /// quote a token.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let written: Vec<Written> = serde_yaml::from_str(text).map_err(|e| {
-            // serde_yaml's messages quote the offending value, which may be a token.
-            let at = e
-                .location()
-                .map(|l| format!("line {}: ", l.line()))
-                .unwrap_or_default();
-            let kind = e.to_string();
-            let kind = kind.split(':').next().unwrap_or("invalid");
+        let written: Vec<Written> = gannet_core::yaml::from_str(text).map_err(|e| {
+            if e.limit().is_some() {
+                return e.to_string();
+            }
+            // The parser's messages quote the offending value, which may be a token: only
+            // the line and the field's path are said.
+            let at = e.line().map(|l| format!("line {l}: ")).unwrap_or_default();
+            let kind = if e.path().is_empty() {
+                "invalid"
+            } else {
+                e.path()
+            };
             format!("{at}{kind}: expected a list of {{name, role, token | sha256}}")
         })?;
         let mut entries: Vec<Entry> = Vec::with_capacity(written.len());

@@ -24,7 +24,6 @@ use gannet_core::ids::{DeploymentId, StageId};
 use gannet_core::jobs::{JobError, JobInput, JobKey, JobRoleArn, JobRunner, JobSpec};
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
-use serde_yaml::Value as Yaml;
 
 use super::tests::{run_buildspec, started_env, FakeCodeBuild};
 use super::CodeBuildJobs;
@@ -212,17 +211,92 @@ impl Template {
     fn load() -> Self {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/template.yaml");
         let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
-        Self(serde_yaml::from_str(&text).expect("the template parses"))
+        let Tagged(template) = gannet_core::yaml::from_str(&text).expect("the template parses");
+        Self(template)
     }
+}
 
+/// A node of the template: CloudFormation's short forms (`!Ref x`) become one-key maps
+/// (`{"!Ref": "x"}`), as its JSON form writes them (`{"Ref": "x"}`).
+type Yaml = Value;
+
+struct Tagged(Value);
+
+impl<'de> serde::Deserialize<'de> for Tagged {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let gannet_core::yaml::Tagged(Untagged(value), tag) = serde::Deserialize::deserialize(d)?;
+        Ok(Self(match tag {
+            Some(tag) if tag.starts_with('!') && !tag.starts_with("!!") => json!({ tag: value }),
+            _ => value,
+        }))
+    }
+}
+
+struct Untagged(Value);
+
+impl<'de> serde::Deserialize<'de> for Untagged {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Untagged;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a YAML node")
+            }
+            fn visit_unit<E>(self) -> Result<Untagged, E> {
+                Ok(Untagged(Value::Null))
+            }
+            fn visit_none<E>(self) -> Result<Untagged, E> {
+                Ok(Untagged(Value::Null))
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Untagged, E> {
+                Ok(Untagged(json!(b)))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Untagged, E> {
+                Ok(Untagged(json!(n)))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Untagged, E> {
+                Ok(Untagged(json!(n)))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Untagged, E> {
+                Ok(Untagged(json!(n)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Untagged, E> {
+                Ok(Untagged(json!(s)))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Untagged, A::Error> {
+                let mut items = Vec::new();
+                while let Some(Tagged(item)) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Untagged(Value::Array(items)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Untagged, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some((key, Tagged(value))) = map.next_entry::<String, Tagged>()? {
+                    out.insert(key, value);
+                }
+                Ok(Untagged(Value::Object(out)))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+impl Template {
     /// One policy of the statements `sids` of the role `resource`'s inline policies, resolved.
     fn role_statements(&self, resource: &str, sids: &[&str], names: &Names) -> (String, Value) {
         let policies = self.0["Resources"][resource]["Properties"]["Policies"]
-            .as_sequence()
+            .as_array()
             .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
         let statements: Vec<Value> = policies
             .iter()
-            .flat_map(|p| p["PolicyDocument"]["Statement"].as_sequence().cloned())
+            .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned())
             .flatten()
             .filter(|s| sid(s).is_some_and(|sid| sids.contains(&sid)))
             .map(|s| {
@@ -250,7 +324,7 @@ impl Template {
     fn role_policies(&self, resource: &str, names: &Names) -> Vec<(String, Value)> {
         let policies = &self.0["Resources"][resource]["Properties"]["Policies"];
         let policies = policies
-            .as_sequence()
+            .as_array()
             .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
         policies
             .iter()
@@ -309,26 +383,8 @@ fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
         })
     };
     Some(match value {
-        Yaml::Null => Value::Null,
-        Yaml::Bool(b) => json!(b),
-        Yaml::Number(n) => serde_json::to_value(n).expect("a number"),
-        Yaml::String(s) => json!(s),
-        Yaml::Sequence(items) => {
-            Value::Array(items.iter().filter_map(|v| resolve(v, names, at)).collect())
-        }
-        Yaml::Mapping(map) => Value::Object(
-            map.iter()
-                .filter_map(|(k, v)| {
-                    Some((
-                        k.as_str().expect("a key").to_owned(),
-                        resolve(v, names, at)?,
-                    ))
-                })
-                .collect(),
-        ),
-        Yaml::Tagged(tagged) => {
-            let tag = tagged.tag.to_string();
-            let arg = &tagged.value;
+        Value::Object(map) if map.len() == 1 && map.keys().all(|k| k.starts_with('!')) => {
+            let (tag, arg) = map.iter().next().expect("one key");
             match tag.as_str() {
                 "!Ref" => return reference(arg.as_str().expect("!Ref takes a name")),
                 "!GetAtt" => {
@@ -355,7 +411,7 @@ fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
                     json!(text)
                 }
                 "!If" => {
-                    let branches = arg.as_sequence().expect("!If [condition, then, else]");
+                    let branches = arg.as_array().expect("!If [condition, then, else]");
                     let condition = branches[0].as_str().expect("a condition's name");
                     // As the references above: JobTargetRoleArns only.
                     let holds = match condition {
@@ -368,6 +424,15 @@ fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
                 other => panic!("{at}: the test resolves no {other}"),
             }
         }
+        Value::Array(items) => {
+            Value::Array(items.iter().filter_map(|v| resolve(v, names, at)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter_map(|(k, v)| Some((k.clone(), resolve(v, names, at)?)))
+                .collect(),
+        ),
+        scalar => scalar.clone(),
     })
 }
 

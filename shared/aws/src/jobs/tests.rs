@@ -281,7 +281,8 @@ async fn on_moto_a_build_codebuild_no_longer_knows_is_lost() {
 /// Runs the buildspec's commands as CodeBuild would (bash, curl on PATH) with `env`, the
 /// build's variables (and, under IAM, its role's credentials); its exit code and output.
 pub(super) fn run_buildspec(env: &[(String, String)], path_first: Option<&Path>) -> (i32, String) {
-    let spec: serde_yaml::Value = serde_yaml::from_str(super::BUILDSPEC).expect("the buildspec");
+    let spec: serde_json::Value =
+        gannet_core::yaml::from_str(super::BUILDSPEC).expect("the buildspec");
     let commands = spec["phases"]["build"]["commands"][0]
         .as_str()
         .expect("one command block");

@@ -376,21 +376,13 @@ impl ServiceManifest {
             named_by,
             lines: LineIndex::build(text),
         };
-        gannet_core::bounded::check_yaml(text)
-            .map_err(|e| at.at(None, "", e.to_string(), false))?;
-        let de = serde_yaml::Deserializer::from_str(text);
-        let raw: KService = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            let line = inner.location().map(|l| l.line());
-            let message = inner.to_string();
-            let message = message
-                .split(" at line ")
-                .next()
-                .unwrap_or(&message)
-                .to_owned();
-            let (field, message) = name_unknown_field(&path, message);
-            at.at(line, &field, message, false)
+        // Read under gannet's YAML limits (alias bombs, nesting); a limit is the whole file's.
+        let raw: KService = gannet_core::yaml::from_str(text).map_err(|e| {
+            if e.limit().is_some() {
+                return at.at(None, "", e.to_string(), false);
+            }
+            let (field, message) = name_unknown_field(e.path(), e.message().to_owned());
+            at.at(e.line(), &field, message, false)
         })?;
         map(&at, raw)
     }
@@ -400,11 +392,6 @@ impl ServiceManifest {
 /// mapping does not know it (it may be valid Knative that Cloud Run does not take).
 fn name_unknown_field(path: &str, message: String) -> (String, String) {
     let path = if path == "." { "" } else { path };
-    // serde_yaml puts the path before its message: `spec: unknown field ...`.
-    let message = match message.find("unknown field `") {
-        Some(i) => message[i..].to_owned(),
-        None => message,
-    };
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some((name, _)) = rest.split_once('`') {
             let field = match path {

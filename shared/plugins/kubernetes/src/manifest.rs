@@ -264,22 +264,22 @@ fn yaml_files_in(dir: &Path, rel: &str) -> Result<Vec<String>, AppFileError> {
 
 /// The objects of one manifest file (documents separated by `---`; empty ones skipped).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
-    gannet_core::bounded::check_yaml(text).map_err(|e| error(file, Some(1), "", e.to_string()))?;
-    let mut out = Vec::new();
-    for (line, doc) in documents(text) {
-        let value: Value = match serde_yaml::from_str::<Option<Value>>(doc) {
-            Ok(Some(v)) => v,
-            Ok(None) => continue,
-            Err(e) => {
-                let at = e.location().map_or(line, |l| line + l.line() - 1);
-                let message = e.to_string();
-                let message = message.split(" at line ").next().unwrap_or(&message);
-                return Err(error(file, Some(at), "", message));
-            }
+    // Read under gannet's YAML limits (alias bombs, nesting), the whole stream at once.
+    let documents = gannet_core::yaml::documents(text).map_err(|e| {
+        let line = if e.limit().is_some() {
+            Some(1)
+        } else {
+            e.line()
         };
-        if value.is_null() {
-            continue;
-        }
+        error(
+            file,
+            line,
+            "",
+            gannet_core::report::bound_quotes(e.message()),
+        )
+    })?;
+    let mut out = Vec::new();
+    for (line, value) in documents {
         let Value::Object(map) = &value else {
             return Err(error(
                 file,
@@ -334,24 +334,6 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
         });
     }
     Ok(out)
-}
-
-/// The documents of a YAML stream with the line each starts at.
-fn documents(text: &str) -> Vec<(usize, &str)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut start_line = 1;
-    let mut offset = 0;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        if line.trim_end() == "---" || line.starts_with("--- ") {
-            out.push((start_line, &text[start..offset]));
-            start = offset + line.len();
-            start_line = i + 2;
-        }
-        offset += line.len();
-    }
-    out.push((start_line, &text[start..]));
-    out
 }
 
 /// Two documents must not describe the same object.

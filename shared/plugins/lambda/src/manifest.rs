@@ -147,7 +147,7 @@ struct RawSpec {
     s3_key: String,
     s3_object_version: String,
     zip_file: String,
-    source: Option<serde_yaml::Value>,
+    source: Option<serde_json::Value>,
     handler: String,
     runtime: String,
     memory: Option<i32>,
@@ -181,16 +181,13 @@ impl FunctionManifest {
             field: field.to_owned(),
             message,
         };
-        gannet_core::bounded::check_yaml(text).map_err(|e| err(None, "", e.to_string()))?;
-        let raw: RawManifest = serde_path_to_error::deserialize(
-            serde_yaml::Deserializer::from_str(text),
-        )
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let inner = e.into_inner();
-            let line = inner.location().map(|l| l.line());
-            let (field, message) = locate(&path, &inner.to_string());
-            err(line, &field, message)
+        // Read under gannet's YAML limits (alias bombs, nesting); a limit is the whole file's.
+        let raw: RawManifest = gannet_core::yaml::from_str(text).map_err(|e| {
+            if e.limit().is_some() {
+                return err(None, "", e.to_string());
+            }
+            let (field, message) = locate(e.path(), e.message());
+            err(e.line(), &field, message)
         })?;
         match raw.api_version.as_deref() {
             Some(API_VERSION) => {}
@@ -279,8 +276,8 @@ fn image_name_and_tag(uri: &str) -> (String, String) {
 /// The field and message of a serde error at `path` (`.` for the root).
 fn locate(path: &str, message: &str) -> (String, String) {
     let path = if path == "." { "" } else { path };
-    // serde reports an unknown field at its parent; name the field itself.
-    let message = gannet_core::report::bound_quotes(&strip_location(message));
+    // The path ends at an unknown field itself, or at its parent: name the field.
+    let message = gannet_core::report::bound_quotes(message);
     if let Some(rest) = message.strip_prefix("unknown field `") {
         if let Some((name, _)) = rest.split_once('`') {
             let field = if path.is_empty() || path == name {
@@ -294,14 +291,6 @@ fn locate(path: &str, message: &str) -> (String, String) {
         }
     }
     (path.to_owned(), message)
-}
-
-/// serde_yaml appends ` at line L column C`; the line is reported separately.
-fn strip_location(message: &str) -> String {
-    match message.find(" at line ") {
-        Some(i) => message[..i].to_owned(),
-        None => message.to_owned(),
-    }
 }
 
 impl RawSpec {

@@ -66,14 +66,8 @@ impl<'a> Document<'a> {
             field: String::new(),
             message: gannet_core::report::bound_quotes(&message),
         };
-        let json = file.ends_with(".json");
-        let within = if json {
-            gannet_core::bounded::check_json(text)
-        } else {
-            gannet_core::bounded::check_yaml(text)
-        };
-        within.map_err(|e| syntax(None, e.to_string()))?;
-        let raw: Value = if json {
+        let raw: Value = if file.ends_with(".json") {
+            gannet_core::bounded::check_json(text).map_err(|e| syntax(None, e.to_string()))?;
             serde_json::from_str(text).map_err(|e| {
                 let message = e.to_string();
                 let message = message
@@ -84,15 +78,10 @@ impl<'a> Document<'a> {
                 syntax(Some(e.line()), format!("invalid JSON: {message}"))
             })?
         } else {
-            serde_yaml::from_str(text).map_err(|e| {
-                let line = e.location().map(|l| l.line());
-                let message = e.to_string();
-                let message = message
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or_default()
-                    .to_owned();
-                syntax(line, format!("invalid YAML: {message}"))
+            // Read under gannet's YAML limits (alias bombs, nesting).
+            gannet_core::yaml::from_str(text).map_err(|e| match e.limit() {
+                Some(limit) => syntax(None, limit.to_string()),
+                None => syntax(e.line(), format!("invalid YAML: {}", e.message())),
             })?
         };
         if raw.is_null() {

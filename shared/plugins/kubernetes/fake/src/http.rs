@@ -238,7 +238,9 @@ fn patch(request: &Incoming) -> Result<Change, Failure> {
             if request.query("fieldManager").is_none_or(str::is_empty) {
                 return Err(status::field_manager_required());
             }
-            let object = serde_yaml::from_slice(request.body);
+            // The API server's own reading of YAML (kube sends JSON, which is YAML too), not
+            // a repository's file: serde-saphyr with its default budget.
+            let object = serde_saphyr::from_slice(request.body);
             let object = object.map_err(|e| status::bad_request(&e.to_string()))?;
             let force = request.query("force") == Some("true");
             Ok(Change::Apply { object, force })
