@@ -3,7 +3,7 @@
 //! under one budget built from [`crate::bounded`]'s limits: the text's size is measured first,
 //! and the parser itself refuses a text whose aliases expand past [`MAX_NODES`] nodes or
 //! [`MAX_EXPANDED_BYTES`] bytes of scalars, or that nests deeper than [`MAX_DEPTH`], while it
-//! reads it (nothing is built past the limits, and nothing is parsed twice).
+//! reads it (nothing is built past the limits).
 //!
 //! Free-form YAML is read as [`serde_json::Value`], as Kubernetes' and PipeCD's
 //! `sigs.k8s.io/yaml` reads YAML as JSON: keys are strings, and tags (`!Ref x`) are dropped.
@@ -19,7 +19,7 @@
 
 use std::fmt;
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::{MessageFormatter, Spanned};
@@ -120,8 +120,19 @@ fn options() -> serde_saphyr::Options {
 
 /// Reads the one document of `text` as a `T` (an empty text is YAML's null: `Option<T>` reads
 /// it as `None`). More than one document is an error.
+///
+/// The text is first read under the budget building nothing, so that a text past a limit is
+/// refused for that limit whatever `T` makes of its fields (a typed read stops at the first
+/// field it does not know, which may come before the limit).
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     check_size(text)?;
+    if let Err(e) = serde_saphyr::from_multiple_with_options::<IgnoredAny>(text, options())
+        .map_err(|e| error(e, ""))
+    {
+        if e.limit().is_some() {
+            return Err(e);
+        }
+    }
     let mut path = String::new();
     serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
         serde_path_to_error::deserialize(de).map_err(|e| {

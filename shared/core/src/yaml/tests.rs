@@ -198,3 +198,15 @@ fn documents_come_with_their_lines_and_empty_ones_are_skipped() {
     assert_eq!(err.line(), Some(3));
     assert_eq!(from_str::<Option<Value>>("# nothing\n").unwrap(), None);
 }
+
+#[test]
+fn a_typed_read_is_refused_for_the_limit_before_its_fields() {
+    // Outer knows no field `a0`; the limits still come first.
+    let err = from_str::<Outer>(&laughs(9)).unwrap_err();
+    assert_eq!(err.limit(), Some(LimitError::TooManyNodes));
+    let deep = format!("name: {}1{}", "[".repeat(80), "]".repeat(80));
+    assert_eq!(
+        from_str::<Outer>(&deep).unwrap_err().limit(),
+        Some(LimitError::TooDeep)
+    );
+}

@@ -110,7 +110,8 @@ fn bad_manifests_name_file_line_and_field() {
         ("taskdef.yaml", TASKDEF.replace("networkMode: awsvpc", "networkMode: vpc"), "taskdef.yaml:14: networkMode: \"vpc\" is not one of"),
         ("taskdef.yaml", TASKDEF.replace("family: web", "family: 'web app'"), "taskdef.yaml:1: family: \"web app\" is not a family name"),
         ("taskdef.yaml", TASKDEF.replace("cpu: 256\n", ""), "taskdef.yaml: cpu: missing"),
-        ("taskdef.yaml", "family: [\n".to_owned(), "taskdef.yaml:2: invalid YAML"),
+        // At the bracket left open (libyaml named the end of the file).
+        ("taskdef.yaml", "family: [\n".to_owned(), "taskdef.yaml:1: invalid YAML: unclosed bracket '['"),
         ("taskdef.json", "{\"family\": }".to_owned(), "taskdef.json:1: invalid JSON"),
         ("taskdef.yaml", String::new(), "taskdef.yaml: the file is empty"),
         ("taskdef.yaml", "family: web\n".to_owned(), "taskdef.yaml: containerDefinitions: missing"),
