@@ -7,10 +7,10 @@
 //!
 //! Free-form YAML is read as [`serde_json::Value`], as Kubernetes' and PipeCD's
 //! `sigs.k8s.io/yaml` reads YAML as JSON: keys are strings, and tags (`!Ref x`) are dropped.
-//! Scalars resolve as YAML 1.2's core schema, as serde_yaml did and as Go's yaml.v3 does for
-//! untyped values: `yes`, `no`, `on` and `off` are strings, `true`/`True`/`TRUE` booleans;
+//! Scalars resolve as serde_yaml resolved them (YAML 1.2's core schema): `yes`, `no`, `on` and
+//! `off` are strings (as in Go's yaml.v3 for untyped values), `true`/`True`/`TRUE` booleans;
 //! `012` and `1_000` are strings; `.inf` and `.nan` are floats (null in a JSON value). Merge
-//! keys (`<<: *defaults`) are merged, as both Go libraries do (serde_yaml kept `<<` as a key).
+//! keys (`<<: *defaults`) are merged, as Go's yaml.v2 and v3 do (serde_yaml kept `<<` as a key).
 //! A duplicate key is an error, as in yaml.v3.
 //!
 //! [`MAX_NODES`]: crate::bounded::MAX_NODES

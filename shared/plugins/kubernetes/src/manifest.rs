@@ -373,6 +373,44 @@ mod tests {
     const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n";
 
     #[test]
+    fn yaml_reads_as_kubectl_reads_it() {
+        // Merge keys are merged (serde_yaml sent `<<` to the API server as a field); `yes`
+        // stays a string and a ConfigMap's number stays a number, for the API server to judge.
+        let text = "# leading comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  labels: &labels {app: web, tier: front}\n  annotations:\n    <<: *labels\n    note: yes\ndata: {port: 8080, enabled: 'true'}\n";
+        let parsed = parse("cm.yaml", text).unwrap();
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(parsed[0].line, 3, "the line the object starts at");
+        assert_eq!(
+            parsed[0].body["metadata"]["annotations"],
+            serde_json::json!({"app": "web", "tier": "front", "note": "yes"})
+        );
+        assert_eq!(
+            parsed[0].body["data"],
+            serde_json::json!({"port": 8080, "enabled": "true"})
+        );
+        // A key written twice is refused at its second line (yaml.v3 refuses it too).
+        let err = parse(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nkind: Secret\n",
+        )
+        .unwrap_err();
+        assert_eq!(err.line, Some(4), "{err:?}");
+        assert!(
+            err.message.starts_with("duplicate mapping key: kind"),
+            "{err:?}"
+        );
+        // A bomb is refused for the limit, at line 1 as before.
+        let err = parse("cm.yaml", &gannet_core::fixture::yaml_bomb(9)).unwrap_err();
+        assert_eq!(
+            (err.line, err.message.as_str()),
+            (
+                Some(1),
+                "too many aliases: it expands to more than 50000 nodes"
+            )
+        );
+    }
+
+    #[test]
     fn every_yaml_file_of_the_app_is_read_document_by_document_with_its_line() {
         let dir = tempfile::tempdir().unwrap();
         let text = format!("{DEPLOYMENT}---\n# a comment only\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: shop\n");
