@@ -12,6 +12,10 @@ pub const MAX_BYTES: usize = 1024 * 1024;
 pub const MAX_NODES: usize = 50_000;
 /// The deepest nesting of lists and maps.
 pub const MAX_DEPTH: usize = 64;
+/// The most nodes the anchored parts of a YAML file (`&name ...`) may hold once the aliases
+/// inside them are expanded: the parser keeps a copy of each anchored node to replay it, about
+/// 200 bytes a node. A billion-laughs bomb passes this one first.
+pub const MAX_ANCHORED_NODES: usize = 10_000;
 /// The most bytes of scalar text a YAML file may hold once its aliases are expanded (an alias
 /// of a long string repeats the string).
 pub const MAX_EXPANDED_BYTES: usize = 8 * MAX_BYTES;
@@ -62,6 +66,11 @@ pub enum LimitError {
     TooLarge { size: usize },
     #[error("too many aliases: it expands to more than {} nodes", MAX_NODES)]
     TooManyNodes,
+    #[error(
+        "too many aliases: its anchors expand to more than {} nodes",
+        MAX_ANCHORED_NODES
+    )]
+    TooManyAnchoredNodes,
     #[error("nested deeper than {} levels", MAX_DEPTH)]
     TooDeep,
     #[error(

@@ -1,9 +1,9 @@
 //! Reading YAML. Every YAML text gannet reads (a repository's app configs, lifecycle files and
 //! manifests, a CloudWatch query, gannet.yaml, the tokens file) is parsed here, by serde-saphyr
 //! under one budget built from [`crate::bounded`]'s limits: the text's size is measured first,
-//! and the parser itself refuses a text whose aliases expand past [`MAX_NODES`] nodes or
-//! [`MAX_EXPANDED_BYTES`] bytes of scalars, or that nests deeper than [`MAX_DEPTH`], while it
-//! reads it (nothing is built past the limits).
+//! and the parser itself refuses a text whose aliases expand past [`MAX_NODES`] nodes (or its
+//! anchors past [`MAX_ANCHORED_NODES`]) or [`MAX_EXPANDED_BYTES`] bytes of scalars, or that
+//! nests deeper than [`MAX_DEPTH`], while it reads it (nothing is built past the limits).
 //!
 //! Free-form YAML is read as [`serde_json::Value`], as Kubernetes' and PipeCD's
 //! `sigs.k8s.io/yaml` reads YAML as JSON: keys are strings, and tags (`!Ref x`) are dropped.
@@ -14,6 +14,7 @@
 //! A duplicate key is an error, as in yaml.v3.
 //!
 //! [`MAX_NODES`]: crate::bounded::MAX_NODES
+//! [`MAX_ANCHORED_NODES`]: crate::bounded::MAX_ANCHORED_NODES
 //! [`MAX_EXPANDED_BYTES`]: crate::bounded::MAX_EXPANDED_BYTES
 //! [`MAX_DEPTH`]: crate::bounded::MAX_DEPTH
 
@@ -24,7 +25,9 @@ use serde_json::Value;
 use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::{MessageFormatter, Spanned};
 
-use crate::bounded::{LimitError, MAX_BYTES, MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_NODES};
+use crate::bounded::{
+    LimitError, MAX_ANCHORED_NODES, MAX_BYTES, MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_NODES,
+};
 
 /// A node with its tag, if it has one (`!Ref x` reads as `Tagged("x", Some("!Ref"))`), for
 /// the few readers that need tags, such as CloudFormation's short forms; serde-saphyr's own.
@@ -106,6 +109,10 @@ fn options() -> serde_saphyr::Options {
             max_nodes: MAX_NODES,
             max_depth: MAX_DEPTH,
             max_total_scalar_bytes: MAX_EXPANDED_BYTES,
+            // What the parser keeps of anchored nodes to replay them (an anchor holding
+            // aliases keeps their expansion).
+            max_recorded_anchor_events: MAX_ANCHORED_NODES,
+            max_recorded_anchor_bytes: MAX_EXPANDED_BYTES,
             // The node count bounds what aliases expand to; a file that uses one anchor a
             // hundred times is fine.
             enforce_alias_anchor_ratio: false,
@@ -200,7 +207,10 @@ fn limit_of(err: &serde_saphyr::Error) -> Option<LimitError> {
     match err {
         E::Budget { breach, .. } => Some(match breach {
             BudgetBreach::Depth { .. } => LimitError::TooDeep,
-            BudgetBreach::ScalarBytes { .. } => LimitError::TooLargeExpanded,
+            BudgetBreach::ScalarBytes { .. } | BudgetBreach::RecordedAnchorBytes { .. } => {
+                LimitError::TooLargeExpanded
+            }
+            BudgetBreach::RecordedAnchorEvents { .. } => LimitError::TooManyAnchoredNodes,
             // Nodes, and what only a text of very many nodes or aliases reaches first
             // (events, aliases, anchors, documents, merge keys).
             _ => LimitError::TooManyNodes,

@@ -405,7 +405,7 @@ mod tests {
             (err.line, err.message.as_str()),
             (
                 Some(1),
-                "too many aliases: it expands to more than 50000 nodes"
+                "too many aliases: its anchors expand to more than 10000 nodes"
             )
         );
     }
