@@ -423,11 +423,12 @@ fn config_check_passes_a_valid_app_and_locates_each_mistake() {
             "kind",
             "not an application kind",
         ),
+        // An unclosed flow sequence: the line of its bracket (libyaml named the end, line 6).
         (
             format!("{HEAD}  pipeline: [\n"),
-            6,
+            5,
             "(syntax)",
-            "did not find expected node content",
+            "unclosed bracket '['",
         ),
     ];
     for (text, line, field, fragment) in cases {
