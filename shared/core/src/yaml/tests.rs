@@ -133,6 +133,14 @@ fn scalars_resolve_as_the_yaml_1_2_core_schema() {
     // Unlike serde_yaml (and yaml.v3), a quoted number reads as a number field.
     let quoted: BTreeMap<String, i64> = from_str("a: '5'").unwrap();
     assert_eq!(quoted["a"], 5);
+    // So does a quoted boolean for a boolean field.
+    let quoted: BTreeMap<String, bool> = from_str("a: 'true'").unwrap();
+    assert!(quoted["a"]);
+    // An integer past u64 is a float in a value (serde_yaml refused it: out of range).
+    assert_eq!(
+        value("a: 99999999999999999999").unwrap(),
+        json!({"a": 1e20})
+    );
 }
 
 #[test]

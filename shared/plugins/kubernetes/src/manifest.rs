@@ -376,10 +376,11 @@ mod tests {
     fn yaml_reads_as_kubectl_reads_it() {
         // Merge keys are merged (serde_yaml sent `<<` to the API server as a field); `yes`
         // stays a string and a ConfigMap's number stays a number, for the API server to judge.
-        let text = "# leading comment\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  labels: &labels {app: web, tier: front}\n  annotations:\n    <<: *labels\n    note: yes\ndata: {port: 8080, enabled: 'true'}\n";
+        let text = "# leading comment\n---\n# the map\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n  labels: &labels {app: web, tier: front}\n  annotations:\n    <<: *labels\n    note: yes\ndata: {port: 8080, enabled: 'true'}\n";
         let parsed = parse("cm.yaml", text).unwrap();
         assert_eq!(parsed.len(), 1);
-        assert_eq!(parsed[0].line, 3, "the line the object starts at");
+        // The line its content starts at (the old `---` splitter said 3, the line after it).
+        assert_eq!(parsed[0].line, 4);
         assert_eq!(
             parsed[0].body["metadata"]["annotations"],
             serde_json::json!({"app": "web", "tier": "front", "note": "yes"})
