@@ -443,7 +443,7 @@ fn an_app_whose_config_breaks_keeps_its_place_as_invalid_config() {
         ),
         (
             "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: web\n  pipeline: [\n",
-            [":6", "", ""],
+            [":5:", "unclosed bracket", ""],
         ),
         // A stage option only its plugin can judge is caught as early: never deployed.
         (
