@@ -128,18 +128,12 @@ fn options() -> serde_saphyr::Options {
 /// Reads the one document of `text` as a `T` (an empty text is YAML's null: `Option<T>` reads
 /// it as `None`). More than one document is an error.
 ///
-/// The text is first read under the budget building nothing, so that a text past a limit is
-/// refused for that limit whatever `T` makes of its fields (a typed read stops at the first
-/// field it does not know, which may come before the limit).
+/// A text past a limit is refused for that limit whatever `T` makes of its fields: a typed
+/// read stops at the first field it does not know, which may come before the limit, so a
+/// read that fails for anything else reads the text again under the budget, building nothing
+/// (a read that succeeds has passed every event of the text through the budget already).
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     check_size(text)?;
-    if let Err(e) = serde_saphyr::from_multiple_with_options::<IgnoredAny>(text, options())
-        .map_err(|e| error(e, ""))
-    {
-        if e.limit().is_some() {
-            return Err(e);
-        }
-    }
     let mut path = String::new();
     serde_saphyr::with_deserializer_from_str_with_options(text, options(), |de| {
         serde_path_to_error::deserialize(de).map_err(|e| {
@@ -148,6 +142,19 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
         })
     })
     .map_err(|e| error(e, path))
+    .map_err(|e| match e.limit {
+        Some(_) => e,
+        None => limit_passed(text).unwrap_or(e),
+    })
+}
+
+/// The limit `text` passes, read under the budget building nothing; `None` if it passes none
+/// (a syntax error is not a limit).
+fn limit_passed(text: &str) -> Option<Error> {
+    serde_saphyr::from_multiple_with_options::<IgnoredAny>(text, options())
+        .err()
+        .map(|e| error(e, ""))
+        .filter(|e| e.limit.is_some())
 }
 
 /// Every document of the stream `text` that holds something (empty ones and ones of comments
