@@ -86,7 +86,8 @@ pub fn check_json(text: &str) -> Result<(), LimitError> {
     check_size(text)
 }
 
-fn check_size(text: &str) -> Result<(), LimitError> {
+/// Checks a text's size against [`MAX_BYTES`], before it is parsed.
+pub(crate) fn check_size(text: &str) -> Result<(), LimitError> {
     if text.len() > MAX_BYTES {
         return Err(LimitError::TooLarge { size: text.len() });
     }

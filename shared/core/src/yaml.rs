@@ -26,7 +26,7 @@ use serde_saphyr::budget::BudgetBreach;
 use serde_saphyr::{MessageFormatter, Spanned};
 
 use crate::bounded::{
-    LimitError, MAX_ANCHORED_NODES, MAX_BYTES, MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_NODES,
+    check_size, LimitError, MAX_ANCHORED_NODES, MAX_DEPTH, MAX_EXPANDED_BYTES, MAX_NODES,
 };
 
 /// A node with its tag, if it has one (`!Ref x` reads as `Tagged("x", Some("!Ref"))`), for
@@ -174,13 +174,6 @@ pub fn documents(text: &str) -> Result<Vec<(usize, Value)>, Error> {
         })
         .filter(|(_, v)| !v.is_null())
         .collect())
-}
-
-fn check_size(text: &str) -> Result<(), LimitError> {
-    if text.len() > MAX_BYTES {
-        return Err(LimitError::TooLarge { size: text.len() });
-    }
-    Ok(())
 }
 
 fn error(err: serde_saphyr::Error, path: impl Into<String>) -> Error {

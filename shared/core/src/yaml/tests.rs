@@ -4,6 +4,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::bounded::MAX_BYTES;
 use crate::fixture::yaml_bomb as laughs;
 
 fn value(text: &str) -> Result<Value, Error> {
