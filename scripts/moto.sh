@@ -110,21 +110,24 @@ print(f"export GANNET_MOTO_IAM_ADMIN_SECRET={key['SecretAccessKey']}")
 PY
 }
 
-# start_cbor STATE_DIR MOTO_PORT MOTO_PID: starts scripts/moto_cbor.py in front of that
-# moto_server; prints its port.
-start_cbor() {
-  local state=$1 moto_port=$2 moto_pid=$3 port pid attempt waited
+# spawn NAME PIDFILE LOGFILE COMMAND...: runs COMMAND --port PORT in the background on a free
+# 127.0.0.1 port, its pid in PIDFILE and its output in LOGFILE, until something answers HTTP
+# there; prints PORT. Another process may take the port between choosing and binding it, so a
+# COMMAND that exits is tried again on another port, three times in all; one that does not
+# answer within START_TIMEOUT_S is stopped, and spawn fails.
+spawn() {
+  local name=$1 pidfile=$2 logfile=$3 port pid attempt waited
+  shift 3
   for attempt in 1 2 3; do
     port=$(free_port)
-    "$VENV/bin/python" "$ROOT/scripts/moto_cbor.py" --port "$port" \
-      --moto "http://127.0.0.1:$moto_port" --moto-pid "$moto_pid" </dev/null >"$state/cbor.log" 2>&1 &
+    "$@" --port "$port" </dev/null >"$logfile" 2>&1 &
     pid=$!
-    printf '%s\n' "$pid" >"$state/cbor.pid"
+    printf '%s\n' "$pid" >"$pidfile"
     waited=0
     while [ "$waited" -lt $((START_TIMEOUT_S * 5)) ]; do
       if ! kill -0 "$pid" 2>/dev/null; then
-        log "moto_cbor.py exited on port $port (attempt $attempt); its log:"
-        sed 's/^/  /' "$state/cbor.log" >&2
+        log "$name exited on port $port (attempt $attempt); its log:"
+        sed 's/^/  /' "$logfile" >&2
         break
       fi
       if answers_http "$port"; then
@@ -134,15 +137,20 @@ start_cbor() {
       sleep 0.2
       waited=$((waited + 1))
     done
-    kill "$pid" 2>/dev/null || true
-    rm -f "$state/cbor.pid"
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      rm -f "$pidfile"
+      log "$name did not answer within ${START_TIMEOUT_S}s"
+      return 1
+    fi
+    rm -f "$pidfile"
   done
   return 1
 }
 
 # start STATE_DIR [iam]
 start() {
-  local state=$1 mode=${2:-} port pid attempt waited no_auth=inf
+  local state=$1 mode=${2:-} port pid no_auth=inf
   [ -x "$VENV/bin/moto_server" ] || die "moto_server is not installed; run: scripts/moto.sh ensure"
   mkdir -p "$state"
   if running_pid "$state" >/dev/null; then
@@ -160,58 +168,35 @@ start() {
       MOTO_IAM_LOAD_MANAGED_POLICIES="${MOTO_IAM_LOAD_MANAGED_POLICIES:-true}"
       "$VENV/bin/python" "$ROOT/scripts/moto_iam.py")
   fi
-  # Another process may take the port between choosing and binding it: try a few ports.
-  for attempt in 1 2 3; do
-    port=$(free_port)
-    INITIAL_NO_AUTH_ACTION_COUNT=$no_auth \
-      "${server[@]}" -H 127.0.0.1 -p "$port" </dev/null >"$state/log" 2>&1 &
-    pid=$!
-    printf '%s\n' "$pid" >"$state/pid"
-    waited=0
-    while [ "$waited" -lt $((START_TIMEOUT_S * 5)) ]; do
-      if ! kill -0 "$pid" 2>/dev/null; then
-        log "moto_server exited on port $port (attempt $attempt); its log:"
-        sed 's/^/  /' "$state/log" >&2
-        break
-      fi
-      if answers_http "$port"; then
-        if [ "$mode" = iam ]; then
-          {
-            echo "export GANNET_MOTO_IAM_ENDPOINT=http://127.0.0.1:$port"
-            bootstrap_admin "http://127.0.0.1:$port"
-            printf 'export GANNET_IAM_DECISIONS=%q\n' "$decisions"
-          } >"$state/env" || { kill "$pid" 2>/dev/null; rm -f "$state/pid"; die "could not make the admin user on the IAM-enforcing moto_server; log: $state/log"; }
-        else
-          # Not before the IAM-enforcing server: a converted body would no longer match its
-          # signature.
-          local cbor_port
-          cbor_port=$(start_cbor "$state" "$port" "$pid") || {
-            kill "$pid" 2>/dev/null; rm -f "$state/pid"
-            die "moto_cbor.py (CloudWatch over CBOR) did not start; log: $state/cbor.log"
-          }
-          {
-            echo "export GANNET_MOTO_ENDPOINT=http://127.0.0.1:$port"
-            echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
-            echo "export GANNET_MOTO_CLOUDWATCH_ENDPOINT=http://127.0.0.1:$cbor_port"
-            echo "export AWS_ENDPOINT_URL_CLOUDWATCH=http://127.0.0.1:$cbor_port"
-          } >"$state/env"
-          log "moto_cbor.py (pid $(cat "$state/cbor.pid")) serves CloudWatch over rpc-v2-cbor on http://127.0.0.1:$cbor_port"
-        fi
-        log "moto_server $MOTO_VERSION (pid $pid${mode:+, IAM enforced}) answers on http://127.0.0.1:$port"
-        cat "$state/env"
-        return 0
-      fi
-      sleep 0.2
-      waited=$((waited + 1))
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      kill "$pid" 2>/dev/null || true
-      rm -f "$state/pid"
-      die "moto_server did not answer within ${START_TIMEOUT_S}s; log: $state/log"
-    fi
-    rm -f "$state/pid"
-  done
-  die "moto_server did not start"
+  port=$(spawn moto_server "$state/pid" "$state/log" \
+    env INITIAL_NO_AUTH_ACTION_COUNT=$no_auth "${server[@]}" -H 127.0.0.1) ||
+    die "moto_server did not start; log: $state/log"
+  pid=$(cat "$state/pid")
+  if [ "$mode" = iam ]; then
+    {
+      echo "export GANNET_MOTO_IAM_ENDPOINT=http://127.0.0.1:$port"
+      bootstrap_admin "http://127.0.0.1:$port"
+      printf 'export GANNET_IAM_DECISIONS=%q\n' "$decisions"
+    } >"$state/env" || { kill "$pid" 2>/dev/null; rm -f "$state/pid"; die "could not make the admin user on the IAM-enforcing moto_server; log: $state/log"; }
+  else
+    # In front of moto_server, CloudWatch over CBOR. Not before the IAM-enforcing server: a
+    # converted body would no longer match its signature.
+    local cbor_port
+    cbor_port=$(spawn moto_cbor.py "$state/cbor.pid" "$state/cbor.log" \
+      "$VENV/bin/python" "$ROOT/scripts/moto_cbor.py" --moto "http://127.0.0.1:$port" --moto-pid "$pid") || {
+      kill "$pid" 2>/dev/null; rm -f "$state/pid"
+      die "moto_cbor.py (CloudWatch over CBOR) did not start; log: $state/cbor.log"
+    }
+    {
+      echo "export GANNET_MOTO_ENDPOINT=http://127.0.0.1:$port"
+      echo "export AWS_ENDPOINT_URL=http://127.0.0.1:$port"
+      echo "export GANNET_MOTO_CLOUDWATCH_ENDPOINT=http://127.0.0.1:$cbor_port"
+      echo "export AWS_ENDPOINT_URL_CLOUDWATCH=http://127.0.0.1:$cbor_port"
+    } >"$state/env"
+    log "moto_cbor.py (pid $(cat "$state/cbor.pid")) serves CloudWatch over rpc-v2-cbor on http://127.0.0.1:$cbor_port"
+  fi
+  log "moto_server $MOTO_VERSION (pid $pid${mode:+, IAM enforced}) answers on http://127.0.0.1:$port"
+  cat "$state/env"
 }
 
 # stop_pid PID NAME: SIGTERM, then SIGKILL after 5 s.
