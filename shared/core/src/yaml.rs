@@ -49,9 +49,10 @@ impl Error {
         self.line
     }
 
-    /// The path of the field at fault, as serde_path_to_error writes it (`spec.items[1].name`);
-    /// empty at the document itself and for syntax errors. An unknown field is named itself
-    /// (`spec.extra`; serde_yaml named its parent).
+    /// The path of the field at fault, as serde_path_to_error writes it (`spec.items[1].name`):
+    /// for a syntax error, the field being read when it was met (`spec.name` for
+    /// `spec: {name: [x`); empty at the document itself and for a limit. An unknown field is
+    /// named itself, at the top level too (`spec.extra`, `extra`; serde_yaml named its parent).
     pub fn path(&self) -> &str {
         &self.path
     }

@@ -195,10 +195,12 @@ fn errors_carry_the_line_and_the_field() {
         "{}",
         err.message()
     );
+    let err = from_str::<Outer>("name: a\nextra: 2\n").unwrap_err();
+    assert_eq!((err.line(), err.path()), (Some(2), "extra"));
     let err = value("name: a\ninner: {count: [1\n").unwrap_err();
     assert_eq!(
-        (err.line(), err.message()),
-        (Some(2), "unclosed bracket '['")
+        (err.line(), err.path(), err.message()),
+        (Some(2), "inner.count", "unclosed bracket '['")
     );
     let err = from_str::<Outer>("name: a\n  bad: indent\n").unwrap_err();
     assert_eq!(
