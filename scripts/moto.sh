@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs and runs moto_server, a server for the AWS APIs, on loopback for the tests.
 #
-#   scripts/moto.sh ensure            create .venv and install the pinned moto[server] if needed
+#   scripts/moto.sh ensure            create .venv and install the pinned moto[server] (and
+#                                     botocore) if needed
 #   scripts/moto.sh start [STATE_DIR] start moto_server on a free 127.0.0.1 port, and in front
 #                                     of it scripts/moto_cbor.py, CloudWatch over the rpc-v2-cbor
 #                                     protocol aws-sdk-cloudwatch speaks (moto serves CloudWatch
@@ -28,6 +29,9 @@
 set -euo pipefail
 
 MOTO_VERSION=5.2.5
+# moto only bounds botocore from below; scripts/moto_cbor.py serves CloudWatch by botocore's
+# model of it (operations, output shapes), so that model is pinned too.
+BOTOCORE_VERSION=1.44.8
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${GANNET_MOTO_VENV:-$ROOT/.venv}
 PYTHON=${PYTHON:-python3}
@@ -39,8 +43,9 @@ IAM_BOOTSTRAP_CALLS=3
 log() { printf 'moto.sh: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
+# installed_version PACKAGE: its version in $VENV, or nothing.
 installed_version() {
-  "$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("moto"))' 2>/dev/null || true
+  "$VENV/bin/python" -c 'import importlib.metadata as m, sys; print(m.version(sys.argv[1]))' "$1" 2>/dev/null || true
 }
 
 # shellcheck source=scripts/venv.sh
@@ -51,13 +56,15 @@ ensure() {
     log "creating $VENV"
     make_venv
   fi
-  if [ "$(installed_version)" = "$MOTO_VERSION" ] && [ -x "$VENV/bin/moto_server" ]; then
+  if [ "$(installed_version moto)" = "$MOTO_VERSION" ] && [ -x "$VENV/bin/moto_server" ] &&
+    [ "$(installed_version botocore)" = "$BOTOCORE_VERSION" ]; then
     return 0
   fi
-  log "installing moto[server]==$MOTO_VERSION into $VENV"
+  log "installing moto[server]==$MOTO_VERSION and botocore==$BOTOCORE_VERSION into $VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    "moto[server]==$MOTO_VERSION" >&2
-  [ "$(installed_version)" = "$MOTO_VERSION" ] || die "moto $MOTO_VERSION did not install"
+    "moto[server]==$MOTO_VERSION" "botocore==$BOTOCORE_VERSION" >&2
+  [ "$(installed_version moto)" = "$MOTO_VERSION" ] || die "moto $MOTO_VERSION did not install"
+  [ "$(installed_version botocore)" = "$BOTOCORE_VERSION" ] || die "botocore $BOTOCORE_VERSION did not install"
 }
 
 free_port() {

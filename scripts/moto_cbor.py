@@ -1,6 +1,7 @@
 """CloudWatch over Smithy RPCv2 CBOR in front of moto_server, for the tests only.
 
-Run with .venv's python (it reads the CloudWatch model from botocore, which moto installs):
+Run with .venv's python (it reads the CloudWatch model from botocore, which scripts/moto.sh
+ensure pins beside moto):
 
     moto_cbor.py --port PORT --moto http://127.0.0.1:MOTO_PORT [--moto-pid PID]
 
