@@ -381,31 +381,24 @@ impl ServiceManifest {
             if e.limit().is_some() {
                 return at.at(None, "", e.to_string(), false);
             }
-            let (field, message) = name_unknown_field(e.path(), e.message().to_owned());
-            at.at(e.line(), &field, message, false)
+            at.at(e.line(), e.path(), message_of(e.message()), false)
         })?;
         map(&at, raw)
     }
 }
 
-/// serde names an unknown field at its parent; name the field itself, and say that gannet's
-/// mapping does not know it (it may be valid Knative that Cloud Run does not take).
-fn name_unknown_field(path: &str, message: String) -> (String, String) {
-    let path = if path == "." { "" } else { path };
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        if let Some((name, _)) = rest.split_once('`') {
-            let field = match path {
-                "" => name.to_owned(),
-                p if p.ends_with(&format!(".{name}")) || p == name => p.to_owned(),
-                p => format!("{p}.{name}"),
-            };
-            return (
-                field,
-                format!("unknown field `{name}`: gannet's Cloud Run mapping does not take it"),
-            );
+/// A YAML error's message; an unknown field (which the error's path names) is one gannet's
+/// mapping does not know (it may be valid Knative that Cloud Run does not take).
+fn message_of(message: &str) -> String {
+    match message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+    {
+        Some((name, _)) => {
+            format!("unknown field `{name}`: gannet's Cloud Run mapping does not take it")
         }
+        None => message.to_owned(),
     }
-    (path.to_owned(), message)
 }
 
 fn map(at: &Locator<'_>, k: KService) -> Result<ServiceManifest, ManifestError> {

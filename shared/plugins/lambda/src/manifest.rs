@@ -186,8 +186,7 @@ impl FunctionManifest {
             if e.limit().is_some() {
                 return err(None, "", e.to_string());
             }
-            let (field, message) = locate(e.path(), e.message());
-            err(e.line(), &field, message)
+            err(e.line(), e.path(), message_of(e.message()))
         })?;
         match raw.api_version.as_deref() {
             Some(API_VERSION) => {}
@@ -273,24 +272,17 @@ fn image_name_and_tag(uri: &str) -> (String, String) {
     (name.to_owned(), version.to_owned())
 }
 
-/// The field and message of a serde error at `path` (`.` for the root).
-fn locate(path: &str, message: &str) -> (String, String) {
-    let path = if path == "." { "" } else { path };
-    // The path ends at an unknown field itself, or at its parent: name the field.
+/// A YAML error's message; an unknown field's without serde's list of the known ones (the
+/// error's path names the field itself).
+fn message_of(message: &str) -> String {
     let message = gannet_core::report::bound_quotes(message);
-    if let Some(rest) = message.strip_prefix("unknown field `") {
-        if let Some((name, _)) = rest.split_once('`') {
-            let field = if path.is_empty() || path == name {
-                name.to_owned()
-            } else if path.ends_with(&format!(".{name}")) {
-                path.to_owned()
-            } else {
-                format!("{path}.{name}")
-            };
-            return (field, format!("unknown field `{name}`"));
-        }
+    match message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+    {
+        Some((name, _)) => format!("unknown field `{name}`"),
+        None => message,
     }
-    (path.to_owned(), message)
 }
 
 impl RawSpec {
