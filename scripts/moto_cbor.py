@@ -19,15 +19,15 @@ moved CloudWatch to, and moto 5.2.5 (the newest) serves CloudWatch only as awsQu
 is sent on to moto as the same operation in JSON 1.0 (the service's other protocol):
 
     POST /    X-Amz-Target: GraniteServiceVersion20100801.<Op>    application/x-amz-json-1.0
-    body: the same value as JSON: a timestamp (CBOR tag 1) as epoch seconds, a blob as base64
+    body: the same value as JSON: a timestamp (CBOR tag 1) as epoch seconds
 
 and moto's JSON answer is turned back into CBOR. The answer is encoded by the operation's output
-shape from botocore's CloudWatch model, as the SDK decodes it: a timestamp as tag 1 over a
-float, a double as a float even when JSON wrote 0, a blob as bytes. An error becomes the CBOR
-map {"__type", "message"} with moto's status (and its x-amzn-query-error header, if any); a
-request this cannot read, an InternalFailure naming why.
+shape from botocore's CloudWatch model, as the SDK decodes it: a timestamp (moto writes epoch
+seconds) as tag 1 over a float, a double as a float even when JSON wrote 0, a blob as bytes.
+An error becomes the CBOR map {"__type", "message"} with moto's status (and its
+x-amzn-query-error header, if any); a request this cannot read, an InternalFailure naming why.
 
-Any other request (JSON, query, /moto-api/) is passed on to moto as it came, so this address
+Any other GET or POST (JSON, query, /moto-api/) is passed on to moto as it came, so this address
 is a whole CloudWatch endpoint. Nothing is faked here: moto keeps the state and answers.
 
 Not for the IAM-enforcing server (moto.sh start-iam): a converted body no longer matches the
@@ -48,7 +48,6 @@ import struct
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,7 +62,8 @@ HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", 
 UPSTREAM_TIMEOUT_S = 60
 
 
-# --- CBOR (RFC 8949): the subset Smithy RPCv2 uses ---------------------------------------
+# --- CBOR (RFC 8949): the subset aws-sdk-cloudwatch writes ---------------------------------
+# Strings come with their length; maps (and arrays) may be indefinite, up to a break.
 
 class Tagged:
     def __init__(self, tag: int, value: Any) -> None:
@@ -101,22 +101,15 @@ def _item(b: bytes, i: int) -> tuple[Any, int]:
         size = 1 << (info - 24)
         n = int.from_bytes(b[i:i + size], "big")
         i += size
-    elif info == 31 and major in (2, 3, 4, 5):
+    elif info == 31 and major in (4, 5):
         n = None  # indefinite length, up to a break
     else:
-        raise ValueError(f"malformed CBOR head {initial:#x}")
+        raise ValueError(f"unsupported CBOR head {initial:#x}")
     if major == 0:
         return n, i
     if major == 1:
         return -1 - n, i
     if major in (2, 3):
-        if n is None:
-            chunks = []
-            while (chunk := _item(b, i))[0] is not _BREAK:
-                chunks.append(chunk[0])
-                i = chunk[1]
-            raw, i = (b"" if major == 2 else "").join(chunks), chunk[1]
-            return raw, i
         raw = b[i:i + n]
         return (raw if major == 2 else raw.decode("utf-8")), i + n
     if major == 4:
@@ -161,33 +154,9 @@ def _text(s: str) -> bytes:
     return _head(3, len(raw)) + raw
 
 
-def cbor_encode_plain(value: Any) -> bytes:
-    """Without a shape: for error bodies (strings and numbers)."""
-    if value is None:
-        return b"\xf6"
-    if isinstance(value, bool):
-        return b"\xf5" if value else b"\xf4"
-    if isinstance(value, int):
-        return _int(value)
-    if isinstance(value, float):
-        return _float(value)
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, list):
-        return _head(4, len(value)) + b"".join(cbor_encode_plain(v) for v in value)
-    if isinstance(value, dict):
-        return _head(5, len(value)) + b"".join(
-            _text(str(k)) + cbor_encode_plain(v) for k, v in value.items())
-    raise ValueError(f"cannot encode {type(value).__name__} as CBOR")
-
-
-def _epoch_seconds(value: Any) -> float:
-    if isinstance(value, (int, float)):
-        return float(value)
-    moment = datetime.fromisoformat(str(value))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
+def error_body(code: str, message: str) -> bytes:
+    """An error's CBOR body, as the SDK reads it."""
+    return _head(5, 2) + _text("__type") + _text(code) + _text("message") + _text(message)
 
 
 def _double(value: Any) -> float:
@@ -217,7 +186,7 @@ def cbor_encode(value: Any, shape: Any) -> bytes:
     if kind in ("float", "double"):
         return _float(_double(value))
     if kind == "timestamp":
-        return _head(6, 1) + _float(_epoch_seconds(value))
+        return _head(6, 1) + _float(float(value))
     if kind == "blob":
         return _head(2, len(raw := base64.b64decode(value))) + raw
     raise ValueError(f"shape type {kind} is not handled")
@@ -229,8 +198,6 @@ def to_json(value: Any) -> Any:
         if value.tag == 1:  # epoch-seconds timestamp
             return value.value
         raise ValueError(f"unsupported CBOR tag {value.tag}")
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, list):
@@ -247,6 +214,9 @@ class Shim(BaseHTTPRequestHandler):
     moto: Any = None  # moto_server's address (urlsplit), set by main
 
     def do_POST(self) -> None:
+        if self.headers.get("transfer-encoding"):  # the SDKs send a Content-Length
+            self.send_error(411, "moto_cbor.py reads a body by its Content-Length")
+            return
         match = CBOR_PATH.match(self.path)
         if match and self.headers.get("smithy-protocol", "").lower() == "rpc-v2-cbor":
             try:
@@ -257,14 +227,6 @@ class Shim(BaseHTTPRequestHandler):
             self.pass_on()
 
     def body(self) -> bytes:
-        if self.headers.get("transfer-encoding", "").lower() == "chunked":
-            chunks = []
-            while size := int(self.rfile.readline().split(b";")[0], 16):
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(chunks)
         return self.rfile.read(int(self.headers.get("content-length") or 0))
 
     def upstream(self, method: str, path: str, body: bytes, headers: dict[str, str]):
@@ -287,8 +249,7 @@ class Shim(BaseHTTPRequestHandler):
                 self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.wfile.write(body)
 
     def pass_on(self) -> None:
         """The request to moto as it came, and moto's answer back."""
@@ -297,7 +258,7 @@ class Shim(BaseHTTPRequestHandler):
                                                 self.forwarded_headers(set()))
         self.reply(status, headers, answer)
 
-    do_GET = do_PUT = do_DELETE = do_HEAD = do_PATCH = pass_on
+    do_GET = pass_on
 
     def cbor(self, service: str, op: str) -> None:
         body = self.body()
@@ -325,9 +286,9 @@ class Shim(BaseHTTPRequestHandler):
             encoded = cbor_encode(value, output) if output is not None else b""
             self.reply(status, [*kept, *self.cbor_headers()], encoded)
         elif isinstance(value, dict):
-            error = {"__type": str(value.get("__type") or value.get("code") or "UnknownError"),
-                     "message": str(value.get("message") or value.get("Message") or "")}
-            self.reply(status, [*kept, *self.cbor_headers()], cbor_encode_plain(error))
+            code = str(value.get("__type") or "UnknownError")
+            message = str(value.get("message") or value.get("Message") or "")
+            self.reply(status, [*kept, *self.cbor_headers()], error_body(code, message))
         else:
             excerpt = answer[:500].decode("utf-8", "replace")
             self.cbor_error(status if status >= 400 else 502, "InternalFailure",
@@ -339,9 +300,7 @@ class Shim(BaseHTTPRequestHandler):
 
     def cbor_error(self, status: int, code: str, message: str) -> None:
         self.log_message("%s", message)
-        self.reply(status, self.cbor_headers(),
-                   cbor_encode_plain({"__type": code, "message": message}))
-
+        self.reply(status, self.cbor_headers(), error_body(code, message))
 
 
 def alive(pid: int) -> bool:
@@ -351,14 +310,6 @@ def alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-    except OSError:  # no /proc: ask the kernel
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        return True
 
 
 def exit_with(pid: int) -> None:
@@ -371,17 +322,16 @@ def exit_with(pid: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--moto", required=True, help="moto_server's http://127.0.0.1:PORT")
     parser.add_argument("--moto-pid", type=int, help="exit once this process is gone")
     args = parser.parse_args()
     Shim.moto = urlsplit(args.moto)
-    server = ThreadingHTTPServer((args.host, args.port), Shim)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Shim)
     server.daemon_threads = True
     if args.moto_pid:
         threading.Thread(target=exit_with, args=(args.moto_pid,), daemon=True).start()
-    print(f"CloudWatch rpc-v2-cbor -> JSON 1.0 on http://{args.host}:{args.port}, "
+    print(f"CloudWatch rpc-v2-cbor -> JSON 1.0 on http://127.0.0.1:{args.port}, "
           f"moto at {args.moto}", file=sys.stderr, flush=True)
     server.serve_forever()
 
