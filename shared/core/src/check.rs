@@ -13,7 +13,7 @@ use crate::deployment::{SyncStrategy, Trigger, TriggerKind};
 use crate::glob;
 use crate::lifecycle;
 use crate::planner::{self, PlanError};
-use crate::plugin::{PlanContext, Plugins};
+use crate::plugin::{Faces, PlanContext, Plugins};
 use crate::tree::TreeError;
 
 /// The result of checking one app config.
@@ -121,6 +121,11 @@ impl Issues {
         self.errors.push(self.issue(field, message, true));
     }
 
+    fn plan_error(&mut self, e: &PlanError) {
+        let issue = self.issue(&e.field(), e.message(), e.is_unsupported());
+        self.errors.push(issue);
+    }
+
     fn warning(&mut self, field: &str, message: String) {
         self.warnings.push(self.issue(field, message, false));
     }
@@ -193,12 +198,8 @@ fn check_parsed(
     read: &dyn Fn(&str) -> Result<String, TreeError>,
     issues: &mut Issues,
 ) {
-    check_stages(app, plugins, issues);
-    let Some(platform) = plugins.platform_for(app) else {
-        return;
-    };
-    // A platform field that does not read was reported with the stages.
-    let Ok(files) = platform.app_files(app) else {
+    // No platform plugin, or its fields do not read (reported with the stages).
+    let Some((platform, files)) = check_stages(app, plugins, issues) else {
         return;
     };
     let before = (issues.errors.len(), issues.warnings.len());
@@ -220,41 +221,54 @@ fn check_parsed(
         running_commit: None,
     };
     if let Err(e) = platform.check_app(&ctx, &|rel| read(rel).ok()) {
-        let e = PlanError::InvalidAppFile(e);
-        let issue = issues.issue(&e.field(), e.message(), e.is_unsupported());
-        issues.errors.push(issue);
+        issues.plan_error(&PlanError::InvalidAppFile(e));
     }
 }
 
-fn check_stages(app: &AppConfig, plugins: &Plugins, issues: &mut Issues) {
+/// Reports the features not supported yet, the platform and its fields, and every stage;
+/// returns the platform plugin with the files its fields name, when there is one and its
+/// fields read.
+fn check_stages<'p>(
+    app: &AppConfig,
+    plugins: &'p Plugins,
+    issues: &mut Issues,
+) -> Option<(&'p Faces, Vec<AppFile>)> {
     for u in app.unsupported_features() {
         issues.unsupported(&u.field, u.message);
     }
-    match app.platform() {
-        Some(name) if plugins.platform_for(app).is_none() => issues.unsupported(
-            &planner::platform_field(app, name),
-            format!("the {name} platform is not supported yet (no {name} plugin is compiled in)"),
-        ),
-        Some(_) => {
-            if let Some(Err(e)) = plugins.platform_for(app).map(|p| p.app_files(app)) {
-                let e = PlanError::InvalidAppFile(e);
-                let issue = issues.issue(&e.field(), e.message(), e.is_unsupported());
-                issues.errors.push(issue);
+    let platform = match (app.platform(), plugins.platform_for(app)) {
+        (Some(_), Some(platform)) => match platform.app_files(app) {
+            Ok(files) => Some((platform, files)),
+            Err(e) => {
+                issues.plan_error(&PlanError::InvalidAppFile(e));
+                None
             }
+        },
+        (Some(name), None) => {
+            issues.unsupported(
+                &planner::platform_field(app, name),
+                format!(
+                    "the {name} platform is not supported yet (no {name} plugin is compiled in)"
+                ),
+            );
+            None
         }
-        None if !app.has_pipeline() => issues.error(
-            "spec",
-            "nothing to deploy: the app names no platform plugin and has no pipeline".to_owned(),
-        ),
-        None => {}
-    }
+        (None, _) if !app.has_pipeline() => {
+            issues.error(
+                "spec",
+                "nothing to deploy: the app names no platform plugin and has no pipeline"
+                    .to_owned(),
+            );
+            None
+        }
+        (None, _) => None,
+    };
     if let Err(errors) = planner::build_stages(app, plugins) {
-        for e in errors {
-            let field = e.field();
-            let issue = issues.issue(&field, e.message(), e.is_unsupported());
-            issues.errors.push(issue);
+        for e in &errors {
+            issues.plan_error(e);
         }
     }
+    platform
 }
 
 /// A file an app's platform fields name ([`crate::plugin::Plugin::app_files`]), by its field.
@@ -296,11 +310,12 @@ impl AppFile {
         Self { format, ..self }
     }
 
-    /// For a platform whose one manifest is `spec.input.<key>` (`default` when not written):
-    /// its plugin's spec `T` is read first, so a bad field is named, then the manifest. None
+    /// For a platform `plugin` whose one manifest is `spec.input.<key>` (`default` when not
+    /// written): its spec `T` is read first, so a bad field is named, then the manifest. None
     /// for a plugin-era app: its plugin checks `spec.plugins.<name>` itself.
     pub fn input_manifest<T: serde::de::DeserializeOwned>(
         app: &AppConfig,
+        plugin: &str,
         key: &str,
         default: &str,
     ) -> Result<Vec<Self>, crate::plugin::AppFileError> {
@@ -308,7 +323,7 @@ impl AppFile {
             return Ok(Vec::new());
         }
         app.platform_spec::<T>()?;
-        let (named, field) = app.input_field("", key);
+        let (named, field) = app.input_field(plugin, key);
         Ok(vec![Self::document(
             field,
             named.unwrap_or(default),

@@ -259,7 +259,7 @@ impl Plugin for CloudRunPlugin {
     /// The config's Cloud Run fields, and the service manifest they name.
     fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
         let default = CloudRunInput::default().service_manifest_file;
-        AppFile::input_manifest::<spec::CloudRunSpec>(app, "serviceManifestFile", &default)
+        AppFile::input_manifest::<spec::CloudRunSpec>(app, NAME, "serviceManifestFile", &default)
     }
 
     /// The service manifest must exist and map to the v2 API: a bad one fails the plan,

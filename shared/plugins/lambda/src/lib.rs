@@ -140,7 +140,7 @@ impl Plugin for LambdaPlugin {
     /// The config's Lambda fields, and the function manifest they name.
     fn app_files(&self, app: &AppConfig) -> Result<Vec<AppFile>, AppFileError> {
         let default = spec::LambdaInput::default().function_manifest_file;
-        AppFile::input_manifest::<spec::LambdaSpec>(app, "functionManifestFile", &default)
+        AppFile::input_manifest::<spec::LambdaSpec>(app, NAME, "functionManifestFile", &default)
     }
 
     /// The function manifest must exist and validate: a bad one fails the plan, naming the
