@@ -273,10 +273,9 @@ impl Plugin for KubernetesPlugin {
                 .ok()
                 .and_then(|o| o.split().ok());
             if let Some(split) = split.filter(|s| s.only().is_none()) {
-                return Err(manifest::config_error(
-                    &format!("spec.pipeline.stages[{i}].with"),
+                return Err(AppFileError::in_config(
+                    format!("spec.pipeline.stages[{i}].with"),
                     format!("traffic routing by podselector switches the Service's selector, so one variant takes all traffic; {split} needs spec.trafficRouting.method: istio"),
-                    false,
                 ));
             }
         }

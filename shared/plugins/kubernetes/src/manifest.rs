@@ -97,22 +97,6 @@ fn error(file: &str, line: Option<usize>, field: &str, message: impl Into<String
     }
 }
 
-/// An error in the app config itself, at `field`.
-pub(crate) fn config_error(field: &str, message: String, unsupported: bool) -> AppFileError {
-    AppFileError {
-        named_by: field.into(),
-        file: String::new(),
-        line: None,
-        field: String::new(),
-        message,
-        unsupported,
-    }
-}
-
-fn unsupported(field: &str, message: &str) -> AppFileError {
-    config_error(field, message.to_owned(), true)
-}
-
 /// The app's Kubernetes spec: a `KubernetesApp`'s, or `spec.plugins.kubernetes` of an
 /// `Application`.
 pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
@@ -122,7 +106,7 @@ pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
     match app.plugin_config("kubernetes") {
         None => Ok(KubernetesSpec::default()),
         Some(v) => serde_json::from_value(v.clone())
-            .map_err(|e| config_error("spec.plugins.kubernetes", e.to_string(), false)),
+            .map_err(|e| AppFileError::in_config("spec.plugins.kubernetes", e.to_string())),
     }
 }
 
@@ -131,7 +115,7 @@ pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
 pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result<(), AppFileError> {
     let input = &spec.input;
     if input.helm_chart.is_some() || !input.helm_version.is_empty() {
-        return Err(unsupported(
+        return Err(AppFileError::unsupported_in_config(
             "spec.input.helmChart",
             "Helm charts are not supported yet: gannet applies plain manifests; render the chart into the repository (helm template) and list the files",
         ));
@@ -140,7 +124,7 @@ pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result
         || !input.kustomize_version.is_empty()
         || !input.kustomize_options.is_empty()
     {
-        return Err(unsupported(
+        return Err(AppFileError::unsupported_in_config(
             "spec.input.kustomizeVersion",
             "kustomize is not supported yet: gannet applies plain manifests; render the kustomization into the repository (kustomize build) and list the files",
         ));
@@ -150,13 +134,13 @@ pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result
         .as_ref()
         .is_some_and(|t| t.method == crate::spec::TrafficRoutingMethod::Smi)
     {
-        return Err(unsupported(
+        return Err(AppFileError::unsupported_in_config(
             "spec.trafficRouting.method",
             "traffic routing by SMI is not supported: use podselector or istio",
         ));
     }
     if !spec.resource_routes.is_empty() {
-        return Err(unsupported(
+        return Err(AppFileError::unsupported_in_config(
             "spec.resourceRoutes",
             "resource routes (objects sent to other deploy targets) are not supported yet",
         ));
