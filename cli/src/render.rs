@@ -257,7 +257,7 @@ pub fn deployment(d: &DeploymentView) {
     }
 }
 
-/// One of a stage's details as `deployments show` prints it: a table, named values, or
+/// One of a stage's details as `deployments show` prints it: a table, or
 /// resources one line each (`+` create, `~` update, `-` destroy, `-/+` replace) with a line per
 /// changed attribute. Generic: whatever the stage's plugin, the same shapes print the same way.
 pub fn detail_text(stage: &str, detail: &Detail) -> String {
@@ -273,13 +273,6 @@ pub fn detail_text(stage: &str, detail: &Detail) -> String {
                 .map(|r| r.iter().map(|c| shorten(c, 60)).collect())
                 .collect();
             format!("{title} of stage {stage}:\n{}", table_text(&header, &rows))
-        }
-        Detail::KeyValues { title, items } => {
-            let mut out = format!("{title} of stage {stage}:\n");
-            for kv in items {
-                out.push_str(&format!("  {}: {}\n", kv.key, kv.value));
-            }
-            out
         }
         Detail::Resources {
             title,

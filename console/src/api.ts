@@ -81,7 +81,6 @@ export interface ResourceChange {
 /** One block of a stage's details, as its plugin presents it; rendered by shape alone. */
 export type Detail =
   | { type: "table"; title: string; columns: string[]; rows: string[][] }
-  | { type: "key_values"; title: string; items: { key: string; value: string }[] }
   | { type: "resources"; title: string; summary: string; items: ResourceChange[]; omitted: number };
 
 /** What a stage's plugin shows of it, and what may be done to it now. */

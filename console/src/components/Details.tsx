@@ -1,7 +1,6 @@
-// A stage's details as its plugin presents them (a table, named values, resources with their
-// changes), rendered by shape alone: the console never names a plugin or its stages.
+// A stage's details as its plugin presents them (a table, resources with their changes),
+// rendered by shape alone: the console never names a plugin or its stages.
 
-import { Fragment } from "preact";
 import type { Detail, ResourceChange } from "../api";
 
 /** The short sign of a resource's actions: + create, ~ update, - delete, -/+ replace. */
@@ -49,20 +48,6 @@ function DetailBlock({ detail: d }: { detail: Detail }) {
             </tbody>
           </table>
         </div>
-      );
-    case "key_values":
-      return (
-        <section class="detail-values" aria-label={d.title}>
-          <h4>{d.title}</h4>
-          <dl>
-            {d.items.map((kv) => (
-              <Fragment key={kv.key}>
-                <dt>{kv.key}</dt>
-                <dd>{kv.value}</dd>
-              </Fragment>
-            ))}
-          </dl>
-        </section>
       );
     case "resources":
       return (

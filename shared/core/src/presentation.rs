@@ -32,8 +32,6 @@ pub enum Detail {
         columns: Vec<String>,
         rows: Vec<Vec<String>>,
     },
-    /// Named values.
-    KeyValues { title: String, items: Vec<KeyValue> },
     /// Resources a stage changes or changed, each with its actions and changed attributes
     /// (a Terraform plan, a Kubernetes sync's objects).
     Resources {
@@ -52,18 +50,10 @@ impl Detail {
     /// blocks (a lifecycle phase, its items') says whose they are.
     #[must_use]
     pub fn titled(mut self, f: impl FnOnce(&str) -> String) -> Self {
-        let (Self::Table { title, .. }
-        | Self::KeyValues { title, .. }
-        | Self::Resources { title, .. }) = &mut self;
+        let (Self::Table { title, .. } | Self::Resources { title, .. }) = &mut self;
         *title = f(title);
         self
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyValue {
-    pub key: String,
-    pub value: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,6 +32,7 @@ use gannet_core::plugin::{
     Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, StepError,
     StepIo, StepOutcome, Steps, StopContext,
 };
+use gannet_core::presentation::Detail;
 use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
@@ -254,53 +255,49 @@ impl Plugin for LifecyclePlugin {
 }
 
 impl Presenter for LifecyclePlugin {
-    /// The phase's items in the config's order (tasks, then evaluations), then each item's
-    /// own details as its plugin presents them (an evaluation's measurements).
-    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
+    /// The phase's started items in the config's order (tasks, then evaluations), then each
+    /// item's own details as its plugin presents them (an evaluation's measurements).
+    fn present(&self, stage: &Stage) -> Vec<Detail> {
+        // The stored `with` is what validate_stage wrote.
+        let Ok(opts) = PhaseOptions::from_stored(&stage.with) else {
+            return Vec::new();
+        };
         let records = items(&stage.metadata);
-        let opts = PhaseOptions::from_stored(&stage.with).ok();
-        let configured: Vec<(ItemKind, &ItemOptions)> = opts
-            .iter()
-            .flat_map(|o| o.items().map(|(kind, _, item)| (kind, item)))
+        let started: Vec<_> = opts
+            .items()
+            .filter_map(|(kind, _, item)| Some((kind, item, records.get(&item.name)?)))
             .collect();
-        let named = |name: &str| configured.iter().any(|(_, item)| item.name == name);
-        let order = configured
-            .iter()
-            .map(|(_, item)| item.name.as_str())
-            .chain(records.keys().map(String::as_str).filter(|n| !named(n)));
-        let rows: Vec<Vec<String>> = order
-            .filter_map(|name| {
-                let r = records.get(name)?;
-                let took = r
-                    .completed_at
-                    .map(|end| end.since(r.started_at).to_string())
-                    .unwrap_or_default();
-                Some(vec![
-                    name.to_owned(),
-                    r.kind.as_str().to_owned(),
-                    r.status.as_str().to_owned(),
-                    took,
-                    r.reason.clone(),
-                ])
-            })
-            .collect();
-        let table = (!rows.is_empty()).then(|| gannet_core::presentation::Detail::Table {
+        if started.is_empty() {
+            return Vec::new();
+        }
+        let rows = started.iter().map(|(_, item, r)| {
+            let took = r
+                .completed_at
+                .map(|end| end.since(r.started_at).to_string());
+            vec![
+                item.name.clone(),
+                r.kind.as_str().to_owned(),
+                r.status.as_str().to_owned(),
+                took.unwrap_or_default(),
+                r.reason.clone(),
+            ]
+        });
+        let table = Detail::Table {
             title: "Items".into(),
             columns: ["ITEM", "KIND", "STATUS", "TOOK", "REASON"]
                 .map(str::to_owned)
                 .to_vec(),
-            rows,
-        });
-        let shown = configured.iter().flat_map(|&(kind, item)| {
-            let shown = records.get(&item.name).zip(self.runner(kind).ok());
-            let details = shown.map(|(record, runner)| {
-                runner.present(&item_stage(stage, kind, item, Some(record)))
-            });
+            rows: rows.collect(),
+        };
+        let shown = started.iter().flat_map(|&(kind, item, record)| {
+            let details = self
+                .runner(kind)
+                .map(|runner| runner.present(&item_stage(stage, kind, item, Some(record))));
             details.into_iter().flatten().map(move |d| {
                 d.titled(|title| format!("{title} of {} {}", kind.as_str(), item.name))
             })
         });
-        table.into_iter().chain(shown).collect()
+        std::iter::once(table).chain(shown).collect()
     }
 }
 

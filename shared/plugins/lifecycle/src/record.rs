@@ -70,8 +70,7 @@ impl ItemRecord {
 /// A phase's item records, by item name.
 pub type Records = BTreeMap<String, ItemRecord>;
 
-/// The records of a phase stage's items (for the API and `gannet deployments show`); a record
-/// that does not read is left out.
+/// The records of a phase stage's items, by name; a record that does not read is left out.
 pub fn items(metadata: &Metadata) -> Records {
     metadata
         .iter()

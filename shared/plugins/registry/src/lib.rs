@@ -93,6 +93,18 @@ mod tests {
             stage.status = StageStatus::Success;
             assert!(!whole.present(&stage).approvable, "{name}");
         }
+        let approvable: Vec<&str> = whole
+            .stage_names()
+            .filter(|name| {
+                let mut stage = Stage::planned(StageId::parse("s").unwrap(), name, 0, Value::Null);
+                stage.status = StageStatus::Running;
+                planning.present(&stage).approvable
+            })
+            .collect();
+        assert_eq!(
+            approvable,
+            [gannet_plugin_wait_approval::STAGE_WAIT_APPROVAL]
+        );
     }
 
     /// Terraform's live read is a `terraform plan` (code from the repository); the others'

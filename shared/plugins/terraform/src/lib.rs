@@ -50,7 +50,7 @@ use gannet_core::typed::FieldError;
 use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
-pub use plan::{Attribute, Change, Plan};
+pub use plan::{Change, Plan};
 pub use target::DeployTarget;
 
 use crate::script::{Commands, APPLIED, ERROR, PLAN_EXIT, PLAN_FILE, PLAN_JSON};

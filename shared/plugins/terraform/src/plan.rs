@@ -37,23 +37,10 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Change {
-    pub address: String,
-    /// Terraform's actions: `create`, `update`, `delete`, or `delete`+`create` (a replace).
-    pub actions: Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub attributes: Vec<Attribute>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Attribute {
-    pub name: String,
-    /// In the state now; `<unset>` when absent.
-    pub before: String,
-    /// After the plan is applied.
-    pub after: String,
-}
+/// A resource the plan changes, kept as the clients show it: its address, Terraform's actions
+/// (`create`, `update`, `delete`, or `delete`+`create`, a replace), and each changed attribute
+/// (`before` is `<unset>` when absent).
+pub type Change = ResourceChange;
 
 impl Plan {
     /// Reads `terraform show -json` of a saved plan.
@@ -100,23 +87,7 @@ impl Plan {
         Detail::Resources {
             title: "Plan".into(),
             summary: self.summary(),
-            items: self
-                .changes
-                .iter()
-                .map(|c| ResourceChange {
-                    address: c.address.clone(),
-                    actions: c.actions.clone(),
-                    attributes: c
-                        .attributes
-                        .iter()
-                        .map(|a| AttributeChange {
-                            name: a.name.clone(),
-                            before: a.before.clone(),
-                            after: a.after.clone(),
-                        })
-                        .collect(),
-                })
-                .collect(),
+            items: self.changes.clone(),
             omitted: self.omitted,
         }
     }
@@ -163,7 +134,8 @@ impl Plan {
     pub fn drift(&self) -> Vec<DriftField> {
         let mut out = Vec::new();
         for c in &self.changes {
-            let set: Vec<&Attribute> = c.attributes.iter().filter(|a| a.after != UNKNOWN).collect();
+            let set: Vec<&AttributeChange> =
+                c.attributes.iter().filter(|a| a.after != UNKNOWN).collect();
             let creates = c.actions.iter().any(|a| a == "create");
             let deletes = c.actions.iter().any(|a| a == "delete");
             match (creates, deletes) {
@@ -214,7 +186,7 @@ impl Plan {
 }
 
 /// The attributes whose value changes, sensitive ones hidden.
-fn attributes(change: &Value) -> Vec<Attribute> {
+fn attributes(change: &Value) -> Vec<AttributeChange> {
     let empty = Map::new();
     let before = change["before"].as_object().unwrap_or(&empty);
     let after = change["after"].as_object().unwrap_or(&empty);
@@ -240,7 +212,7 @@ fn attributes(change: &Value) -> Vec<Attribute> {
             None | Some(Value::Null) => UNSET.to_owned(),
             Some(v) => cut(&v.to_string()),
         };
-        out.push(Attribute {
+        out.push(AttributeChange {
             name: name.clone(),
             before: shown(b, hidden(&change["before_sensitive"])),
             after: if is_unknown {
