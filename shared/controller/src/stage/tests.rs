@@ -51,6 +51,7 @@ impl Presenter for Slow {}
 impl Steps for Slow {
     async fn execute_step(&self, _ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        tracing::info!("slow step");
         tokio::time::sleep(self.delay).await;
         Ok(StepOutcome::Done(StageResult::Success))
     }
@@ -275,4 +276,49 @@ async fn every_step_delivered_twice_still_raises_each_event_once() {
     assert_eq!(stage.data.stage_name.as_deref(), Some("SLOW"));
     assert_eq!(stage.data.phase.as_deref(), Some("deployment"));
     assert_eq!(stage.data.result, "SUCCESS");
+}
+
+/// A log writer that keeps what is written, for the span test.
+#[derive(Clone, Default)]
+struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lines").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_steps_log_lines_carry_the_deployment_app_and_stage_of_its_handler_span() {
+    let lab = Lab::with_delay(Duration::ZERO).await;
+    let step = lab.first_step().await;
+    let Message::Step { deployment, .. } = Message::decode(&step.body).expect("a message") else {
+        panic!("not a step");
+    };
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_current_span(true)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    lab.controller.handle(&step).await;
+    let text = String::from_utf8(lines.0.lock().expect("lines").clone()).expect("utf-8");
+    let line = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON line"))
+        .find(|l| l["fields"]["message"] == "slow step")
+        .unwrap_or_else(|| panic!("the step's line: {text}"));
+    let span = &line["span"];
+    assert_eq!(span["name"], "handle", "{line}");
+    assert_eq!(span["queue"], QueueName::Stage.as_str(), "{line}");
+    assert_eq!(span["deployment"], deployment.as_str(), "{line}");
+    assert_eq!(span["app"], "demo:app/app.pipecd.yaml", "{line}");
+    assert_eq!(span["stage"], "stage-0", "{line}");
 }
