@@ -205,7 +205,7 @@ struct Names {
 
 /// `infra/template.yaml`, and a small resolver for the intrinsics the jobs' roles use
 /// (`!Ref`, `!GetAtt`, `!Sub`, `!If`); any other fails the test, naming it.
-struct Template(Yaml);
+struct Template(Value);
 
 impl Template {
     fn load() -> Self {
@@ -214,12 +214,58 @@ impl Template {
         let Tagged(template) = gannet_core::yaml::from_str(&text).expect("the template parses");
         Self(template)
     }
+
+    /// One policy of the statements `sids` of the role `resource`'s inline policies, resolved.
+    fn role_statements(&self, resource: &str, sids: &[&str], names: &Names) -> (String, Value) {
+        let policies = self.0["Resources"][resource]["Properties"]["Policies"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
+        let statements: Vec<Value> = policies
+            .iter()
+            .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned())
+            .flatten()
+            .filter(|s| sid(s).is_some_and(|sid| sids.contains(&sid)))
+            .map(|s| {
+                let at = format!("Resources.{resource}.{}", sid(&s).unwrap_or("?"));
+                resolve(&s, names, &at).expect("a statement")
+            })
+            .collect();
+        assert_eq!(
+            statements.len(),
+            sids.len(),
+            "{resource} has statements {sids:?}"
+        );
+        let document = json!({"Version": "2012-10-17", "Statement": statements});
+        (sids.join("-"), document)
+    }
+
+    /// The trust policy of the role `resource`, resolved.
+    fn trust_policy(&self, resource: &str, names: &Names) -> Value {
+        let document = &self.0["Resources"][resource]["Properties"]["AssumeRolePolicyDocument"];
+        let at = format!("Resources.{resource}.AssumeRolePolicyDocument");
+        resolve(document, names, &at).unwrap_or_else(|| panic!("{at}: no trust policy"))
+    }
+
+    /// Each inline policy of the role `resource`: its name and document, resolved.
+    fn role_policies(&self, resource: &str, names: &Names) -> Vec<(String, Value)> {
+        let policies = &self.0["Resources"][resource]["Properties"]["Policies"];
+        let policies = policies
+            .as_array()
+            .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
+        policies
+            .iter()
+            .map(|p| {
+                let name = p["PolicyName"].as_str().expect("PolicyName").to_owned();
+                let at = format!("Resources.{resource}.Policies.{name}");
+                let document = resolve(&p["PolicyDocument"], names, &at).expect("a document");
+                (name, document)
+            })
+            .collect()
+    }
 }
 
 /// A node of the template: CloudFormation's short forms (`!Ref x`) become one-key maps
 /// (`{"!Ref": "x"}`), as its JSON form writes them (`{"Ref": "x"}`).
-type Yaml = Value;
-
 struct Tagged(Value);
 
 impl<'de> serde::Deserialize<'de> for Tagged {
@@ -288,59 +334,9 @@ impl<'de> serde::Deserialize<'de> for Untagged {
     }
 }
 
-impl Template {
-    /// One policy of the statements `sids` of the role `resource`'s inline policies, resolved.
-    fn role_statements(&self, resource: &str, sids: &[&str], names: &Names) -> (String, Value) {
-        let policies = self.0["Resources"][resource]["Properties"]["Policies"]
-            .as_array()
-            .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
-        let statements: Vec<Value> = policies
-            .iter()
-            .flat_map(|p| p["PolicyDocument"]["Statement"].as_array().cloned())
-            .flatten()
-            .filter(|s| sid(s).is_some_and(|sid| sids.contains(&sid)))
-            .map(|s| {
-                let at = format!("Resources.{resource}.{}", sid(&s).unwrap_or("?"));
-                resolve(&s, names, &at).expect("a statement")
-            })
-            .collect();
-        assert_eq!(
-            statements.len(),
-            sids.len(),
-            "{resource} has statements {sids:?}"
-        );
-        let document = json!({"Version": "2012-10-17", "Statement": statements});
-        (sids.join("-"), document)
-    }
-
-    /// The trust policy of the role `resource`, resolved.
-    fn trust_policy(&self, resource: &str, names: &Names) -> Value {
-        let document = &self.0["Resources"][resource]["Properties"]["AssumeRolePolicyDocument"];
-        let at = format!("Resources.{resource}.AssumeRolePolicyDocument");
-        resolve(document, names, &at).unwrap_or_else(|| panic!("{at}: no trust policy"))
-    }
-
-    /// Each inline policy of the role `resource`: its name and document, resolved.
-    fn role_policies(&self, resource: &str, names: &Names) -> Vec<(String, Value)> {
-        let policies = &self.0["Resources"][resource]["Properties"]["Policies"];
-        let policies = policies
-            .as_array()
-            .unwrap_or_else(|| panic!("{resource} has no Policies in the template"));
-        policies
-            .iter()
-            .map(|p| {
-                let name = p["PolicyName"].as_str().expect("PolicyName").to_owned();
-                let at = format!("Resources.{resource}.Policies.{name}");
-                let document = resolve(&p["PolicyDocument"], names, &at).expect("a document");
-                (name, document)
-            })
-            .collect()
-    }
-}
-
 /// A statement's Sid, or that of a statement only some stacks have (`!If [condition, statement,
 /// !Ref AWS::NoValue]`).
-fn sid(statement: &Yaml) -> Option<&str> {
+fn sid(statement: &Value) -> Option<&str> {
     statement["Sid"]
         .as_str()
         .or_else(|| statement["!If"][1]["Sid"].as_str())
@@ -352,7 +348,7 @@ fn job_target_role(names: &Names) -> String {
 }
 
 /// `value` with its intrinsics resolved; `None` for `!Ref AWS::NoValue`.
-fn resolve(value: &Yaml, names: &Names, at: &str) -> Option<Value> {
+fn resolve(value: &Value, names: &Names, at: &str) -> Option<Value> {
     let attribute = |resource: &str, attribute: &str| -> String {
         match (resource, attribute) {
             ("JobsBucket", "Arn") => format!("arn:aws:s3:::{}", names.bucket),
