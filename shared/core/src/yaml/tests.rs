@@ -236,7 +236,11 @@ fn a_typed_read_is_refused_for_the_limit_before_its_fields() {
     struct Lenient {}
     let err = from_str::<Lenient>(&laughs(9)).unwrap_err();
     assert_eq!(err.limit(), Some(LimitError::TooManyAnchoredNodes));
-    let aliases = format!("a: &a [{}]\nb: [{}]\n", ["x"; 1000].join(", "), ["*a"; 60].join(", "));
+    let aliases = format!(
+        "a: &a [{}]\nb: [{}]\n",
+        ["x"; 1000].join(", "),
+        ["*a"; 60].join(", ")
+    );
     let err = from_str::<Lenient>(&aliases).unwrap_err();
     assert_eq!(err.limit(), Some(LimitError::TooManyNodes));
     let deep = format!("name: {}1{}", "[".repeat(80), "]".repeat(80));
