@@ -13,65 +13,18 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use support::{
-    app_config, deployed_web, finish, token_of, CliRun, Gannet, KillOnDrop, Repo, ADMIN_TOKEN,
-};
+use support::{app_config, deployed_web, token_of, CliRun, Gannet, KillOnDrop, Repo, ADMIN_TOKEN};
 
 const LIMIT: Duration = Duration::from_secs(30);
-/// A scenario's own waits are bounded at 30 s each; the process at this.
-const SCENARIO_LIMIT: Duration = Duration::from_secs(120);
 const CONFIG: &str = "apps/web/app.pipecd.yaml";
 
-/// The workspace root (this file is `tests/` under it).
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// Where screenshots go: `artifacts/console/` in the checkout (git-ignored).
-fn artifacts() -> PathBuf {
-    let dir = root().join("artifacts/console");
-    std::fs::create_dir_all(&dir).expect("artifacts dir");
-    dir
-}
-
-fn chromium() -> String {
-    std::env::var("GANNET_CHROMIUM").unwrap_or_else(|_| {
-        panic!("GANNET_CHROMIUM is not set: run `scripts/chromium.sh ensure` and set it to `scripts/chromium.sh path` (make test does both)")
-    })
-}
-
-/// Runs browser scenario `name` (console/e2e/run.mjs) against `g`, signed in with `token`.
+/// Runs browser scenario `name` against `g`'s app `web`, signed in with `token`.
 fn scenario(g: &Gannet, name: &str, token: &str, deployment: &str, expect: Value) -> CliRun {
-    let child = Command::new("node")
-        .arg(root().join("console/e2e/run.mjs"))
-        .arg(name)
-        .current_dir(root().join("console"))
-        .env("GANNET_CHROMIUM", chromium())
-        .env("GANNET_URL", &g.url)
-        .env("GANNET_TOKEN", token)
-        .env("GANNET_DEPLOYMENT", deployment)
-        .env("GANNET_APP", "web")
-        // The screenshots scenario's pictures are the README's; the others' go beside them.
-        .env(
-            "GANNET_SCREENSHOTS",
-            match name {
-                "screenshots" => artifacts(),
-                other => artifacts().join(other),
-            },
-        )
-        .env("GANNET_EXPECT", expect.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("node runs (Node.js 20 or newer is needed)");
-    let run = finish(child, SCENARIO_LIMIT);
-    support::assert_no_secrets("a browser scenario's output", &run.stdout);
-    run
+    support::console_scenario(g, name, token, "web", deployment, &expect)
 }
 
 fn passes(g: &Gannet, run: &CliRun, what: &str) {
@@ -172,7 +125,7 @@ fn a_failing_stage_shows_its_log_line_every_page_is_screenshotted_and_works_from
         "deployment",
         "deployment-phone",
     ] {
-        let path = artifacts().join(format!("{name}.png"));
+        let path = support::console_artifacts().join(format!("{name}.png"));
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(
             bytes.starts_with(b"\x89PNG"),

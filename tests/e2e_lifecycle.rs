@@ -381,6 +381,7 @@ fn phases_run_their_items_at_once_a_failing_evaluation_stops_before_lambda_and_a
         &g,
         "stage-tables",
         token_of("vic"),
+        "fn",
         &id,
         &json!({ "stages": expect }),
     );

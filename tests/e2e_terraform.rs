@@ -276,6 +276,7 @@ fn plan_then_approval_then_apply_applies_that_plan_with_state_in_moto_s3() {
         &g,
         "stage-details",
         token_of("vic"),
+        "infra",
         &id,
         &json!({
             "stage": plan["id"],

@@ -926,13 +926,23 @@ pub fn test_certificate(dir: &Path) -> PathBuf {
     dir.join("ca.pem")
 }
 
+/// Where browser scenarios put their screenshots: `artifacts/console/` in the checkout
+/// (git-ignored).
+pub fn console_artifacts() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../artifacts/console");
+    std::fs::create_dir_all(&dir).expect("artifacts dir");
+    dir
+}
+
 /// Runs browser scenario `name` (console/e2e/run.mjs, in Chromium from `GANNET_CHROMIUM`)
-/// against `g`'s web console, signed in with `token`, on `deployment`, with `expect` as its
-/// GANNET_EXPECT; screenshots go to `artifacts/console/<name>/`. Bounded at two minutes.
+/// against `g`'s web console, signed in with `token`, on `deployment` of `app`, with `expect`
+/// as its GANNET_EXPECT. Screenshots go to `artifacts/console/<name>/`, the `screenshots`
+/// scenario's (the README's pictures) to `artifacts/console/`. Bounded at two minutes.
 pub fn console_scenario(
     g: &Gannet,
     name: &str,
     token: &str,
+    app: &str,
     deployment: &str,
     expect: &Value,
 ) -> CliRun {
@@ -940,6 +950,10 @@ pub fn console_scenario(
     let chromium = std::env::var("GANNET_CHROMIUM").unwrap_or_else(|_| {
         panic!("GANNET_CHROMIUM is not set: run `scripts/chromium.sh ensure` and set it to `scripts/chromium.sh path` (make test does both)")
     });
+    let screenshots = match name {
+        "screenshots" => console_artifacts(),
+        other => console_artifacts().join(other),
+    };
     let child = Command::new("node")
         .arg(root.join("console/e2e/run.mjs"))
         .arg(name)
@@ -947,11 +961,9 @@ pub fn console_scenario(
         .env("GANNET_CHROMIUM", chromium)
         .env("GANNET_URL", &g.url)
         .env("GANNET_TOKEN", token)
+        .env("GANNET_APP", app)
         .env("GANNET_DEPLOYMENT", deployment)
-        .env(
-            "GANNET_SCREENSHOTS",
-            root.join("artifacts/console").join(name),
-        )
+        .env("GANNET_SCREENSHOTS", screenshots)
         .env("GANNET_EXPECT", expect.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
