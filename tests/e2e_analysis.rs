@@ -245,19 +245,7 @@ fn a_canary_whose_error_rate_stays_under_max_is_promoted_and_one_that_breaks_it_
 /// `scripts/moto.sh start` runs beside moto_server (scripts/moto_cbor.py), since the SDK speaks
 /// only CBOR to CloudWatch and moto only JSON 1.0. The state is moto's, as at `moto::endpoint()`.
 fn cloudwatch_endpoint() -> String {
-    let Ok(endpoint) = std::env::var("GANNET_MOTO_CLOUDWATCH_ENDPOINT") else {
-        panic!(
-            "GANNET_MOTO_CLOUDWATCH_ENDPOINT is not set: the CloudWatch test needs moto_server and \
-             its CloudWatch front on loopback. Run `make test`, or: scripts/moto.sh ensure && \
-             eval \"$(scripts/moto.sh start /tmp/motostate)\" (and scripts/moto.sh stop \
-             /tmp/motostate afterwards)"
-        );
-    };
-    assert!(
-        endpoint.starts_with("http://127.0.0.1:"),
-        "GANNET_MOTO_CLOUDWATCH_ENDPOINT must be a loopback address, got {endpoint}"
-    );
-    endpoint
+    moto::loopback_endpoint("GANNET_MOTO_CLOUDWATCH_ENDPOINT")
 }
 
 #[test]

@@ -25,16 +25,23 @@ pub const ROLE: &str = "arn:aws:iam::123456789012:role/gannet-e2e";
 
 /// moto's endpoint, from `GANNET_MOTO_ENDPOINT`; panics with how to start it when unset.
 pub fn endpoint() -> String {
-    let Ok(endpoint) = std::env::var("GANNET_MOTO_ENDPOINT") else {
+    loopback_endpoint("GANNET_MOTO_ENDPOINT")
+}
+
+/// The loopback address in `variable`, which `scripts/moto.sh start` sets (moto_server's, or
+/// its CloudWatch front's in `GANNET_MOTO_CLOUDWATCH_ENDPOINT`); a test that needs it fails
+/// saying how to start it.
+pub fn loopback_endpoint(variable: &str) -> String {
+    let Ok(endpoint) = std::env::var(variable) else {
         panic!(
-            "GANNET_MOTO_ENDPOINT is not set: the Lambda end-to-end tests need moto_server on loopback. \
+            "{variable} is not set: this test needs moto_server on loopback. \
              Run `make test`, or: scripts/moto.sh ensure && eval \"$(scripts/moto.sh start /tmp/motostate)\" \
              (and scripts/moto.sh stop /tmp/motostate afterwards)"
         );
     };
     assert!(
         endpoint.starts_with("http://127.0.0.1:"),
-        "GANNET_MOTO_ENDPOINT must be a loopback address, got {endpoint}"
+        "{variable} must be a loopback address, got {endpoint}"
     );
     endpoint
 }
