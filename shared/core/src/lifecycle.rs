@@ -33,13 +33,11 @@
 
 use serde_json::{Map, Value};
 
-/// A YAML document as read (see [`crate::yaml`]).
-type Yaml = Value;
-
 use crate::config::{load_yaml, ConfigError, LineIndex};
 use crate::deployment::Stage;
 use crate::ids::StageId;
 use crate::plugin::{Plugins, StageConfigError};
+use crate::stage_options::json_kind;
 
 /// The lifecycle file's `apiVersion`.
 pub const API_VERSION: &str = "gannet.dev/v1";
@@ -212,9 +210,9 @@ fn fail<T>(field: impl Into<String>, message: impl Into<String>) -> Found<T> {
 }
 
 /// The map at `field`, its keys checked against `known`.
-fn mapping<'a>(value: &'a Yaml, field: &str, known: &[&str]) -> Found<&'a Map<String, Value>> {
-    let Yaml::Object(map) = value else {
-        return fail(field, format!("expected a map, got {}", yaml_kind(value)));
+fn mapping<'a>(value: &'a Value, field: &str, known: &[&str]) -> Found<&'a Map<String, Value>> {
+    let Value::Object(map) = value else {
+        return fail(field, format!("expected a map, got {}", json_kind(value)));
     };
     for key in map.keys() {
         let key = key.as_str();
@@ -234,20 +232,9 @@ fn mapping<'a>(value: &'a Yaml, field: &str, known: &[&str]) -> Found<&'a Map<St
     Ok(map)
 }
 
-fn yaml_kind(value: &Yaml) -> &'static str {
-    match value {
-        Yaml::Null => "nothing",
-        Yaml::Bool(_) => "a boolean",
-        Yaml::Number(_) => "a number",
-        Yaml::String(_) => "a string",
-        Yaml::Array(_) => "a list",
-        Yaml::Object(_) => "a map",
-    }
-}
-
-fn read_document(doc: &Yaml) -> Found<(Option<Phase>, Option<Phase>)> {
+fn read_document(doc: &Value) -> Found<(Option<Phase>, Option<Phase>)> {
     let top = mapping(doc, "", &["apiVersion", "kind", "spec"])?;
-    let text_of = |key: &str| top.get(key).and_then(Yaml::as_str);
+    let text_of = |key: &str| top.get(key).and_then(Value::as_str);
     match text_of("apiVersion") {
         Some(API_VERSION) => {}
         Some(other) => {
@@ -291,16 +278,16 @@ fn read_document(doc: &Yaml) -> Found<(Option<Phase>, Option<Phase>)> {
     Ok((pre, post))
 }
 
-fn read_phase(value: &Yaml, at: &str) -> Found<Phase> {
+fn read_phase(value: &Value, at: &str) -> Found<Phase> {
     let map = mapping(value, at, &["tasks", "evaluations"])?;
     let mut names: Vec<String> = Vec::new();
     let mut list = |key: &str| -> Found<Vec<Item>> {
         let field = format!("{at}.{key}");
         let items = match map.get(key) {
-            None | Some(Yaml::Null) => return Ok(Vec::new()),
-            Some(Yaml::Array(items)) => items,
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(items)) => items,
             Some(other) => {
-                return fail(field, format!("expected a list, got {}", yaml_kind(other)))
+                return fail(field, format!("expected a list, got {}", json_kind(other)))
             }
         };
         items
@@ -329,16 +316,16 @@ fn read_phase(value: &Yaml, at: &str) -> Found<Phase> {
     Ok(phase)
 }
 
-fn read_item(value: &Yaml, at: &str) -> Found<Item> {
-    let Yaml::Object(map) = value else {
-        return fail(at, format!("expected a map, got {}", yaml_kind(value)));
+fn read_item(value: &Value, at: &str) -> Found<Item> {
+    let Value::Object(map) = value else {
+        return fail(at, format!("expected a map, got {}", json_kind(value)));
     };
     let name = match map.get("name") {
-        Some(Yaml::String(n)) => n.clone(),
+        Some(Value::String(n)) => n.clone(),
         Some(other) => {
             return fail(
                 format!("{at}.name"),
-                format!("expected a string, got {}", yaml_kind(other)),
+                format!("expected a string, got {}", json_kind(other)),
             )
         }
         None => {
