@@ -248,4 +248,23 @@ mod tests {
             assert!(!err.contains("tiny1"), "the token is not quoted: {err}");
         }
     }
+
+    #[test]
+    fn a_file_past_a_yaml_limit_is_refused_for_the_limit() {
+        // Each level's list holds the previous level ten times: 10^6 nodes once expanded.
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for level in ["b", "c", "d", "e", "f"] {
+            let prev = (b'a' + (level.as_bytes()[0] - b'b')) as char;
+            let refs = vec![format!("*{prev}"); 10].join(", ");
+            bomb.push_str(&format!("{level}: &{level} [{refs}]\n"));
+        }
+        let deep = format!("{}x{}", "[".repeat(100), "]".repeat(100));
+        for (text, want) in [
+            (bomb.as_str(), "too many aliases"),
+            (deep.as_str(), "nested deeper than"),
+        ] {
+            let err = ApiTokens::parse(text).err().unwrap_or_default();
+            assert!(err.starts_with(want), "{err}");
+        }
+    }
 }
