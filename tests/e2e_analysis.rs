@@ -379,7 +379,7 @@ fn app_configs(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn pipecds_examples_with_analysis_pass_config_check() {
-    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+    let Some(dir) = gannet_config::fixture::pipecd_examples() else {
         return;
     };
     let mut files = Vec::new();
@@ -396,7 +396,7 @@ fn pipecds_examples_with_analysis_pass_config_check() {
             .find(|a| a["path"].as_str().is_some_and(|p| Path::new(p) == file))
             .unwrap_or_else(|| panic!("config check does not report {}: {report}", file.display()));
         let config: Value =
-            gannet_core::yaml::from_str(&std::fs::read_to_string(file).expect("read"))
+            gannet_config::yaml::from_str(&std::fs::read_to_string(file).expect("read"))
                 .expect("yaml");
         let analyses: Vec<String> = config["spec"]["pipeline"]["stages"]
             .as_array()

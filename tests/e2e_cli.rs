@@ -276,7 +276,7 @@ fn located(line: &str) -> Option<(&str, u32, &str, &str)> {
 #[test]
 fn config_check_reports_every_pipecd_example_with_located_unsupported_features() {
     // Skipped on a fresh clone without the corpus; `make test` says so in one line.
-    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+    let Some(dir) = gannet_config::fixture::pipecd_examples() else {
         return;
     };
     let configs = app_configs(&dir);

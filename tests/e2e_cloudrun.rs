@@ -268,7 +268,7 @@ fn an_image_or_a_traffic_split_changed_by_hand_is_out_of_sync_naming_the_field()
 
 #[test]
 fn pipecds_cloud_run_examples_pass_config_check_or_name_what_is_unsupported() {
-    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+    let Some(dir) = gannet_config::fixture::pipecd_examples() else {
         return;
     };
     let dir = dir.join("v0/cloudrun");

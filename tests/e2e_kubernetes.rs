@@ -342,7 +342,7 @@ fn a_change_by_hand_is_drift_named_by_object_and_field_and_a_controllers_field_i
 
 #[test]
 fn pipecds_kubernetes_examples_pass_config_check_or_name_what_is_unsupported() {
-    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+    let Some(dir) = gannet_config::fixture::pipecd_examples() else {
         return;
     };
     let dir: PathBuf = dir.join("v0/kubernetes");

@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gannet_cli::settings::UpConfig;
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_sdk::plugin::{
     Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::stage_options;
-use gannet_core::targets::Named;
-use gannet_core::typed::FieldError;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_options;
+use gannet_sdk::targets::Named;
 use serde_json::Value;
 use support::{app_config, free_port, Repo, ADMIN_TOKEN};
 

@@ -659,7 +659,7 @@ fn yaml_bomb(levels: usize, bytes: usize) -> String {
     let mut text = String::from(
         "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: bomb\nlols:\n",
     );
-    for line in gannet_core::fixture::yaml_bomb(levels).lines() {
+    for line in gannet_config::fixture::yaml_bomb(levels).lines() {
         text.push_str(&format!("  {line}\n"));
     }
     while text.len() < bytes {

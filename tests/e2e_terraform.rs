@@ -686,7 +686,7 @@ fn apps_diff_runs_no_terraform_off_the_branch_and_a_viewers_diff_starts_no_job()
 
 #[test]
 fn pipecds_terraform_examples_pass_config_check_or_name_what_is_unsupported() {
-    let Some(dir) = gannet_core::fixture::pipecd_examples() else {
+    let Some(dir) = gannet_config::fixture::pipecd_examples() else {
         return;
     };
     let dir: PathBuf = dir.join("v0/terraform");

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gannet_controller::{Controller, RepoSettings, Settings, Supersede};
-use gannet_core::deployment::{CancelMode, DeploymentStatus};
-use gannet_core::ports::{Clock, DeploymentFilter, Queue, QueueName, Store};
-use gannet_core::{GoDuration, RepoId};
+use gannet_domain::deployment::{CancelMode, DeploymentStatus};
+use gannet_domain::ports::{Clock, DeploymentFilter, Queue, QueueName, Store};
+use gannet_domain::{GoDuration, RepoId};
 use gannet_embedded::{ProcessJobs, RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_events::Message;
 use gannet_git::{LocalGit, Location, RepoSpec};

@@ -3,12 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use gannet_core::check::{check_app_files, AppCheck, Issue};
-use gannet_core::config::is_app_config_path;
-use gannet_core::tree::{self, TreeError};
+use gannet_config::is_app_config_path;
+use gannet_sdk::check::{check_app_files, AppCheck, Issue};
+use gannet_sdk::tree::{self, TreeError};
 
 /// Checks the configs under `paths`; true when every one is valid. A config and the files it
-/// names are read through gannet's checked reader ([`gannet_core::tree`]) from the repository
+/// names are read through gannet's checked reader ([`gannet_sdk::tree`]) from the repository
 /// the path is in: an absolute path, one that climbs out of the repository, or a link (or chain
 /// of links) leaving it is reported with its file and field, and never read.
 pub fn run(paths: &[PathBuf], json: bool) -> anyhow::Result<bool> {
@@ -70,8 +70,8 @@ struct ConfigFile {
     rel: String,
 }
 
-fn check_file(file: &ConfigFile, plugins: &gannet_core::plugin::Plugins) -> AppCheck {
-    let max = gannet_core::bounded::MAX_BYTES as u64;
+fn check_file(file: &ConfigFile, plugins: &gannet_sdk::plugin::Plugins) -> AppCheck {
+    let max = gannet_config::bounded::MAX_BYTES as u64;
     let text = match tree::read(&file.root, &file.rel, max) {
         Ok(text) => text,
         Err(e) => {

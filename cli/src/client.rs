@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use gannet_controller::{AppView, DeploymentView, DiffView};
-use gannet_core::ports::LogLine;
+use gannet_domain::ports::LogLine;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
@@ -331,14 +331,14 @@ impl Client {
 
 /// The warning to print before a token goes to `url`: over plain HTTP to a host that is not
 /// this machine, anyone on the way reads the token. `None` for HTTPS and for loopback (the
-/// rule credentialed URLs follow: `gannet_core::targets::loopback_host`). Names the host,
+/// rule credentialed URLs follow: `gannet_sdk::targets::loopback_host`). Names the host,
 /// never the token.
 fn plain_http_warning(url: &reqwest::Url) -> Option<String> {
     if url.scheme() != "http" {
         return None;
     }
     let host = url.host_str()?;
-    let loopback = gannet_core::targets::loopback_host(url);
+    let loopback = gannet_sdk::targets::loopback_host(url);
     (!loopback).then(|| {
         format!(
             "warning: sending your API token to {host} over plain HTTP: anyone on the network path can read it and act as you; use https://{host}… (gannet up's api.tls, or a TLS proxy)"

@@ -289,7 +289,7 @@ mod tests {
     const PASSWD: &str = "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\nci:x:1001:100::/home/ci:/bin/sh\n";
 
     fn parse(yaml: &str) -> Result<JobsConfig, String> {
-        let doc: serde_json::Value = gannet_core::yaml::from_str(yaml).unwrap();
+        let doc: serde_json::Value = gannet_config::yaml::from_str(yaml).unwrap();
         let raw: RawJobs =
             serde_json::from_value(doc["jobs"].clone()).map_err(|e| e.to_string())?;
         JobsConfig::parse(
@@ -382,7 +382,7 @@ mod tests {
 
     #[test]
     fn secrets_are_found_by_the_field_that_names_them() {
-        let doc: serde_json::Value = gannet_core::yaml::from_str(
+        let doc: serde_json::Value = gannet_config::yaml::from_str(
             "webhook: {secretEnv: HOOK}\napi: {tokens: {env: TOKS}}\nplugins: {analysis: {providers: [{config: {apiKeyEnv: DD, applicationKeyEnv: DDAPP, passwordFile: /p}}]}}\nnotifications: {receivers: [{slack: {urlEnv: SLACK}}]}",
         )
         .unwrap();

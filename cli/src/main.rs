@@ -425,7 +425,7 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     if let Ok(secs) = text.trim().parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    gannet_core::GoDuration::parse(text)
+    gannet_domain::GoDuration::parse(text)
         .map(|d| d.get())
         .map_err(|e| e.to_string())
 }

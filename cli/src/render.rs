@@ -2,8 +2,8 @@
 //! field with its Git and live value) and live resources, and progress lines.
 
 use gannet_controller::{AppView, DeploymentView, DiffView};
-use gannet_core::drift::Health;
-use gannet_core::presentation::Detail;
+use gannet_domain::drift::Health;
+use gannet_sdk::presentation::Detail;
 
 /// Prints rows as left-aligned columns under a header.
 pub fn table(header: &[&str], rows: &[Vec<String>]) {
@@ -189,7 +189,7 @@ pub fn diff(d: &DiffView) {
     if let Some(age) = d.age_seconds {
         println!(
             "from the last drift check, {} ago: this app's live read runs its code, which a viewer's diff never does",
-            gannet_core::GoDuration::from_secs(age)
+            gannet_domain::GoDuration::from_secs(age)
         );
     }
     if d.drift.is_empty() {
@@ -323,7 +323,7 @@ pub fn print_changes(
             .and_then(|b| b.stages.iter().find(|o| o.id == s.id))
             .map(|o| o.status);
         if old != Some(s.status)
-            && (old.is_some() || s.status != gannet_core::deployment::StageStatus::NotStartedYet)
+            && (old.is_some() || s.status != gannet_domain::deployment::StageStatus::NotStartedYet)
         {
             let reason = if s.status_reason.is_empty() {
                 String::new()

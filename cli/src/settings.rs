@@ -10,12 +10,12 @@ use gannet_controller::{
     check_settings, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl, RepoSettings,
     Secret, Settings, SettingsField, Supersede,
 };
-use gannet_core::jobs::JobRoles;
-use gannet_core::plugin::Plugins;
-use gannet_core::registry::{Registry, RuntimeInfo};
-use gannet_core::{GoDuration, RepoId};
+use gannet_domain::{GoDuration, RepoId};
 use gannet_embedded::ApiTokens;
 use gannet_git::{Location, RepoSpec};
+use gannet_sdk::jobs::JobRoles;
+use gannet_sdk::plugin::Plugins;
+use gannet_sdk::registry::{Registry, RuntimeInfo};
 
 use crate::up::{Limits, ServerTls};
 use serde::Deserialize;
@@ -277,10 +277,11 @@ impl UpConfig {
         env: &dyn Fn(&str) -> Option<String>,
         registry: &Registry,
     ) -> Result<Self, String> {
-        let raw: RawConfig = gannet_core::yaml::from_str(text).map_err(|e| e.located())?;
+        let raw: RawConfig = gannet_config::yaml::from_str(text).map_err(|e| e.located())?;
         // The same text as a tree: the fields naming secrets, wherever they are (jobs never
         // get them).
-        let doc: serde_json::Value = gannet_core::yaml::from_str(text).map_err(|e| e.located())?;
+        let doc: serde_json::Value =
+            gannet_config::yaml::from_str(text).map_err(|e| e.located())?;
         let listen: SocketAddr = raw.listen.parse().map_err(|e| {
             format!(
                 "listen: {:?} is not an address such as 127.0.0.1:7070: {e}",

@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant, SystemTime};
 
 use gannet_controller::{DeploymentView, StageView};
-use gannet_core::deployment::{DeploymentStatus, StageStatus};
+use gannet_domain::deployment::{DeploymentStatus, StageStatus};
 
 use crate::client::{Client, Unreachable};
 use crate::exit::Exit;

@@ -6,11 +6,11 @@
 
 pub mod github;
 
-use gannet_core::app::App;
-use gannet_core::deployment::{Deployment, DeploymentStatus, GateSkip};
-use gannet_core::duration::{GoDuration, Millis};
-use gannet_core::ports::{Outgoing, QueueName};
-use gannet_core::{AppId, CommitSha, DeploymentId, RepoId};
+use gannet_domain::app::App;
+use gannet_domain::deployment::{Deployment, DeploymentStatus, GateSkip};
+use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::ports::{Outgoing, QueueName};
+use gannet_domain::{AppId, CommitSha, DeploymentId, RepoId};
 use serde::{Deserialize, Serialize};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;

@@ -1,6 +1,6 @@
 //! GitHub webhook deliveries, from recorded-shape payloads under `tests/fixtures`.
 
-use gannet_core::ids::CommitSha;
+use gannet_domain::ids::CommitSha;
 use gannet_events::github::{parse_event, sign, verify_signature, Event, Push};
 
 fn fixture(name: &str) -> Vec<u8> {

@@ -10,11 +10,11 @@ use gannet_controller::{
     check_settings, IntervalName, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings, Secret,
     SettingsError, SettingsField, Supersede,
 };
-use gannet_core::jobs::JobRoles;
-use gannet_core::plugin::Plugins;
-use gannet_core::ports::QueueName;
-use gannet_core::registry::{Registry, RuntimeInfo};
-use gannet_core::{GoDuration, RepoId};
+use gannet_domain::ports::QueueName;
+use gannet_domain::{GoDuration, RepoId};
+use gannet_sdk::jobs::JobRoles;
+use gannet_sdk::plugin::Plugins;
+use gannet_sdk::registry::{Registry, RuntimeInfo};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -181,7 +181,7 @@ impl HttpApiSource {
                 API_ID,
                 format!(
                     "{:?} is not an API Gateway API id (lower-case letters and digits, such as a1b2c3d4e5)",
-                    gannet_core::report::cut(api_id, 80)
+                    gannet_domain::report::cut(api_id, 80)
                 ),
             ));
         }
@@ -191,7 +191,7 @@ impl HttpApiSource {
                 ACCOUNT_ID,
                 format!(
                     "{:?} is not an AWS account id (12 digits)",
-                    gannet_core::report::cut(account_id, 80)
+                    gannet_domain::report::cut(account_id, 80)
                 ),
             ));
         }
@@ -337,12 +337,12 @@ impl FunctionConfig {
         };
         // The GitHub token goes there.
         if let Some(url) = &github.api_url {
-            if let Err(why) = gannet_core::targets::credentialed_url(url) {
+            if let Err(why) = gannet_sdk::targets::credentialed_url(url) {
                 return Err(invalid(
                     GITHUB_API_URL,
                     format!(
                         "{:?} {why}; for example https://github.example.com/api/v3",
-                        gannet_core::report::redact_urls(url)
+                        gannet_domain::report::redact_urls(url)
                     ),
                 ));
             }

@@ -11,7 +11,7 @@
 use async_trait::async_trait;
 use aws_sdk_lambda::primitives::Blob;
 use gannet_controller::{ApiError, DiffView, RemoteDiff};
-use gannet_core::{AppId, CommitSha};
+use gannet_domain::{AppId, CommitSha};
 use serde_json::{json, Value};
 
 /// How long the api function waits for the drift function's answer.

@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 use gannet_controller::EventBus;
-use gannet_core::ports::BoxError;
+use gannet_domain::ports::BoxError;
 use gannet_events::Event;
 
 /// The source of every entry gannet puts: what an EventBridge rule matches on.
@@ -78,8 +78,8 @@ impl EventBus for EventBridgeBus {
 #[cfg(test)]
 mod tests {
     use gannet_aws::{sdk_config, ClientOptions};
-    use gannet_core::deployment::{Deployment, DeploymentStatus};
-    use gannet_core::duration::Millis;
+    use gannet_domain::deployment::{Deployment, DeploymentStatus};
+    use gannet_domain::duration::Millis;
     use gannet_events::EventKind;
     use serde_json::Value;
 

@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::config::HttpApiSource;
 use crate::Runtime;
-use gannet_core::report::cut;
+use gannet_domain::report::cut;
 
 /// Answers one webhook delivery: checks, deduplicates and queues it (the controller's
 /// webhook handler), then says so in JSON.

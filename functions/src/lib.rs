@@ -54,7 +54,7 @@ mod sources;
 pub mod sqs;
 mod start;
 
-use gannet_core::ports::QueueName;
+use gannet_domain::ports::QueueName;
 
 pub use config::{ConfigError, FunctionConfig};
 pub use diff::lambda_diff;

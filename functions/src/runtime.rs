@@ -11,11 +11,11 @@ use gannet_aws::{
 use gannet_controller::{
     Console, Controller, EventBus, Receiver, ReceiverFormat, RemoteDiff, Secret, Settings,
 };
-use gannet_core::jobs::JobRunner;
-use gannet_core::ports::{BoxError, Clock};
-use gannet_core::registry::Registry;
-use gannet_core::RepoId;
+use gannet_domain::ports::{BoxError, Clock};
+use gannet_domain::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
+use gannet_sdk::jobs::JobRunner;
+use gannet_sdk::registry::Registry;
 
 use crate::config::{
     FunctionConfig, HttpApiSource, ReceiverTarget, SecretArn, WebhookSecret, GITHUB_SECRET_ARN,

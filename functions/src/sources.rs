@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gannet_controller::RepoSettings;
-use gannet_core::ports::{CommitInfo, GitError, GitSource};
-use gannet_core::{CommitSha, RepoId};
+use gannet_domain::ports::{CommitInfo, GitError, GitSource};
+use gannet_domain::{CommitSha, RepoId};
 use gannet_git::github::{GithubClient, GithubSource};
 use gannet_git::{LocalGit, Location, RepoSpec};
 

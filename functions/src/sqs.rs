@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use gannet_aws::{SqsQueue, DUE_AT};
 use gannet_controller::{error_chain, settle, Removal, Settled};
-use gannet_core::ports::{QueueName, Received};
+use gannet_domain::ports::{QueueName, Received};
 use lambda_runtime::LambdaEvent;
 use tokio::task::JoinSet;
 use tracing::Instrument;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use aws_lambda_events::sqs::SqsEvent;
 use gannet_controller::error_chain;
-use gannet_core::ports::QueueName;
+use gannet_domain::ports::QueueName;
 use lambda_runtime::{service_fn, LambdaEvent};
 use serde_json::Value;
 

@@ -16,10 +16,10 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use gannet_core::app::SyncStatus;
-use gannet_core::deployment::{DeploymentStatus, StageStatus};
-use gannet_core::ports::{QueueName, Store};
-use gannet_core::DeploymentId;
+use gannet_domain::app::SyncStatus;
+use gannet_domain::deployment::{DeploymentStatus, StageStatus};
+use gannet_domain::ports::{QueueName, Store};
+use gannet_domain::DeploymentId;
 use gannet_functions::{Function, Runtime};
 use lambda_moto as moto;
 use lambda_moto::Routing;
@@ -986,7 +986,7 @@ fn bad_records_are_dead_lettered_with_their_reason_without_failing_their_batch_m
     // The undecodable ones wait in the DLQ with their reasons.
     let letters = lab
         .rt
-        .block_on(gannet_core::ports::Queue::dead_letters(
+        .block_on(gannet_domain::ports::Queue::dead_letters(
             lab.runtime(Function::Trigger).queue(),
             QueueName::Trigger,
         ))

@@ -43,8 +43,8 @@ use gannet_aws::{
     provision, DynamoStore, ProvisionOptions, Provisioned, SqsOptions, SqsQueue, StoreOptions,
     SystemClock,
 };
-use gannet_core::deployment::{Deployment, DeploymentStatus, StageStatus};
-use gannet_core::ports::{DeploymentFilter, QueueName, Store};
+use gannet_domain::deployment::{Deployment, DeploymentStatus, StageStatus};
+use gannet_domain::ports::{DeploymentFilter, QueueName, Store};
 use serde_json::{json, Value};
 use support::{moto_endpoint, push_payload, record, sdk_on, unique, Repo, REGION, SECRET};
 
@@ -191,18 +191,18 @@ struct Harness {
 impl Harness {
     /// Stores the app `id` as the trigger would have recorded it.
     async fn put_app(&self, id: &str, name: &str, kind: &str) {
-        let id = gannet_core::AppId::parse(id).expect("app id");
-        let app = gannet_core::app::App::new(
+        let id = gannet_domain::AppId::parse(id).expect("app id");
+        let app = gannet_domain::app::App::new(
             id,
             name.into(),
             kind.into(),
-            gannet_core::duration::Millis(1),
+            gannet_domain::duration::Millis(1),
         );
         self.store
-            .apply(gannet_core::ports::Changes {
-                writes: vec![gannet_core::ports::Write::PutApp {
+            .apply(gannet_domain::ports::Changes {
+                writes: vec![gannet_domain::ports::Write::PutApp {
                     app: Box::new(app),
-                    expect: gannet_core::ports::Expect::Absent,
+                    expect: gannet_domain::ports::Expect::Absent,
                 }],
                 send: Vec::new(),
             })

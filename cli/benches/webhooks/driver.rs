@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use gannet_core::{AppId, CommitSha, DeploymentId, RepoId};
+use gannet_domain::{AppId, CommitSha, DeploymentId, RepoId};
 use serde_json::Value;
 
 use crate::setup::{AppRepo, Up};
@@ -47,7 +47,7 @@ pub(crate) fn check_time_parsing() {
         1_700_000_000_456,
         4_107_542_400_999,
     ] {
-        let text = gannet_events::rfc3339(gannet_core::duration::Millis(ms));
+        let text = gannet_events::rfc3339(gannet_domain::duration::Millis(ms));
         assert_eq!(parse_rfc3339_ms(&text), Some(ms as i64), "{text}");
     }
 }

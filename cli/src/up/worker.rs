@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gannet_controller::{settle, Controller, Disposition, Removal};
-use gannet_core::ports::{Queue, QueueName, Received};
-use gannet_core::GoDuration;
+use gannet_domain::ports::{Queue, QueueName, Received};
+use gannet_domain::GoDuration;
 use gannet_embedded::SqliteRuntime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;

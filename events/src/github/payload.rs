@@ -2,7 +2,7 @@
 //! `application/x-www-form-urlencoded` body (`payload=<json>`) GitHub sends when a hook is set
 //! up with that content type.
 
-use gannet_core::ids::{CommitSha, IdError};
+use gannet_domain::ids::{CommitSha, IdError};
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 

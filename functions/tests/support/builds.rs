@@ -94,7 +94,7 @@ async fn play(clients: &JobClients, config: &JobsConfig, proxy: &CountingProxy, 
         .find(|v| v.get(gannet_aws::JOB_VARIABLE).map(String::as_str) == Some(key))
         .unwrap_or_else(|| panic!("the proxy saw no StartBuild of job {key}"));
     let spec: serde_json::Value =
-        gannet_core::yaml::from_str(gannet_aws::buildspec()).expect("the buildspec parses");
+        gannet_config::yaml::from_str(gannet_aws::buildspec()).expect("the buildspec parses");
     let commands = spec["phases"]["build"]["commands"][0]
         .as_str()
         .expect("one command block");

@@ -28,9 +28,9 @@ use gannet_aws::{
     provision, sdk_config, ClientOptions, DynamoStore, ProvisionOptions, Provisioned, SqsOptions,
     SqsQueue, StoreOptions, SystemClock,
 };
-use gannet_core::deployment::{Deployment, StageStatus};
-use gannet_core::ports::{DeploymentFilter, QueueName, Store};
-use gannet_core::DeploymentId;
+use gannet_domain::deployment::{Deployment, StageStatus};
+use gannet_domain::ports::{DeploymentFilter, QueueName, Store};
+use gannet_domain::DeploymentId;
 use gannet_functions::{Clients, Function, FunctionConfig, JobClients, Runtime};
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
@@ -979,7 +979,7 @@ impl Lab {
     }
 
     /// Every app the store knows.
-    pub fn apps(&self) -> Vec<gannet_core::app::App> {
+    pub fn apps(&self) -> Vec<gannet_domain::app::App> {
         self.rt.block_on(self.store.apps()).expect("list apps")
     }
 

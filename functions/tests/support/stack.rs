@@ -13,7 +13,7 @@ use std::process::Command;
 
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
 use gannet_aws::{sdk_config, ClientOptions, JobsConfig, Provisioned, QueueUrls};
-use gannet_core::ports::QueueName;
+use gannet_domain::ports::QueueName;
 use gannet_functions::Function;
 use serde_json::Value;
 

@@ -19,7 +19,7 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Role};
+use gannet_domain::callers::{Caller, CallerError, Callers, Credentials, Role};
 use serde::Deserialize;
 
 /// One entry of the table: a name (a viewer), or a name and a role.

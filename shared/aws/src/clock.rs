@@ -2,8 +2,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use gannet_core::duration::Millis;
-use gannet_core::ports::Clock;
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::Clock;
 
 /// Reads the system time.
 #[derive(Clone, Copy, Debug, Default)]

@@ -48,11 +48,11 @@ use aws_sdk_codebuild::types::{
 };
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
-use gannet_core::jobs::{
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{
     self, JobEnd, JobError, JobInput, JobKey, JobPoll, JobRoleArn, JobRunner, JobSpec,
     MAX_OUTPUT_BYTES,
 };
-use gannet_core::GoDuration;
 
 /// The environment variable that names a build's job.
 pub const JOB_VARIABLE: &str = "GANNET_JOB";

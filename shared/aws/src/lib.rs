@@ -6,7 +6,7 @@
 //!
 //! One table with string keys `pk` (partition) and `sk` (sort). Every item keeps the core type
 //! as a JSON blob in `body`, next to the attributes its keys and indexes need. `version` holds
-//! the number that [`Expect::Version`](gannet_core::ports::Expect) compares: `App::version`,
+//! the number that [`Expect::Version`](gannet_domain::ports::Expect) compares: `App::version`,
 //! `RepoState::version`, `Deployment::seq`.
 //!
 //! | item | `pk` | `sk` | other attributes |

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
-use gannet_core::ports::{BoxError, QueueName};
+use gannet_domain::ports::{BoxError, QueueName};
 
 use crate::dynamo::{
     APP_KEY, BY_APP, BY_STATUS, CREATED_KEY, EXPIRES_AT, PK, SK, STATUS, STATUS_KEY,

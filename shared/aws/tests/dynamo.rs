@@ -11,10 +11,10 @@ use aws_sdk_dynamodb::types::{AttributeValue, TimeToLiveStatus};
 use gannet_aws::{
     provision, ChangeSetError, DynamoStore, ProvisionOptions, SqsOptions, SystemClock,
 };
-use gannet_core::deployment::DeploymentStatus;
-use gannet_core::duration::Millis;
-use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, Store, StoreError, Write};
+use gannet_domain::deployment::DeploymentStatus;
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{DeploymentId, StageId};
+use gannet_domain::ports::{Changes, DeploymentFilter, Expect, Store, StoreError, Write};
 use gannet_embedded::conformance::{app_fixture, app_id, deployment_fixture};
 use support::Aws;
 

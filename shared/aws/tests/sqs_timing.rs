@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gannet_aws::{SqsOptions, SqsQueue, SystemClock, DUE_AT};
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{Outgoing, Queue, QueueError, QueueName};
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{Outgoing, Queue, QueueError, QueueName};
 use support::{check_receive, Aws};
 
 const MARGIN: Duration = Duration::from_millis(400);

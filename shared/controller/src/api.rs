@@ -3,21 +3,21 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::app::{App, SyncStatus};
-use gannet_core::callers::{Caller, Role};
-use gannet_core::config::{self, AppConfig};
-use gannet_core::deployment::{
+use gannet_config::trigger::{self as determiner, Decision};
+use gannet_config::{self as config, AppConfig};
+use gannet_domain::app::{App, SyncStatus};
+use gannet_domain::callers::{Caller, Role};
+use gannet_domain::deployment::{
     CancelMode, CancelRequest, Deployment, DeploymentStatus, GateSkip, Stage, StageStatus,
     SyncStrategy, Trigger, TriggerKind,
 };
-use gannet_core::drift::{DriftField, LiveResource};
-use gannet_core::planner;
-use gannet_core::plugin::Plugins;
-use gannet_core::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
-use gannet_core::presentation::StagePresentation;
-use gannet_core::trigger::{self as determiner, Decision};
-use gannet_core::{AppId, CommitSha, DeploymentId, StageId};
+use gannet_domain::drift::{DriftField, LiveResource};
+use gannet_domain::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
+use gannet_domain::{AppId, CommitSha, DeploymentId, StageId};
 use gannet_events::{rfc3339, Message};
+use gannet_sdk::planner;
+use gannet_sdk::plugin::Plugins;
+use gannet_sdk::presentation::StagePresentation;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::put_deployment;
@@ -50,9 +50,9 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl From<gannet_core::ports::GitError> for ApiError {
-    fn from(e: gannet_core::ports::GitError) -> Self {
-        use gannet_core::ports::GitError;
+impl From<gannet_domain::ports::GitError> for ApiError {
+    fn from(e: gannet_domain::ports::GitError) -> Self {
+        use gannet_domain::ports::GitError;
         match e {
             GitError::NoCommit { .. } => Self::NotFound(e.to_string()),
             GitError::NoBranch { .. } | GitError::UnknownRepo(_) => Self::Conflict(e.to_string()),
@@ -252,7 +252,7 @@ pub(crate) struct DeployCommand<'c> {
     pub cause: String,
     pub rollback_of: Option<DeploymentId>,
     /// Pauses the app in the same write (a rollback holds it at its commit).
-    pub pause: Option<gannet_core::app::Pause>,
+    pub pause: Option<gannet_domain::app::Pause>,
 }
 
 /// Optimistic commands retry this often when a step writes at the same moment.
@@ -417,9 +417,9 @@ impl Controller {
         let mut d = pending_deployment(app, &cfg, commit, branch, trigger, &command.cause, now);
         d.rollback_of = command.rollback_of;
         let mut changes = Changes {
-            writes: vec![gannet_core::ports::Write::PutDeployment {
+            writes: vec![gannet_domain::ports::Write::PutDeployment {
                 deployment: Box::new(d.clone()),
-                expect: gannet_core::ports::Expect::Absent,
+                expect: gannet_domain::ports::Expect::Absent,
             }],
             send: vec![
                 Message::Plan {
@@ -554,7 +554,7 @@ impl Controller {
             let mut next = d.clone();
             if d.status == DeploymentStatus::Pending {
                 next.status = DeploymentStatus::Cancelled;
-                next.status_reason = gannet_core::machine::cancel_reason(by);
+                next.status_reason = gannet_domain::machine::cancel_reason(by);
                 next.completed_at = Some(now);
                 return Ok((next, Message::Plan { app: d.app.clone() }));
             }
@@ -608,7 +608,7 @@ impl Controller {
                 ApiError::BadRequest(format!("no plugin runs stage {}", target.name))
             })?;
             let entries = plugin.approve(target, user, now).map_err(|e| match e {
-                gannet_core::plugin::ApproveError::NotAnApprover { .. } => {
+                gannet_sdk::plugin::ApproveError::NotAnApprover { .. } => {
                     ApiError::Forbidden(e.to_string())
                 }
                 _ => ApiError::Conflict(e.to_string()),
@@ -629,7 +629,7 @@ impl Controller {
     where
         F: Fn(
             &Deployment,
-            gannet_core::duration::Millis,
+            gannet_domain::duration::Millis,
         ) -> Result<(Deployment, Message), ApiError>,
     {
         for _ in 0..COMMAND_TRIES {

@@ -1,10 +1,10 @@
 //! The commands on an application as a whole: pause and resume its automatic deployments,
 //! and roll it back to an earlier deployment's commit (`apps diff` is in [`crate::diff`]).
 
-use gannet_core::app::{App, Pause};
-use gannet_core::callers::Caller;
-use gannet_core::deployment::{DeploymentStatus, SyncStrategy};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, StoreError, Write};
+use gannet_domain::app::{App, Pause};
+use gannet_domain::callers::Caller;
+use gannet_domain::deployment::{DeploymentStatus, SyncStrategy};
+use gannet_domain::ports::{Changes, DeploymentFilter, Expect, StoreError, Write};
 
 use gannet_events::{Message, TriggerCause};
 use serde::{Deserialize, Serialize};
@@ -156,8 +156,8 @@ impl Controller {
     where
         F: Fn(
             &App,
-            gannet_core::duration::Millis,
-        ) -> Result<Option<(App, Option<gannet_core::RepoId>)>, ApiError>,
+            gannet_domain::duration::Millis,
+        ) -> Result<Option<(App, Option<gannet_domain::RepoId>)>, ApiError>,
     {
         let store = &self.inner.store;
         for _ in 0..crate::api::COMMAND_TRIES {

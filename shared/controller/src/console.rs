@@ -71,7 +71,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
             Some(file) => serve(file, &headers),
             None => ApiError::NotFound(format!(
                 "no console file {}",
-                gannet_core::report::cut(&name, 80)
+                gannet_domain::report::cut(&name, 80)
             ))
             .into_response(),
         }

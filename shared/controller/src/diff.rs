@@ -11,7 +11,7 @@
 //!   the plan preview's job, with its own credentials).
 //! - A commit other than the head needs a caller who may deploy (403 for a viewer).
 //! - For a caller who may not deploy, an app whose live read runs code
-//!   ([`gannet_core::plugin::Plugin::live_read_runs_code`]) is answered from its last drift
+//!   ([`gannet_sdk::plugin::Plugin::live_read_runs_code`]) is answered from its last drift
 //!   check, with its age ([`DiffView::as_of`]): no job starts.
 //!
 //! On AWS the `api` function makes these checks (it has the git source and the store) and only
@@ -20,12 +20,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gannet_core::app::{App, SyncStatus};
-use gannet_core::callers::{Caller, Need};
-use gannet_core::drift::{DriftField, LiveResource};
-use gannet_core::duration::Millis;
-use gannet_core::ports::DeploymentFilter;
-use gannet_core::{AppId, CommitSha};
+use gannet_domain::app::{App, SyncStatus};
+use gannet_domain::callers::{Caller, Need};
+use gannet_domain::drift::{DriftField, LiveResource};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::DeploymentFilter;
+use gannet_domain::{AppId, CommitSha};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

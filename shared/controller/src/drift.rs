@@ -12,19 +12,19 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use gannet_core::app::{App, SyncStatus};
-use gannet_core::bounded;
-use gannet_core::check;
-use gannet_core::config::AppConfig;
-use gannet_core::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKind};
-use gannet_core::drift::{self, LiveState};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{Live, LiveContext, Plugins, StepError};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
-use gannet_core::tree::{self, TreeError};
-use gannet_core::trigger::{self as determiner, Decision};
-use gannet_core::{AppId, CommitSha, RepoId};
+use gannet_config::bounded;
+use gannet_config::trigger::{self as determiner, Decision};
+use gannet_config::AppConfig;
+use gannet_domain::app::{App, SyncStatus};
+use gannet_domain::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKind};
+use gannet_domain::drift::{self, LiveState};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
+use gannet_domain::{AppId, CommitSha, RepoId};
 use gannet_events::{Event, EventKind, Message};
+use gannet_sdk::check;
+use gannet_sdk::plugin::{Live, LiveContext, Plugins, StepError};
+use gannet_sdk::tree::{self, TreeError};
 
 use crate::trigger::{deployable_config, notify, pending_deployment, put_if_changed};
 use crate::{Controller, HandlerError};

@@ -1,10 +1,10 @@
 //! The handlers' error type, and the one place that decides what a failure means for the
 //! message that caused it.
 
-use gannet_core::plugin::StepError;
-use gannet_core::ports::{GitError, QueueError, StoreError};
-use gannet_core::GoDuration;
+use gannet_domain::ports::{GitError, QueueError, StoreError};
+use gannet_domain::GoDuration;
 use gannet_events::DecodeError;
+use gannet_sdk::plugin::StepError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HandlerError {
@@ -35,9 +35,9 @@ pub enum HandlerError {
     },
     #[error("commit status on {repo} could not be reported")]
     CommitStatus {
-        repo: gannet_core::RepoId,
+        repo: gannet_domain::RepoId,
         #[source]
-        source: gannet_core::ports::BoxError,
+        source: gannet_domain::ports::BoxError,
     },
     #[error("notification to {receiver} failed")]
     Notify {
@@ -49,7 +49,7 @@ pub enum HandlerError {
     EventBus {
         bus: String,
         #[source]
-        source: gannet_core::ports::BoxError,
+        source: gannet_domain::ports::BoxError,
     },
 }
 
@@ -107,7 +107,7 @@ impl HandlerError {
     }
 }
 
-pub use gannet_core::report::error_chain;
+pub use gannet_domain::report::error_chain;
 
 #[cfg(test)]
 mod tests {

@@ -1,13 +1,13 @@
 //! gannet's handlers. Each is stateless: it loads what it needs from the store, decides with
 //! the core's pure functions, and writes the result and the messages it sends in one
-//! [`Changes`](gannet_core::ports::Changes) set. Every handler is safe to run twice for the
+//! [`Changes`](gannet_domain::ports::Changes) set. Every handler is safe to run twice for the
 //! same message.
 
 use std::sync::Arc;
 
-use gannet_core::jobs::{JobRunner, NoJobs};
-use gannet_core::plugin::Plugins;
-use gannet_core::ports::{Clock, CommitStatuses, GitSource, Store};
+use gannet_domain::ports::{Clock, CommitStatuses, GitSource, Store};
+use gannet_sdk::jobs::{JobRunner, NoJobs};
+use gannet_sdk::plugin::Plugins;
 use tracing::Instrument;
 
 mod api;
@@ -43,7 +43,7 @@ pub use settle::{settle, Removal, Settled};
 pub use stage::DEADLINE_MARGIN;
 pub use webhook::{WebhookHeaders, WebhookRequest, WebhookResponse, MAX_WEBHOOK_BODY};
 
-use gannet_core::ports::Received;
+use gannet_domain::ports::Received;
 use gannet_events::Message;
 
 /// The handlers, with the ports they use. Cheap to clone.
@@ -62,7 +62,7 @@ struct Inner {
     http: reqwest::Client,
     /// Where deployments are reported on their commits (GitHub repositories only).
     statuses: Option<Arc<dyn CommitStatuses>>,
-    /// Where stages run long commands ([`gannet_core::jobs`]).
+    /// Where stages run long commands ([`gannet_sdk::jobs`]).
     jobs: Arc<dyn JobRunner>,
     /// An event bus that gets every event (Amazon EventBridge on AWS).
     bus: Option<Arc<dyn EventBus>>,

@@ -9,9 +9,9 @@
 //! The commit status is the deployment's state as the store holds it now, not as the event
 //! saw it, so messages delivered late, twice or out of order still leave the right status last.
 
-use gannet_core::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{CommitState, CommitStatus, CommitStatuses};
+use gannet_domain::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{CommitState, CommitStatus, CommitStatuses};
 use gannet_events::{Event, EventKind};
 
 use crate::settings::ReceiverFormat;
@@ -23,7 +23,7 @@ use crate::{slack, Controller, HandlerError};
 pub trait EventBus: Send + Sync {
     /// The bus, as errors and logs name it.
     fn name(&self) -> &str;
-    async fn publish(&self, event: &Event) -> Result<(), gannet_core::ports::BoxError>;
+    async fn publish(&self, event: &Event) -> Result<(), gannet_domain::ports::BoxError>;
 }
 
 impl Controller {
@@ -260,16 +260,16 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use async_trait::async_trait;
-    use gannet_core::app::{App, RepoState};
-    use gannet_core::deployment::{CancelMode, CancelRequest};
-    use gannet_core::duration::Millis;
-    use gannet_core::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
-    use gannet_core::plugin::Plugins;
-    use gannet_core::ports::{
+    use gannet_domain::app::{App, RepoState};
+    use gannet_domain::deployment::{CancelMode, CancelRequest};
+    use gannet_domain::duration::Millis;
+    use gannet_domain::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+    use gannet_domain::ports::{
         BoxError, Changes, Clock, CommitInfo, DeploymentFilter, GitError, GitSource, LogLine,
         QueueName, Receipt, Received, Store, StoreError,
     };
     use gannet_events::{EventKind, Message};
+    use gannet_sdk::plugin::Plugins;
 
     use super::*;
     use crate::{Disposition, RepoSettings, Settings, Supersede};

@@ -6,17 +6,18 @@
 //! The lock is the app record's `active_deployment`, taken and released with conditional
 //! writes in the same atomic set as the deployment's own change.
 
-use gannet_core::app::{App, SyncStatus};
-use gannet_core::bounded;
-use gannet_core::config::{self, NotificationMention};
-use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::duration::Millis;
-use gannet_core::lifecycle::{self, Lifecycle};
-use gannet_core::planner::{self, PlanInput};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
-use gannet_core::tree;
-use gannet_core::AppId;
+use gannet_config as config;
+use gannet_config::bounded;
+use gannet_domain::app::{App, SyncStatus};
+use gannet_domain::deployment::NotificationMention;
+use gannet_domain::deployment::{Deployment, DeploymentStatus};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
+use gannet_domain::AppId;
 use gannet_events::{EventKind, Message};
+use gannet_sdk::lifecycle::{self, Lifecycle};
+use gannet_sdk::planner::{self, PlanInput};
+use gannet_sdk::tree;
 
 use crate::settings::Supersede;
 use crate::trigger::notify;

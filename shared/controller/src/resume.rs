@@ -1,8 +1,8 @@
 //! Timers: the resume sweep (no non-terminal deployment is ever stranded) and the poll
 //! backstop (GitHub never redelivers a failed webhook).
 
-use gannet_core::deployment::DeploymentStatus;
-use gannet_core::ports::{Changes, DeploymentFilter};
+use gannet_domain::deployment::DeploymentStatus;
+use gannet_domain::ports::{Changes, DeploymentFilter};
 use gannet_events::{Message, TriggerCause};
 
 use crate::{Controller, HandlerError};

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use gannet_core::{GoDuration, RepoId};
+use gannet_domain::{GoDuration, RepoId};
 
 mod check;
 

@@ -1,7 +1,7 @@
 //! Carrying out a handler's [`Disposition`] on the queue its message came from: the one way
 //! both runtimes settle a message (`gannet up`'s workers, the functions' SQS batches).
 
-use gannet_core::ports::{Outgoing, Queue, Received};
+use gannet_domain::ports::{Outgoing, Queue, Received};
 
 use crate::{error_chain, Disposition};
 
@@ -34,7 +34,7 @@ pub async fn settle(
     removal: Removal,
 ) -> Settled {
     let name = message.queue.as_str();
-    let failed = |what: &str, err: &gannet_core::ports::QueueError| {
+    let failed = |what: &str, err: &gannet_domain::ports::QueueError| {
         tracing::warn!(queue = name, error = %error_chain(err), "could not {what}; it comes back");
         Settled::Again
     };
@@ -85,8 +85,8 @@ mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    use gannet_core::ports::QueueName;
-    use gannet_core::GoDuration;
+    use gannet_domain::ports::QueueName;
+    use gannet_domain::GoDuration;
     use gannet_embedded::{RuntimeOptions, SqliteRuntime};
 
     use super::*;

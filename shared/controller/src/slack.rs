@@ -12,7 +12,7 @@
 //! `<http://evil|click>` shows as that text and neither pings nor links; a mention id that is
 //! not a Slack id (letters and digits) is left out rather than written into a `<@…>` tag.
 
-use gannet_core::config::NotificationMention;
+use gannet_domain::deployment::NotificationMention;
 use gannet_events::{Event, EventKind};
 use serde_json::{json, Value};
 
@@ -123,13 +123,13 @@ fn escape(text: &str) -> String {
 /// A reason cut to [`MAX_REASON`] characters, then escaped (cutting after escaping could
 /// split an entity such as `&amp;`).
 fn cut(text: &str) -> String {
-    escape(&gannet_core::report::cut(text, MAX_REASON))
+    escape(&gannet_domain::report::cut(text, MAX_REASON))
 }
 
 #[cfg(test)]
 mod tests {
-    use gannet_core::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
-    use gannet_core::duration::Millis;
+    use gannet_domain::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
+    use gannet_domain::duration::Millis;
 
     use super::*;
 

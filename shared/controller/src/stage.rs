@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gannet_core::deployment::{Deployment, DeploymentStatus, Stage};
-use gannet_core::machine::{self, Action, Next, Transition};
-use gannet_core::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcome, StopContext};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, Metadata, StoreError, Write};
-use gannet_core::{DeploymentId, GoDuration, StageId};
+use gannet_domain::deployment::{Deployment, DeploymentStatus, Stage};
+use gannet_domain::machine::{self, Action, Next, Transition};
+use gannet_domain::ports::{Changes, DeploymentFilter, Expect, Metadata, StoreError, Write};
+use gannet_domain::{DeploymentId, GoDuration, StageId};
 use gannet_events::{Event, EventKind, Message};
+use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcome, StopContext};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
@@ -219,7 +219,7 @@ impl Controller {
         after: &Deployment,
     ) -> Result<(), HandlerError> {
         let ended = before.stages.iter().zip(&after.stages).filter(|(b, a)| {
-            b.status == gannet_core::deployment::StageStatus::Running && a.status.is_finished()
+            b.status == gannet_domain::deployment::StageStatus::Running && a.status.is_finished()
         });
         for (stage, _) in ended {
             let Some(plugin) = self.inner.plugins.for_stage(&stage.name) else {
@@ -259,7 +259,7 @@ impl Controller {
     async fn app_dir(
         &self,
         d: &Deployment,
-        sha: &gannet_core::CommitSha,
+        sha: &gannet_domain::CommitSha,
     ) -> Result<PathBuf, StepError> {
         let root = self
             .inner
@@ -307,8 +307,8 @@ impl Controller {
         for (i, (before, after)) in stored.stages.iter().zip(&next.stages).enumerate() {
             if before.status != after.status && after.status.is_finished() {
                 let kind = match after.status {
-                    gannet_core::deployment::StageStatus::Success => EventKind::StageSucceeded,
-                    gannet_core::deployment::StageStatus::Failure => EventKind::StageFailed,
+                    gannet_domain::deployment::StageStatus::Success => EventKind::StageSucceeded,
+                    gannet_domain::deployment::StageStatus::Failure => EventKind::StageFailed,
                     _ => continue,
                 };
                 changes.send.push(stage_event(kind, next, i, now));
@@ -333,8 +333,8 @@ fn stage_event(
     kind: EventKind,
     d: &Deployment,
     index: usize,
-    now: gannet_core::duration::Millis,
-) -> gannet_core::ports::Outgoing {
+    now: gannet_domain::duration::Millis,
+) -> gannet_domain::ports::Outgoing {
     Message::Notify {
         event: Box::new(Event::deployment(
             kind,

@@ -6,18 +6,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use gannet_core::config::AppConfig;
-use gannet_core::drift::{DriftField, Health, LiveResource, LiveState};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::Plugins;
-use gannet_core::plugin::{
+use gannet_config::AppConfig;
+use gannet_domain::drift::{DriftField, Health, LiveResource, LiveState};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::Clock;
+use gannet_domain::RepoId;
+use gannet_embedded::{RuntimeOptions, SqliteRuntime};
+use gannet_git::{LocalGit, Location, RepoSpec};
+use gannet_sdk::plugin::Plugins;
+use gannet_sdk::plugin::{
     AppFileError, Faces, Live as Found, LiveContext, LiveStates, PlanContext, Plugin, Presenter,
     StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::ports::Clock;
-use gannet_core::RepoId;
-use gannet_embedded::{RuntimeOptions, SqliteRuntime};
-use gannet_git::{LocalGit, Location, RepoSpec};
 
 use crate::{Controller, RepoSettings, Settings};
 
@@ -228,9 +228,9 @@ pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
 }
 
 /// Stores `app` as SYNCED by a deployment, as the trigger and a finished deployment leave it.
-pub(crate) async fn store_synced(store: &SqliteRuntime, mut app: gannet_core::app::App) {
-    use gannet_core::ports::{Changes, Expect, Store, Write};
-    app.sync_status = gannet_core::app::SyncStatus::Synced;
+pub(crate) async fn store_synced(store: &SqliteRuntime, mut app: gannet_domain::app::App) {
+    use gannet_domain::ports::{Changes, Expect, Store, Write};
+    app.sync_status = gannet_domain::app::SyncStatus::Synced;
     app.sync_reason = "deployed".into();
     store
         .apply(Changes {

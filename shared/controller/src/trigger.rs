@@ -7,18 +7,18 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::app::{App, RepoState, SyncStatus};
-use gannet_core::check;
-use gannet_core::config::{self, AppConfig};
-use gannet_core::deployment::{
+use gannet_config::trigger::{self as determiner, Decision};
+use gannet_config::{self as config, AppConfig};
+use gannet_domain::app::{App, RepoState, SyncStatus};
+use gannet_domain::deployment::{
     Commit, Deployment, DeploymentStatus, SyncStrategy, Trigger, TriggerKind,
 };
-use gannet_core::duration::Millis;
-use gannet_core::plugin::Plugins;
-use gannet_core::ports::{Changes, CommitInfo, Expect, GitError, Write};
-use gannet_core::trigger::{self as determiner, Decision};
-use gannet_core::{AppId, DeploymentId, RepoId};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::{Changes, CommitInfo, Expect, GitError, Write};
+use gannet_domain::{AppId, DeploymentId, RepoId};
 use gannet_events::{Event, EventKind, Message, TriggerCause};
+use gannet_sdk::check;
+use gannet_sdk::plugin::Plugins;
 
 use crate::{Controller, HandlerError};
 
@@ -272,7 +272,11 @@ pub(crate) fn pending_deployment(
 }
 
 /// A notification message about `d`.
-pub(crate) fn notify(kind: EventKind, d: &Deployment, now: Millis) -> gannet_core::ports::Outgoing {
+pub(crate) fn notify(
+    kind: EventKind,
+    d: &Deployment,
+    now: Millis,
+) -> gannet_domain::ports::Outgoing {
     Message::Notify {
         event: Box::new(Event::deployment(kind, d, None, now)),
     }

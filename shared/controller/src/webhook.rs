@@ -3,7 +3,7 @@
 //! request it refuses.
 
 use axum::http;
-use gannet_core::ports::{Changes, StoreError, Write};
+use gannet_domain::ports::{Changes, StoreError, Write};
 use gannet_events::github::{self as webhook, Event};
 use gannet_events::{Message, TriggerCause};
 use serde_json::json;

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use gannet_core::ports::{QueueError, StoreError};
+use gannet_domain::ports::{QueueError, StoreError};
 
 /// Opening or preparing the SQLite file failed.
 #[derive(Debug, thiserror::Error)]

@@ -48,11 +48,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use gannet_core::duration::Millis;
-use gannet_core::jobs::{
+use gannet_domain::duration::Millis;
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{
     self, JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec, IN_ENV, MAX_OUTPUT_BYTES, OUT_ENV,
 };
-use gannet_core::GoDuration;
 use serde::{Deserialize, Serialize};
 
 pub mod sandbox;

@@ -2,7 +2,7 @@
 //! port conformance suites.
 //!
 //! [`SqliteRuntime`] keeps apps, repositories, deployments, stage logs, webhook deliveries and
-//! the queues in one SQLite file (WAL). A [`Changes`](gannet_core::ports::Changes) set and the
+//! the queues in one SQLite file (WAL). A [`Changes`](gannet_domain::ports::Changes) set and the
 //! messages it sends commit in one transaction, so a message exists only if its state does.
 
 mod clock;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gannet_core::duration::{GoDuration, Millis};
-use gannet_core::ports::{DeadLetter, Outgoing, Queue, QueueError, QueueName, Receipt, Received};
+use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::ports::{DeadLetter, Outgoing, Queue, QueueError, QueueName, Receipt, Received};
 use rusqlite::{params, OptionalExtension, Transaction};
 
 use crate::error::DbError;

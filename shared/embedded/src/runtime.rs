@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use gannet_core::duration::Millis;
-use gannet_core::ports::{Clock, StoreError};
-use gannet_core::GoDuration;
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::{Clock, StoreError};
+use gannet_domain::GoDuration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::watch;
 

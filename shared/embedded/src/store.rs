@@ -1,11 +1,11 @@
 //! `Store` on SQLite: items as JSON blobs next to the columns that queries and conditions use.
 
 use async_trait::async_trait;
-use gannet_core::app::{App, RepoState};
-use gannet_core::deployment::Deployment;
-use gannet_core::duration::Millis;
-use gannet_core::ids::{AppId, DeploymentId, RepoId, StageId};
-use gannet_core::ports::{Changes, DeploymentFilter, Expect, LogLine, Store, StoreError, Write};
+use gannet_domain::app::{App, RepoState};
+use gannet_domain::deployment::Deployment;
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{AppId, DeploymentId, RepoId, StageId};
+use gannet_domain::ports::{Changes, DeploymentFilter, Expect, LogLine, Store, StoreError, Write};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;

@@ -12,7 +12,7 @@
 //! - {name: ci, role: deployer, sha256: "…hex SHA-256 of the robot's token…"}
 //! ```
 
-use gannet_core::callers::{Caller, CallerError, Callers, Credentials, Role};
+use gannet_domain::callers::{Caller, CallerError, Callers, Credentials, Role};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -74,7 +74,7 @@ impl ApiTokens {
     /// Reads the tokens in `text`; errors name the entry and field (`[1].role: …`) and never
     /// quote a token.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let written: Vec<Written> = gannet_core::yaml::from_str(text).map_err(|e| {
+        let written: Vec<Written> = gannet_config::yaml::from_str(text).map_err(|e| {
             if e.limit().is_some() {
                 return e.to_string();
             }

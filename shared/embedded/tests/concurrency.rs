@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{Changes, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write};
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{Changes, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write};
 use gannet_embedded::conformance::{deployment_fixture, ManualClock};
 use gannet_embedded::SqliteRuntime;
 

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gannet_core::duration::GoDuration;
-use gannet_core::ids::DeploymentId;
-use gannet_core::ports::{
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ids::DeploymentId;
+use gannet_domain::ports::{
     Changes, Clock, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write,
 };
 use gannet_embedded::conformance::{deployment_fixture, ManualClock};

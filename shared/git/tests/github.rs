@@ -7,10 +7,10 @@ mod github_fake;
 use std::path::Path;
 use std::time::Duration;
 
-use gannet_core::duration::Millis;
-use gannet_core::ids::{CommitSha, RepoId};
-use gannet_core::ports::{CommitState, CommitStatus, CommitStatuses, GitError, GitSource};
-use gannet_core::report::error_chain;
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{CommitSha, RepoId};
+use gannet_domain::ports::{CommitState, CommitStatus, CommitStatuses, GitError, GitSource};
+use gannet_domain::report::error_chain;
 use gannet_git::github::{GithubAuth, GithubClient, GithubSource, GithubStatuses, Secret};
 use github_fake::test_key::{APP_PRIVATE_KEY, APP_PUBLIC_KEY};
 use github_fake::{raw_tarball, Credentials, FakeGithub, Fault, Mode};

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use gannet_core::duration::Millis;
-use gannet_core::ids::{CommitSha, RepoId};
-use gannet_core::ports::{GitError, GitSource};
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{CommitSha, RepoId};
+use gannet_domain::ports::{GitError, GitSource};
 use gannet_git::{LocalGit, Location, RepoSpec, SetupError};
 use tempfile::TempDir;
 
@@ -679,7 +679,7 @@ async fn a_failing_fetch_never_shows_the_credentials_in_the_url() {
         cache.path(),
     );
     let err = git.head(&repo_id(), "main").await.unwrap_err();
-    let text = gannet_core::report::error_chain(&err);
+    let text = gannet_domain::report::error_chain(&err);
     assert!(text.contains("127.0.0.1:1"), "{text}");
     assert!(!text.contains("ghp_sekrit0123"), "{text}");
     assert!(!format!("{err:?}").contains("ghp_sekrit0123"), "{err:?}");

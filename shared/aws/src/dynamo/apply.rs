@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
-use gannet_core::ports::{Expect, StoreError, Write};
+use gannet_domain::ports::{Expect, StoreError, Write};
 
 use super::keys::{self, Item, Key, EXPIRES_AT, PK, VERSION};
 use super::{unavailable, unbuilt, DynamoStore};

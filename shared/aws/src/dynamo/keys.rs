@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use gannet_core::app::{App, RepoState};
-use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::duration::Millis;
-use gannet_core::ids::{AppId, DeploymentId, RepoId, StageId};
-use gannet_core::ports::{LogLine, StoreError};
+use gannet_domain::app::{App, RepoState};
+use gannet_domain::deployment::{Deployment, DeploymentStatus};
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{AppId, DeploymentId, RepoId, StageId};
+use gannet_domain::ports::{LogLine, StoreError};
 use serde::de::DeserializeOwned;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -255,7 +255,7 @@ mod tests {
     #[test]
     fn created_keys_sort_by_time_then_id() {
         let at = |id: &str, ms: u64| {
-            let mut d = gannet_core::deployment::Deployment::test();
+            let mut d = gannet_domain::deployment::Deployment::test();
             d.id = DeploymentId::parse(id).expect("id");
             d.created_at = Millis(ms);
             created_key(&d)

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
-use gannet_core::app::App;
-use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::ports::{DeploymentFilter, StoreError};
+use gannet_domain::app::App;
+use gannet_domain::deployment::{Deployment, DeploymentStatus};
+use gannet_domain::ports::{DeploymentFilter, StoreError};
 
 use super::keys::{
     self, Item, Key, APP_KEY, BY_APP, BY_STATUS, CREATED_KEY, PK, STATUS, STATUS_KEY,

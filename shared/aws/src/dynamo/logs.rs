@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{Put, TransactWriteItem, Update};
-use gannet_core::duration::Millis;
-use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::ports::{LogLine, StoreError};
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{DeploymentId, StageId};
+use gannet_domain::ports::{LogLine, StoreError};
 
 use super::keys::{self, Item, Key, AT, EXPIRES_AT, LAST, PK, SK, TEXT};
 use super::{unavailable, unbuilt, DynamoStore};

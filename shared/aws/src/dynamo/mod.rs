@@ -11,11 +11,11 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::Client;
-use gannet_core::app::{App, RepoState};
-use gannet_core::deployment::Deployment;
-use gannet_core::duration::Millis;
-use gannet_core::ids::{AppId, DeploymentId, RepoId, StageId};
-use gannet_core::ports::{Changes, DeploymentFilter, LogLine, Queue, Store, StoreError};
+use gannet_domain::app::{App, RepoState};
+use gannet_domain::deployment::Deployment;
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{AppId, DeploymentId, RepoId, StageId};
+use gannet_domain::ports::{Changes, DeploymentFilter, LogLine, Queue, Store, StoreError};
 use serde::de::DeserializeOwned;
 
 pub use apply::ChangeSetError;

@@ -20,9 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use aws_sdk_dynamodb::config::{Credentials, SharedCredentialsProvider};
-use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobError, JobInput, JobKey, JobRoleArn, JobRunner, JobSpec};
-use gannet_core::GoDuration;
+use gannet_domain::ids::{DeploymentId, StageId};
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{JobError, JobInput, JobKey, JobRoleArn, JobRunner, JobSpec};
 use serde_json::{json, Value};
 
 use super::tests::{run_buildspec, started_env, FakeCodeBuild};
@@ -211,7 +211,7 @@ impl Template {
     fn load() -> Self {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../infra/template.yaml");
         let text = std::fs::read_to_string(&path).expect("infra/template.yaml");
-        let Tagged(template) = gannet_core::yaml::from_str(&text).expect("the template parses");
+        let Tagged(template) = gannet_config::yaml::from_str(&text).expect("the template parses");
         Self(template)
     }
 
@@ -270,7 +270,7 @@ struct Tagged(Value);
 
 impl<'de> serde::Deserialize<'de> for Tagged {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let gannet_core::yaml::Tagged(Untagged(value), tag) = serde::Deserialize::deserialize(d)?;
+        let gannet_config::yaml::Tagged(Untagged(value), tag) = serde::Deserialize::deserialize(d)?;
         Ok(Self(match tag {
             Some(tag) if tag.starts_with('!') && !tag.starts_with("!!") => json!({ tag: value }),
             _ => value,

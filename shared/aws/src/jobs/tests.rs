@@ -18,9 +18,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
-use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobEnd, JobError, JobInput, JobKey, JobRunner, JobSpec};
-use gannet_core::GoDuration;
+use gannet_domain::ids::{DeploymentId, StageId};
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{JobEnd, JobError, JobInput, JobKey, JobRunner, JobSpec};
 use serde_json::{json, Value};
 
 use super::{CodeBuildJobs, JobsConfig};
@@ -282,7 +282,7 @@ async fn on_moto_a_build_codebuild_no_longer_knows_is_lost() {
 /// build's variables (and, under IAM, its role's credentials); its exit code and output.
 pub(super) fn run_buildspec(env: &[(String, String)], path_first: Option<&Path>) -> (i32, String) {
     let spec: serde_json::Value =
-        gannet_core::yaml::from_str(super::BUILDSPEC).expect("the buildspec");
+        gannet_config::yaml::from_str(super::BUILDSPEC).expect("the buildspec");
     let commands = spec["phases"]["build"]["commands"][0]
         .as_str()
         .expect("one command block");
@@ -671,7 +671,7 @@ async fn a_start_that_crashed_after_startbuild_finds_the_build_by_its_job_and_st
 fn job_as<'a>(
     key: &'a JobKey,
     dir: &'a Path,
-    role: Option<&'a gannet_core::jobs::JobRoleArn>,
+    role: Option<&'a gannet_sdk::jobs::JobRoleArn>,
 ) -> JobSpec<'a> {
     JobSpec {
         key,
@@ -690,7 +690,7 @@ async fn a_jobs_role_is_the_builds_service_role_override_and_no_role_sends_none(
     let m = moto(Some(&fake.url)).await;
     let dir = app_dir();
     let role =
-        gannet_core::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod").unwrap();
+        gannet_sdk::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod").unwrap();
     let (prod, other) = (key("prod"), key("other"));
     m.jobs
         .start(job_as(&prod, dir.path(), Some(&role)))
@@ -721,7 +721,7 @@ async fn a_start_as_a_role_that_crashed_after_startbuild_finds_its_build_by_its_
     let m = moto(Some(&fake.url)).await;
     let dir = app_dir();
     let role =
-        gannet_core::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod").unwrap();
+        gannet_sdk::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod").unwrap();
     for _ in 0..2 {
         m.jobs
             .start(job_as(&k, dir.path(), Some(&role)))

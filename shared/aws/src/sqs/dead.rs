@@ -7,8 +7,8 @@ use aws_sdk_sqs::types::{
     ChangeMessageVisibilityBatchRequestEntry, Message, MessageAttributeValue,
     MessageSystemAttributeName,
 };
-use gannet_core::duration::Millis;
-use gannet_core::ports::{DeadLetter, QueueError, QueueName};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::{DeadLetter, QueueError, QueueName};
 
 use super::receipt::Parts;
 use super::{failed, number_attribute, number_of, unavailable, SqsError, SqsQueue};

@@ -2,8 +2,8 @@
 //! early copy toward its due time.
 
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use gannet_core::duration::{GoDuration, Millis};
-use gannet_core::ports::{Outgoing, QueueError, QueueName};
+use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::ports::{Outgoing, QueueError, QueueName};
 
 use super::{failed, number_attribute, seconds, unavailable, SqsError, SqsQueue};
 
@@ -36,7 +36,7 @@ impl SqsQueue {
     /// long delay, sends it on toward its due time, deletes this copy and returns `true`; the
     /// consumer then skips it. Returns `false` for a message that is due.
     ///
-    /// [`Queue::receive`]: gannet_core::ports::Queue::receive
+    /// [`Queue::receive`]: gannet_domain::ports::Queue::receive
     pub async fn forward_if_early(
         &self,
         queue: QueueName,

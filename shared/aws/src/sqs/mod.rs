@@ -13,8 +13,8 @@ use aws_sdk_sqs::types::{
     Message, MessageAttributeValue, MessageSystemAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{
     Clock, DeadLetter, Outgoing, Queue, QueueError, QueueName, Receipt, Received,
 };
 

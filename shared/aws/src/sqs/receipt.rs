@@ -9,8 +9,8 @@
 
 use std::collections::HashMap;
 
-use gannet_core::duration::Millis;
-use gannet_core::ports::{QueueName, Receipt};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::{QueueName, Receipt};
 
 /// Leases remembered at most; older ones are forgotten (and then judged by SQS alone).
 const MAX_LEASES: usize = 10_000;

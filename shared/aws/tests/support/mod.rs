@@ -11,8 +11,8 @@ use gannet_aws::{
     provision, sdk_config, ClientOptions, DynamoStore, ProvisionOptions, Provisioned, SqsOptions,
     SqsQueue, StoreOptions,
 };
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{Clock, Queue, QueueName, Received};
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{Clock, Queue, QueueName, Received};
 
 pub const REGION: &str = "us-east-1";
 

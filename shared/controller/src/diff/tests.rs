@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use gannet_core::callers::Role;
-use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::ports::{Changes, Clock, Expect, QueueName, Receipt, Received, Store, Write};
+use gannet_domain::callers::Role;
+use gannet_domain::deployment::{Deployment, DeploymentStatus};
+use gannet_domain::ports::{Changes, Clock, Expect, QueueName, Receipt, Received, Store, Write};
 use gannet_embedded::SqliteRuntime;
 use gannet_events::Message;
 

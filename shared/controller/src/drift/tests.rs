@@ -7,9 +7,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use gannet_core::deployment::Deployment;
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{Clock, Queue, QueueName, Received, Store};
+use gannet_domain::deployment::Deployment;
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{Clock, Queue, QueueName, Received, Store};
 use gannet_embedded::SqliteRuntime;
 
 use super::*;
@@ -126,7 +126,7 @@ impl Lab {
         .encode();
         self.controller
             .handle(&Received {
-                receipt: gannet_core::ports::Receipt("r".into()),
+                receipt: gannet_domain::ports::Receipt("r".into()),
                 queue: QueueName::Drift,
                 body,
                 attempts: 1,
@@ -286,7 +286,7 @@ async fn deploying_apps_are_left_alone() {
     let lab = Lab::new(LAMBDA_APP).await;
     lab.update_app(|a| {
         a.sync_status = SyncStatus::Deploying;
-        a.active_deployment = Some(gannet_core::DeploymentId::parse("d-1").expect("id"));
+        a.active_deployment = Some(gannet_domain::DeploymentId::parse("d-1").expect("id"));
     })
     .await;
     let before = lab.app().await;

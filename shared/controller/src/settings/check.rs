@@ -4,9 +4,9 @@
 //! shared settings ([`SettingsField`]); the runtime says where its user wrote that place
 //! (`repos[1].github` in gannet.yaml, `GANNET_REPOS: [1].github` on AWS).
 
-use gannet_core::report::redact_urls;
-use gannet_core::targets::{credentialed_url, UnsafeUrl};
-use gannet_core::{GoDuration, RepoId};
+use gannet_domain::report::redact_urls;
+use gannet_domain::{GoDuration, RepoId};
+use gannet_sdk::targets::{credentialed_url, UnsafeUrl};
 
 use super::{Intervals, ReceiverFormat, RepoSettings};
 

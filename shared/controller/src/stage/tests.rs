@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use gannet_core::deployment::StageStatus;
-use gannet_core::plugin::{
-    Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, Steps,
-};
-use gannet_core::ports::{Queue, QueueName, Received, Store};
-use gannet_core::RepoId;
+use gannet_domain::deployment::StageStatus;
+use gannet_domain::ports::{Queue, QueueName, Received, Store};
+use gannet_domain::RepoId;
 use gannet_embedded::{RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_git::{LocalGit, Location, RepoSpec};
+use gannet_sdk::plugin::{
+    Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, Steps,
+};
 
 use gannet_events::Event;
 

@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::app::{App, RepoState};
-use gannet_core::deployment::{
+use gannet_domain::app::{App, RepoState};
+use gannet_domain::deployment::{
     Commit, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind,
 };
-use gannet_core::duration::{GoDuration, Millis};
-use gannet_core::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 

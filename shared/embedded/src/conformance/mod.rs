@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gannet_core::duration::{GoDuration, Millis};
-use gannet_core::ports::{Clock, Queue, Store};
+use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::ports::{Clock, Queue, Store};
 
 pub use fixtures::{app_fixture, app_id, deployment_fixture, repo_fixture, DeploymentFixture};
 

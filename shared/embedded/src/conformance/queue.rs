@@ -1,8 +1,8 @@
 //! Queue conformance cases: order, delays, leases and redelivery, receipts, ack, retry,
 //! dead letters, and dedupe keys. Time moves only through the subject's clock.
 
-use gannet_core::duration::GoDuration;
-use gannet_core::ports::{Outgoing, Queue, QueueError, QueueName, Receipt, Received};
+use gannet_domain::duration::GoDuration;
+use gannet_domain::ports::{Outgoing, Queue, QueueError, QueueName, Receipt, Received};
 
 use super::{cases, Case, Subject};
 
@@ -140,7 +140,7 @@ pub async fn receipts_end_with_ack_retry_and_dead_letter<S: Send + Sync, Q: Queu
     assert_stale(q.ack(retried).await, "ack after retry_later");
     assert_stale(q.extend(retried, LEASE).await, "extend after retry_later");
 
-    let at = gannet_core::ports::Clock::now(&*s.clock);
+    let at = gannet_domain::ports::Clock::now(&*s.clock);
     q.dead_letter(dead, "no handler for this event")
         .await
         .expect("dead letter");
@@ -359,7 +359,7 @@ pub async fn dead_letter_keeps_reason<S: Send + Sync, Q: Queue>(s: Subject<S, Q>
     check(q, QueueName::Trigger, 1, &[("{bad json", 1)], "first").await;
     s.clock.advance(LEASE);
     let got = check(q, QueueName::Trigger, 1, &[("{bad json", 2)], "second").await;
-    let at = gannet_core::ports::Clock::now(&*s.clock);
+    let at = gannet_domain::ports::Clock::now(&*s.clock);
     q.dead_letter(&got[0].receipt, "cannot decode message")
         .await
         .expect("dead letter");

@@ -1,10 +1,10 @@
 //! Store conformance cases: conditional writes, atomicity with the outbox, delivery dedupe,
 //! stage logs, and deployment queries.
 
-use gannet_core::deployment::DeploymentStatus;
-use gannet_core::duration::{GoDuration, Millis};
-use gannet_core::ids::{DeploymentId, RepoId, StageId};
-use gannet_core::ports::{
+use gannet_domain::deployment::DeploymentStatus;
+use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::ids::{DeploymentId, RepoId, StageId};
+use gannet_domain::ports::{
     Changes, DeploymentFilter, Expect, LogLine, Outgoing, Queue, QueueName, Store, StoreError,
     Write,
 };
@@ -345,7 +345,7 @@ pub async fn sends_wait_for_their_delay<S: Store, Q: Queue>(s: Subject<S, Q>) {
     assert_eq!(bodies(&stage), ["step-later"]);
 }
 
-fn bodies(received: &[gannet_core::ports::Received]) -> Vec<&str> {
+fn bodies(received: &[gannet_domain::ports::Received]) -> Vec<&str> {
     received.iter().map(|r| r.body.as_str()).collect()
 }
 

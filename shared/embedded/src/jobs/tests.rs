@@ -5,9 +5,9 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gannet_core::ids::{DeploymentId, StageId};
-use gannet_core::jobs::{JobEnd, JobError, JobInput, JobKey, JobRunner, JobSpec};
-use gannet_core::GoDuration;
+use gannet_domain::ids::{DeploymentId, StageId};
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{JobEnd, JobError, JobInput, JobKey, JobRunner, JobSpec};
 
 use super::{ProcessJobs, LAUNCH_GRACE};
 
@@ -322,7 +322,7 @@ async fn a_job_that_never_started_is_lost_and_can_never_start_late() {
         fs::remove_file(dir.join(file)).unwrap();
     }
     let old = super::Record {
-        started_at: gannet_core::duration::Millis(
+        started_at: gannet_domain::duration::Millis(
             super::now_ms().0 - LAUNCH_GRACE.as_millis() as u64 - 1000,
         ),
         timeout: LONG,
@@ -461,7 +461,7 @@ async fn a_job_leaves_files_that_a_later_job_is_given() {
 async fn a_job_with_a_role_of_its_own_is_refused_saying_roles_are_for_aws() {
     let f = fixture();
     let k = key("with-role");
-    let role = gannet_core::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod")
+    let role = gannet_sdk::jobs::JobRoleArn::parse("arn:aws:iam::123456789012:role/tf-prod")
         .expect("a role");
     let env = env(&f);
     let err = f

@@ -26,8 +26,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use async_trait::async_trait;
-use gannet_core::ids::{CommitSha, RepoId};
-use gannet_core::ports::{CommitInfo, GitError, GitSource};
+use gannet_domain::ids::{CommitSha, RepoId};
+use gannet_domain::ports::{CommitInfo, GitError, GitSource};
 
 pub use auth::{AuthError, GithubAuth, Secret};
 pub use client::{GithubClient, DEFAULT_BASE_URI, DEFAULT_TIMEOUT};
@@ -142,7 +142,7 @@ impl Repo<'_> {
     fn failed(
         &self,
         operation: &'static str,
-        source: impl Into<gannet_core::ports::BoxError>,
+        source: impl Into<gannet_domain::ports::BoxError>,
     ) -> GitError {
         GitError::Failed {
             repo: self.id.clone(),

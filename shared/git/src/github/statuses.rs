@@ -2,8 +2,8 @@
 //! (`POST /repos/{o}/{r}/statuses/{sha}`), one per context, the latest report winning.
 
 use async_trait::async_trait;
-use gannet_core::ids::{CommitSha, RepoId};
-use gannet_core::ports::{BoxError, CommitStatus, CommitStatuses};
+use gannet_domain::ids::{CommitSha, RepoId};
+use gannet_domain::ports::{BoxError, CommitStatus, CommitStatuses};
 use serde_json::json;
 
 use super::client::{ApiError, GithubClient};

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 
 use flate2::read::GzDecoder;
-use gannet_core::ids::CommitSha;
+use gannet_domain::ids::CommitSha;
 
 use super::client::{ApiError, GithubClient};
 

@@ -1,7 +1,7 @@
 //! The parts of GitHub's REST answers gannet reads (branch, git commit, compare, tree), and the
 //! RFC 3339 times they carry. Fields not listed here are ignored.
 
-use gannet_core::duration::Millis;
+use gannet_domain::duration::Millis;
 use serde::Deserialize;
 use time::format_description::well_known::Rfc3339;
 use time::format_description::BorrowedFormatItem;

@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use gannet_core::ids::CommitSha;
+use gannet_domain::ids::CommitSha;
 
 use super::command::{prefixed, CommandError, Git};
 
@@ -128,7 +128,7 @@ async fn write_tree(
 /// to `root`. Every link is judged before any is removed, so a link through one that leaves
 /// goes too. Links that stay inside are kept, and so are links to nothing.
 pub(crate) fn remove_escaping_links(root: &Path) -> io::Result<Vec<String>> {
-    use gannet_core::tree::{self, TreeError};
+    use gannet_sdk::tree::{self, TreeError};
     let mut links = Vec::new();
     find_links(root, root, &mut links)?;
     let mut leaving = Vec::new();
@@ -191,8 +191,8 @@ async fn remove_quietly(dir: &Path) {
 mod tests {
     use std::os::unix::fs::symlink;
 
-    use gannet_core::ids::{CommitSha, RepoId};
-    use gannet_core::ports::GitSource as _;
+    use gannet_domain::ids::{CommitSha, RepoId};
+    use gannet_domain::ports::GitSource as _;
 
     use crate::local::test_git as git;
     use crate::{LocalGit, Location, RepoSpec};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use gannet_core::report::redact_urls;
+use gannet_domain::report::redact_urls;
 
 use tokio::process::Command;
 
@@ -32,7 +32,7 @@ const LOCATION_VARS: [&str; 11] = [
 ];
 
 /// Why a git command (or the file work around it) failed. Kept as the source of
-/// [`gannet_core::ports::GitError::Failed`].
+/// [`gannet_domain::ports::GitError::Failed`].
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CommandError {
     #[error("could not start `git {args}`")]

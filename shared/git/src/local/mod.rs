@@ -35,9 +35,9 @@ use std::path::{Path, PathBuf};
 use std::sync::PoisonError;
 
 use async_trait::async_trait;
-use gannet_core::duration::Millis;
-use gannet_core::ids::{CommitSha, RepoId};
-use gannet_core::ports::{CommitInfo, GitError, GitSource};
+use gannet_domain::duration::Millis;
+use gannet_domain::ids::{CommitSha, RepoId};
+use gannet_domain::ports::{CommitInfo, GitError, GitSource};
 use tokio::sync::{Mutex, OnceCell};
 
 use command::{CommandError, Git, Output, NETWORK_LIMIT};
@@ -126,7 +126,7 @@ impl LocalGit {
                 Location::Url(url) if url.is_empty() || url.starts_with('-') => {
                     return Err(SetupError::InvalidUrl {
                         repo: spec.id,
-                        url: gannet_core::report::redact_urls(&url),
+                        url: gannet_domain::report::redact_urls(&url),
                     });
                 }
                 Location::Url(url) => Source::Url {

@@ -1,6 +1,6 @@
 //! Checks on the names handed to git, and file-system-safe names for cache entries.
 
-use gannet_core::ids::RepoId;
+use gannet_domain::ids::RepoId;
 
 /// Whether git would accept `name` as a branch (the rules of `git check-ref-format --branch`).
 /// A name that could be taken for an option (a leading `-`) is refused as well.

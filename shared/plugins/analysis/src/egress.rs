@@ -17,8 +17,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 
-use gannet_core::registry::PluginSettings;
-use gannet_core::typed::FieldError;
+use gannet_config::typed::FieldError;
+use gannet_sdk::registry::PluginSettings;
 use serde::Deserialize;
 
 /// The setting that lets a check reach a network the deny list holds.
@@ -529,7 +529,7 @@ mod tests {
 
     #[test]
     fn settings_name_the_bad_entry() {
-        let runtime = gannet_core::registry::RuntimeInfo::default();
+        let runtime = gannet_sdk::registry::RuntimeInfo::default();
         let read = |v: serde_json::Value| {
             Egress::from_settings(&PluginSettings::new("plugins.analysis", &v, &runtime))
                 .map_err(|e| e.to_string())

@@ -27,16 +27,16 @@ pub mod testkit;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use gannet_core::deployment::{Deployment, Stage, StageStatus};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_domain::deployment::{Deployment, Stage, StageStatus};
+use gannet_domain::duration::Millis;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{
     Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::stage_meta::StageMeta;
-use gannet_core::stage_options;
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_meta::StageMeta;
+use gannet_sdk::stage_options;
 use serde_json::Value;
 
 use crate::egress::{Egress, Lookup, SystemLookup};
@@ -207,7 +207,7 @@ impl Plugin for AnalysisPlugin {
 
 impl Presenter for AnalysisPlugin {
     /// The checks' latest measurements.
-    fn present(&self, stage: &Stage) -> Vec<gannet_core::presentation::Detail> {
+    fn present(&self, stage: &Stage) -> Vec<gannet_sdk::presentation::Detail> {
         let rows: Vec<Vec<String>> = record::all(&stage.metadata)
             .into_iter()
             .flat_map(|(id, record)| {
@@ -226,7 +226,7 @@ impl Presenter for AnalysisPlugin {
         if rows.is_empty() {
             return Vec::new();
         }
-        vec![gannet_core::presentation::Detail::Table {
+        vec![gannet_sdk::presentation::Detail::Table {
             title: "Measurements".into(),
             columns: ["CHECK", "#", "VALUE", "EXPECTED", "VERDICT", "DETAIL"]
                 .map(str::to_owned)
@@ -423,7 +423,7 @@ async fn start_log(ctx: &StepContext<'_>, opts: &AnalysisOptions) {
                 format!("{} on {provider}", strategy.as_str())
             }
             CheckKind::Http { method, url, .. } => {
-                format!("{method} {}", gannet_core::report::redact_urls(url))
+                format!("{method} {}", gannet_domain::report::redact_urls(url))
             }
         };
         ctx.io

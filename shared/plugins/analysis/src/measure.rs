@@ -16,9 +16,9 @@
 
 use std::time::Duration;
 
-use gannet_core::duration::Millis;
-use gannet_core::report::cut;
-use gannet_core::GoDuration;
+use gannet_domain::duration::Millis;
+use gannet_domain::report::cut;
+use gannet_domain::GoDuration;
 
 use crate::egress::{self, Egress};
 use crate::mannwhitney::{self, Alternative};
@@ -324,8 +324,8 @@ async fn http_check(
 ) -> Result<(u16, bool), QueryError> {
     let fail = |e: reqwest::Error| match egress::refusal(&e) {
         Some(refused) => QueryError::Failed(refused.to_string()),
-        None => QueryError::Failed(gannet_core::report::redact_urls(
-            &gannet_core::report::error_chain(&e),
+        None => QueryError::Failed(gannet_domain::report::redact_urls(
+            &gannet_domain::report::error_chain(&e),
         )),
     };
     let method = request.method;

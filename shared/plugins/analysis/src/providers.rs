@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat, ScanBy};
-use gannet_core::duration::Millis;
-use gannet_core::registry::PluginSettings;
-use gannet_core::targets::{check_names, Named};
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_config::typed::FieldError;
+use gannet_domain::duration::Millis;
+use gannet_domain::GoDuration;
 use gannet_plugin_aws_common::{check_target, AwsFields, LazyClients};
+use gannet_sdk::registry::PluginSettings;
+use gannet_sdk::targets::{check_names, Named};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -107,7 +107,7 @@ impl SecretRef {
 
 /// A secret file: a regular file (not a symlink), at most 16 KB.
 fn read_secret_file(path: &Path) -> Result<String, String> {
-    gannet_core::bounded::read_file(path, MAX_SECRET_BYTES)
+    gannet_config::bounded::read_file(path, MAX_SECRET_BYTES)
         .map_err(|e| format!("{} {e}", path.display()))
 }
 
@@ -206,10 +206,10 @@ fn provider_url(at: &str, text: &str) -> Result<reqwest::Url, FieldError> {
         path: at.to_owned(),
         message,
     };
-    gannet_core::targets::credentialed_url(text).map_err(|why| {
+    gannet_sdk::targets::credentialed_url(text).map_err(|why| {
         error(format!(
             "{:?}: {why}",
-            gannet_core::report::redact_urls(text)
+            gannet_domain::report::redact_urls(text)
         ))
     })
 }
@@ -219,7 +219,7 @@ impl Provider {
         let config_at = format!("{at}.config");
         let kind = match p.kind.as_str() {
             "PROMETHEUS" => {
-                let c: PrometheusConfig = gannet_core::typed::from_value(&p.config, &config_at)?;
+                let c: PrometheusConfig = gannet_config::typed::from_value(&p.config, &config_at)?;
                 let username = SecretRef::new("usernameFile", c.username_file, c.username_env);
                 let password = SecretRef::new("passwordFile", c.password_file, c.password_env);
                 if username.is_some() != password.is_some() {
@@ -246,7 +246,7 @@ impl Provider {
                 }
             }
             "DATADOG" => {
-                let c: DatadogConfig = gannet_core::typed::from_value(&p.config, &config_at)?;
+                let c: DatadogConfig = gannet_config::typed::from_value(&p.config, &config_at)?;
                 let address = c.address.unwrap_or_else(|| "datadoghq.com".into());
                 let url = if address.contains("://") {
                     address
@@ -272,7 +272,7 @@ impl Provider {
                 }
             }
             "CLOUDWATCH" => {
-                let c: CloudWatchConfig = gannet_core::typed::from_value(&p.config, &config_at)?;
+                let c: CloudWatchConfig = gannet_config::typed::from_value(&p.config, &config_at)?;
                 let fields = AwsFields {
                     name: &p.name,
                     region: &c.region,
@@ -399,13 +399,13 @@ async fn answer(provider: &str, request: reqwest::RequestBuilder) -> Result<Valu
     let mut response = request
         .send()
         .await
-        .map_err(|e| fail(gannet_core::report::error_chain(&e.without_url())))?;
+        .map_err(|e| fail(gannet_domain::report::error_chain(&e.without_url())))?;
     let status = response.status();
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| fail(gannet_core::report::error_chain(&e.without_url())))?
+        .map_err(|e| fail(gannet_domain::report::error_chain(&e.without_url())))?
     {
         if body.len() + chunk.len() > MAX_ANSWER_BYTES {
             return Err(fail(format!("the answer is over {MAX_ANSWER_BYTES} bytes")));
@@ -424,7 +424,7 @@ async fn answer(provider: &str, request: reqwest::RequestBuilder) -> Result<Valu
             .unwrap_or_else(|| String::from_utf8_lossy(&body).into_owned());
         return Err(fail(format!(
             "{status}: {}",
-            gannet_core::report::cut(&said, 500)
+            gannet_domain::report::cut(&said, 500)
         )));
     }
     json.ok_or_else(|| fail("the answer is not JSON".into()))
@@ -539,7 +539,7 @@ struct WrittenMetric {
 fn cloudwatch_queries(query: &str) -> Result<Vec<MetricDataQuery>, String> {
     // The query comes from a repository: read under gannet's YAML limits (JSON is YAML too).
     let value: serde_json::Value =
-        gannet_core::yaml::from_str(query).map_err(|e| match e.line() {
+        gannet_config::yaml::from_str(query).map_err(|e| match e.line() {
             Some(line) => format!("does not read: line {line}: {e}"),
             None => format!("does not read: {e}"),
         })?;
@@ -709,7 +709,7 @@ mod tests {
             both_missing.contains("give MetricStat or Expression"),
             "{both_missing}"
         );
-        let bomb = cloudwatch_queries(&gannet_core::fixture::yaml_bomb(9)).unwrap_err();
+        let bomb = cloudwatch_queries(&gannet_config::fixture::yaml_bomb(9)).unwrap_err();
         // Refused by the limits, without expanding it.
         assert!(bomb.contains("too many aliases"), "{bomb}");
         let typo = cloudwatch_queries("Id: x\nExpresion: a\n").unwrap_err();
@@ -718,7 +718,7 @@ mod tests {
 
     #[test]
     fn providers_are_checked_field_by_field() {
-        let runtime = gannet_core::registry::RuntimeInfo::default();
+        let runtime = gannet_sdk::registry::RuntimeInfo::default();
         let build = |v: Value| {
             from_settings(&PluginSettings::new("plugins.analysis", &v, &runtime))
                 .map(|l| l.len())

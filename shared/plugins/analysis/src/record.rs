@@ -5,7 +5,7 @@
 //! Keys: `startedAt` (epoch ms) and `check.<id>` (JSON of [`CheckRecord`]); the API returns
 //! them with the stage and `gannet deployments show` prints the measurements as a table.
 
-use gannet_core::duration::Millis;
+use gannet_domain::duration::Millis;
 use serde::{Deserialize, Serialize};
 
 /// Stage metadata key: when the analysis started, in epoch milliseconds.
@@ -75,7 +75,7 @@ pub(crate) struct CheckRecord {
 
 /// Every check's record in `metadata` with its id, by id; a record that does not read is
 /// left out (it is shown, not judged, here).
-pub(crate) fn all(metadata: &gannet_core::ports::Metadata) -> Vec<(&str, CheckRecord)> {
+pub(crate) fn all(metadata: &gannet_domain::ports::Metadata) -> Vec<(&str, CheckRecord)> {
     metadata
         .iter()
         .filter_map(|(key, text)| {

@@ -11,11 +11,12 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
-use gannet_core::deployment::{Deployment, Stage, StageStatus};
-use gannet_core::fixture::{wall_clock as now, RecordingIo};
-use gannet_core::jobs::NoJobs;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepOutcome, Steps};
-use gannet_core::registry::{PluginSettings, RuntimeInfo};
+use gannet_domain::deployment::{Deployment, Stage, StageStatus};
+use gannet_domain::fixture::wall_clock as now;
+use gannet_sdk::fixture::RecordingIo;
+use gannet_sdk::jobs::NoJobs;
+use gannet_sdk::plugin::{Plugin, StageResult, StepContext, StepOutcome, Steps};
+use gannet_sdk::registry::{PluginSettings, RuntimeInfo};
 use serde_json::{json, Value};
 
 use super::*;
@@ -498,7 +499,7 @@ async fn cloudwatch_on_moto_feeds_a_threshold() {
     )
     .await;
     let cw = aws_sdk_cloudwatch::Client::new(&config);
-    let namespace = gannet_core::test_run::unique("gannet-test");
+    let namespace = gannet_sdk::test_run::unique("gannet-test");
     let start = now();
     for (i, value) in [0.01, 0.02, 0.3].iter().enumerate() {
         let at =

@@ -7,9 +7,9 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-use gannet_core::plugin::StepError;
-use gannet_core::ports::BoxError;
-use gannet_core::GoDuration;
+use gannet_domain::ports::BoxError;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::StepError;
 
 /// A failed AWS API call. `operation` names the service and the call, such as
 /// `ECS DescribeServices` or `Lambda GetFunction`.

@@ -9,7 +9,7 @@ mod target;
 
 pub use config::{sdk_config, LazyClients};
 pub use errors::{build_error, ApiError, ErrorCodes, ErrorKind};
-pub use gannet_core::stage_meta::StageMeta;
+pub use gannet_sdk::stage_meta::StageMeta;
 pub use target::{check_target, AwsFields, AwsTarget};
 #[cfg(feature = "test-util")]
 pub mod test_util;

@@ -1,9 +1,9 @@
 //! What every AWS deploy target has (a name, a region, an optional role to assume and an
 //! optional endpoint), and the checks on those fields. Choosing an app's target is the core's
-//! ([`gannet_core::targets::pick`]); these are only the AWS-specific parts.
+//! ([`gannet_sdk::targets::pick`]); these are only the AWS-specific parts.
 
-use gannet_core::targets::Named;
-use gannet_core::typed::FieldError;
+use gannet_config::typed::FieldError;
+use gannet_sdk::targets::Named;
 
 /// An AWS deploy target as the controller config writes it (`plugins.ecs.deployTargets[i]`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -100,7 +100,7 @@ pub fn check_target(at: &str, t: AwsFields<'_>) -> Result<(), FieldError> {
 
 #[cfg(test)]
 mod tests {
-    use gannet_core::registry::{PluginSettings, RuntimeInfo};
+    use gannet_sdk::registry::{PluginSettings, RuntimeInfo};
     use serde_json::json;
 
     use super::*;

@@ -1,10 +1,10 @@
 //! The moto test harness the AWS plugins share (feature `test-util`): moto's endpoint on
 //! loopback and fixed credentials, with the core's plugin test driver
-//! ([`gannet_core::test_run`]).
+//! ([`gannet_sdk::test_run`]).
 
 use aws_credential_types::Credentials;
 use aws_types::sdk_config::SharedCredentialsProvider;
-pub use gannet_core::test_run::{unique, Commit, Commits, Delivery, Platform, Recorder, Run, APP};
+pub use gannet_sdk::test_run::{unique, Commit, Commits, Delivery, Platform, Recorder, Run, APP};
 
 pub const REGION: &str = "us-east-1";
 

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use gannet_core::plugin::StepError;
-use gannet_core::GoDuration;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::StepError;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::Value;
@@ -51,7 +51,7 @@ impl ApiError {
         // reqwest names the URL; the chain underneath says why (refused, timed out, TLS).
         Self {
             operation: operation.to_owned(),
-            detail: gannet_core::report::error_chain(err),
+            detail: gannet_domain::report::error_chain(err),
             status: None,
             retryable: true,
             retry_after: None,

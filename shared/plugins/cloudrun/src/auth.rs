@@ -219,7 +219,8 @@ async fn oauth_token(
 
 /// Reads a credentials file Google's tools write.
 fn from_file(path: &Path, aws: Option<SharedCredentialsProvider>) -> Result<Source, String> {
-    let text = gannet_core::bounded::read_file(path, MAX_FILE_BYTES).map_err(|e| e.to_string())?;
+    let text =
+        gannet_config::bounded::read_file(path, MAX_FILE_BYTES).map_err(|e| e.to_string())?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("is not JSON: {e}"))?;
     let field = |name: &str| v[name].as_str().unwrap_or_default().to_owned();
     match v["type"].as_str() {

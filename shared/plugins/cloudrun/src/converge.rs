@@ -17,9 +17,9 @@
 //! Writes carry the `etag` read in step 2, so a write made in between (by a person, or a step
 //! delivered twice) is refused by Cloud Run and the next step reads again.
 
-use gannet_core::plugin::{StageResult, StepError, StepOutcome};
-use gannet_core::stage_meta::StageMeta;
-use gannet_core::GoDuration;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{StageResult, StepError, StepOutcome};
+use gannet_sdk::stage_meta::StageMeta;
 use serde::Deserialize;
 use serde_json::{json, Value};
 

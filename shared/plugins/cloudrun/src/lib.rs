@@ -29,20 +29,21 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_credential_types::provider::SharedCredentialsProvider;
-use gannet_core::check::AppFile;
-use gannet_core::config::{load_app_config, read_app_file, AppConfig};
-use gannet_core::deployment::Stage;
-use gannet_core::ids::AppId;
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_config::AppConfig;
+use gannet_domain::deployment::Stage;
+use gannet_domain::ids::AppId;
+use gannet_domain::GoDuration;
+use gannet_sdk::check::AppFile;
+use gannet_sdk::plugin::{
     AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
     StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::stage_meta::StageMeta;
-use gannet_core::stage_options;
-use gannet_core::targets::{self, Platform};
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_meta::StageMeta;
+use gannet_sdk::stage_options;
+use gannet_sdk::targets::{self, Platform};
+use gannet_sdk::tree::{load_app_config, read_app_file};
 use serde_json::{json, Value};
 use tokio::sync::OnceCell;
 

@@ -2,7 +2,7 @@
 //! at the branch head.
 //!
 //! - The fields Git sets (image, env, resources, scaling, service account, ...) compare with
-//!   the service's as [`gannet_core::drift::diff`] compares: only Git's fields, so what the
+//!   the service's as [`gannet_domain::drift::diff`] compares: only Git's fields, so what the
 //!   platform fills in (the default service account, `cpuIdle`, the port's name, the URI) is
 //!   never drift. gannet's own labels and the revision's name are not Git's fields.
 //! - The traffic: gannet leaves 100% on the revision of the service's template. Another split
@@ -10,8 +10,8 @@
 //! - The template itself: a template gannet did not write (no `pipecd-dev-commit-hash` label:
 //!   `gcloud run deploy` made the serving revision) is drift, even when its fields match Git.
 
-use gannet_core::drift::{self, DriftField, Health, LiveResource, LiveState, Rules};
-use gannet_core::plugin::StepError;
+use gannet_domain::drift::{self, DriftField, Health, LiveResource, LiveState, Rules};
+use gannet_sdk::plugin::StepError;
 
 use crate::api::Api;
 use crate::converge::{Observed, Split, LABEL_COMMIT};

@@ -18,8 +18,8 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::config::LineIndex;
-use gannet_core::plugin::AppFileError;
+use gannet_config::LineIndex;
+use gannet_sdk::plugin::AppFileError;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -362,7 +362,7 @@ impl Locator<'_> {
             line,
             field: field.to_owned(),
             // A value quoted in the message is cut: an error never carries the file.
-            message: gannet_core::report::bound_quotes(&message.into()),
+            message: gannet_domain::report::bound_quotes(&message.into()),
             unsupported,
         }
     }
@@ -377,7 +377,7 @@ impl ServiceManifest {
             lines: LineIndex::build(text),
         };
         // Read under gannet's YAML limits (alias bombs, nesting); a limit is the whole file's.
-        let raw: KService = gannet_core::yaml::from_str(text).map_err(|e| {
+        let raw: KService = gannet_config::yaml::from_str(text).map_err(|e| {
             if e.limit().is_some() {
                 return at.at(None, "", e.to_string(), false);
             }

@@ -1,7 +1,7 @@
 //! A CloudRunApp's own fields: the app config's `spec.input` and `spec.quickSync`, which this
-//! plugin owns ([`gannet_core::config::V0_KINDS`]), with PipeCD's names and defaults.
+//! plugin owns ([`gannet_config::V0_KINDS`]), with PipeCD's names and defaults.
 
-use gannet_core::config::EmptyOptions;
+use gannet_config::EmptyOptions;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -4,8 +4,8 @@
 //! workload identity federation), a federation from the AWS identity gannet runs as, or the
 //! metadata server of the machine gannet runs on.
 
-use gannet_core::targets::Named;
-use gannet_core::typed::FieldError;
+use gannet_config::typed::FieldError;
+use gannet_sdk::targets::Named;
 use serde::Deserialize;
 
 /// Google's Cloud Run Admin API.
@@ -159,11 +159,14 @@ fn is_project_id(id: &str) -> bool {
 }
 
 /// An endpoint gannet sends a bearer token to: HTTPS, or plain HTTP on loopback only, with no
-/// user name or password in it ([`gannet_core::targets::credentialed_url`]).
+/// user name or password in it ([`gannet_sdk::targets::credentialed_url`]).
 pub(crate) fn check_url(url: &str) -> Result<(), String> {
-    match gannet_core::targets::credentialed_url(url) {
+    match gannet_sdk::targets::credentialed_url(url) {
         Ok(_) => Ok(()),
-        Err(why) => Err(format!("{:?} {why}", gannet_core::report::redact_urls(url))),
+        Err(why) => Err(format!(
+            "{:?} {why}",
+            gannet_domain::report::redact_urls(url)
+        )),
     }
 }
 

@@ -2,18 +2,18 @@
 //! loopback, replaying the shapes of the real API's responses; Google's API cannot run here).
 //! The plugin reaches it through the same client, the same token flows and the same endpoint
 //! override production uses, so the HTTP layer is real. Deployments run through the core's
-//! planner and state machine one step at a time (`gannet_core::test_run`), most with every step
+//! planner and state machine one step at a time (`gannet_sdk::test_run`), most with every step
 //! delivered twice; the fake's service and traffic are checked after each stage.
 
 use std::sync::Arc;
 
 use aws_credential_types::provider::SharedCredentialsProvider;
 use gannet_cloudrun_fake::{FakeRun, Fault, Method, TokenKind};
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
-use gannet_core::plugin::{Faces, Live, LiveStates, StepError, StepOutcome};
-use gannet_core::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
-use gannet_core::{AppId, GoDuration};
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::{DeploymentStatus, Stage, StageStatus};
+use gannet_domain::{AppId, GoDuration};
+use gannet_sdk::plugin::{Faces, Live, LiveStates, StepError, StepOutcome};
+use gannet_sdk::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use serde_json::{json, Value};
 
 use crate::{CloudRunPlugin, DeployTarget, WorkloadIdentity, LABEL_COMMIT, LABEL_MANAGED_BY};
@@ -78,7 +78,7 @@ impl Platform for Cloud {
         vec![Faces::platform(this.plugin.clone())]
     }
 
-    async fn state(&self, _: &gannet_core::deployment::Deployment) -> Value {
+    async fn state(&self, _: &gannet_domain::deployment::Deployment) -> Value {
         let Some(s) = self.fake.service("web") else {
             return Value::Null;
         };

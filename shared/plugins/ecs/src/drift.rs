@@ -13,9 +13,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gannet_core::config::AppConfig;
-use gannet_core::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
-use gannet_core::plugin::StepError;
+use gannet_config::AppConfig;
+use gannet_domain::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
+use gannet_sdk::plugin::StepError;
 use serde_json::{json, Map, Value};
 
 use crate::api::{EcsApi, Served};

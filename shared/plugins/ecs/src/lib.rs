@@ -39,18 +39,18 @@ mod target;
 mod traffic;
 
 use async_trait::async_trait;
-use gannet_core::check::AppFile;
-use gannet_core::config::{AppConfig, AppKind};
-use gannet_core::deployment::Stage;
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_config::{AppConfig, AppKind};
+use gannet_domain::deployment::Stage;
+use gannet_plugin_aws_common::check_target;
+use gannet_sdk::check::AppFile;
+use gannet_sdk::plugin::{
     AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
     StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::stage_options;
-use gannet_core::targets::{self, Platform};
-use gannet_core::typed::FieldError;
-use gannet_plugin_aws_common::check_target;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_options;
+use gannet_sdk::targets::{self, Platform};
 use serde_json::{json, Value};
 
 pub use errors::ApiError;

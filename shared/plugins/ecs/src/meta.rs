@@ -2,7 +2,7 @@
 //! duplicate message, a restart) picks up where the last one stopped, and rollback knows what
 //! the deployment changed.
 
-use gannet_core::deployment::{Deployment, Stage};
+use gannet_domain::deployment::{Deployment, Stage};
 
 /// The task definition ARN the stage deploys.
 pub const TASK_DEFINITION: &str = "taskDefinition";

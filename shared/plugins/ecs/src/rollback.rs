@@ -12,8 +12,8 @@
 //! undo when no ECS stage started; a first deployment cannot roll back and says so.
 
 use crate::spec::AccessType;
-use gannet_core::deployment::Stage;
-use gannet_core::plugin::{StageResult, StepError, StepOutcome};
+use gannet_domain::deployment::Stage;
+use gannet_sdk::plugin::{StageResult, StepError, StepOutcome};
 
 use crate::live::TaskSetStatus;
 use crate::meta;

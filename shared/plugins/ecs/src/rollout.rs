@@ -11,7 +11,7 @@
 //!   here gave users 503s).
 
 use crate::spec::AccessType;
-use gannet_core::plugin::{StageConfigError, StageResult, StepError, StepOutcome};
+use gannet_sdk::plugin::{StageConfigError, StageResult, StepError, StepOutcome};
 use serde_json::Value;
 
 use crate::live::TaskSetStatus;
@@ -24,11 +24,11 @@ use crate::step::{Step, Variant, POLL};
 #[serde(deny_unknown_fields)]
 pub(crate) struct CanaryOptions {
     /// The canary's share of the primary's task count, in percent.
-    pub(crate) scale: gannet_core::config::Percentage,
+    pub(crate) scale: gannet_config::Percentage,
 }
 
 pub(crate) fn canary_options(with: &Value) -> Result<u8, StageConfigError> {
-    gannet_core::stage_options::parse::<CanaryOptions>(with).map(|o| o.scale.get())
+    gannet_sdk::stage_options::parse::<CanaryOptions>(with).map(|o| o.scale.get())
 }
 
 pub(crate) async fn canary(step: &mut Step<'_>, scale: u8) -> Result<StepOutcome, StepError> {

@@ -5,8 +5,8 @@
 use aws_sdk_elasticloadbalancingv2::types::{
     Action, ActionTypeEnum, ForwardActionConfig, TargetGroupTuple,
 };
-use gannet_core::config::Percentage;
-use gannet_core::plugin::StageConfigError;
+use gannet_config::Percentage;
+use gannet_sdk::plugin::StageConfigError;
 use serde_json::{json, Value};
 
 /// The primary and canary target groups.
@@ -55,7 +55,7 @@ struct RoutingOptions {
 }
 
 pub(crate) fn options(with: &Value) -> Result<Weights, StageConfigError> {
-    let o: RoutingOptions = gannet_core::stage_options::parse(with)?;
+    let o: RoutingOptions = gannet_sdk::stage_options::parse(with)?;
     let percent = |p: Option<Percentage>| p.map(|p| i32::from(p.get()));
     match (percent(o.primary), percent(o.canary)) {
         (None, None) => Ok(Weights::ALL_PRIMARY),

@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gannet_core::config::{AppConfig, AppKind, LoadError};
-use gannet_core::plugin::AppFileError;
-use gannet_core::{AppId, CommitSha};
+use gannet_config::{AppConfig, AppKind};
+use gannet_domain::{AppId, CommitSha};
+use gannet_sdk::plugin::AppFileError;
+use gannet_sdk::tree::LoadError;
 
 use crate::manifest::{ManifestError, ServiceDefinition, TaskDefinition};
 use crate::spec::{EcsInput, EcsSpec};
@@ -54,7 +55,7 @@ pub(crate) struct Desired {
 
 /// The app config file in the app's directory.
 pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, SourceError> {
-    Ok(gannet_core::config::load_app_config(app_dir, app)?)
+    Ok(gannet_sdk::tree::load_app_config(app_dir, app)?)
 }
 
 /// Where the ECS input sits in the config (`spec.input` of an `ECSApp`, or
@@ -97,9 +98,9 @@ pub(crate) fn ecs_spec(app: &AppConfig) -> Result<EcsSpec, SourceError> {
 }
 
 /// Reads and checks what the app deploys from `app_dir`, which is `app_rel` in the repository,
-/// through gannet's checked reader ([`gannet_core::tree`]): no link out of the repository.
+/// through gannet's checked reader ([`gannet_sdk::tree`]): no link out of the repository.
 pub(crate) fn load(app_dir: &Path, app_rel: &str, app: &AppConfig) -> Result<Desired, SourceError> {
-    let files = gannet_core::tree::AppFiles::at(app_dir, app_rel);
+    let files = gannet_sdk::tree::AppFiles::at(app_dir, app_rel);
     check_manifests(app, &|rel| files.read(rel).ok())
 }
 

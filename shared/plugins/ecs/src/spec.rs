@@ -1,5 +1,5 @@
 //! An ECSApp's own fields: the app config's `spec.input` and `spec.quickSync`, which this plugin
-//! owns ([`gannet_core::config::V0_KINDS`]), with PipeCD's names and defaults.
+//! owns ([`gannet_config::V0_KINDS`]), with PipeCD's names and defaults.
 
 use serde::{Deserialize, Serialize};
 

@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::spec::TargetGroup;
-use gannet_core::plugin::{StepContext, StepError};
-use gannet_core::CommitSha;
+use gannet_domain::CommitSha;
+use gannet_sdk::plugin::{StepContext, StepError};
 
 use crate::api::{EcsApi, NewService, NewTaskSet};
 use crate::live::{LiveService, LiveTaskSet, TaskSetStatus};
@@ -18,7 +18,7 @@ use crate::routing::{rewrite, weights_in, Pair, Rewrite, Weights};
 use crate::source::{self, Desired, TAG_REGISTERED_BY, TAG_VARIANT};
 
 /// How long to wait before looking at a task set that is stabilising again.
-pub(crate) const POLL: gannet_core::GoDuration = gannet_core::GoDuration::from_secs(10);
+pub(crate) const POLL: gannet_domain::GoDuration = gannet_domain::GoDuration::from_secs(10);
 
 /// A task set's role, as its `gannet.dev/variant` tag says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,7 +11,7 @@
 //! registered and, with `runStandaloneTask`, run once through RunTask.
 
 use crate::spec::AccessType;
-use gannet_core::plugin::{StageResult, StepError, StepOutcome};
+use gannet_sdk::plugin::{StageResult, StepError, StepOutcome};
 
 use crate::api::StandaloneTask;
 use crate::meta;

@@ -5,8 +5,8 @@
 //! rustls, timeouts, the standard credential chain, `roleArn` through STS, `endpoint`).
 
 use aws_sdk_ecs::config::SharedCredentialsProvider;
-use gannet_core::targets::Named;
 use gannet_plugin_aws_common::{AwsTarget, LazyClients};
+use gannet_sdk::targets::Named;
 
 use crate::api::EcsApi;
 

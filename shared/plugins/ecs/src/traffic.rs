@@ -10,8 +10,8 @@
 //!   deleting the canary never leaves requests without targets.
 
 use crate::spec::AccessType;
-use gannet_core::deployment::Stage;
-use gannet_core::plugin::{StageResult, StepError, StepOutcome};
+use gannet_domain::deployment::Stage;
+use gannet_sdk::plugin::{StageResult, StepError, StepOutcome};
 
 use crate::meta;
 use crate::routing::{Pair, Weights};

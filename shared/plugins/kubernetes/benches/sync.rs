@@ -11,7 +11,7 @@
 //!   PID. It plays the Deployment controller with no delay (a Deployment is rolled out within
 //!   ~20 ms of its generation changing). Its request log is read from `GET /fake/requests`.
 //! - **gannet**: the plugin driven in this process, on a current-thread tokio runtime, through
-//!   the core's planner and state machine (`gannet_core::test_run`), each step delivered once.
+//!   the core's planner and state machine (`gannet_sdk::test_run`), each step delivered once.
 //!   A step that waits for the rollout answers `Continue`; the next step runs BENCH_POLL_MS
 //!   (20) later, not the second production waits. Measured per deployment: (a) the first sync
 //!   (creates everything) and (b) a sync of the same manifests at a new commit; then (c) the
@@ -44,14 +44,14 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{Deployment, DeploymentStatus};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{Faces, Live, LiveContext, LiveStates};
-use gannet_core::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
-use gannet_core::AppId;
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::{Deployment, DeploymentStatus};
+use gannet_domain::duration::Millis;
+use gannet_domain::AppId;
 use gannet_kube_fake::{FakeKube, REQUESTS_PATH};
 use gannet_plugin_kubernetes::{DeployTarget, KubernetesPlugin};
+use gannet_sdk::plugin::{Faces, Live, LiveContext, LiveStates};
+use gannet_sdk::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
 use serde_json::Value;
 use stats::{env_number, median, shown};
 
@@ -661,7 +661,7 @@ fn drift(
         head: &head.sha,
         last_deployed: None,
         now: Millis(1),
-        jobs: &gannet_core::jobs::NoJobs,
+        jobs: &gannet_sdk::jobs::NoJobs,
     }));
     let wall = start.elapsed();
     let (gannet_cpu, server_cpu) = (

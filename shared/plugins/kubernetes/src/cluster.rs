@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use gannet_core::plugin::StepError;
-use gannet_core::GoDuration;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::StepError;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{GroupVersionKind, Status};

@@ -13,12 +13,12 @@
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use gannet_core::config::AppConfig;
+use gannet_config::AppConfig;
 
 use crate::spec::KubernetesSpec;
-use gannet_core::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
-use gannet_core::ids::AppId;
-use gannet_core::plugin::StepError;
+use gannet_domain::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
+use gannet_domain::ids::AppId;
+use gannet_sdk::plugin::StepError;
 use serde_json::Value;
 
 use crate::cluster::{Cluster, Owner};

@@ -13,8 +13,8 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use base64::Engine;
-use gannet_core::plugin::StepError;
 use gannet_plugin_aws_common::{sdk_config, AwsFields};
+use gannet_sdk::plugin::StepError;
 use serde::Deserialize;
 
 /// How long gannet uses one token before it makes another (EKS accepts one for 15 minutes).

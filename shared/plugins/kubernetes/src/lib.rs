@@ -44,20 +44,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use gannet_core::check::{AppFile, FileFormat};
-use gannet_core::config::{load_app_config, AppConfig, AppKind};
-use gannet_core::deployment::Stage;
-use gannet_core::ids::AppId;
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_config::{AppConfig, AppKind};
+use gannet_domain::deployment::Stage;
+use gannet_domain::ids::AppId;
+use gannet_domain::GoDuration;
+use gannet_sdk::check::{AppFile, FileFormat};
+use gannet_sdk::plugin::{
     AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
     StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::stage_meta::StageMeta;
-use gannet_core::stage_options;
-use gannet_core::targets::{self, Platform};
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_meta::StageMeta;
+use gannet_sdk::stage_options;
+use gannet_sdk::targets::{self, Platform};
+use gannet_sdk::tree::load_app_config;
 use serde_json::{json, Value};
 
 pub use cluster::{field_manager, LEGACY_FIELD_MANAGER};
@@ -192,6 +193,11 @@ impl Plugin for KubernetesPlugin {
 
     fn stage_names(&self) -> &'static [&'static str] {
         &STAGES
+    }
+
+    /// Its drift leaves out the fields `spec.driftDetection.ignoreFields` names ([`drift`]).
+    fn honours(&self, field: &str) -> bool {
+        field == gannet_config::DRIFT_IGNORE_FIELDS
     }
 
     fn deploys(&self, app: &AppConfig) -> bool {

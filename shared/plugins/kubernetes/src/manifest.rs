@@ -2,15 +2,15 @@
 //! directories (every `*.yaml` and `*.yml` in the app's directory when the config names none).
 //! A repository is untrusted: files are measured before they are parsed (YAML bombs), must stay
 //! inside the app's directory, and are read through gannet's checked reader
-//! ([`gannet_core::tree`]): a symlink is followed only while it stays inside the app's directory.
+//! ([`gannet_sdk::tree`]): a symlink is followed only while it stays inside the app's directory.
 
 use std::fmt;
 use std::path::{Component, Path};
 
-use gannet_core::config::{is_app_config_path, AppConfig, AppKind};
+use gannet_config::{is_app_config_path, AppConfig, AppKind};
 
 use crate::spec::KubernetesSpec;
-use gannet_core::plugin::AppFileError;
+use gannet_sdk::plugin::AppFileError;
 use serde_json::Value;
 
 /// One object of a manifest.
@@ -180,7 +180,7 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
             inside(rel).map_err(|m| error(rel, None, "", m))?;
             // Through gannet's checked reader: links are followed only while they stay
             // inside the app's directory, however many there are.
-            let found = gannet_core::tree::resolve(app_dir, rel).map_err(|e| unread(rel, e))?;
+            let found = gannet_sdk::tree::resolve(app_dir, rel).map_err(|e| unread(rel, e))?;
             if found.is_dir {
                 files.extend(yaml_files_in(&app_dir.join(&found.path), rel)?);
             } else {
@@ -190,7 +190,7 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
     }
     let mut out = Vec::new();
     for file in files {
-        let text = gannet_core::tree::read(app_dir, &file, gannet_core::bounded::MAX_BYTES as u64)
+        let text = gannet_sdk::tree::read(app_dir, &file, gannet_config::bounded::MAX_BYTES as u64)
             .map_err(|e| unread(&file, e))?;
         out.extend(parse(&file, &text)?);
     }
@@ -202,9 +202,9 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
 }
 
 /// Why the manifest file `rel` was not read (never what it holds).
-fn unread(rel: &str, e: gannet_core::tree::TreeError) -> AppFileError {
+fn unread(rel: &str, e: gannet_sdk::tree::TreeError) -> AppFileError {
     match e {
-        gannet_core::tree::TreeError::NotFound => {
+        gannet_sdk::tree::TreeError::NotFound => {
             error(rel, None, "", "does not exist in the app directory")
         }
         other => error(rel, None, "", other.to_string()),
@@ -249,7 +249,7 @@ fn yaml_files_in(dir: &Path, rel: &str) -> Result<Vec<String>, AppFileError> {
 /// The objects of one manifest file (documents separated by `---`; empty ones skipped).
 pub fn parse(file: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
     // Read under gannet's YAML limits (alias bombs, nesting), the whole stream at once.
-    let documents = gannet_core::yaml::documents(text).map_err(|e| {
+    let documents = gannet_config::yaml::documents(text).map_err(|e| {
         let line = if e.limit().is_some() {
             Some(1)
         } else {
@@ -259,7 +259,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
             file,
             line,
             "",
-            gannet_core::report::bound_quotes(e.message()),
+            gannet_domain::report::bound_quotes(e.message()),
         )
     })?;
     let mut out = Vec::new();
@@ -385,7 +385,7 @@ mod tests {
             "{err:?}"
         );
         // A bomb is refused for the limit, at line 1 as before.
-        let err = parse("cm.yaml", &gannet_core::fixture::yaml_bomb(9)).unwrap_err();
+        let err = parse("cm.yaml", &gannet_config::fixture::yaml_bomb(9)).unwrap_err();
         assert_eq!(
             (err.line, err.message.as_str()),
             (
@@ -447,7 +447,7 @@ mod tests {
                 "metadata.name",
                 "also defined at m.yaml:1",
             ),
-            ("a YAML bomb", gannet_core::fixture::yaml_bomb(9), "", ""),
+            ("a YAML bomb", gannet_config::fixture::yaml_bomb(9), "", ""),
             ("bad syntax", "apiVersion: v1\nkind: [\n".into(), "", ""),
             (
                 "huge",

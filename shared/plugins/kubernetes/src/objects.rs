@@ -9,7 +9,7 @@
 //! selects its own pods by it.
 
 use crate::spec::VariantLabel;
-use gannet_core::ids::{AppId, CommitSha};
+use gannet_domain::ids::{AppId, CommitSha};
 use serde_json::{json, Map, Value};
 
 use crate::kinds;
@@ -270,7 +270,7 @@ pub fn select_variant(body: &mut Value, key: &str, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gannet_core::ids::RepoId;
+    use gannet_domain::ids::RepoId;
 
     fn manifest(body: Value) -> Manifest {
         Manifest {

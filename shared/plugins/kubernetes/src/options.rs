@@ -1,7 +1,7 @@
 //! The stages' `with`, with PipeCD's names and defaults.
 
-use gannet_core::plugin::StageConfigError;
-use gannet_core::stage_options;
+use gannet_sdk::plugin::StageConfigError;
+use gannet_sdk::stage_options;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -124,11 +124,11 @@ pub struct RoutingOptions {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub all: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub primary: Option<gannet_core::config::Percentage>,
+    pub primary: Option<gannet_config::Percentage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary: Option<gannet_core::config::Percentage>,
+    pub canary: Option<gannet_config::Percentage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<gannet_core::config::Percentage>,
+    pub baseline: Option<gannet_config::Percentage>,
 }
 
 /// The traffic each variant gets, in percent; they add up to 100.
@@ -194,7 +194,7 @@ impl RoutingOptions {
             }
             return Ok(split);
         }
-        let get = |p: Option<gannet_core::config::Percentage>| p.map_or(0, |p| p.get());
+        let get = |p: Option<gannet_config::Percentage>| p.map_or(0, |p| p.get());
         let split = Split {
             primary: get(self.primary),
             canary: get(self.canary),

@@ -1,6 +1,6 @@
 //! A KubernetesApp's own fields: the app config's `spec.input`, `spec.quickSync`, `spec.service`,
 //! `spec.workloads`, `spec.trafficRouting`, `spec.variantLabel` and `spec.resourceRoutes`, which
-//! this plugin owns ([`gannet_core::config::V0_KINDS`]), with PipeCD's names and defaults.
+//! this plugin owns ([`gannet_config::V0_KINDS`]), with PipeCD's names and defaults.
 
 use std::collections::BTreeMap;
 

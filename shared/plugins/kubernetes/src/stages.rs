@@ -1,7 +1,7 @@
 //! The stages, each a function of one step (see the crate docs for what each does).
 
-use gannet_core::deployment::Stage;
-use gannet_core::plugin::{StageResult, StepError, StepOutcome};
+use gannet_domain::deployment::Stage;
+use gannet_sdk::plugin::{StageResult, StepError, StepOutcome};
 
 use crate::configs::{self, ConfigKind};
 use crate::objects::{self, Variant};
@@ -173,7 +173,7 @@ async fn variant_copies(
 pub(crate) async fn primary(step: &mut Step<'_>) -> Result<StepOutcome, StepError> {
     let stage = step.ctx.stage;
     let opts: PrimaryOptions =
-        gannet_core::stage_options::parse(&stage.with).map_err(|e| invalid(stage, e))?;
+        gannet_sdk::stage_options::parse(&stage.with).map_err(|e| invalid(stage, e))?;
     let manifests = step.manifests.clone();
     let mut desired = step
         .desired(
@@ -233,7 +233,7 @@ pub(crate) async fn primary(step: &mut Step<'_>) -> Result<StepOutcome, StepErro
 pub(crate) async fn route(step: &mut Step<'_>) -> Result<StepOutcome, StepError> {
     let stage = step.ctx.stage;
     let opts: RoutingOptions =
-        gannet_core::stage_options::parse(&stage.with).map_err(|e| invalid(stage, e))?;
+        gannet_sdk::stage_options::parse(&stage.with).map_err(|e| invalid(stage, e))?;
     let split = opts.split().map_err(|e| invalid(stage, e))?;
     let manifests = step.manifests.clone();
     // Saved first: rollback routes back whatever a started routing stage may have changed.

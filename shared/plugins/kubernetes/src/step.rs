@@ -6,10 +6,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::spec::{KubernetesSpec, TrafficRoutingMethod};
-use gannet_core::ids::CommitSha;
-use gannet_core::plugin::{StageResult, StepContext, StepError, StepOutcome};
-use gannet_core::stage_meta::StageMeta;
-use gannet_core::GoDuration;
+use gannet_domain::ids::CommitSha;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
+use gannet_sdk::stage_meta::StageMeta;
 use serde_json::{json, Value};
 
 use crate::cluster::{Cluster, Owner};

@@ -1,8 +1,8 @@
 //! A Kubernetes deploy target (`plugins.kubernetes.deployTargets[i]`): which cluster, and how
 //! gannet reaches it.
 
-use gannet_core::targets::Named;
-use gannet_core::typed::FieldError;
+use gannet_config::typed::FieldError;
+use gannet_sdk::targets::Named;
 use serde::Deserialize;
 
 use crate::eks::{self, Eks};
@@ -94,12 +94,12 @@ impl DeployTarget {
         // The cluster's credentials (a kubeconfig's token, the EKS token) go to masterURL.
         let url = &self.master_url;
         if !url.is_empty() {
-            gannet_core::targets::credentialed_url(url).map_err(|why| {
+            gannet_sdk::targets::credentialed_url(url).map_err(|why| {
                 error(
                     "masterURL",
                     &format!(
                         "{:?} {why} (such as https://10.0.0.1:6443)",
-                        gannet_core::report::redact_urls(url)
+                        gannet_domain::report::redact_urls(url)
                     ),
                 )
             })?;

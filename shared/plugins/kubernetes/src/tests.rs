@@ -1,17 +1,17 @@
 //! The plugin against the fake API server (`gannet-kube-fake`: a fake, on loopback, reached
 //! through a kubeconfig and kube-rs exactly as a real cluster is). Deployments run through the
-//! core's planner and state machine one step at a time (`gannet_core::test_run`), most with
+//! core's planner and state machine one step at a time (`gannet_sdk::test_run`), most with
 //! every step delivered twice; the API server's objects are checked after each stage.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{DeploymentStatus, Stage, StageStatus};
-use gannet_core::plugin::{Faces, Live, LiveStates, StepError};
-use gannet_core::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
-use gannet_core::{AppId, GoDuration};
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::{DeploymentStatus, Stage, StageStatus};
+use gannet_domain::{AppId, GoDuration};
 use gannet_kube_fake::{FakeKube, Fault};
+use gannet_sdk::plugin::{Faces, Live, LiveStates, StepError};
+use gannet_sdk::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use serde_json::{json, Value};
 
 use crate::{DeployTarget, KubernetesPlugin};
@@ -88,7 +88,7 @@ impl Platform for Kube {
         vec![Faces::platform(this.plugin.clone())]
     }
 
-    async fn state(&self, _: &gannet_core::deployment::Deployment) -> Vec<Value> {
+    async fn state(&self, _: &gannet_domain::deployment::Deployment) -> Vec<Value> {
         let mut out = Vec::new();
         for (api_version, kind) in KINDS {
             for o in self.fake.list(api_version, kind) {
@@ -927,7 +927,7 @@ async fn a_secrets_drift_names_the_field_and_never_shows_a_value() {
 }
 
 /// One step of a K8S_SYNC at `c`, straight through the plugin.
-async fn sync_step(kube: &Kube, c: &Commit) -> Result<gannet_core::plugin::StepOutcome, StepError> {
+async fn sync_step(kube: &Kube, c: &Commit) -> Result<gannet_sdk::plugin::StepOutcome, StepError> {
     let run = Run::plan(kube.clone(), c, None);
     run.try_step(0, &c.app_dir()).await
 }

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
-use gannet_core::config::AppConfig;
-use gannet_core::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
-use gannet_core::plugin::StepError;
+use gannet_config::AppConfig;
+use gannet_domain::drift::{self, DriftField, Health, LiveResource, LiveState, Rules, UNSET};
+use gannet_sdk::plugin::StepError;
 use serde_json::{json, Map, Value};
 
 use crate::api::LambdaApi;

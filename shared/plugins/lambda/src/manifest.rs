@@ -182,7 +182,7 @@ impl FunctionManifest {
             message,
         };
         // Read under gannet's YAML limits (alias bombs, nesting); a limit is the whole file's.
-        let raw: RawManifest = gannet_core::yaml::from_str(text).map_err(|e| {
+        let raw: RawManifest = gannet_config::yaml::from_str(text).map_err(|e| {
             if e.limit().is_some() {
                 return err(None, "", e.to_string());
             }
@@ -275,7 +275,7 @@ fn image_name_and_tag(uri: &str) -> (String, String) {
 /// A YAML error's message; an unknown field's without serde's list of the known ones (the
 /// error's path names the field itself).
 fn message_of(message: &str) -> String {
-    let message = gannet_core::report::bound_quotes(message);
+    let message = gannet_domain::report::bound_quotes(message);
     match message
         .strip_prefix("unknown field `")
         .and_then(|rest| rest.split_once('`'))

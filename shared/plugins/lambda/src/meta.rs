@@ -1,8 +1,8 @@
 //! Stage metadata: what a step records before it depends on it, so a repeated step (a
 //! duplicate message, a restart) picks up where the last one stopped.
 
-use gannet_core::deployment::Stage;
-use gannet_core::plugin::StepError;
+use gannet_domain::deployment::Stage;
+use gannet_sdk::plugin::StepError;
 
 use crate::function::Applied;
 use crate::routing::AliasRouting;

@@ -6,8 +6,8 @@
 //! previous version from the routing saved when the deployment first touched the alias, so a
 //! repeated or resumed promote computes the same weights.
 
-use gannet_core::deployment::{Deployment, Stage};
-use gannet_core::plugin::{StageResult, StepContext, StepError, StepOutcome};
+use gannet_domain::deployment::{Deployment, Stage};
+use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
 
 use crate::api::LambdaApi;
 use crate::meta::{self, Meta};

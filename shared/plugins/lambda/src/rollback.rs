@@ -6,7 +6,7 @@
 //! Nothing to undo when no Lambda stage started. On a first deployment there is no running
 //! commit to return to, and the stage fails saying so.
 
-use gannet_core::plugin::{StageResult, StepContext, StepError, StepOutcome};
+use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
 
 use crate::api::LambdaApi;
 use crate::meta::{self, Meta};

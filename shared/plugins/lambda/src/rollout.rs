@@ -6,8 +6,8 @@
 //! alias's routing is saved before anything changes, and the published version is saved as soon
 //! as it exists, so a repeated step never publishes twice and rollback knows what to restore.
 
-use gannet_core::plugin::{StageResult, StepContext, StepError, StepOutcome};
-use gannet_core::GoDuration;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
 
 use crate::api::LambdaApi;
 use crate::function::{next_action, Desired, LiveFunction, Next};

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gannet_core::config::{AppConfig, LoadError};
-use gannet_core::plugin::AppFileError;
-use gannet_core::tree::{AppFiles, TreeError};
-use gannet_core::{AppId, CommitSha};
+use gannet_config::AppConfig;
+use gannet_domain::{AppId, CommitSha};
+use gannet_sdk::plugin::AppFileError;
+use gannet_sdk::tree::LoadError;
+use gannet_sdk::tree::{AppFiles, TreeError};
 
 use crate::function::{Code, Desired};
 use crate::manifest::{CodeSource, FunctionManifest, ManifestError};
@@ -39,7 +40,7 @@ pub enum SourceError {
 
 /// The app config file in the app's directory.
 pub(crate) fn load_app_config(app_dir: &Path, app: &AppId) -> Result<AppConfig, SourceError> {
-    Ok(gannet_core::config::load_app_config(app_dir, app)?)
+    Ok(gannet_sdk::tree::load_app_config(app_dir, app)?)
 }
 
 /// The manifest file the app names, and the config field that names it.
@@ -53,7 +54,7 @@ pub(crate) fn manifest_file(app: &AppConfig) -> (String, String) {
 }
 
 /// Reads and validates the app's function manifest from the app's directory `app_dir`, which is
-/// `app_rel` in the repository, through gannet's checked reader ([`gannet_core::tree`]).
+/// `app_rel` in the repository, through gannet's checked reader ([`gannet_sdk::tree`]).
 pub(crate) fn load_manifest(
     app_dir: &Path,
     app_rel: &str,

@@ -5,9 +5,9 @@
 //! rustls, timeouts, the standard credential chain, `roleArn` through STS, `endpoint`).
 
 use aws_sdk_lambda::config::SharedCredentialsProvider;
-use gannet_core::targets::Named;
-use gannet_core::typed::FieldError;
+use gannet_config::typed::FieldError;
 use gannet_plugin_aws_common::{check_target, AwsFields, LazyClients};
+use gannet_sdk::targets::Named;
 
 use crate::api::LambdaApi;
 

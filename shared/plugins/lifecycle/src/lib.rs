@@ -1,10 +1,10 @@
 //! The lifecycle phases, Keptn's model on gannet's stages: `PRE_DEPLOYMENT` runs before any
-//! platform stage and `POST_DEPLOYMENT` after the last one ([`gannet_core::lifecycle`] reads
+//! platform stage and `POST_DEPLOYMENT` after the last one ([`gannet_sdk::lifecycle`] reads
 //! them from the app's `app.gannet.yaml` and the planner places them).
 //!
 //! A phase's items all run at the same time: each **task** is a SCRIPT_RUN stage and each
 //! **evaluation** an ANALYSIS stage, run through the plugins that own those stages (built
-//! before this one, [`gannet_core::registry::PluginSettings::earlier`]). One step of the phase
+//! before this one, [`gannet_sdk::registry::PluginSettings::earlier`]). One step of the phase
 //! runs one step of every unfinished item, so the items' jobs and measurements proceed side by
 //! side; the phase comes back when the soonest of them wants to.
 //!
@@ -24,18 +24,18 @@ mod record;
 mod scoped;
 
 use async_trait::async_trait;
-use gannet_core::deployment::{Deployment, Stage, StageStatus};
-use gannet_core::ids::StageId;
-use gannet_core::jobs::JobRunner;
-use gannet_core::lifecycle::PhaseKind;
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_domain::deployment::{Deployment, Stage, StageStatus};
+use gannet_domain::ids::StageId;
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::JobRunner;
+use gannet_sdk::lifecycle::PhaseKind;
+use gannet_sdk::plugin::{
     Faces, Plugin, Plugins, Presenter, StageConfigError, StageResult, StepContext, StepError,
     StepIo, StepOutcome, Steps, StopContext,
 };
-use gannet_core::presentation::Detail;
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_sdk::presentation::Detail;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -98,7 +98,7 @@ struct PhaseOptions {
 
 impl PhaseOptions {
     fn parse(with: &Value) -> Result<Self, StageConfigError> {
-        gannet_core::typed::from_value(with, "")
+        gannet_config::typed::from_value(with, "")
             .map_err(|e| StageConfigError::new(e.path, e.message))
     }
 
@@ -218,7 +218,7 @@ impl Plugin for LifecyclePlugin {
                     let field = if e.field.is_empty() {
                         format!("{at}.with")
                     } else {
-                        gannet_core::typed::join_path(&format!("{at}.with"), &e.field)
+                        gannet_config::typed::join_path(&format!("{at}.with"), &e.field)
                     };
                     StageConfigError {
                         field,
@@ -236,7 +236,7 @@ impl Plugin for LifecyclePlugin {
         {
             item.with = with;
         }
-        Ok(gannet_core::stage_options::to_value(&opts))
+        Ok(gannet_sdk::stage_options::to_value(&opts))
     }
 
     /// The longest of the items' own timeouts.
@@ -370,7 +370,7 @@ impl Steps for LifecyclePlugin {
                 }
                 Err(StepError::Permanent(e)) => rec.clone().ended(
                     ItemStatus::Failure,
-                    gannet_core::report::error_chain(&*e),
+                    gannet_domain::report::error_chain(&*e),
                     ctx.now,
                 ),
             };

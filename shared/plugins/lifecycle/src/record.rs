@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::duration::Millis;
-use gannet_core::plugin::StepError;
-use gannet_core::ports::Metadata;
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::Metadata;
+use gannet_sdk::plugin::StepError;
 use serde::{Deserialize, Serialize};
 
 use crate::{ItemKind, PhaseOptions};

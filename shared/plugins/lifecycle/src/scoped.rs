@@ -3,10 +3,10 @@
 //! the same item of the previous deployment's phase as a stage (for ANALYSIS's PREVIOUS).
 
 use async_trait::async_trait;
-use gannet_core::deployment::Deployment;
-use gannet_core::ids::StageId;
-use gannet_core::plugin::{StepError, StepIo};
-use gannet_core::ports::Metadata;
+use gannet_domain::deployment::Deployment;
+use gannet_domain::ids::StageId;
+use gannet_domain::ports::Metadata;
+use gannet_sdk::plugin::{StepError, StepIo};
 
 use crate::record::own_prefix;
 use crate::ItemKind;

@@ -5,18 +5,21 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{Deployment, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind};
-use gannet_core::duration::Millis;
-use gannet_core::fixture::{wall_clock as now, RecordingIo};
-use gannet_core::jobs::JobRunner;
-use gannet_core::lifecycle;
-use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
-use gannet_core::presentation::Detail;
-use gannet_core::registry::{Registry, RuntimeInfo};
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::{
+    Deployment, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind,
+};
+use gannet_domain::duration::Millis;
+use gannet_domain::fixture::wall_clock as now;
 use gannet_embedded::ProcessJobs;
 use gannet_plugin_analysis::testkit::health_endpoint;
+use gannet_sdk::fixture::RecordingIo;
+use gannet_sdk::jobs::JobRunner;
+use gannet_sdk::lifecycle;
+use gannet_sdk::planner::{self, PlanInput};
+use gannet_sdk::plugin::{Plugin, Plugins, StageResult, StepContext, StepOutcome, StopContext};
+use gannet_sdk::presentation::Detail;
+use gannet_sdk::registry::{Registry, RuntimeInfo};
 use serde_json::{json, Value};
 
 use super::*;
@@ -230,7 +233,7 @@ async fn a_failing_evaluation_fails_the_phase_and_stops_the_tasks() {
     assert_eq!(slow.status, ItemStatus::Stopped, "{slow:?}");
     assert_eq!(slow.reason, "evaluation upstream failed");
     // The task's job was killed: it ends, and never wrote its last mark.
-    let key = gannet_core::jobs::JobKey::parse(
+    let key = gannet_sdk::jobs::JobKey::parse(
         d.stage()
             .metadata
             .get("item.slow.job")
@@ -305,7 +308,7 @@ async fn a_failing_task_fails_the_phase_with_its_reason_and_a_cancel_stops_the_r
         })
         .await
         .expect("stops");
-    let key = gannet_core::jobs::JobKey::parse(&stage.metadata["item.slow.job"]).unwrap();
+    let key = gannet_sdk::jobs::JobKey::parse(&stage.metadata["item.slow.job"]).unwrap();
     let poll = d.jobs.poll(&key, "").await.unwrap();
     assert!(poll.end.is_some(), "the cancelled task still runs");
     assert!(io
@@ -491,7 +494,7 @@ async fn the_previous_deployment_is_seen_as_the_same_items_stage() {
     let previous = Deployment::test().with_stages(vec![other, phase.clone()]);
     let inner = RecordingIo::with_previous(previous);
     let io = scoped::ScopedIo::new(&inner, ItemKind::Evaluation, "upstream", &phase.id);
-    let seen = gannet_core::plugin::StepIo::previous_success(&io)
+    let seen = gannet_sdk::plugin::StepIo::previous_success(&io)
         .await
         .expect("reads")
         .expect("a previous deployment");

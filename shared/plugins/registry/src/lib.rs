@@ -1,10 +1,10 @@
 //! The one list of compiled-in plugins. `gannet up` and the AWS functions both build their
 //! plugins from it ([`Registry::build`] with gannet.yaml's `plugins:` or `GANNET_PLUGINS`).
 //!
-//! A new platform is its crate (exporting a [`gannet_core::registry::PluginSpec`]) plus one
+//! A new platform is its crate (exporting a [`gannet_sdk::registry::PluginSpec`]) plus one
 //! line here and its dependency in this crate's `Cargo.toml`.
 
-use gannet_core::registry::{PluginSpec, Registry};
+use gannet_sdk::registry::{PluginSpec, Registry};
 
 /// Adding a plugin is one line here: the list's length is the compiler's to count.
 const ALL: &[PluginSpec] = &[
@@ -60,9 +60,9 @@ mod tests {
     /// a plan's resources, and the approval flag while an approval stage runs.
     #[test]
     fn the_planning_face_presents_stages_as_the_whole_plugin() {
-        use gannet_core::deployment::{Stage, StageStatus};
-        use gannet_core::presentation::Detail;
-        use gannet_core::StageId;
+        use gannet_domain::deployment::{Stage, StageStatus};
+        use gannet_domain::StageId;
+        use gannet_sdk::presentation::Detail;
 
         let whole = registry().without_settings().expect("whole");
         let planning = planning().without_settings().expect("planning");
@@ -123,7 +123,7 @@ mod tests {
             for (kind, runs_code) in kinds {
                 let text =
                     format!("apiVersion: pipecd.dev/v1beta1\nkind: {kind}\nspec:\n  name: a\n");
-                let app = gannet_core::config::parse_app_config("a/app.pipecd.yaml", &text)
+                let app = gannet_config::parse_app_config("a/app.pipecd.yaml", &text)
                     .unwrap_or_else(|e| panic!("{kind}: {e}"));
                 let plugin = plugins.platform_for(&app).expect("a platform plugin");
                 assert_eq!(plugin.live_read_runs_code(&app), runs_code, "{kind}");

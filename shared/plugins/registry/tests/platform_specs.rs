@@ -1,15 +1,15 @@
 //! Each platform's own fields of an app config are its plugin's: the core keeps them as
-//! written ([`gannet_core::config::V0_KINDS`]) and each plugin reads them as its own spec. A
+//! written ([`gannet_config::V0_KINDS`]) and each plugin reads them as its own spec. A
 //! field that does not read is refused by `config check` and by the trigger's gate
 //! ([`check::validate`]) with file, line and field, before anything deploys; and the specs
 //! take PipeCD's names and defaults.
 
-use gannet_core::check;
-use gannet_core::config::{parse_app_config, AppConfig};
+use gannet_config::{parse_app_config, AppConfig};
 use gannet_plugin_cloudrun::spec::CloudRunSpec;
 use gannet_plugin_ecs::spec::{AccessType, AssignPublicIp, EcsSpec, LaunchType};
 use gannet_plugin_kubernetes::spec::{KubernetesSpec, TrafficRoutingMethod};
 use gannet_plugin_terraform::spec::TerraformSpec;
+use gannet_sdk::check;
 
 const HEAD: &str = "apiVersion: pipecd.dev/v1beta1\n";
 
@@ -276,4 +276,30 @@ spec:
     assert_eq!(spec.variant_label.key, "app/variant");
     assert_eq!(spec.variant_label.canary_value, "canary");
     assert_eq!(spec.resource_routes[0].provider.name, "cluster-2");
+}
+
+#[test]
+fn drift_ignore_fields_are_unsupported_unless_the_platform_honours_them() {
+    let ignoring = "  driftDetection:\n    ignoreFields: [\"v1:Service:default:web#spec.ports\"]\n";
+    let app = |kind: &str| format!("{HEAD}kind: {kind}\nspec:\n  name: demo\n{ignoring}");
+    let plugins = gannet_plugins::planning()
+        .without_settings()
+        .expect("plugins build");
+    let unsupported = |kind: &str| -> Vec<String> {
+        let checked = check::check_app("app.pipecd.yaml", &app(kind), &plugins, &|_| None);
+        checked
+            .errors
+            .iter()
+            .filter(|i| i.unsupported)
+            .map(|i| format!("{}: {}", i.field, i.message))
+            .collect()
+    };
+    assert_eq!(unsupported("KubernetesApp"), Vec::<String>::new());
+    for kind in ["LambdaApp", "ECSApp", "CloudRunApp", "TerraformApp"] {
+        assert_eq!(
+            unsupported(kind),
+            ["spec.driftDetection.ignoreFields: ignoring fields in drift detection is not supported yet"],
+            "{kind}"
+        );
+    }
 }

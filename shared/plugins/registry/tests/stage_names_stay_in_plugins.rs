@@ -23,7 +23,7 @@ const DATA: &[(&str, Option<&str>, &str)] = &[
         "the store conformance suites' fixtures (feature `conformance`, test-only)",
     ),
     (
-        "shared/core/src/planner.rs",
+        "shared/sdk/src/planner.rs",
         Some("pub const PIPECD_STAGES"),
         "PipeCD's vocabulary: tells a stage gannet does not run from a misspelt one",
     ),
@@ -156,7 +156,7 @@ fn the_scan_finds_a_stage_name_in_code_and_not_in_comments_or_tests() {
     assert_eq!(named_stages("console/src/x.tsx", tsx, &names).len(), 1);
     let catalogue = "pub const PIPECD_STAGES: &[&str] = &[\n    \"WAIT_APPROVAL\",\n];\nconst Y: &str = \"WAIT_APPROVAL\";\n";
     assert_eq!(
-        named_stages("shared/core/src/planner.rs", catalogue, &names),
+        named_stages("shared/sdk/src/planner.rs", catalogue, &names),
         vec![(4, "WAIT_APPROVAL".to_owned())]
     );
 }

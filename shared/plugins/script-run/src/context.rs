@@ -5,7 +5,7 @@
 //! values as JSON (empty values left out). gannet does not track the repository's remote URL,
 //! so `SR_REPOSITORY_URL` is empty.
 
-use gannet_core::deployment::Deployment;
+use gannet_domain::deployment::Deployment;
 use serde_json::{Map, Value};
 
 /// Whether the script undoes a stage.

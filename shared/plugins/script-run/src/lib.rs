@@ -1,4 +1,4 @@
-//! The SCRIPT_RUN stage: runs `with.run` with `sh` as a job ([`gannet_core::jobs`]) in a copy
+//! The SCRIPT_RUN stage: runs `with.run` with `sh` as a job ([`gannet_sdk::jobs`]) in a copy
 //! of the app's directory, and, when the deployment rolls back, `with.onRollback` as a hidden
 //! SCRIPT_RUN_ROLLBACK stage.
 //!
@@ -21,16 +21,16 @@ mod options;
 use std::path::Path;
 
 use async_trait::async_trait;
-use gannet_core::deployment::{Stage, StageStatus};
-use gannet_core::ids::StageId;
-use gannet_core::jobs::{self, Follow, JobEnd, JobKey, JobSpec, Progress};
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_domain::deployment::{Stage, StageStatus};
+use gannet_domain::ids::StageId;
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{self, Follow, JobEnd, JobKey, JobSpec, Progress};
+use gannet_sdk::plugin::{
     PlanContext, Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError,
     StepOutcome, Steps, StopContext,
 };
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
 use serde_json::Value;
 
 use crate::context::{context_env, RunKind};
@@ -41,7 +41,7 @@ pub const STAGE_SCRIPT_RUN: &str = "SCRIPT_RUN";
 /// The hidden stage that runs a SCRIPT_RUN's `with.onRollback`.
 pub const STAGE_SCRIPT_RUN_ROLLBACK: &str = "SCRIPT_RUN_ROLLBACK";
 
-pub use gannet_core::jobs::BASE_ENV;
+pub use gannet_sdk::jobs::BASE_ENV;
 
 /// Runs `SCRIPT_RUN` and `SCRIPT_RUN_ROLLBACK` stages.
 ///

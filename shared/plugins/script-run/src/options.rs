@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use gannet_core::plugin::StageConfigError;
-use gannet_core::stage_options;
-use gannet_core::GoDuration;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::StageConfigError;
+use gannet_sdk::stage_options;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -4,19 +4,19 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use gannet_core::deployment::{Deployment, Stage, StageStatus};
-use gannet_core::duration::Millis;
-use gannet_core::jobs::{JobRunner, MAX_LINE_BYTES, MAX_LOG_LINES};
-use gannet_core::plugin::{
+use gannet_domain::deployment::{Deployment, Stage, StageStatus};
+use gannet_domain::duration::Millis;
+use gannet_domain::GoDuration;
+use gannet_embedded::ProcessJobs;
+use gannet_sdk::jobs::{JobRunner, MAX_LINE_BYTES, MAX_LOG_LINES};
+use gannet_sdk::plugin::{
     Plugin, StageResult, StepContext, StepError, StepOutcome, Steps, StopContext,
 };
-use gannet_core::GoDuration;
-use gannet_embedded::ProcessJobs;
 use serde_json::{json, Value};
 
 use super::{rollback_stages_for, ScriptRunPlugin};
 
-pub(crate) use gannet_core::fixture::RecordingIo as Recorder;
+pub(crate) use gannet_sdk::fixture::RecordingIo as Recorder;
 
 const NOW: u64 = 1_700_000_000_000;
 /// A stage is run to its end within this.
@@ -504,7 +504,7 @@ async fn rollback_of_a_stage_that_never_ran_does_nothing() {
 fn rollback_stages_only_for_stages_with_on_rollback() {
     let mut with_undo =
         script_stage(json!({"run": "deploy", "onRollback": "undo", "env": {"A": "1"}}));
-    with_undo.id = gannet_core::StageId::parse("migrate").unwrap();
+    with_undo.id = gannet_domain::StageId::parse("migrate").unwrap();
     with_undo.index = 2;
     with_undo.timeout = GoDuration::from_secs(600);
     let without = script_stage(json!({"run": "notify"}));
@@ -680,7 +680,7 @@ async fn scripts_get_only_the_allowed_part_of_gannets_environment() {
 
 #[test]
 fn the_operator_allows_variables_but_never_gannets_secrets() {
-    use gannet_core::registry::{PluginSettings, RuntimeInfo};
+    use gannet_sdk::registry::{PluginSettings, RuntimeInfo};
     let runtime = RuntimeInfo {
         secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
         ..RuntimeInfo::default()

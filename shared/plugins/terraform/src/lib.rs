@@ -1,4 +1,4 @@
-//! Terraform deployments. Every terraform command runs as a job ([`gannet_core::jobs`]): a step
+//! Terraform deployments. Every terraform command runs as a job ([`gannet_sdk::jobs`]): a step
 //! starts it and returns `Continue`, later steps copy its output to the stage log until it
 //! ends. No step waits on terraform.
 //!
@@ -32,22 +32,23 @@ mod target;
 use std::path::Path;
 
 use async_trait::async_trait;
-use gannet_core::check::{AppFile, FileFormat};
-use gannet_core::config::{load_app_config, AppConfig, AppKind};
-use gannet_core::deployment::{Stage, StageStatus};
-use gannet_core::drift::LiveState;
-use gannet_core::jobs::{self, Follow, JobEnd, JobInput, JobKey, JobRunner, JobSpec, Progress};
-use gannet_core::plugin::{
+use gannet_config::typed::FieldError;
+use gannet_config::{AppConfig, AppKind};
+use gannet_domain::deployment::{Stage, StageStatus};
+use gannet_domain::drift::LiveState;
+use gannet_domain::ports::Metadata;
+use gannet_domain::GoDuration;
+use gannet_sdk::check::{AppFile, FileFormat};
+use gannet_sdk::jobs::{self, Follow, JobEnd, JobInput, JobKey, JobRunner, JobSpec, Progress};
+use gannet_sdk::plugin::{
     AppFileError, Live, LiveContext, LiveStates, PlanContext, Plugin, Presenter, StageConfigError,
     StageResult, StepContext, StepError, StepOutcome, Steps, StopContext,
 };
-use gannet_core::ports::Metadata;
-use gannet_core::presentation::Detail;
-use gannet_core::registry::{FromSettings, PluginSettings, PluginSpec};
-use gannet_core::stage_options;
-use gannet_core::targets::{self, Platform};
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_sdk::presentation::Detail;
+use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_options;
+use gannet_sdk::targets::{self, Platform};
+use gannet_sdk::tree::load_app_config;
 use serde_json::{json, Value};
 
 pub use plan::{Change, Plan};

@@ -3,9 +3,9 @@
 //! this view (never the raw JSON, which holds sensitive values in the clear), and drift is
 //! read from it.
 
-use gannet_core::drift::Health;
-use gannet_core::drift::{DriftField, LiveResource, UNSET};
-use gannet_core::presentation::{AttributeChange, Detail, ResourceChange};
+use gannet_domain::drift::Health;
+use gannet_domain::drift::{DriftField, LiveResource, UNSET};
+use gannet_sdk::presentation::{AttributeChange, Detail, ResourceChange};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

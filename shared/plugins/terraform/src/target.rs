@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use gannet_core::jobs::{self, JobRoleArn, JobRoles};
-use gannet_core::registry::RuntimeInfo;
-use gannet_core::targets::Named;
-use gannet_core::typed::FieldError;
-use gannet_core::GoDuration;
+use gannet_config::typed::FieldError;
+use gannet_domain::GoDuration;
+use gannet_sdk::jobs::{self, JobRoleArn, JobRoles};
+use gannet_sdk::registry::RuntimeInfo;
+use gannet_sdk::targets::Named;
 use serde::Deserialize;
 
 /// PipeCD's drift interval for Terraform: a plan is slow, and may cost the providers' API calls.

@@ -7,15 +7,15 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use gannet_core::deployment::{Deployment, Stage, StageStatus};
-use gannet_core::duration::Millis;
-use gannet_core::fixture::RecordingIo;
-use gannet_core::jobs::{JobRoleArn, JobRoles};
-use gannet_core::plugin::{
+use gannet_domain::deployment::{Deployment, Stage, StageStatus};
+use gannet_domain::duration::Millis;
+use gannet_domain::{AppId, GoDuration};
+use gannet_embedded::ProcessJobs;
+use gannet_sdk::fixture::RecordingIo;
+use gannet_sdk::jobs::{JobRoleArn, JobRoles};
+use gannet_sdk::plugin::{
     Live, LiveContext, LiveStates, Plugin, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::{AppId, GoDuration};
-use gannet_embedded::ProcessJobs;
 use serde_json::{json, Value};
 
 use super::*;
@@ -218,7 +218,7 @@ async fn an_apply_delivered_twice_applies_the_saved_plan_once_and_a_second_plan_
         stage("apply", STAGE_APPLY, json!({})),
     ]);
     let mut d2 = d2;
-    d2.id = gannet_core::DeploymentId::parse("d-second-0001").expect("id");
+    d2.id = gannet_domain::DeploymentId::parse("d-second-0001").expect("id");
     let (result, io) = lab.run_twice_each(&d2, 0, &dir).await;
     assert!(
         matches!(result, StageResult::Exited { .. }),
@@ -254,10 +254,9 @@ async fn drift_is_a_plan_job_that_later_checks_read() {
     // Git now says nginx:2: live (nginx:1) differs.
     let head = lab.app("head", "nginx:2");
     let text = std::fs::read_to_string(head.join("app.pipecd.yaml")).expect("config");
-    let app =
-        gannet_core::config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
+    let app = gannet_config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
     let app_id = AppId::parse("demo:infra/app.pipecd.yaml").expect("app id");
-    let sha = gannet_core::fixture::sha();
+    let sha = gannet_domain::fixture::sha();
     let check_at = |now: u64| {
         lab.plugin.live_state(LiveContext {
             app_id: &app_id,
@@ -314,12 +313,12 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
     assert_eq!(retries.field, "retries");
     assert!(p.validate_stage(STAGE_ROLLBACK, &json!({})).is_err());
 
-    let runtime = gannet_core::registry::RuntimeInfo {
+    let runtime = gannet_sdk::registry::RuntimeInfo {
         secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
         job_roles: JobRoles::PerJob,
     };
     let build = |value: Value| {
-        (SPEC.build)(&gannet_core::registry::PluginSettings::new(
+        (SPEC.build)(&gannet_sdk::registry::PluginSettings::new(
             "plugins.terraform",
             &value,
             &runtime,
@@ -378,12 +377,11 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
 
 /// The targets as each runtime's settings read them: `plugins.terraform` with `runtime`.
 fn targets_for(runtime: JobRoles, value: Value) -> Result<Vec<DeployTarget>, String> {
-    let runtime = gannet_core::registry::RuntimeInfo {
+    let runtime = gannet_sdk::registry::RuntimeInfo {
         job_roles: runtime,
         ..Default::default()
     };
-    let settings =
-        gannet_core::registry::PluginSettings::new("plugins.terraform", &value, &runtime);
+    let settings = gannet_sdk::registry::PluginSettings::new("plugins.terraform", &value, &runtime);
     settings
         .deploy_targets(|at, t: &DeployTarget| t.check(at, &runtime))
         .map_err(|e| e.to_string())
@@ -500,14 +498,13 @@ async fn every_job_of_a_target_runs_as_its_job_role() {
 
     // A drift check's plan.
     let text = std::fs::read_to_string(dir.join("app.pipecd.yaml")).expect("config");
-    let app =
-        gannet_core::config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
+    let app = gannet_config::parse_app_config("infra/app.pipecd.yaml", &text).expect("config");
     let live = plugin
         .live_state(LiveContext {
             app_id: &d.app,
             app: &app,
             app_dir: &dir,
-            head: &gannet_core::fixture::sha(),
+            head: &gannet_domain::fixture::sha(),
             last_deployed: None,
             now: Millis(NOW),
             jobs: &starts,
@@ -579,11 +576,11 @@ fn terraforms_error_paragraph_is_the_reason() {
 
 #[test]
 fn pipecds_retries_is_reported_as_unsupported_by_name_not_as_invalid() {
-    let plugins = gannet_core::plugin::Plugins::new(vec![gannet_core::plugin::Faces::platform(
+    let plugins = gannet_sdk::plugin::Plugins::new(vec![gannet_sdk::plugin::Faces::platform(
         std::sync::Arc::new(TerraformPlugin::default()),
     )]);
     let text = "apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n  quickSync:\n    retries: 3\n  pipeline:\n    stages:\n      - name: TERRAFORM_PLAN\n      - name: TERRAFORM_APPLY\n        with:\n          retries: 2\n";
-    let checked = gannet_core::check::check_app("infra/app.pipecd.yaml", text, &plugins, &|_| None);
+    let checked = gannet_sdk::check::check_app("infra/app.pipecd.yaml", text, &plugins, &|_| None);
     let found: Vec<(&str, bool, Option<usize>)> = checked
         .errors
         .iter()

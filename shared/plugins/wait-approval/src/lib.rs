@@ -10,16 +10,16 @@
 mod options;
 
 use async_trait::async_trait;
-use gannet_core::deployment::Stage;
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{
+use gannet_domain::deployment::Stage;
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::Metadata;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{
     ApproveError, Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError,
     StepOutcome, Steps,
 };
-use gannet_core::ports::Metadata;
-use gannet_core::registry::PluginSpec;
-use gannet_core::stage_options;
-use gannet_core::GoDuration;
+use gannet_sdk::registry::PluginSpec;
+use gannet_sdk::stage_options;
 use serde_json::Value;
 
 use crate::options::{ApprovalOptions, DEFAULT_TIMEOUT};

@@ -1,8 +1,8 @@
 //! A WAIT_APPROVAL stage's `with`: `approvers`, `minApproverNum` and `timeout`, as PipeCD names them.
 
-use gannet_core::plugin::StageConfigError;
-use gannet_core::stage_options;
-use gannet_core::GoDuration;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::StageConfigError;
+use gannet_sdk::stage_options;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

@@ -2,15 +2,15 @@
 
 use std::path::Path;
 
-use gannet_core::fixture::RecordingIo as Recorder;
+use gannet_sdk::fixture::RecordingIo as Recorder;
 
-use gannet_core::deployment::{Deployment, Stage};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{
+use gannet_domain::deployment::{Deployment, Stage};
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::Metadata;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{
     ApproveError, Plugin, Presenter, StageResult, StepContext, StepOutcome, Steps,
 };
-use gannet_core::ports::Metadata;
-use gannet_core::GoDuration;
 use serde_json::{json, Value};
 
 use super::WaitApprovalPlugin;
@@ -44,7 +44,7 @@ async fn step(stage: &Stage, now: u64, io: &Recorder) -> StepOutcome {
             running_app_dir: None,
             now: Millis(now),
             io,
-            jobs: &gannet_core::jobs::NoJobs,
+            jobs: &gannet_sdk::jobs::NoJobs,
         })
         .await
         .unwrap()

@@ -10,14 +10,14 @@
 //! where PipeCD replaces it with the 1m default. Only a missing duration means 1m.
 
 use async_trait::async_trait;
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{
+use gannet_domain::duration::Millis;
+use gannet_domain::ports::Metadata;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{
     Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_core::ports::Metadata;
-use gannet_core::registry::PluginSpec;
-use gannet_core::stage_options;
-use gannet_core::GoDuration;
+use gannet_sdk::registry::PluginSpec;
+use gannet_sdk::stage_options;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

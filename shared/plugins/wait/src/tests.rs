@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
-use gannet_core::fixture::RecordingIo as Recorder;
+use gannet_sdk::fixture::RecordingIo as Recorder;
 
-use gannet_core::deployment::{Deployment, Stage};
-use gannet_core::duration::Millis;
-use gannet_core::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome, Steps};
-use gannet_core::GoDuration;
+use gannet_domain::deployment::{Deployment, Stage};
+use gannet_domain::duration::Millis;
+use gannet_domain::GoDuration;
+use gannet_sdk::plugin::{Plugin, StageResult, StepContext, StepError, StepOutcome, Steps};
 use serde_json::{json, Value};
 
 use super::WaitPlugin;
@@ -32,7 +32,7 @@ async fn step(stage: &Stage, now: u64, io: &Recorder) -> Result<StepOutcome, Ste
             running_app_dir: None,
             now: Millis(now),
             io,
-            jobs: &gannet_core::jobs::NoJobs,
+            jobs: &gannet_sdk::jobs::NoJobs,
         })
         .await
 }

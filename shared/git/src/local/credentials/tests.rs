@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gannet_core::ids::RepoId;
-use gannet_core::ports::GitSource as _;
+use gannet_domain::ids::RepoId;
+use gannet_domain::ports::GitSource as _;
 
 use super::Remote;
 use crate::{LocalGit, Location, RepoSpec};
@@ -130,7 +130,7 @@ async fn a_fetch_never_shows_the_password_to_other_processes() {
     )
     .unwrap();
     let err = wrong.head(&repo, "main").await.unwrap_err();
-    let text = gannet_core::report::error_chain(&err);
+    let text = gannet_domain::report::error_chain(&err);
     assert!(text.contains("127.0.0.1"), "{text}");
     assert!(!text.contains(PASSWORD), "{text}");
 }

@@ -15,7 +15,7 @@ fn desired(service: &str, task: &str) -> Desired {
     let config = "apiVersion: pipecd.dev/v1beta1\nkind: ECSApp\nspec:\n  name: web\n  input:\n    serviceDefinitionFile: servicedef.yaml\n    taskDefinitionFile: taskdef.yaml\n";
     std::fs::write(dir.path().join("servicedef.yaml"), service).expect("write");
     std::fs::write(dir.path().join("taskdef.yaml"), task).expect("write");
-    let app = gannet_core::config::parse_app_config("app/app.pipecd.yaml", config).expect("config");
+    let app = gannet_config::parse_app_config("app/app.pipecd.yaml", config).expect("config");
     source::load(dir.path(), "", &app).expect("valid manifests")
 }
 

@@ -64,10 +64,10 @@ impl<'a> Document<'a> {
             file: file.to_owned(),
             line,
             field: String::new(),
-            message: gannet_core::report::bound_quotes(&message),
+            message: gannet_domain::report::bound_quotes(&message),
         };
         let raw: Value = if file.ends_with(".json") {
-            gannet_core::bounded::check_json(text).map_err(|e| syntax(None, e.to_string()))?;
+            gannet_config::bounded::check_json(text).map_err(|e| syntax(None, e.to_string()))?;
             serde_json::from_str(text).map_err(|e| {
                 let message = e.to_string();
                 let message = message
@@ -79,7 +79,7 @@ impl<'a> Document<'a> {
             })?
         } else {
             // Read under gannet's YAML limits (alias bombs, nesting).
-            gannet_core::yaml::from_str(text).map_err(|e| match e.limit() {
+            gannet_config::yaml::from_str(text).map_err(|e| match e.limit() {
                 Some(limit) => syntax(None, limit.to_string()),
                 None => syntax(e.line(), format!("invalid YAML: {}", e.message())),
             })?

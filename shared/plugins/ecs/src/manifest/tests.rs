@@ -150,7 +150,7 @@ fn image_versions_are_read_like_pipecds() {
 
 #[test]
 fn definitions_past_the_limits_are_refused_naming_the_file() {
-    let bomb = gannet_core::fixture::yaml_bomb(30);
+    let bomb = gannet_config::fixture::yaml_bomb(30);
     let err = TaskDefinition::parse("taskdef.yaml", &bomb).unwrap_err();
     assert!(
         err.to_string()

@@ -2,7 +2,7 @@
 //! duplicate steps, stale task sets, the EXTERNAL controller check, desiredCount left alone, a
 //! standalone task. State is read back through the ECS and ELBv2 APIs after every stage.
 
-use gannet_core::deployment::{CancelMode, DeploymentStatus, StageStatus, SyncStrategy};
+use gannet_domain::deployment::{CancelMode, DeploymentStatus, StageStatus, SyncStrategy};
 
 use super::harness::*;
 use crate::routing::Weights;

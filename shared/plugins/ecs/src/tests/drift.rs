@@ -6,11 +6,11 @@
 use aws_sdk_ecs::types::{
     ContainerDefinition, LaunchType, NetworkMode, PortMapping, Scale, ScaleUnit,
 };
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::DeploymentStatus;
-use gannet_core::drift::LiveState;
-use gannet_core::plugin::{LiveContext, LiveStates};
-use gannet_core::{AppId, RepoId};
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::DeploymentStatus;
+use gannet_domain::drift::LiveState;
+use gannet_domain::{AppId, RepoId};
+use gannet_sdk::plugin::{LiveContext, LiveStates};
 
 use super::harness::*;
 
@@ -26,10 +26,10 @@ async fn live(commit: &Commit) -> LiveState {
             ),
             app: &app,
             app_dir: &dir,
-            head: &gannet_core::fixture::sha(),
+            head: &gannet_domain::fixture::sha(),
             last_deployed: None,
-            now: gannet_core::duration::Millis(0),
-            jobs: &gannet_core::jobs::NoJobs,
+            now: gannet_domain::duration::Millis(0),
+            jobs: &gannet_sdk::jobs::NoJobs,
         })
         .await
         .expect("live state")

@@ -10,11 +10,11 @@ use aws_sdk_elasticloadbalancingv2::types::{
     Action as ElbAction, ActionTypeEnum, ForwardActionConfig, RuleCondition, TargetGroupTuple,
     TargetTypeEnum,
 };
-use gannet_core::deployment::Deployment;
-use gannet_core::plugin::Faces;
-use gannet_core::{CommitSha, DeploymentId};
+use gannet_domain::deployment::Deployment;
+use gannet_domain::{CommitSha, DeploymentId};
 use gannet_plugin_aws_common::test_util::{self, credentials, moto_endpoint, Platform};
 pub use gannet_plugin_aws_common::test_util::{Commit, Commits, Delivery, APP, REGION};
+use gannet_sdk::plugin::Faces;
 
 use crate::routing::{weights_in, Pair, Weights};
 use crate::target::{DeployTarget, Target};
@@ -405,7 +405,7 @@ impl Platform for &World {
 
     /// Task sets take the deployment's id as their external id: one of its own each run.
     fn deployment_id(&self, commit: &CommitSha) -> Option<DeploymentId> {
-        let app = gannet_core::AppId::parse(APP).expect("app id");
+        let app = gannet_domain::AppId::parse(APP).expect("app id");
         Some(DeploymentId::derive(&app, commit, &unique("t")))
     }
 

@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{SyncStrategy, Trigger, TriggerKind};
-use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{Faces, PlanContext, Plugin, Plugins, StepError};
-use gannet_core::CommitSha;
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::{SyncStrategy, Trigger, TriggerKind};
+use gannet_domain::CommitSha;
+use gannet_sdk::planner::{self, PlanInput};
+use gannet_sdk::plugin::{Faces, PlanContext, Plugin, Plugins, StepError};
 use serde_json::{json, Value};
 
 use crate::target::DeployTarget;
@@ -218,7 +218,7 @@ fn bad_manifests_fail_the_plan_naming_file_line_and_field() {
 #[test]
 fn pipecds_examples_pass_the_check() {
     // Skipped on a fresh clone without the corpus; `make test` says so in one line.
-    let Some(examples) = gannet_core::fixture::pipecd_examples() else {
+    let Some(examples) = gannet_config::fixture::pipecd_examples() else {
         return;
     };
     let root = examples.join("v0/ecs");
@@ -282,10 +282,8 @@ fn an_app_uses_the_target_it_names_or_the_only_one() {
         parse_app_config("a/app.pipecd.yaml", &text).expect("config")
     };
     let pick =
-        |targets: Vec<DeployTarget>, app: &gannet_core::config::AppConfig| match EcsPlugin::new(
-            targets,
-        )
-        .target_for(app)
+        |targets: Vec<DeployTarget>, app: &gannet_config::AppConfig| match EcsPlugin::new(targets)
+            .target_for(app)
         {
             Ok(t) => Ok(t.config.name.clone()),
             Err(e @ StepError::Permanent(_)) => Err(e.reason()),

@@ -370,7 +370,7 @@ fn the_git_code_is_read_from_the_app_directory() {
     std::fs::create_dir(&app_dir).expect("mkdir");
     std::fs::write(app_dir.join("fn.zip"), b"PK\x03\x04code").expect("write zip");
     std::fs::write(root.path().join("shared.zip"), b"PK\x03\x04shared").expect("write zip");
-    let app = gannet_core::config::parse_app_config(
+    let app = gannet_config::parse_app_config(
         "app/app.pipecd.yaml",
         "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n",
     )

@@ -294,7 +294,7 @@ fn artifact_versions() {
 
 #[test]
 fn a_manifest_past_the_limits_is_refused_naming_the_file() {
-    let bomb = gannet_core::fixture::yaml_bomb(30);
+    let bomb = gannet_config::fixture::yaml_bomb(30);
     let err = FunctionManifest::parse("function.yaml", &bomb).unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -1,7 +1,7 @@
 //! Deployments against moto: the quick sync, the canary, rollback, cancel, duplicate steps,
 //! refused input. State is read back through the Lambda API.
 
-use gannet_core::deployment::{CancelMode, DeploymentStatus, StageStatus, SyncStrategy};
+use gannet_domain::deployment::{CancelMode, DeploymentStatus, StageStatus, SyncStrategy};
 
 use super::harness::*;
 use crate::routing::AliasRouting;

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gannet_core::deployment::Deployment;
-use gannet_core::plugin::Faces;
+use gannet_domain::deployment::Deployment;
 use gannet_plugin_aws_common::test_util::{self, credentials, moto_endpoint, Platform};
 pub use gannet_plugin_aws_common::test_util::{unique, Commit, Commits, Delivery, APP, REGION};
+use gannet_sdk::plugin::Faces;
 
 use crate::routing::AliasRouting;
 use crate::target::{DeployTarget, Target};

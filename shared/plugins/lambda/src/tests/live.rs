@@ -3,10 +3,10 @@
 //! behind, a deleted alias) is drift or not, as the comparison rules say.
 
 use aws_sdk_lambda::types::{AliasRoutingConfiguration, VpcConfig};
-use gannet_core::config::parse_app_config;
-use gannet_core::drift::LiveState;
-use gannet_core::plugin::{LiveContext, LiveStates};
-use gannet_core::{AppId, RepoId};
+use gannet_config::parse_app_config;
+use gannet_domain::drift::LiveState;
+use gannet_domain::{AppId, RepoId};
+use gannet_sdk::plugin::{LiveContext, LiveStates};
 
 use super::harness::*;
 use crate::LambdaPlugin;
@@ -25,10 +25,10 @@ async fn live(plugin: &LambdaPlugin, commit: &Commit) -> LiveState {
             ),
             app: &app,
             app_dir: &dir,
-            head: &gannet_core::fixture::sha(),
+            head: &gannet_domain::fixture::sha(),
             last_deployed: None,
-            now: gannet_core::duration::Millis(0),
-            jobs: &gannet_core::jobs::NoJobs,
+            now: gannet_domain::duration::Millis(0),
+            jobs: &gannet_sdk::jobs::NoJobs,
         })
         .await
         .expect("live state")

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use gannet_core::config::parse_app_config;
-use gannet_core::deployment::{SyncStrategy, Trigger, TriggerKind};
-use gannet_core::planner::{self, PlanInput};
-use gannet_core::plugin::{Faces, Plugin, Plugins, StepError};
-use gannet_core::CommitSha;
+use gannet_config::parse_app_config;
+use gannet_domain::deployment::{SyncStrategy, Trigger, TriggerKind};
+use gannet_domain::CommitSha;
+use gannet_sdk::planner::{self, PlanInput};
+use gannet_sdk::plugin::{Faces, Plugin, Plugins, StepError};
 use serde_json::{json, Value};
 
 use super::harness::{app_config, function_yaml, CANARY, ROLE};
@@ -184,7 +184,7 @@ fn a_git_source_is_unsupported_not_invalid() {
         strategy: SyncStrategy::Auto,
         gate_skip: None,
     };
-    let ctx = gannet_core::plugin::PlanContext {
+    let ctx = gannet_sdk::plugin::PlanContext {
         app: &app,
         trigger: &trigger,
         running_commit: None,
@@ -239,16 +239,15 @@ fn an_app_uses_the_target_it_names_or_the_only_one() {
         );
         parse_app_config("a/app.pipecd.yaml", &text).expect("config")
     };
-    let pick =
-        |targets: Vec<DeployTarget>, app: &gannet_core::config::AppConfig| match LambdaPlugin::new(
-            targets,
-        )
-        .target_for(app)
-        {
-            Ok(t) => Ok(t.config.name.clone()),
-            Err(e @ StepError::Permanent(_)) => Err(e.reason()),
-            Err(other) => panic!("{other:?}"),
-        };
+    let pick = |targets: Vec<DeployTarget>, app: &gannet_config::AppConfig| match LambdaPlugin::new(
+        targets,
+    )
+    .target_for(app)
+    {
+        Ok(t) => Ok(t.config.name.clone()),
+        Err(e @ StepError::Permanent(_)) => Err(e.reason()),
+        Err(other) => panic!("{other:?}"),
+    };
     assert_eq!(pick(vec![target("prod")], &lambda_app), Ok("prod".into()));
     let many = || vec![target("prod"), target("dev")];
     assert_eq!(pick(many(), &application("dev")), Ok("dev".into()));
