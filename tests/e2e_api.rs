@@ -358,6 +358,66 @@ fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
     assert_eq!(status, 404, "{body}");
 }
 
+/// A manual sync is its commit's deployment: a second sync while it runs answers with it,
+/// `--force` makes a new one, and the trigger judging that commit afterwards (a push of it here;
+/// the poll judges a head the same way) does not deploy it a third time as ON_COMMIT.
+#[test]
+fn a_synced_commit_is_deployed_once_and_not_again_by_the_poll() {
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    // A commit gannet has not judged yet (nobody pushed it): a sync deploys the branch head.
+    let slow = app_config("web", "      - name: WAIT\n        with: {duration: 30s}\n");
+    let head = repo.commit(&[("apps/web/app.pipecd.yaml", &slow)], "slow web");
+    let sync = |extra: &[&str]| -> String {
+        let args = [&["sync", "web", "--json"], extra].concat();
+        let run = g.cli_env(&args, &[("GANNET_TOKEN", token_of("dora"))]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let d: Value = serde_json::from_str(&run.stdout).expect("sync --json prints it");
+        assert_eq!(d["commit"], head.as_str(), "{d}");
+        d["id"].as_str().expect("id").to_owned()
+    };
+    let first = sync(&[]);
+    g.wait_stage(&first, "WAIT", "RUNNING", LIMIT);
+    assert_eq!(
+        sync(&[]),
+        first,
+        "a second sync of a commit that is deploying answers with that deployment"
+    );
+    let forced = sync(&["--force"]);
+    assert_ne!(forced, first, "--force starts a new deployment");
+    for id in [&first, &forced] {
+        let run = g.cli_env(&["cancel", id, "--no-rollback"], &[]);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(g.wait_terminal(id, LIMIT)["status"], "CANCELLED");
+    }
+    let (status, body) = g.push(&head, "delivery-after-the-sync");
+    assert_eq!(status, 202, "{body}");
+    // The cancelled WAITs' wake-ups stay queued; the push's trigger and any plan it sent do not.
+    g.wait_until(LIMIT, "the push is judged", || {
+        let judging: i64 = g
+            .db()
+            .query_row(
+                "SELECT COUNT(*) FROM messages WHERE queue IN ('trigger', 'plan')",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        (judging == 0).then_some(())
+    });
+    let mut of_head: Vec<String> = g
+        .deployments()
+        .into_iter()
+        .filter(|d| d["commit"] == head.as_str())
+        .filter_map(|d| d["id"].as_str().map(str::to_owned))
+        .collect();
+    of_head.sort();
+    let mut synced = vec![first, forced];
+    synced.sort();
+    assert_eq!(
+        of_head, synced,
+        "the sync marked the commit checked for web, so the trigger did not deploy it again"
+    );
+}
+
 #[test]
 fn a_stage_timeout_kills_the_script_fails_the_stage_and_rolls_back() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -233,11 +233,13 @@ impl Client {
         &self,
         app: &str,
         start: Start<'_>,
+        force: bool,
         commander: Option<&str>,
     ) -> anyhow::Result<DeploymentView> {
         let body = json!({
             "strategy": start.strategy,
             "reason": start.reason,
+            "force": force,
             "commander": commander.unwrap_or_default(),
         });
         self.call(

@@ -97,6 +97,10 @@ enum Command {
     Sync {
         /// The application's name (or id).
         app: String,
+        /// Start a new deployment even when one of the branch head is already under way
+        /// (without it, syncing a commit that is deploying answers with that deployment).
+        #[arg(long)]
+        force: bool,
         #[command(flatten)]
         start: StartArgs,
     },
@@ -505,10 +509,10 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         }
         Command::Apps { command } => return apps(&server, command).await,
         Command::Deployments { command } => return deployments(&server, command).await,
-        Command::Sync { app, start } => {
+        Command::Sync { app, force, start } => {
             let client = server.client()?;
             let d = client
-                .sync(&app, start.request(), claimed(None).as_deref())
+                .sync(&app, start.request(), force, claimed(None).as_deref())
                 .await?;
             return started(&client, d, &start, "deployment").await;
         }

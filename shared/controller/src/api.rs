@@ -237,6 +237,10 @@ pub struct SyncRequest {
     /// Why an admin's quick sync skips the app's approval gate (required then).
     #[serde(default)]
     pub reason: Option<String>,
+    /// Start a new deployment even when one of the same commit is already under way
+    /// (without it, a sync of a commit that is deploying answers with that deployment).
+    #[serde(default)]
+    pub force: bool,
 }
 
 /// The most log lines one call returns; the caller asks again after the last one it got.
@@ -253,6 +257,9 @@ pub(crate) struct DeployCommand<'c> {
     pub rollback_of: Option<DeploymentId>,
     /// Pauses the app in the same write (a rollback holds it at its commit).
     pub pause: Option<gannet_domain::app::Pause>,
+    /// The branch head the command judged the app at: it becomes the app's checked commit,
+    /// as a push's trigger would make it, so the next poll does not deploy it again.
+    pub checked: CommitSha,
 }
 
 /// Optimistic commands retry this often when a step writes at the same moment.
@@ -368,6 +375,11 @@ impl Controller {
         }
         let repo = self.configured_repo(&app)?;
         let head = self.inner.git.head(&app.repo, &repo.branch).await?;
+        if !req.force {
+            if let Some(under_way) = self.deploying(&app, &head.sha).await? {
+                return self.get_deployment(under_way.id.as_str()).await;
+            }
+        }
         let key = req
             .key
             .unwrap_or_else(|| self.inner.clock.now().0.to_string());
@@ -378,8 +390,34 @@ impl Controller {
             cause: format!("ON_COMMAND:{key}"),
             rollback_of: None,
             pause: None,
+            checked: head.sha.clone(),
         };
         self.deploy_commit(&app, &head, &repo.branch, command).await
+    }
+
+    /// The app's deployment of `commit` that has not ended, if there is one (a rollback
+    /// deploys an older commit for another reason, so it does not count).
+    async fn deploying(
+        &self,
+        app: &App,
+        commit: &CommitSha,
+    ) -> Result<Option<gannet_domain::deployment::Deployment>, ApiError> {
+        let statuses = DeploymentStatus::ALL
+            .into_iter()
+            .filter(|s| !s.is_terminal())
+            .collect();
+        let open = self
+            .inner
+            .store
+            .deployments(&DeploymentFilter {
+                app: Some(app.id.clone()),
+                statuses,
+                limit: None,
+            })
+            .await?;
+        Ok(open
+            .into_iter()
+            .find(|d| &d.commit.sha == commit && d.rollback_of.is_none()))
     }
 
     /// The settings of the repository `app` lives in, which must still be configured.
@@ -416,41 +454,54 @@ impl Controller {
         };
         let mut d = pending_deployment(app, &cfg, commit, branch, trigger, &command.cause, now);
         d.rollback_of = command.rollback_of;
-        let mut changes = Changes {
-            writes: vec![gannet_domain::ports::Write::PutDeployment {
-                deployment: Box::new(d.clone()),
-                expect: gannet_domain::ports::Expect::Absent,
-            }],
-            send: vec![
-                Message::Plan {
-                    app: app.id.clone(),
-                }
-                .outgoing(),
-                notify(gannet_events::EventKind::DeploymentTriggered, &d, now),
-            ],
-        };
-        if let Some(pause) = command.pause {
-            let mut paused = app.clone();
-            paused.paused = Some(pause);
-            put_if_changed(&mut changes, Some(app), paused, now);
-        }
-        match inner.store.apply(changes).await {
-            Ok(()) => {
-                if let Some(skip) = &d.trigger.gate_skip {
-                    tracing::warn!(app = %app.id, deployment = %d.id, by = %skip.by, reason = %skip.reason, "an admin skipped the approval gate");
-                }
-                self.get_deployment(d.id.as_str()).await
+        // The app is written too (its checked commit, a pause): a trigger writing it at the
+        // same moment makes the write conflict, so it is tried again on the app as it is now.
+        let mut app = app.clone();
+        for _ in 0..COMMAND_TRIES {
+            let mut changes = Changes {
+                writes: vec![gannet_domain::ports::Write::PutDeployment {
+                    deployment: Box::new(d.clone()),
+                    expect: gannet_domain::ports::Expect::Absent,
+                }],
+                send: vec![
+                    Message::Plan {
+                        app: app.id.clone(),
+                    }
+                    .outgoing(),
+                    notify(gannet_events::EventKind::DeploymentTriggered, &d, now),
+                ],
+            };
+            let mut judged = app.clone();
+            judged.last_checked_commit = Some(command.checked.clone());
+            if let Some(pause) = &command.pause {
+                judged.paused = Some(pause.clone());
             }
-            // The same command again (its idempotency key): the deployment it made.
-            Err(StoreError::Conflict { .. }) if inner.store.deployment(&d.id).await?.is_some() => {
-                self.get_deployment(d.id.as_str()).await
+            put_if_changed(&mut changes, Some(&app), judged, now);
+            match inner.store.apply(changes).await {
+                Ok(()) => {
+                    if let Some(skip) = &d.trigger.gate_skip {
+                        tracing::warn!(app = %app.id, deployment = %d.id, by = %skip.by, reason = %skip.reason, "an admin skipped the approval gate");
+                    }
+                    return self.get_deployment(d.id.as_str()).await;
+                }
+                // The same command again (its idempotency key): the deployment it made.
+                Err(StoreError::Conflict { .. })
+                    if inner.store.deployment(&d.id).await?.is_some() =>
+                {
+                    return self.get_deployment(d.id.as_str()).await;
+                }
+                Err(StoreError::Conflict { .. }) => {
+                    app = inner.store.app(&app.id).await?.ok_or_else(|| {
+                        ApiError::NotFound(format!("application {} is gone", app.name))
+                    })?;
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(StoreError::Conflict { what }) => Err(ApiError::Conflict(format!(
-                "application {} changed while the command ran ({what}); try again",
-                app.name
-            ))),
-            Err(e) => Err(e.into()),
         }
+        Err(ApiError::Conflict(format!(
+            "application {} kept changing while the command ran; try again",
+            app.name
+        )))
     }
 
     /// The app's config at `commit`; a conflict naming why when it is missing or invalid.

@@ -126,6 +126,7 @@ impl Controller {
         };
         let repo = self.configured_repo(&app)?;
         let commit = self.inner.git.commit(&app.repo, &target.commit.sha).await?;
+        let head = self.inner.git.head(&app.repo, &repo.branch).await?;
         let now = self.inner.clock.now();
         let key = req.key.unwrap_or_else(|| now.0.to_string());
         let command = DeployCommand {
@@ -144,6 +145,7 @@ impl Controller {
                 ),
                 commit: Some(target.commit.sha.clone()),
             }),
+            checked: head.sha,
         };
         self.deploy_commit(&app, &commit, &repo.branch, command)
             .await
