@@ -134,6 +134,14 @@ PY
 done
 [ "$curl_ok" = ok ] || { cat "$work/gannet.log"; echo "demo: gannet up did not answer" >&2; exit 1; }
 
+step "First sight: gannet adopts the app as it runs and deploys nothing (repos[].onFirstSight: adopt)"
+for _ in $(seq 1 100); do
+  grep -q "adopted, not deployed" "$work/gannet.log" && break
+  sleep 0.1
+done
+grep "adopted, not deployed" "$work/gannet.log" | sed 's/^.*INFO [^ ]* //' \
+  || { echo "demo: the first scan did not adopt the app" >&2; exit 1; }
+
 # Sends a signed push webhook for commit $1, waits for the deployment of app $2 to appear,
 # then follows it live. With a Lambda function $3, the alias's routing is also read from the
 # Lambda API while it runs, and each change is printed (and recorded in $work/alias-<commit>).

@@ -433,7 +433,7 @@ fn the_cli_talks_https_checking_the_servers_certificate() {
         state.path(),
         |port| {
             format!(
-                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{env: GANNET_E2E_TOKENS}}\n  hosts: [\"localhost:{front}\"]\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {}\nintervals: {{poll: 1m, resume: 1s}}\n",
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{env: GANNET_E2E_TOKENS}}\n  hosts: [\"localhost:{front}\"]\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\n    github: {}\nintervals: {{poll: 1m, resume: 1s}}\n",
                 repo.path().display(),
                 support::GITHUB
             )

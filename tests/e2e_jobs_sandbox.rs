@@ -53,7 +53,7 @@ impl Layout {
         std::fs::write(
             &config,
             format!(
-                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{file: tokens.yaml}}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {GITHUB}\nintervals: {{poll: 1m, resume: 1s}}\n{jobs}",
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{file: tokens.yaml}}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\n    github: {GITHUB}\nintervals: {{poll: 1m, resume: 1s}}\n{jobs}",
                 repo.path().display()
             ),
         )
@@ -245,7 +245,7 @@ fn bad_jobs_settings_stop_start_up_naming_the_field() {
         std::fs::write(
             layout.path().join("gannet.yaml"),
             format!(
-                "listen: 127.0.0.1:{}\nstate: state/gannet.db\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n{jobs}",
+                "listen: 127.0.0.1:{}\nstate: state/gannet.db\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\n{jobs}",
                 free_port(),
                 repo.path().display()
             ),

@@ -111,7 +111,7 @@ fn a_plugin_registered_in_a_test_deploys_an_app() {
     std::fs::write(
         &config,
         format!(
-            "listen: 127.0.0.1:{port}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\nintervals: {{poll: 1m, resume: 1s}}\nplugins:\n  fake:\n    deployTargets:\n      - {{name: local, outDir: {}}}\napi:\n  tokens: {{env: GANNET_REGISTRY_TEST_TOKENS}}\n",
+            "listen: 127.0.0.1:{port}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\nintervals: {{poll: 1m, resume: 1s}}\nplugins:\n  fake:\n    deployTargets:\n      - {{name: local, outDir: {}}}\napi:\n  tokens: {{env: GANNET_REGISTRY_TEST_TOKENS}}\n",
             repo.path().display(),
             out.path().display()
         ),

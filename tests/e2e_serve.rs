@@ -25,7 +25,7 @@ const OK: &str = "      - name: SCRIPT_RUN\n        with: {run: echo ok}\n";
 /// A gannet.yaml for `repo` on `port`, with `api` (indented keys) under the tokens.
 fn config(repo: &Repo, port: u16, api: &str) -> String {
     format!(
-        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{env: GANNET_E2E_TOKENS}}\n{api}repos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {GITHUB}\nintervals: {{poll: 1m, resume: 1s}}\n",
+        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{env: GANNET_E2E_TOKENS}}\n{api}repos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\n    github: {GITHUB}\nintervals: {{poll: 1m, resume: 1s}}\n",
         repo.path().display(),
     )
 }

@@ -81,3 +81,78 @@ fn an_ignored_change_does_not_block_the_next_change() {
     push(&g, &more_docs);
     assert_eq!(deployments_of(&g, &more_docs), 0);
 }
+
+/// The first scan of a repository: by default (`adopt`) every app found is taken as it runs,
+/// nothing is deployed and the log says so per app; the next commit that changes an app
+/// deploys it. With `onFirstSight: deploy` every app deploys at once, and the log says why.
+#[test]
+fn the_first_sight_of_a_repository_adopts_or_deploys_as_configured() {
+    for mode in ["adopt", "deploy"] {
+        let repo = Repo::new();
+        let first = repo.commit(
+            &[
+                ("apps/hello/app.pipecd.yaml", &config("0s")),
+                (
+                    "apps/other/app.pipecd.yaml",
+                    &config("0s").replace("hello", "other"),
+                ),
+            ],
+            "add hello and other",
+        );
+        let state = tempfile::tempdir().expect("tempdir");
+        let opts = UpOptions {
+            on_first_sight: mode,
+            ..UpOptions::default()
+        };
+        let g = Gannet::start(&repo, state.path(), &opts);
+        g.wait_until(LIMIT, "the first scan is stored", || {
+            (g.count("messages") == 0
+                && g.stored_rows("repos")
+                    .iter()
+                    .any(|(_, body)| body.contains(&first)))
+            .then_some(())
+        });
+        let log = g.log();
+        let apps = g.get("/apps").1["apps"].clone();
+        let names: Vec<&str> = apps
+            .as_array()
+            .expect("apps")
+            .iter()
+            .filter_map(|a| a["name"].as_str())
+            .collect();
+        assert_eq!(names.len(), 2, "{mode}: both apps are known: {apps}");
+        if mode == "adopt" {
+            assert_eq!(deployments_of(&g, &first), 0, "adopt deploys nothing");
+            for app in ["hello", "other"] {
+                assert!(
+                    log.lines().any(|l| l.contains("adopted, not deployed")
+                        && l.contains(&format!("app={app}"))),
+                    "the log says {app} was adopted:\n{log}"
+                );
+            }
+            // The next commit that changes hello deploys hello, and only hello.
+            let next = repo.commit(
+                &[("apps/hello/app.pipecd.yaml", &config("1s"))],
+                "change hello",
+            );
+            push(&g, &next);
+            let of_next: Vec<String> = g
+                .deployments()
+                .iter()
+                .filter(|d| d["commit"] == next.as_str())
+                .filter_map(|d| d["app"].as_str().map(str::to_owned))
+                .collect();
+            assert_eq!(of_next, ["hello"], "a change after adoption deploys");
+        } else {
+            for app in ["hello", "other"] {
+                assert!(
+                    log.lines().any(|l| l.contains("deployment triggered")
+                        && l.contains(&format!("app={app}"))
+                        && l.contains("onFirstSight: deploy")),
+                    "the log says {app} deploys on first sight:\n{log}"
+                );
+            }
+            assert_eq!(deployments_of(&g, &first), 2, "deploy deploys every app");
+        }
+    }
+}

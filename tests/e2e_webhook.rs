@@ -398,7 +398,7 @@ fn without_a_webhook_section_pushes_are_refused_and_nothing_is_stored() {
         state.path(),
         |port| {
             format!(
-                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\n{}repos:\n  - id: shop\n    path: {repo_path}\n    github: {}\nintervals: {{poll: 1h, resume: 1s}}\n",
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\n{}repos:\n  - id: shop\n    path: {repo_path}\n    onFirstSight: deploy\n    github: {}\nintervals: {{poll: 1h, resume: 1s}}\n",
                 support::API_CONFIG,
                 support::GITHUB
             )

@@ -156,7 +156,7 @@ fn build_repo(repo: &support::Repo, apps: usize, prefix: &str) {
 
 fn config(port: u16, repo: &Path, proxy: &str, workers: usize) -> String {
     format!(
-        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nworkers: {workers}\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\nintervals: {{poll: 1h, resume: 30s, drift: 1h}}\nrepos:\n  - id: fleet\n    path: {}\n    branch: main\nplugins:\n  lambda:\n    deployTargets:\n      - name: moto\n        region: {}\n        endpoint: {proxy}\n",
+        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nworkers: {workers}\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\nintervals: {{poll: 1h, resume: 30s, drift: 1h}}\nrepos:\n  - id: fleet\n    path: {}\n    branch: main\n    onFirstSight: deploy\nplugins:\n  lambda:\n    deployTargets:\n      - name: moto\n        region: {}\n        endpoint: {proxy}\n",
         repo.display(),
         moto::REGION
     )

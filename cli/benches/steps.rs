@@ -127,6 +127,7 @@ async fn run_once(seconds: u64, apps: u64, polls: u64) -> Timings {
             github: None,
             url: None,
             supersede: Supersede::Never,
+            on_first_sight: gannet_controller::FirstSight::Deploy,
         }],
         ..Settings::default()
     };

@@ -166,7 +166,7 @@ fn app_config(image: &str) -> String {
 
 fn gannet_config(port: u16, repo: &Path, cli_config: &Path) -> String {
     format!(
-        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{api}intervals: {{poll: 1h, resume: 30s, drift: 1h}}\nrepos:\n  - id: bench\n    path: {repo}\n    branch: main\n    github: {github}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {{TF_CLI_CONFIG_FILE: '{rc}', CHECKPOINT_DISABLE: '1'}}\n        driftDetectionEnabled: false\n",
+        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{api}intervals: {{poll: 1h, resume: 30s, drift: 1h}}\nrepos:\n  - id: bench\n    path: {repo}\n    branch: main\n    onFirstSight: deploy\n    github: {github}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {{TF_CLI_CONFIG_FILE: '{rc}', CHECKPOINT_DISABLE: '1'}}\n        driftDetectionEnabled: false\n",
         api = support::API_CONFIG,
         repo = repo.display(),
         github = support::GITHUB,

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use gannet_controller::http::Hosts;
 use gannet_controller::{
-    check_settings, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl, RepoSettings,
-    Secret, Settings, SettingsField, Supersede,
+    check_settings, FirstSight, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl,
+    RepoSettings, Secret, Settings, SettingsField, Supersede,
 };
 use gannet_domain::{GoDuration, RepoId};
 use gannet_embedded::ApiTokens;
@@ -129,6 +129,8 @@ struct RawRepo {
     github: Option<String>,
     #[serde(default)]
     supersede: bool,
+    #[serde(default)]
+    on_first_sight: FirstSight,
 }
 
 fn default_branch() -> String {
@@ -370,6 +372,7 @@ impl UpConfig {
                 } else {
                     Supersede::Never
                 },
+                on_first_sight: r.on_first_sight,
             });
         }
         let defaults = Intervals::default();

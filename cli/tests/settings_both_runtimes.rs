@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use gannet_cli::settings::UpConfig;
+use gannet_controller::FirstSight;
 use gannet_functions::config::{self as aws, FunctionConfig};
 
 /// Each loader's refusal, split into the place it names and the reason after it.
@@ -16,18 +17,25 @@ struct Refusals {
 }
 
 /// gannet.yaml `yaml` through `gannet up`'s loader.
-fn local(yaml: &str) -> Result<(), String> {
+fn local_config(yaml: &str) -> Result<UpConfig, String> {
     UpConfig::parse(
         yaml,
         Path::new("/etc/gannet"),
         &|_| None,
         &gannet_plugins::registry(),
     )
-    .map(drop)
+}
+
+fn local(yaml: &str) -> Result<(), String> {
+    local_config(yaml).map(drop)
+}
+
+fn on_aws(vars: &[(&str, &str)]) -> Result<(), String> {
+    aws_config(vars).map(drop)
 }
 
 /// A function's environment, a working one with `vars` set, through the functions' loader.
-fn on_aws(vars: &[(&str, &str)]) -> Result<(), String> {
+fn aws_config(vars: &[(&str, &str)]) -> Result<FunctionConfig, String> {
     let queues = r#"{"trigger":{"queue":"https://q/t","dead_letter":"https://q/t-dlq"}}"#;
     let mut env: BTreeMap<&str, &str> = [
         (aws::REGION, "us-east-1"),
@@ -42,7 +50,6 @@ fn on_aws(vars: &[(&str, &str)]) -> Result<(), String> {
         &|name| env.get(name).map(|v| (*v).to_owned()),
         Some(&gannet_plugins::registry()),
     )
-    .map(drop)
     .map_err(|e| e.to_string())
 }
 
@@ -211,4 +218,44 @@ fn an_unknown_plugin_is_refused_alike() {
             .starts_with("no compiled-in plugin is named \"appengine\" (compiled in: wait, "),
         "{r:?}"
     );
+}
+
+#[test]
+fn the_first_sight_of_a_repository_is_adopt_unless_set_on_both() {
+    let first_sight = |yaml: &str, repos: &str| {
+        let up = local_config(yaml).expect("gannet up accepts");
+        let functions = aws_config(&[(aws::REPOS, repos)]).expect("the functions accept");
+        (
+            up.settings.repos[0].on_first_sight,
+            functions.repos[0].on_first_sight,
+        )
+    };
+    assert_eq!(
+        first_sight(
+            "repos: [{id: shop, path: ., github: acme/shop}]",
+            r#"[{"id":"shop","github":"acme/shop"}]"#
+        ),
+        (FirstSight::Adopt, FirstSight::Adopt),
+        "adopt is the default"
+    );
+    assert_eq!(
+        first_sight(
+            "repos: [{id: shop, path: ., github: acme/shop, onFirstSight: deploy}]",
+            r#"[{"id":"shop","github":"acme/shop","onFirstSight":"deploy"}]"#
+        ),
+        (FirstSight::Deploy, FirstSight::Deploy)
+    );
+    let local_err = local("repos: [{id: shop, path: ., onFirstSight: always}]")
+        .expect_err("gannet up refuses an unknown value");
+    let aws_err = on_aws(&[(
+        aws::REPOS,
+        r#"[{"id":"shop","github":"acme/shop","onFirstSight":"always"}]"#,
+    )])
+    .expect_err("the functions refuse an unknown value");
+    for err in [&local_err, &aws_err] {
+        assert!(
+            err.contains("onFirstSight") && err.contains("always"),
+            "names the field and the value: {err}"
+        );
+    }
 }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
 use gannet_controller::{
-    check_settings, IntervalName, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings, Secret,
-    SettingsError, SettingsField, Supersede,
+    check_settings, FirstSight, IntervalName, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings,
+    Secret, SettingsError, SettingsField, Supersede,
 };
 use gannet_domain::ports::QueueName;
 use gannet_domain::{GoDuration, RepoId};
@@ -252,6 +252,8 @@ struct RawRepo {
     branch: String,
     #[serde(default)]
     supersede: RawSupersede,
+    #[serde(default, rename = "onFirstSight")]
+    on_first_sight: FirstSight,
 }
 
 fn default_branch() -> String {
@@ -514,6 +516,7 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
                 RawSupersede::Never => Supersede::Never,
                 RawSupersede::OlderPending => Supersede::OlderPending,
             },
+            on_first_sight: r.on_first_sight,
         });
     }
     Ok(repos)

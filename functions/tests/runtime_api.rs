@@ -433,7 +433,8 @@ async fn start_with(
             (q.as_str(), urls)
         })
         .collect();
-    let repos = json!([{"id": "shop", "url": repo.path().display().to_string()}]);
+    let repos =
+        json!([{"id": "shop", "url": repo.path().display().to_string(), "onFirstSight": "deploy"}]);
     let mut gannet_env = vec![
         ("AWS_REGION", REGION.to_owned()),
         ("AWS_ENDPOINT_URL", endpoint),

@@ -148,6 +148,9 @@ pub fn app_config(name: &str, stages: &str) -> String {
 pub struct UpOptions {
     pub extra_config: String,
     pub supersede: bool,
+    /// `repos[].onFirstSight`: `deploy` (the tests' default, so the first scan deploys every
+    /// app) or `adopt` (gannet's default).
+    pub on_first_sight: &'static str,
     pub env: Vec<(String, String)>,
 }
 
@@ -156,6 +159,7 @@ impl Default for UpOptions {
         Self {
             extra_config: "intervals: {poll: 1m, resume: 1s}\nqueue: {visibility: 3s}\n".into(),
             supersede: false,
+            on_first_sight: "deploy",
             env: Vec::new(),
         }
     }
@@ -202,8 +206,9 @@ impl Gannet {
         std::fs::write(
             &config,
             format!(
-                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{API_CONFIG}repos:\n  - id: shop\n    path: {}\n    branch: main\n    github: {GITHUB}\n    supersede: {}\n{}",
+                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{API_CONFIG}repos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: {}\n    github: {GITHUB}\n    supersede: {}\n{}",
                 repo.path().display(),
+                opts.on_first_sight,
                 opts.supersede,
                 opts.extra_config
             ),

@@ -93,7 +93,7 @@ pub(crate) fn write_config(root: &Path, port: u16, repos: &[AppRepo]) -> PathBuf
     );
     for r in repos {
         text.push_str(&format!(
-            "  - id: {0}\n    path: {1}\n    branch: main\n    github: bench/{0}\n",
+            "  - id: {0}\n    path: {1}\n    branch: main\n    onFirstSight: deploy\n    github: bench/{0}\n",
             r.name,
             r.dir.display()
         ));

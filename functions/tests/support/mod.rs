@@ -498,7 +498,9 @@ impl Lab {
         let repo = Repo::new();
         let repo_id = unique("shop");
         let git_cache = tempfile::tempdir().expect("tempdir");
-        let mut repos = vec![json!({"id": repo_id, "url": repo.path().display().to_string()})];
+        let mut repos = vec![
+            json!({"id": repo_id, "url": repo.path().display().to_string(), "onFirstSight": "deploy"}),
+        ];
         repos.extend(options.extra_repos);
         let settings = |lambda_endpoint: &str| {
             let mut plugins = json!({

@@ -15,6 +15,11 @@ export interface Repository {
   readonly branch?: string;
   /** `olderPending`: a newer commit cancels the app's older PENDING deployments. @default "never" */
   readonly supersede?: 'never' | 'olderPending';
+  /**
+   * What the first scan of the repository does with the apps it finds: `adopt` takes each as it
+   * runs and deploys nothing; `deploy` deploys every app at the branch head. @default "adopt"
+   */
+  readonly onFirstSight?: 'adopt' | 'deploy';
 }
 
 /** A Lambda deploy target. On AWS it needs `roleArn`: the functions' roles have no Lambda rights. */

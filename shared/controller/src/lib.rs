@@ -36,8 +36,9 @@ pub use diff::{answer_diff, diff_from_answer, DiffView, RemoteDiff};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
 pub use settings::{
-    check_settings, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl, RepoSettings,
-    Secret, Settings, SettingsError, SettingsField, SettingsProblem, Supersede, MIN_INTERVAL,
+    check_settings, FirstSight, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl,
+    RepoSettings, Secret, Settings, SettingsError, SettingsField, SettingsProblem, Supersede,
+    MIN_INTERVAL,
 };
 pub use settle::{settle, Removal, Settled};
 pub use stage::DEADLINE_MARGIN;

@@ -528,6 +528,7 @@ mod tests {
                 github: github.map(Into::into),
                 url: None,
                 supersede: Supersede::Never,
+                on_first_sight: crate::FirstSight::default(),
             }],
             ..Settings::default()
         };

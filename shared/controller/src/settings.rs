@@ -44,6 +44,31 @@ pub struct RepoSettings {
     pub url: Option<String>,
     /// A newer commit cancels the app's older PENDING deployments.
     pub supersede: Supersede,
+    /// What the first scan of the repository does with the apps it finds.
+    pub on_first_sight: FirstSight,
+}
+
+/// What the first scan of a repository (nothing stored for it yet) does with each app it
+/// finds: `repos[].onFirstSight` in `gannet.yaml`, `onFirstSight` in `GANNET_REPOS`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FirstSight {
+    /// Take each app as it runs now: its config is read, its branch head is marked checked,
+    /// and nothing is deployed; the next commit that changes it deploys it. The default: a
+    /// first start on a real repository deploys nothing nobody asked for.
+    #[default]
+    Adopt,
+    /// Deploy every app at the branch head, as a first push would (PipeCD's behaviour).
+    Deploy,
+}
+
+impl FirstSight {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Adopt => "adopt",
+            Self::Deploy => "deploy",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

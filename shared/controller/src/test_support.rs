@@ -207,6 +207,7 @@ pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
             github: None,
             url: None,
             supersede: crate::Supersede::Never,
+            on_first_sight: crate::FirstSight::Deploy,
         }],
         ..Settings::default()
     };

@@ -20,6 +20,7 @@ use gannet_events::{Event, EventKind, Message, TriggerCause};
 use gannet_sdk::check;
 use gannet_sdk::plugin::Plugins;
 
+use crate::settings::FirstSight;
 use crate::{Controller, HandlerError};
 
 impl Controller {
@@ -49,6 +50,9 @@ impl Controller {
             .map(|a| (a.id.clone(), a))
             .collect();
 
+        // Nothing stored for the repository: this is its first scan, and the settings say
+        // whether the apps found deploy or are adopted as they run.
+        let adopting = state.is_none() && settings.on_first_sight == FirstSight::Adopt;
         let mut changes = Changes::default();
         let mut seen = Vec::new();
         for path in files.iter().filter(|p| config::is_app_config_path(p)) {
@@ -76,6 +80,11 @@ impl Controller {
                     // judges every change pushed meanwhile (see `Controller::resume`).
                     describe(&mut app, &cfg);
                     tracing::info!(app = %id, commit = %head.sha, "not triggered: the app is paused");
+                }
+                Ok(cfg) if adopting => {
+                    describe(&mut app, &cfg);
+                    app.last_checked_commit = Some(head.sha.clone());
+                    tracing::info!(app = %app.name, id = %id, commit = %head.sha.short(), "adopted, not deployed: first sight of the repository (repos[].onFirstSight: adopt); the next commit that changes it deploys it, or run gannet sync");
                 }
                 Ok(cfg) => {
                     describe(&mut app, &cfg);
@@ -106,7 +115,12 @@ impl Controller {
                                 "ON_COMMIT",
                                 now,
                             );
-                            tracing::info!(app = %id, deployment = %d.id, commit = %head.sha, %reason, "deployment triggered");
+                            let reason = if state.is_none() {
+                                format!("first sight of the repository (repos[].onFirstSight: deploy): {reason}")
+                            } else {
+                                reason
+                            };
+                            tracing::info!(app = %app.name, id = %id, deployment = %d.id, commit = %head.sha, %reason, "deployment triggered");
                             changes
                                 .send
                                 .push(Message::Plan { app: id.clone() }.outgoing());

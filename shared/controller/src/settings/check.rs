@@ -165,6 +165,7 @@ mod tests {
             github: github.map(str::to_owned),
             url: None,
             supersede: Supersede::Never,
+            on_first_sight: crate::FirstSight::default(),
         }
     }
 

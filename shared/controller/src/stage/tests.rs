@@ -107,6 +107,7 @@ impl Lab {
                 github: None,
                 url: None,
                 supersede: crate::Supersede::Never,
+                on_first_sight: crate::FirstSight::Deploy,
             }],
             ..Settings::default()
         };
