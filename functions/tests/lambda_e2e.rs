@@ -466,9 +466,14 @@ fn the_api_knows_its_caller_by_the_iam_principal() {
         json!({"name": "erin", "role": "admin"}),
         "{body}"
     );
-    let (status, body) = c
-        .lab
-        .api_as(Some(admin), "POST", sync, Some(json!({"key": "erin"})));
+    // alice's deployment of the head is still under way: without `force` the sync answers
+    // with it.
+    let (status, body) = c.lab.api_as(
+        Some(admin),
+        "POST",
+        sync,
+        Some(json!({"key": "erin", "force": true})),
+    );
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["deployment"]["commander"], "erin", "{body}");
     // Without a role in the table (an entry with a name only, or no entry: an IAM user is
