@@ -362,6 +362,48 @@ fn check(text: &str) -> (CliRun, (u32, String, String)) {
 
 const HEAD: &str = "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: x\n";
 
+/// `config check` reads what a deployment would: a Kubernetes app that lists no manifests
+/// deploys every YAML file in its directory, so each of those is checked too (a bomb, a
+/// manifest without a name), not only the files the config names.
+#[test]
+fn config_check_checks_the_manifests_a_kubernetes_app_finds_by_default() {
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers: [{name: web, image: web:1}]\n";
+    let cases = [
+        ("valid.yaml", deployment.to_owned(), None),
+        (
+            "nameless.yaml",
+            deployment.replace("  name: web\n", "  labels: {app: web}\n"),
+            Some("metadata.name"),
+        ),
+        (
+            "bomb.yaml",
+            gannet_config::fixture::yaml_bomb(12),
+            Some("bomb.yaml"),
+        ),
+    ];
+    for (name, manifest, fault) in cases {
+        let root = tempfile::tempdir().expect("tempdir");
+        let file = write_app(
+            root.path(),
+            "web",
+            "apiVersion: pipecd.dev/v1beta1\nkind: KubernetesApp\nspec:\n  name: web\n",
+        );
+        let dir = file.parent().expect("app dir");
+        std::fs::write(dir.join(name), manifest).expect("write manifest");
+        let run = run_gannet(&["config", "check", &file.to_string_lossy()], &[]);
+        match fault {
+            None => assert_eq!(run.code, 0, "{name}: {run:?}"),
+            Some(fault) => {
+                assert_eq!(run.code, 1, "{name} is checked: {run:?}");
+                assert!(
+                    run.stdout.contains(name) && run.stdout.contains(fault),
+                    "{name}: names the file and {fault}: {run:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn config_check_passes_a_valid_app_and_locates_each_mistake() {
     let root = tempfile::tempdir().expect("tempdir");

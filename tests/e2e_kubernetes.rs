@@ -213,6 +213,85 @@ fn a_push_deploys_once_per_object_and_a_sigkill_mid_rollout_resumes_to_completio
     );
 }
 
+/// PipeCD's rule picks the strategy: after the first deployment (a quick sync), a commit that
+/// changes only the Service is a quick sync too, and one that changes the image runs the canary.
+/// A kind the cluster does not serve fails the deployment before anything of it is applied.
+#[test]
+fn pipecds_strategy_rules_pick_the_sync_and_an_unknown_kind_fails_before_any_apply() {
+    let lab = Lab::new(Duration::from_millis(200));
+    let canary = "  pipeline:\n    stages:\n      - name: K8S_CANARY_ROLLOUT\n        with: {replicas: 20%}\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
+    let on_port = |image: &str, port: &str| {
+        vec![
+            ("deployment.yaml", deployment(image)),
+            (
+                "service.yaml",
+                SERVICE.replace("port: 80", &format!("port: {port}")),
+            ),
+        ]
+    };
+    let first = lab.commit(canary, &on_port("web:1", "80"), "add web");
+    let g = lab.start("{poll: 1m, resume: 1s}");
+    let strategy_of = |d: &Value| {
+        (
+            d["status"].as_str().unwrap_or_default().to_owned(),
+            d["strategy"].as_str().unwrap_or_default().to_owned(),
+            d["summary"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let (status, strategy, _) = strategy_of(&deploy(&g, &first, "k8s-1").1);
+    assert_eq!(
+        (status.as_str(), strategy.as_str()),
+        ("SUCCESS", "QUICK_SYNC")
+    );
+
+    let service_only = lab.commit(canary, &on_port("web:1", "8080"), "web on 8080");
+    let (status, strategy, summary) = strategy_of(&deploy(&g, &service_only, "k8s-2").1);
+    assert_eq!(
+        (status.as_str(), strategy.as_str()),
+        ("SUCCESS", "QUICK_SYNC"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("no workload's pod template, ConfigMap or Secret changed"),
+        "{summary}"
+    );
+
+    let image = lab.commit(canary, &on_port("web:2", "8080"), "web 2");
+    let (status, strategy, summary) = strategy_of(&deploy(&g, &image, "k8s-3").1);
+    assert_eq!(
+        (status.as_str(), strategy.as_str()),
+        ("SUCCESS", "PIPELINE"),
+        "{summary}"
+    );
+    assert!(summary.contains("image web from 1 to 2"), "{summary}");
+    assert_eq!(lab.image("web"), "web:2");
+
+    let mut unknown = on_port("web:3", "8080");
+    unknown.push((
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n".to_owned(),
+    ));
+    let widget = lab.commit(canary, &unknown, "web 3 and a widget");
+    let before = lab.applies().len();
+    let (_, d) = deploy(&g, &widget, "k8s-4");
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let reason = d["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("widget.yaml:1: kind Widget (example.com/v1) is not served by the cluster, so nothing was applied"),
+        "{reason}"
+    );
+    let applied = lab.applies().split_off(before);
+    assert!(
+        applied.iter().all(|path| !path.ends_with("web-canary")),
+        "no canary was created: {applied:?}"
+    );
+    assert_eq!(
+        lab.image("web"),
+        "web:2",
+        "the cluster keeps the running commit"
+    );
+}
+
 #[test]
 fn a_canary_with_istio_routing_runs_to_the_end_on_gannet_up() {
     let lab = Lab::new(Duration::from_millis(300));

@@ -95,7 +95,13 @@ fn check_file(file: &ConfigFile, plugins: &gannet_sdk::plugin::Plugins) -> AppCh
         let path = tree::in_repo(dir, rel).ok_or(TreeError::OutsidePath)?;
         tree::read(&file.root, &path, max)
     };
-    check_app_files(&file.shown, &text, plugins, &read)
+    // The app's directory on disk, where it stays inside the repository: the platform plugin
+    // checks every file a deployment would read from it.
+    let app_dir = tree::resolve(&file.root, dir)
+        .ok()
+        .filter(|r| r.is_dir)
+        .map(|r| file.root.join(r.path));
+    check_app_files(&file.shown, &text, plugins, &read, app_dir.as_deref())
 }
 
 /// The configs at `path` (a config file, or a directory searched for them), each with the

@@ -402,7 +402,12 @@ fn manifest_issues(
         let path = tree::in_repo(app_dir, rel).ok_or(TreeError::OutsidePath)?;
         tree::read(root, &path, bounded::MAX_BYTES as u64)
     };
-    let checked = check::check_app_files(path, text, plugins, &read);
+    // The app's directory too, so the plugin checks what a deployment would read.
+    let dir = tree::resolve(root, app_dir)
+        .ok()
+        .filter(|r| r.is_dir)
+        .map(|r| root.join(r.path));
+    let checked = check::check_app_files(path, text, plugins, &read, dir.as_deref());
     if checked.ok {
         return None;
     }

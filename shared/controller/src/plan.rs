@@ -197,11 +197,26 @@ impl Controller {
             },
             None => Vec::new(),
         };
-        // The platform plugin checks its manifests in the app's directory at the commit.
-        let root = match inner.plugins.platform_for(&cfg) {
-            Some(_) => Some(inner.git.checkout(&app.repo, &d.commit.sha).await?),
-            None => None,
+        // The platform plugin checks its manifests in the app's directory at the commit, and
+        // compares them with the running commit's to choose the strategy.
+        let (root, running_root) = match inner.plugins.platform_for(&cfg) {
+            Some(_) => {
+                let root = inner.git.checkout(&app.repo, &d.commit.sha).await?;
+                let running = match &d.running_commit {
+                    Some(sha) => match inner.git.checkout(&app.repo, sha).await {
+                        Ok(dir) => Some(dir),
+                        // The running commit is gone from the repository: nothing to compare.
+                        Err(GitError::NoCommit { .. }) => None,
+                        Err(e) => return Err(e.into()),
+                    },
+                    None => None,
+                };
+                (Some(root), running)
+            }
+            None => (None, None),
         };
+        let app_dir = root.as_ref().map(|r| r.join(app.id.dir()));
+        let running_app_dir = running_root.as_ref().map(|r| r.join(app.id.dir()));
         let read = |rel: &str| {
             let root = root.as_deref()?;
             // No link (nor chain of links) out of the checkout is followed.
@@ -217,6 +232,9 @@ impl Controller {
             plugins: &inner.plugins,
             read: &read,
             lifecycle: lifecycle.as_ref(),
+            app_dir: app_dir.as_deref(),
+            running_app_dir: running_app_dir.as_deref(),
+            config_file: path.rsplit('/').next(),
         };
         let mentions = cfg
             .spec()

@@ -49,19 +49,26 @@ pub fn check_app(
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Option<String>,
 ) -> AppCheck {
-    check_app_files(path, text, plugins, &|rel| {
-        read(rel).ok_or(TreeError::NotFound)
-    })
+    check_app_files(
+        path,
+        text,
+        plugins,
+        &|rel| read(rel).ok_or(TreeError::NotFound),
+        None,
+    )
 }
 
 /// [`check_app`] with a reader that says why it did not read a file (a path out of the
 /// repository, a link leaving it: [`crate::tree`]), so the issue names the field and the
-/// reason, never what the file holds.
+/// reason, never what the file holds. With `app_dir` (the app's directory on disk), the
+/// platform plugin checks every file a deployment would read, those it finds by itself
+/// (every manifest in the directory) included.
 pub fn check_app_files(
     path: &str,
     text: &str,
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Result<String, TreeError>,
+    app_dir: Option<&std::path::Path>,
 ) -> AppCheck {
     let mut issues = Issues {
         file: path.to_owned(),
@@ -71,7 +78,7 @@ pub fn check_app_files(
     };
     let kind = match config::parse_app_config(path, text) {
         Ok(app) => {
-            check_parsed(&app, plugins, read, &mut issues);
+            check_parsed(&app, plugins, read, app_dir, &mut issues);
             Some(app.kind.as_str().to_owned())
         }
         Err(e) => {
@@ -196,6 +203,7 @@ fn check_parsed(
     app: &AppConfig,
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Result<String, TreeError>,
+    app_dir: Option<&std::path::Path>,
     issues: &mut Issues,
 ) {
     // No platform plugin, or its fields do not read (reported with the stages).
@@ -215,10 +223,14 @@ fn check_parsed(
         strategy: SyncStrategy::Auto,
         gate_skip: None,
     };
+    let config_file = issues.file.rsplit('/').next().map(str::to_owned);
     let ctx = PlanContext {
         app,
         trigger: &trigger,
         running_commit: None,
+        app_dir,
+        running_app_dir: None,
+        config_file: config_file.as_deref(),
     };
     if let Err(e) = platform.check_app(&ctx, &|rel| read(rel).ok()) {
         issues.plan_error(&PlanError::InvalidAppFile(e));

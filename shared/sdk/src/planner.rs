@@ -92,6 +92,26 @@ pub struct PlanInput<'a> {
     /// The app's lifecycle file ([`crate::lifecycle`]), when it has one: its phases become the
     /// first and the last forward stages.
     pub lifecycle: Option<&'a Lifecycle>,
+    /// The app's directory in a checkout of the deployment's commit, and at the running commit
+    /// ([`PlanContext`]), when the caller checked them out.
+    pub app_dir: Option<&'a std::path::Path>,
+    pub running_app_dir: Option<&'a std::path::Path>,
+    /// The app config's file name in the app's directory, when known.
+    pub config_file: Option<&'a str>,
+}
+
+impl<'a> PlanInput<'a> {
+    /// What the plugins are told about this plan.
+    fn context(&self) -> PlanContext<'a> {
+        PlanContext {
+            app: self.app,
+            trigger: self.trigger,
+            running_commit: self.running_commit,
+            app_dir: self.app_dir,
+            running_app_dir: self.running_app_dir,
+            config_file: self.config_file,
+        }
+    }
 }
 
 /// What a deployment will run, and why.
@@ -245,11 +265,7 @@ fn add_phases(
 
 fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
     let app = input.app;
-    let ctx = PlanContext {
-        app,
-        trigger: input.trigger,
-        running_commit: input.running_commit,
-    };
+    let ctx = input.context();
     let platform = platform_plugin(app, input.plugins)?;
     if let Some(p) = platform {
         p.app_files(app).map_err(PlanError::InvalidAppFile)?;
@@ -444,21 +460,17 @@ fn choose_strategy(
             }
         }
     }
+    if let Some((strategy, reason)) = platform.and_then(|p| p.determine_strategy(&input.context()))
+    {
+        if strategy != SyncStrategy::Auto {
+            return Ok((strategy, reason));
+        }
+    }
     if input.running_commit.is_none() {
         return Ok((
             SyncStrategy::QuickSync,
             "this is the app's first deployment".into(),
         ));
-    }
-    let ctx = PlanContext {
-        app,
-        trigger,
-        running_commit: input.running_commit,
-    };
-    if let Some((strategy, reason)) = platform.and_then(|p| p.determine_strategy(&ctx)) {
-        if strategy != SyncStrategy::Auto {
-            return Ok((strategy, reason));
-        }
     }
     Ok((
         SyncStrategy::Pipeline,

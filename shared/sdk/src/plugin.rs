@@ -116,6 +116,14 @@ pub struct PlanContext<'a> {
     pub app: &'a AppConfig,
     pub trigger: &'a Trigger,
     pub running_commit: Option<&'a CommitSha>,
+    /// The app's directory in a checkout of the commit being planned, when the caller has
+    /// one (the plan handler, `config check` of a local repository); read it through
+    /// [`crate::tree`].
+    pub app_dir: Option<&'a Path>,
+    /// The app's directory at the running commit, when there is one and it was checked out.
+    pub running_app_dir: Option<&'a Path>,
+    /// The app config's file name in the app's directory (`app.pipecd.yaml`), when known.
+    pub config_file: Option<&'a str>,
 }
 
 pub use gannet_domain::machine::{StageResult, StepOutcome};
@@ -324,7 +332,10 @@ pub trait Plugin: Presenter + Send + Sync {
         Vec::new()
     }
 
-    /// The plugin's own strategy choice (PipeCD's last rule), with the reason.
+    /// The plugin's own strategy choice, with the reason: asked after the forced, no-pipeline,
+    /// `alwaysUsePipeline` and commit-matcher rules and before the first-deployment rule
+    /// (`ctx.running_commit` is `None` then), as PipeCD's platform planners do. `None` leaves
+    /// it to the rules after: a first deployment quick-syncs, any other runs the pipeline.
     fn determine_strategy(&self, _ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
         None
     }

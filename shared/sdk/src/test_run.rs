@@ -157,6 +157,7 @@ impl<P: Platform> Run<P> {
         let plugins = Plugins::new(P::plugins(&platform));
         let running_sha = running.map(|c| c.sha.clone());
         let app_dir = commit.app_dir();
+        let running_app_dir = running.map(Commit::app_dir);
         let read = |rel: &str| std::fs::read_to_string(app_dir.join(rel)).ok();
         let plan = planner::plan(&PlanInput {
             app: &app,
@@ -167,6 +168,9 @@ impl<P: Platform> Run<P> {
             plugins: &plugins,
             read: &read,
             lifecycle: None,
+            app_dir: Some(&app_dir),
+            running_app_dir: running_app_dir.as_deref(),
+            config_file: Some("app.pipecd.yaml"),
         })?;
         let mut deployment = Deployment::test().with_stages(plan.stages);
         deployment.app = AppId::parse(APP).expect("app id");

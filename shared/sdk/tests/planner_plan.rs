@@ -290,6 +290,9 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
         plugins: &plugins,
         read: &read,
         lifecycle: None,
+        app_dir: None,
+        running_app_dir: None,
+        config_file: None,
     })
 }
 

@@ -37,6 +37,7 @@ mod routing;
 pub mod spec;
 mod stages;
 mod step;
+mod strategy;
 mod target;
 
 use std::path::Path;
@@ -46,7 +47,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use gannet_config::typed::FieldError;
 use gannet_config::{AppConfig, AppKind};
-use gannet_domain::deployment::Stage;
+use gannet_domain::deployment::{Stage, SyncStrategy};
 use gannet_domain::ids::AppId;
 use gannet_domain::GoDuration;
 use gannet_sdk::check::{AppFile, FileFormat};
@@ -251,20 +252,32 @@ impl Plugin for KubernetesPlugin {
         Ok(manifests.chain(values).collect())
     }
 
-    /// What planning can check: the config's Kubernetes part, the manifests it lists, and that
-    /// podselector routing stages send all traffic to one variant.
+    /// What planning can check: the config's Kubernetes part; every manifest a stage would
+    /// apply (with the app's directory: those found in it by default and in listed
+    /// directories too; without it, the files the config lists); and that podselector routing
+    /// stages send all traffic to one variant.
     fn check_app(
         &self,
         ctx: &PlanContext<'_>,
         read: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), AppFileError> {
         let spec = manifest::spec_of(ctx.app)?;
-        manifest::check_supported(&spec, manifest::has_kustomization(|n| read(n).is_some()))?;
-        for file in &spec.input.manifests {
-            let rel = file.trim_start_matches("./");
-            // A directory reads as nothing: its files are checked when the stage loads them.
-            if let Some(text) = read(rel) {
-                manifest::parse(rel, &text)?;
+        match ctx.app_dir {
+            Some(dir) => {
+                manifest::read_all(dir, &spec)?;
+            }
+            None => {
+                manifest::check_supported(
+                    &spec,
+                    manifest::has_kustomization(|n| read(n).is_some()),
+                )?;
+                for file in &spec.input.manifests {
+                    let rel = file.trim_start_matches("./");
+                    // A directory reads as nothing here: the stage checks its files.
+                    if let Some(text) = read(rel) {
+                        manifest::parse(rel, &text)?;
+                    }
+                }
             }
         }
         let podselector = spec
@@ -286,6 +299,42 @@ impl Plugin for KubernetesPlugin {
             }
         }
         Ok(())
+    }
+
+    /// PipeCD's rule ([`strategy`]): a commit that changes a workload's pod template, a
+    /// ConfigMap or a Secret runs the pipeline; any other is a quick sync. It compares the
+    /// running commit's manifests with this commit's, so it needs both directories; without
+    /// them (or on a first deployment) the planner's own rules decide.
+    fn determine_strategy(&self, ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
+        ctx.running_commit?;
+        let (dir, running_dir, config_file) =
+            (ctx.app_dir?, ctx.running_app_dir?, ctx.config_file?);
+        let spec = manifest::spec_of(ctx.app).ok()?;
+        let target = manifest::load(dir, &spec).ok()?;
+        let running = gannet_sdk::tree::read(
+            running_dir,
+            config_file,
+            gannet_config::bounded::MAX_BYTES as u64,
+        )
+        .map_err(|e| format!("its config {e}"))
+        .and_then(|text| {
+            gannet_config::parse_app_config(config_file, &text).map_err(|e| e.to_string())
+        })
+        .and_then(|cfg| manifest::spec_of(&cfg).map_err(|e| e.to_string()))
+        .and_then(|running_spec| {
+            manifest::load(running_dir, &running_spec)
+                .map(|m| (running_spec, m))
+                .map_err(|e| e.to_string())
+        });
+        Some(match running {
+            Ok((running_spec, running)) => {
+                strategy::decide(&running, &running_spec, &target, &spec)
+            }
+            Err(why) => (
+                SyncStrategy::Pipeline,
+                format!("the running commit's manifests cannot be compared ({why})"),
+            ),
+        })
     }
 
     fn default_timeout(&self, _stage: &Stage) -> GoDuration {
@@ -373,6 +422,22 @@ impl Steps for KubernetesPlugin {
             (spec, manifests, d.commit.sha.clone())
         };
         let cluster = self.cluster_for(&config).await?;
+        if !rolling_back {
+            // Every object's kind is found on the cluster before anything is applied, so a
+            // kind the cluster does not serve fails the stage before it touches the cluster.
+            for m in &manifests {
+                cluster.kind(&m.api_version, &m.kind).await.map_err(|e| {
+                    if matches!(e, StepError::Transient { .. }) {
+                        e
+                    } else {
+                        StepError::permanent(format!(
+                            "{}:{}: kind {} ({}) is not served by the cluster, so nothing was applied: {e}",
+                            m.file, m.line, m.kind, m.api_version
+                        ))
+                    }
+                })?;
+            }
+        }
         let mut step = Step {
             ctx: &ctx,
             cluster: &cluster,

@@ -148,6 +148,30 @@ pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result
     Ok(())
 }
 
+/// The app's workloads among `manifests`: those `spec.workloads` names (by kind, `Deployment`
+/// when it says none, and by name when it gives one), or every Deployment.
+pub fn workloads<'m>(spec: &KubernetesSpec, manifests: &'m [Manifest]) -> Vec<&'m Manifest> {
+    if spec.workloads.is_empty() {
+        return manifests
+            .iter()
+            .filter(|m| m.kind == "Deployment")
+            .collect();
+    }
+    manifests
+        .iter()
+        .filter(|m| {
+            spec.workloads.iter().any(|w| {
+                let kind = if w.kind.is_empty() {
+                    "Deployment"
+                } else {
+                    w.kind.as_str()
+                };
+                m.kind == kind && (w.name.is_empty() || m.name == w.name)
+            })
+        })
+        .collect()
+}
+
 /// True for a file name gannet reads as a manifest.
 fn is_manifest_file(name: &str) -> bool {
     (name.ends_with(".yaml") || name.ends_with(".yml"))
@@ -167,8 +191,19 @@ pub fn has_kustomization(exists: impl Fn(&str) -> bool) -> bool {
     KUSTOMIZATIONS.iter().any(|n| exists(n))
 }
 
-/// Every object the app's manifests hold, in file order.
+/// Every object the app's manifests hold, in file order; none is an error (nothing to deploy).
 pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
+    let out = read_all(app_dir, spec)?;
+    if out.is_empty() {
+        return Err(error("", None, "", "the app has no Kubernetes manifests: add YAML files to its directory, or list them in spec.input.manifests"));
+    }
+    Ok(out)
+}
+
+/// Every object the app's manifests hold, each file read and checked as a deployment reads it,
+/// but none is not an error here: planning and `config check` check what there is, and the
+/// stage says there is nothing to deploy.
+pub fn read_all(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
     let listed = &spec.input.manifests;
     check_supported(spec, has_kustomization(|n| app_dir.join(n).exists()))?;
     let mut files = Vec::new();
@@ -193,9 +228,6 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
         let text = gannet_sdk::tree::read(app_dir, &file, gannet_config::bounded::MAX_BYTES as u64)
             .map_err(|e| unread(&file, e))?;
         out.extend(parse(&file, &text)?);
-    }
-    if out.is_empty() {
-        return Err(error("", None, "", "the app has no Kubernetes manifests: add YAML files to its directory, or list them in spec.input.manifests"));
     }
     check_unique(&out)?;
     Ok(out)

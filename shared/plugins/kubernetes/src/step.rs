@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::cluster::{Cluster, Owner};
 use crate::kinds::{self, Kind};
-use crate::manifest::{Manifest, ObjectRef};
+use crate::manifest::{self, Manifest, ObjectRef};
 use crate::objects::{self, Stamp, Variant};
 use crate::options::Split;
 use crate::rollout::{self, Rollout};
@@ -287,25 +287,7 @@ impl Step<'_> {
 
     /// The app's workloads: `spec.workloads`, or every Deployment.
     pub fn workloads<'m>(&self, manifests: &'m [Manifest]) -> Vec<&'m Manifest> {
-        if self.spec.workloads.is_empty() {
-            return manifests
-                .iter()
-                .filter(|m| m.kind == "Deployment")
-                .collect();
-        }
-        manifests
-            .iter()
-            .filter(|m| {
-                self.spec.workloads.iter().any(|w| {
-                    let kind = if w.kind.is_empty() {
-                        "Deployment"
-                    } else {
-                        w.kind.as_str()
-                    };
-                    m.kind == kind && (w.name.is_empty() || m.name == w.name)
-                })
-            })
-            .collect()
+        manifest::workloads(&self.spec, manifests)
     }
 
     /// The app's Service: `spec.service`, or the first Service.

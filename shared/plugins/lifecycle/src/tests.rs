@@ -422,6 +422,9 @@ spec:
             plugins: &plugins,
             read: &|_| None,
             lifecycle: Some(file),
+            app_dir: None,
+            running_app_dir: None,
+            config_file: None,
         })
     };
     let planned = plan(&file).expect("plans");

@@ -303,3 +303,49 @@ fn drift_ignore_fields_are_unsupported_unless_the_platform_honours_them() {
         );
     }
 }
+
+/// PipeCD's first-deployment rule is the planner's, but a platform's own rule comes first:
+/// a Terraform app with a pipeline runs it on its first commit too (its plan is shown before
+/// anything is applied), where a Kubernetes app's first deployment is a quick sync.
+#[test]
+fn a_terraform_apps_first_deployment_runs_its_pipeline() {
+    use gannet_domain::deployment::{SyncStrategy, Trigger, TriggerKind};
+    use gannet_sdk::planner::{plan, PlanInput};
+    let plugins = gannet_plugins::planning()
+        .without_settings()
+        .expect("plugins build");
+    let first = |kind: &str, spec: &str| {
+        let app = parse(&format!(
+            "{HEAD}kind: {kind}\nspec:\n  name: demo\n{spec}  pipeline:\n    stages:\n      - name: WAIT\n        with: {{duration: 1s}}\n"
+        ));
+        let planned = plan(&PlanInput {
+            app: &app,
+            trigger: &Trigger {
+                kind: TriggerKind::OnCommit,
+                commander: String::new(),
+                strategy: SyncStrategy::Auto,
+                gate_skip: None,
+            },
+            commit_message: "first",
+            changed_files: &[],
+            running_commit: None,
+            plugins: &plugins,
+            // Every file reads as an empty mapping, except that the app is no kustomization.
+            read: &|rel| {
+                (!rel.to_ascii_lowercase().starts_with("kustomization")).then(|| "{}".to_owned())
+            },
+            lifecycle: None,
+            app_dir: None,
+            running_app_dir: None,
+            config_file: None,
+        })
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        (planned.strategy, planned.summary)
+    };
+    let (strategy, summary) = first("TerraformApp", "");
+    assert_eq!(strategy, SyncStrategy::Pipeline, "{summary}");
+    assert!(summary.contains("its first too"), "{summary}");
+    let (strategy, summary) = first("KubernetesApp", "");
+    assert_eq!(strategy, SyncStrategy::QuickSync, "{summary}");
+    assert!(summary.contains("first deployment"), "{summary}");
+}

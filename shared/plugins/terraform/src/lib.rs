@@ -34,7 +34,7 @@ use std::path::Path;
 use async_trait::async_trait;
 use gannet_config::typed::FieldError;
 use gannet_config::{AppConfig, AppKind};
-use gannet_domain::deployment::{Stage, StageStatus};
+use gannet_domain::deployment::{Stage, StageStatus, SyncStrategy};
 use gannet_domain::drift::LiveState;
 use gannet_domain::ports::Metadata;
 use gannet_domain::GoDuration;
@@ -271,6 +271,16 @@ impl Plugin for TerraformPlugin {
             message,
             unsupported: false,
         })
+    }
+
+    /// PipeCD's Terraform planner has no first-deployment rule: with a pipeline, every
+    /// deployment runs it, the first one too, so its plan is shown (and approved, where the
+    /// pipeline says) before anything is applied.
+    fn determine_strategy(&self, _ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
+        Some((
+            SyncStrategy::Pipeline,
+            "a Terraform app runs its pipeline on every commit, its first too, so the plan is shown before it is applied".into(),
+        ))
     }
 
     fn quick_sync_stages(&self, _ctx: &PlanContext<'_>) -> Vec<Stage> {

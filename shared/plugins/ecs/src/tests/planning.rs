@@ -114,6 +114,9 @@ fn plan(
                 .map(|(_, t)| t.clone())
         },
         lifecycle: None,
+        app_dir: None,
+        running_app_dir: None,
+        config_file: None,
     })
     .map_err(|e| e.to_string())?;
     let stages = plan
@@ -243,6 +246,9 @@ fn pipecds_examples_pass_the_check() {
                     app: &app,
                     trigger: &trigger,
                     running_commit: None,
+                    app_dir: None,
+                    running_app_dir: None,
+                    config_file: None,
                 };
                 let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).ok();
                 let result = EcsPlugin::new(Vec::new()).check_app(&ctx, &read);

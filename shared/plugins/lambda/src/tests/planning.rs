@@ -86,6 +86,9 @@ fn plan_with(
         plugins: &plugins,
         read: &|rel: &str| manifest.clone().filter(|_| rel == "function.yaml"),
         lifecycle: None,
+        app_dir: None,
+        running_app_dir: None,
+        config_file: None,
     })
     .map_err(|e| e.to_string())?;
     let stages = plan
@@ -188,6 +191,9 @@ fn a_git_source_is_unsupported_not_invalid() {
         app: &app,
         trigger: &trigger,
         running_commit: None,
+        app_dir: None,
+        running_app_dir: None,
+        config_file: None,
     };
     let good = function_yaml("web", ROLE, "");
     let cases = [
