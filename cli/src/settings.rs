@@ -15,7 +15,7 @@ use gannet_embedded::ApiTokens;
 use gannet_git::{Location, RepoSpec};
 use gannet_sdk::jobs::JobRoles;
 use gannet_sdk::plugin::Plugins;
-use gannet_sdk::registry::{Registry, RuntimeInfo};
+use gannet_sdk::registry::{Installation, Registry, RuntimeInfo};
 
 use crate::up::{Limits, ServerTls};
 use serde::Deserialize;
@@ -420,6 +420,7 @@ impl UpConfig {
             secret_env: crate::jobs::named_in(&doc, "Env").into_iter().collect(),
             // Jobs are local processes: a deploy target's jobRoleArn is refused here, naming it.
             job_roles: JobRoles::Refused,
+            installation: Installation::OneProcess,
         };
         let jobs =
             crate::jobs::JobsConfig::parse(&raw.jobs, base, &base.join(&raw.state), &doc, &|| {

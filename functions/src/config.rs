@@ -14,7 +14,7 @@ use gannet_domain::ports::QueueName;
 use gannet_domain::{GoDuration, RepoId};
 use gannet_sdk::jobs::JobRoles;
 use gannet_sdk::plugin::Plugins;
-use gannet_sdk::registry::{Registry, RuntimeInfo};
+use gannet_sdk::registry::{Installation, Registry, RuntimeInfo};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
@@ -530,6 +530,7 @@ fn build_plugins(registry: &Registry, text: &str) -> Result<Plugins, ConfigError
         secret_env: vec![WEBHOOK_SECRET.to_owned()],
         // Jobs are CodeBuild builds, each of which may run as its deploy target's role.
         job_roles: JobRoles::PerJob,
+        installation: Installation::Functions,
     };
     registry
         .build(&settings, "", &runtime)

@@ -112,6 +112,23 @@ pub struct RuntimeInfo {
     pub secret_env: Vec<String>,
     /// Whether a job may run as an IAM role of its own (a deploy target's `jobRoleArn`).
     pub job_roles: crate::jobs::JobRoles,
+    /// Whose settings these are, so a plugin knows what planning may check against them.
+    pub installation: Installation,
+}
+
+/// Whose settings a plugin is built from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Installation {
+    /// None: `config check` reads a repository without gannet's settings, so what an
+    /// installation defines (analysis providers, their credentials) is not checked.
+    #[default]
+    None,
+    /// `gannet up`: one process plans and runs every stage, so a secret a stage will read can
+    /// be checked when the deployment is planned.
+    OneProcess,
+    /// The AWS functions: the plan function checks what the settings define, but does not
+    /// hold the secrets only the stage function is given.
+    Functions,
 }
 
 /// One plugin's settings (`plugins.<name>`), with where they were written for its errors.

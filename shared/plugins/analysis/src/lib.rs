@@ -34,7 +34,7 @@ use gannet_domain::GoDuration;
 use gannet_sdk::plugin::{
     Plugin, Presenter, StageConfigError, StageResult, StepContext, StepError, StepOutcome, Steps,
 };
-use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::registry::{FromSettings, Installation, PluginSettings, PluginSpec};
 use gannet_sdk::stage_meta::StageMeta;
 use gannet_sdk::stage_options;
 use serde_json::Value;
@@ -61,6 +61,8 @@ pub struct AnalysisPlugin {
     http: OnceLock<reqwest::Client>,
     /// The `https` checks' client: held to [`egress`], no redirect followed.
     checks: OnceLock<reqwest::Client>,
+    /// Whose settings `providers` are: what planning checks against them.
+    installation: Installation,
 }
 
 impl AnalysisPlugin {
@@ -71,7 +73,43 @@ impl AnalysisPlugin {
             lookup,
             http: OnceLock::new(),
             checks: OnceLock::new(),
+            installation: Installation::None,
         }
+    }
+
+    /// Every metric check names a provider the settings define and, where the stage runs in
+    /// this process (`gannet up`), whose credentials can be read now: a deployment that would
+    /// fail its first query is refused before its first stage instead. Without settings
+    /// (`config check`), nothing here is known.
+    fn check_providers(&self, options: &AnalysisOptions) -> Result<(), StageConfigError> {
+        if self.installation == Installation::None {
+            return Ok(());
+        }
+        for check in &options.checks {
+            let CheckKind::Metric { provider, .. } = &check.kind else {
+                continue;
+            };
+            let field = format!("{}.provider", check.id);
+            let Some(found) = self.providers.iter().find(|p| &p.name == provider) else {
+                let names: Vec<&str> = self.providers.iter().map(|p| p.name.as_str()).collect();
+                return Err(StageConfigError::new(
+                    field,
+                    format!(
+                        "no analysis provider named {provider:?} in plugins.analysis.providers (it has: {}); add it there",
+                        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                    ),
+                ));
+            };
+            if self.installation == Installation::OneProcess {
+                found.secrets_readable().map_err(|why| {
+                    StageConfigError::new(
+                        field,
+                        format!("the analysis provider {provider:?} cannot be queried: {why}"),
+                    )
+                })?;
+            }
+        }
+        Ok(())
     }
 
     fn http(&self) -> &reqwest::Client {
@@ -105,11 +143,13 @@ pub const SPEC: PluginSpec = PluginSpec::stages::<AnalysisPlugin>(NAME);
 
 impl FromSettings for AnalysisPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
-        Ok(AnalysisPlugin::new(
+        let mut plugin = AnalysisPlugin::new(
             providers::from_settings(settings)?,
             Egress::from_settings(settings)?,
             Arc::new(SystemLookup),
-        ))
+        );
+        plugin.installation = settings.runtime.installation;
+        Ok(plugin)
     }
 }
 
@@ -179,6 +219,7 @@ impl Plugin for AnalysisPlugin {
 
     fn validate_stage(&self, _name: &str, with: &Value) -> Result<Value, StageConfigError> {
         let options = AnalysisOptions::parse(with)?;
+        self.check_providers(&options)?;
         // A URL whose host says where it goes is refused now; a name, at each request.
         for check in &options.checks {
             if let CheckKind::Http { url, .. } = &check.kind {

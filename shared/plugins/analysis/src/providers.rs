@@ -80,12 +80,15 @@ struct SecretRef {
 }
 
 impl SecretRef {
-    fn new(field: &str, file: Option<String>, env: Option<String>) -> Option<Self> {
-        (file.is_some() || env.is_some()).then(|| Self {
-            field: field.to_owned(),
-            file,
-            env,
-        })
+    /// The secret `name` (`password`, `apiKey`) as written: `<name>File` or `<name>Env`, the
+    /// field named in errors being the one the config used.
+    fn new(name: &str, file: Option<String>, env: Option<String>) -> Option<Self> {
+        let field = match (&file, &env) {
+            (Some(_), _) => format!("{name}File"),
+            (None, Some(_)) => format!("{name}Env"),
+            (None, None) => return None,
+        };
+        Some(Self { field, file, env })
     }
 
     /// The secret's value, trimmed of surrounding whitespace.
@@ -180,6 +183,28 @@ enum Kind {
     },
 }
 
+impl Provider {
+    /// Whether every secret the provider's queries send can be read now; the error names the
+    /// field the config wrote (`passwordEnv: environment variable X is not set`), never a value.
+    pub(crate) fn secrets_readable(&self) -> Result<(), String> {
+        let secrets: Vec<&SecretRef> = match &self.kind {
+            Kind::Prometheus {
+                username, password, ..
+            } => username.iter().chain(password).collect(),
+            Kind::Datadog {
+                api_key,
+                application_key,
+                ..
+            } => vec![api_key, application_key],
+            Kind::CloudWatch { .. } => Vec::new(),
+        };
+        for secret in secrets {
+            secret.read().map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.name, self.type_name())
@@ -220,8 +245,8 @@ impl Provider {
         let kind = match p.kind.as_str() {
             "PROMETHEUS" => {
                 let c: PrometheusConfig = gannet_config::typed::from_value(&p.config, &config_at)?;
-                let username = SecretRef::new("usernameFile", c.username_file, c.username_env);
-                let password = SecretRef::new("passwordFile", c.password_file, c.password_env);
+                let username = SecretRef::new("username", c.username_file, c.username_env);
+                let password = SecretRef::new("password", c.password_file, c.password_env);
                 if username.is_some() != password.is_some() {
                     return Err(FieldError {
                         path: config_at,
@@ -261,10 +286,10 @@ impl Provider {
                 };
                 Kind::Datadog {
                     base: provider_url(&format!("{config_at}.address"), &url)?,
-                    api_key: SecretRef::new("apiKeyFile", c.api_key_file, c.api_key_env)
+                    api_key: SecretRef::new("apiKey", c.api_key_file, c.api_key_env)
                         .ok_or_else(|| missing("apiKey"))?,
                     application_key: SecretRef::new(
-                        "applicationKeyFile",
+                        "applicationKey",
                         c.application_key_file,
                         c.application_key_env,
                     )

@@ -571,6 +571,55 @@ async fn cloudwatch_on_moto_feeds_a_threshold() {
     assert_eq!((r.taken, r.failures), (3, 1), "{}", d.log());
 }
 
+/// Planning refuses an ANALYSIS whose provider the settings do not define, and on `gannet up`
+/// one whose provider's credentials cannot be read, naming the field the config wrote; without
+/// settings (`config check`) neither is known, so neither is checked.
+#[test]
+fn a_missing_provider_or_credential_is_refused_at_planning() {
+    use gannet_sdk::registry::Installation;
+    let providers = json!({"providers": [
+        {"name": "prom", "type": "PROMETHEUS", "config": {"address": "https://prom.example.com", "usernameEnv": "GANNET_TEST_NO_SUCH_USER_VAR", "passwordEnv": "GANNET_TEST_NO_SUCH_PASSWORD_VAR"}},
+    ]});
+    let build = |installation: Installation| {
+        let runtime = RuntimeInfo {
+            installation,
+            ..RuntimeInfo::default()
+        };
+        AnalysisPlugin::from_settings(&PluginSettings::new(
+            "plugins.analysis",
+            &providers,
+            &runtime,
+        ))
+        .expect("settings build")
+    };
+    let stage = |provider: &str| json!({"duration": "1m", "metrics": [{"provider": provider, "query": "up", "interval": "1m", "expected": {"min": 1}}]});
+    let refused = |p: &AnalysisPlugin, provider: &str| {
+        p.validate_stage(STAGE_ANALYSIS, &stage(provider))
+            .err()
+            .map(|e| format!("{}: {}", e.field, e.message))
+    };
+    for installation in [Installation::OneProcess, Installation::Functions] {
+        let p = build(installation);
+        let why = refused(&p, "promm").expect("an unknown provider is refused");
+        assert!(
+            why.starts_with("metrics[0].provider: no analysis provider named \"promm\"")
+                && why.contains("(it has: prom)"),
+            "{why}"
+        );
+    }
+    let why = refused(&build(Installation::OneProcess), "prom").expect("unset credentials");
+    assert!(
+        why.contains("usernameEnv: environment variable GANNET_TEST_NO_SUCH_USER_VAR is not set"),
+        "names the field written: {why}"
+    );
+    assert_eq!(
+        refused(&build(Installation::Functions), "prom"),
+        None,
+        "the plan function does not hold the stage function's secrets"
+    );
+    assert_eq!(refused(&build(Installation::None), "promm"), None);
+}
+
 #[test]
 fn options_name_the_field_at_fault() {
     let p = plugin(json!([]));

@@ -316,6 +316,7 @@ fn stage_options_and_targets_are_checked_with_the_field_named() {
     let runtime = gannet_sdk::registry::RuntimeInfo {
         secret_env: vec!["GANNET_WEBHOOK_SECRET".into()],
         job_roles: JobRoles::PerJob,
+        ..gannet_sdk::registry::RuntimeInfo::default()
     };
     let build = |value: Value| {
         (SPEC.build)(&gannet_sdk::registry::PluginSettings::new(
