@@ -369,18 +369,12 @@ fn pending_note(reason: &str, kind: TriggerKind, deployment: &str) -> String {
     }
 }
 
-/// The event a check that moves the app from `before` to `after` raises, if any. A deployment
-/// that ends marks the app SYNCED without looking at the platform, leaving the drift it was
-/// started for on the record: until a check confirms the drift is gone, the app still counts
-/// as OUT_OF_SYNC here, so that check raises APPLICATION_SYNCED.
+/// The event a check that moves the app from `before` to `after` raises, if any. (A deployment
+/// that ends SUCCESS clears the drift on record and announces APPLICATION_SYNCED itself, so a
+/// check after it raises OUT_OF_SYNC for drift still there or made by hand since.)
 fn status_event(before: &App, after: &App) -> Option<EventKind> {
-    let was = if before.sync_status == SyncStatus::Synced && !before.drift.is_empty() {
-        SyncStatus::OutOfSync
-    } else {
-        before.sync_status
-    };
     match after.sync_status {
-        _ if after.sync_status == was => None,
+        _ if after.sync_status == before.sync_status => None,
         SyncStatus::Synced => Some(EventKind::ApplicationSynced),
         SyncStatus::OutOfSync => Some(EventKind::ApplicationOutOfSync),
         _ => None,

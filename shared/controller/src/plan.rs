@@ -14,7 +14,7 @@ use gannet_domain::deployment::{Deployment, DeploymentStatus};
 use gannet_domain::duration::Millis;
 use gannet_domain::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
 use gannet_domain::AppId;
-use gannet_events::{EventKind, Message};
+use gannet_events::{Event, EventKind, Message};
 use gannet_sdk::lifecycle::{self, Lifecycle};
 use gannet_sdk::planner::{self, PlanInput};
 use gannet_sdk::tree;
@@ -60,7 +60,23 @@ impl Controller {
                     }
                     return self.commit(changes).await;
                 }
-                finished => release(&mut app, finished.as_ref(), now),
+                finished => {
+                    if release(&mut app, finished.as_ref(), now) {
+                        // The app as it will be written (put_if_changed bumps the version).
+                        let mut announced = app.clone();
+                        announced.version = before.version + 1;
+                        changes.send.push(
+                            Message::Notify {
+                                event: Box::new(Event::application(
+                                    EventKind::ApplicationSynced,
+                                    &announced,
+                                    now,
+                                )),
+                            }
+                            .outgoing(),
+                        );
+                    }
+                }
             }
         }
 
@@ -277,19 +293,29 @@ impl Controller {
     }
 }
 
-/// Releases the lock of a finished (or vanished) deployment and records its outcome.
-fn release(app: &mut App, finished: Option<&Deployment>, now: Millis) {
+/// Releases the lock of a finished (or vanished) deployment and records its outcome. A
+/// successful deployment applied Git's state, so the drift on record is cleared with it: the
+/// app is SYNCED and lists no stale fields, and the next drift check announces any drift it
+/// still finds (or a change by hand since) as OUT_OF_SYNC. True when the app had drift on
+/// record, which the deployment put back: the caller announces APPLICATION_SYNCED, once.
+fn release(app: &mut App, finished: Option<&Deployment>, now: Millis) -> bool {
     app.active_deployment = None;
     let Some(d) = finished else {
         app.sync_status = SyncStatus::Unknown;
         app.sync_reason = "the deployment holding the lock no longer exists".into();
-        return;
+        return false;
     };
     app.last_deployment_finished_at = Some(d.completed_at.unwrap_or(now));
     if d.status == DeploymentStatus::Success {
         app.running_commit = Some(d.commit.sha.clone());
         app.sync_status = SyncStatus::Synced;
         app.sync_reason = format!("deployed commit {} ({})", d.commit.sha.short(), d.id);
+        let had_drift = !app.drift.is_empty();
+        if had_drift {
+            app.drift.clear();
+            app.drift_changed_at = Some(now);
+        }
+        had_drift
     } else {
         app.sync_status = SyncStatus::Unknown;
         app.sync_reason = format!(
@@ -298,6 +324,7 @@ fn release(app: &mut App, finished: Option<&Deployment>, now: Millis) {
             d.status.as_str(),
             d.status_reason
         );
+        false
     }
 }
 

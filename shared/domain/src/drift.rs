@@ -60,6 +60,11 @@ pub struct Rules<'a> {
     pub unordered: &'a [&'a str],
     /// Fields never compared, even when Git sets them.
     pub ignored: &'a [&'a str],
+    /// Arrays whose items are told apart by a key field, `(path, key)`: an environment by
+    /// variable name. Their items compare by key whatever the order, and are named by it
+    /// (`env[name=LOG_LEVEL]`, as Kubernetes' keyed lists are); an item only the live state has
+    /// is drift too. An array whose items lack the key compares by position.
+    pub keyed: &'a [(&'a str, &'a str)],
 }
 
 /// The live value shown when the live state lacks a field that Git sets.
@@ -99,6 +104,28 @@ fn walk(
                 path.pop();
             }
         }
+        (Value::Array(want), Value::Array(have)) if keyed_by(path, rules, want, have).is_some() => {
+            let key = keyed_by(path, rules, want, have).unwrap_or_default();
+            let key_of = |item: &Value| item.get(key).map(scalar).unwrap_or_default();
+            for w in want {
+                let k = key_of(w);
+                path.push(format!("[{key}={k}]"));
+                walk(path, w, have.iter().find(|h| key_of(h) == k), rules, out);
+                path.pop();
+            }
+            for h in have
+                .iter()
+                .filter(|h| !want.iter().any(|w| key_of(w) == key_of(h)))
+            {
+                path.push(format!("[{key}={}]", key_of(h)));
+                out.push(DriftField {
+                    field: display_path(path),
+                    git: UNSET.to_owned(),
+                    live: shown(h),
+                });
+                path.pop();
+            }
+        }
         (Value::Array(want), Value::Array(have)) if matches_any(path, rules.unordered) => {
             if !same_multiset(want, have) {
                 out.push(field(path, desired, Some(live)));
@@ -114,6 +141,32 @@ fn walk(
         (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
         (a, b) if a == b => {}
         _ => out.push(field(path, desired, Some(live))),
+    }
+}
+
+/// The key field the items of the arrays at `path` are told apart by, when the rules key them
+/// and every item on both sides has it.
+fn keyed_by<'r>(
+    path: &[String],
+    rules: &Rules<'r>,
+    want: &[Value],
+    have: &[Value],
+) -> Option<&'r str> {
+    let key = rules
+        .keyed
+        .iter()
+        .find(|(pattern, _)| matches_any(path, &[pattern]))
+        .map(|(_, key)| *key)?;
+    want.iter()
+        .chain(have)
+        .all(|item| item.get(key).is_some_and(|k| !k.is_null()))
+        .then_some(key)
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     }
 }
 
@@ -185,6 +238,8 @@ fn display_path(path: &[String]) -> String {
             s.push('[');
             s.push_str(part);
             s.push(']');
+        } else if part.starts_with('[') {
+            s.push_str(part);
         } else {
             if !s.is_empty() {
                 s.push('.');
@@ -241,6 +296,7 @@ mod tests {
     const RULES: Rules<'static> = Rules {
         unordered: &["vpcConfig.subnetIds", "tags", "containers.*.ports"],
         ignored: &["revisionId"],
+        keyed: &[("containers.*.env", "name")],
     };
 
     fn check(desired: Value, live: Value, expected: &[(&str, &str, &str)]) {
@@ -250,6 +306,41 @@ mod tests {
             .map(|f| (f.field.as_str(), f.git.as_str(), f.live.as_str()))
             .collect();
         assert_eq!(got, expected, "desired {desired} live {live}");
+    }
+
+    #[test]
+    fn a_keyed_list_compares_and_names_items_by_key_whatever_the_order() {
+        let env = |items: Value| json!({"containers": [{"image": "a", "env": items}]});
+        // Reordered: no drift.
+        check(
+            env(json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])),
+            env(json!([{"name": "B", "value": "2"}, {"name": "A", "value": "1"}])),
+            &[],
+        );
+        // Changed, missing live, and only live: each by its name.
+        check(
+            env(json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}])),
+            env(json!([{"name": "A", "value": "9"}, {"name": "C", "value": "3"}])),
+            &[
+                ("containers[0].env[name=A].value", "\"1\"", "\"9\""),
+                (
+                    "containers[0].env[name=B]",
+                    "{\"name\":\"B\",\"value\":\"2\"}",
+                    UNSET,
+                ),
+                (
+                    "containers[0].env[name=C]",
+                    UNSET,
+                    "{\"name\":\"C\",\"value\":\"3\"}",
+                ),
+            ],
+        );
+        // Items without the key compare by position.
+        check(
+            env(json!([{"value": "1"}])),
+            env(json!([{"value": "2"}])),
+            &[("containers[0].env[0].value", "\"1\"", "\"2\"")],
+        );
     }
 
     #[test]

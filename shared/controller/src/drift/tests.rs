@@ -263,22 +263,51 @@ async fn status_changes_raise_one_event_and_a_steady_app_is_not_written() {
     );
 }
 
+/// A deployment that ends SUCCESS puts Git's state back: releasing its lock clears the drift on
+/// record and announces APPLICATION_SYNCED once, so the app never reads SYNCED with stale
+/// fields; the next check that finds the platform in sync says nothing more, and a change by
+/// hand after it is OUT_OF_SYNC again, once.
 #[tokio::test]
-async fn drift_fixed_by_a_deployment_is_announced_by_the_next_check() {
+async fn a_deployment_that_ends_clears_the_drift_and_announces_synced_once() {
     let lab = Lab::new(LAMBDA_APP).await;
     lab.script(Live::Drifted("spec.memory"));
     lab.check().await;
     assert_eq!(lab.events().await, [OUT_OF_SYNC]);
-    // A deployment ends: the plan handler's release marks the app SYNCED, drift still on record.
+    // A deployment of the app ended SUCCESS, holding the app's lock: the plan handler
+    // releases it.
+    let mut d = Deployment::test();
+    d.app = lab.id.clone();
+    d.status = gannet_domain::deployment::DeploymentStatus::Success;
+    d.completed_at = Some(lab.now());
+    lab.store
+        .apply(Changes {
+            writes: vec![Write::PutDeployment {
+                deployment: Box::new(d.clone()),
+                expect: Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("store the deployment");
     lab.update_app(|a| {
-        a.sync_status = SyncStatus::Synced;
-        a.sync_reason = "deployed commit".into();
+        a.active_deployment = Some(d.id.clone());
+        a.sync_status = SyncStatus::Deploying;
     })
     .await;
+    for _ in 0..2 {
+        // Delivered twice: the second finds the lock released and announces nothing.
+        lab.controller.plan(&lab.id).await.expect("plan");
+    }
+    let app = lab.app().await;
+    assert_eq!(app.sync_status, SyncStatus::Synced);
+    assert!(app.drift.is_empty(), "no stale drift: {:?}", app.drift);
+    assert_eq!(lab.events().await, [SYNCED]);
     lab.script(Live::InSync);
     lab.check().await;
-    assert_eq!(lab.events().await, [SYNCED]);
-    assert!(lab.app().await.drift.is_empty());
+    assert_eq!(lab.events().await, Vec::<String>::new());
+    lab.script(Live::Drifted("spec.memory"));
+    lab.check().await;
+    assert_eq!(lab.events().await, [OUT_OF_SYNC]);
 }
 
 #[tokio::test]

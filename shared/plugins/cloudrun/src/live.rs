@@ -17,6 +17,13 @@ use crate::api::Api;
 use crate::converge::{Observed, Split, LABEL_COMMIT};
 use crate::manifest::ServiceManifest;
 
+/// A variable by its name (`env[name=LOG_LEVEL]`), as the other platforms name it.
+const RULES: Rules<'static> = Rules {
+    unordered: &[],
+    ignored: &[],
+    keyed: &[("template.containers.*.env", "name")],
+};
+
 /// The service named by `manifest` against `manifest`.
 pub(crate) async fn read(api: &Api, manifest: &ServiceManifest) -> Result<LiveState, StepError> {
     let Some(live) = api.get_service(&manifest.name).await? else {
@@ -35,7 +42,7 @@ pub(crate) async fn read(api: &Api, manifest: &ServiceManifest) -> Result<LiveSt
             manifest.name
         ))
     })?;
-    let mut fields = drift::diff(&manifest.body, &live, &Rules::default());
+    let mut fields = drift::diff(&manifest.body, &live, &RULES);
     let template = &observed.template.revision;
     if !observed.template.labels.contains_key(LABEL_COMMIT) {
         fields.push(DriftField {

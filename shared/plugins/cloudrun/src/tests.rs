@@ -527,6 +527,30 @@ async fn drift_names_an_image_or_a_traffic_split_changed_by_hand_and_ignores_the
         fields[0].2.contains("50% ") && fields[0].2.contains(&hotfix),
         "{fields:#?}"
     );
+
+    // A sync takes it back; then by hand: a variable changed and one added, each named by its
+    // name as on every platform.
+    let c = commit('c', QUICK_SYNC, "gcr.io/demo/web:v1");
+    deploy(&cloud, &c, Some(&b)).await;
+    assert_eq!(drift(&cloud, &c).await, []);
+    let _ = cloud.fake.patch_by_hand("web", |s| {
+        s["template"]["containers"][0]["env"] = json!([
+            {"name": "DEBUG", "value": "1"},
+            {"name": "MODE", "value": "debug"},
+        ]);
+    });
+    let fields = drift(&cloud, &c).await;
+    // The console makes a new revision for the change, so the traffic moved off gannet's too.
+    let named: Vec<&str> = fields.iter().map(|f| f.0.as_str()).collect();
+    assert_eq!(
+        named,
+        [
+            "template.containers[0].env[name=MODE].value",
+            "template.containers[0].env[name=DEBUG]",
+            "traffic",
+        ],
+        "{fields:#?}"
+    );
 }
 
 #[tokio::test]

@@ -27,9 +27,13 @@ const RULES: Rules<'static> = Rules {
         "serviceDefinition.networkConfiguration.awsvpcConfiguration.subnets",
         "serviceDefinition.networkConfiguration.awsvpcConfiguration.securityGroups",
         "taskDefinition.requiresCompatibilities",
-        "taskDefinition.containerDefinitions.*.environment",
     ],
     ignored: &[],
+    // A variable by its name, as the other platforms name it.
+    keyed: &[
+        ("taskDefinition.containerDefinitions.*.environment", "name"),
+        ("taskDefinition.containerDefinitions.*.secrets", "name"),
+    ],
 };
 
 /// The task definition's fields the check compares, and each container's.

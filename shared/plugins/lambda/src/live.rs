@@ -35,6 +35,7 @@ const RULES: Rules<'static> = Rules {
         "spec.vpcConfig.securityGroupIds",
     ],
     ignored: &[],
+    keyed: &[],
 };
 
 /// A weight at or below this is no traffic (AWS stores doubles).
