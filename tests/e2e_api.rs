@@ -358,6 +358,58 @@ fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
     assert_eq!(status, 404, "{body}");
 }
 
+/// The ids the console and the CLI print (10 characters) work wherever an id does: in the API,
+/// the CLI and for a command.
+#[test]
+fn a_short_id_works_wherever_an_id_does() {
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &app_config("web", APPROVAL));
+    g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    let short = &id[..10];
+    let (status, body) = g.get(&format!("/deployments/{short}"));
+    assert_eq!(
+        (status, body["deployment"]["id"].as_str()),
+        (200, Some(id.as_str())),
+        "{body}"
+    );
+    let run = g.cli_env(&["deployments", "show", short, "--json"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(&id), "{run:?}");
+    let run = g.cli_env(&["approve", short], &[("GANNET_TOKEN", token_of("alice"))]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+    let (status, body) = g.get(&format!("/deployments/{}", &id[..7]));
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("at least 8 characters"),
+        "{body}"
+    );
+
+    // By app: the deployment under way, or a clear error when there is none.
+    let run = g.cli_env(&["cancel", "--app", "web"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        stderr_of(&run).contains("application web has no deployment under way"),
+        "{run:?}"
+    );
+    let next = change_and_push(
+        &repo,
+        &g,
+        "web",
+        &app_config("web", &APPROVAL.replace("alice, bob", "alice")),
+    );
+    g.wait_stage(&next, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    let run = g.cli_env(
+        &["approve", "--app", "web"],
+        &[("GANNET_TOKEN", token_of("alice"))],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(g.wait_terminal(&next, LIMIT)["status"], "SUCCESS");
+}
+
 /// A manual sync is its commit's deployment: a second sync while it runs answers with it,
 /// `--force` makes a new one, and the trigger judging that commit afterwards (a push of it here;
 /// the poll judges a head the same way) does not deploy it a third time as ON_COMMIT.

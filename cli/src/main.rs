@@ -121,8 +121,12 @@ enum Command {
     /// Cancel a deployment; it rolls back unless --no-rollback.
     #[command(after_help = "Example:\n  gannet cancel <DEPLOYMENT> --no-rollback")]
     Cancel {
-        /// The deployment's id.
-        deployment: String,
+        /// The deployment's id (or a unique prefix of 8 characters or more).
+        #[arg(required_unless_present = "app")]
+        deployment: Option<String>,
+        /// The app whose deployment under way to cancel, instead of an id.
+        #[arg(long, value_name = "APP", conflicts_with = "deployment")]
+        app: Option<String>,
         /// Stop where it is, without rolling back what was applied.
         #[arg(long)]
         no_rollback: bool,
@@ -135,8 +139,13 @@ enum Command {
         after_help = "Example:\n  gannet approve <DEPLOYMENT>                 the stage waiting now"
     )]
     Approve {
-        /// The deployment's id.
-        deployment: String,
+        /// The deployment's id (or a unique prefix of 8 characters or more).
+        #[arg(required_unless_present = "app")]
+        deployment: Option<String>,
+        /// The app whose deployment under way (waiting for approval) to approve, instead of
+        /// an id.
+        #[arg(long, value_name = "APP", conflicts_with = "deployment")]
+        app: Option<String>,
         /// The stage id; the stage waiting now by default.
         #[arg(long, value_name = "STAGE")]
         stage: Option<String>,
@@ -493,6 +502,27 @@ fn show<T: serde::Serialize>(json: bool, value: &T, render: impl FnOnce()) -> an
 
 /// The name the caller claims (`--as`, or `$GANNET_USER`), if any. The server records the
 /// caller its token names, and refuses a claim of anyone else.
+
+/// The deployment a command names: its id as given, or the deployment under way of `app`.
+async fn under_way(
+    client: &client::Client,
+    deployment: Option<String>,
+    app: Option<&str>,
+) -> anyhow::Result<String> {
+    match (deployment, app) {
+        (Some(id), _) => Ok(id),
+        (None, Some(app)) => {
+            let view = client.app(app).await?;
+            view.active_deployment
+                .map(|id| id.to_string())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("application {} has no deployment under way", view.name)
+                })
+        }
+        (None, None) => anyhow::bail!("name a deployment, or an app with --app"),
+    }
+}
+
 fn claimed(explicit: Option<String>) -> Option<String> {
     explicit
         .or_else(|| std::env::var("GANNET_USER").ok())
@@ -525,11 +555,13 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         }
         Command::Cancel {
             deployment,
+            app,
             no_rollback,
             json,
         } => {
-            let d = server
-                .client()?
+            let client = server.client()?;
+            let deployment = under_way(&client, deployment, app.as_deref()).await?;
+            let d = client
                 .cancel(&deployment, no_rollback, claimed(None).as_deref())
                 .await?;
             if json {
@@ -549,13 +581,15 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         }
         Command::Approve {
             deployment,
+            app,
             stage,
             user: who,
             json,
         } => {
             let who = claimed(who);
-            let d = server
-                .client()?
+            let client = server.client()?;
+            let deployment = under_way(&client, deployment, app.as_deref()).await?;
+            let d = client
                 .approve(&deployment, stage.as_deref(), who.as_deref())
                 .await?;
             if json {

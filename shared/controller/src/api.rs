@@ -262,6 +262,12 @@ pub(crate) struct DeployCommand<'c> {
     pub checked: CommitSha,
 }
 
+/// The shortest prefix of a deployment id the API accepts for the id (`d-` and 6 more).
+pub const MIN_ID_PREFIX: usize = 8;
+
+/// How many of the newest deployments a short id is looked for among.
+pub const PREFIX_SEARCH: usize = 1000;
+
 /// Optimistic commands retry this often when a step writes at the same moment.
 pub(crate) const COMMAND_TRIES: usize = 5;
 
@@ -320,13 +326,44 @@ impl Controller {
             .collect())
     }
 
+    /// A deployment by its id, or by a unique prefix of it of at least [`MIN_ID_PREFIX`]
+    /// characters (`d-1a2b3c4d`, as the console and the CLI print ids), looked up among the
+    /// newest [`PREFIX_SEARCH`] deployments.
     pub(crate) async fn load(&self, id: &str) -> Result<Deployment, ApiError> {
         let id = DeploymentId::parse(id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        self.inner
-            .store
-            .deployment(&id)
-            .await?
-            .ok_or_else(|| ApiError::NotFound(format!("no deployment {id}")))
+        let store = &self.inner.store;
+        if let Some(d) = store.deployment(&id).await? {
+            return Ok(d);
+        }
+        let prefix = id.as_str();
+        if prefix.chars().count() < MIN_ID_PREFIX {
+            return Err(ApiError::NotFound(format!(
+                "no deployment {id} (a short id needs at least {MIN_ID_PREFIX} characters)"
+            )));
+        }
+        let newest = store
+            .deployments(&DeploymentFilter {
+                app: None,
+                statuses: Vec::new(),
+                limit: Some(PREFIX_SEARCH),
+            })
+            .await?;
+        let mut found: Vec<Deployment> = newest
+            .into_iter()
+            .filter(|d| d.id.as_str().starts_with(prefix))
+            .collect();
+        match found.len() {
+            0 => Err(ApiError::NotFound(format!("no deployment {id}"))),
+            1 => Ok(found.remove(0)),
+            n => Err(ApiError::BadRequest(format!(
+                "{n} deployments' ids start with {id} ({}); give more of the id",
+                found
+                    .iter()
+                    .map(|d| d.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+        }
     }
 
     pub async fn get_deployment(&self, id: &str) -> Result<DeploymentView, ApiError> {
@@ -744,5 +781,73 @@ impl ApiError {
             }
             other => other.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gannet_domain::deployment::Deployment;
+    use gannet_domain::duration::Millis;
+    use gannet_domain::ports::{Changes, Expect, Store, Write};
+
+    use crate::test_support::{rig, Live};
+
+    /// Stores deployments with these ids, created in this order.
+    async fn with_ids(ids: &[&str]) -> (crate::test_support::Rig, tempfile::TempDir) {
+        let repo = tempfile::tempdir().expect("tempdir");
+        let r = rig(repo.path(), Millis(1000), Live::InSync);
+        for (i, id) in ids.iter().enumerate() {
+            let mut d = Deployment::test();
+            d.id = gannet_domain::DeploymentId::parse(id).expect("id");
+            d.created_at = Millis(1000 + i as u64);
+            r.store
+                .apply(Changes {
+                    writes: vec![Write::PutDeployment {
+                        deployment: Box::new(d),
+                        expect: Expect::Absent,
+                    }],
+                    send: Vec::new(),
+                })
+                .await
+                .expect("store");
+        }
+        (r, repo)
+    }
+
+    #[tokio::test]
+    async fn a_deployment_is_found_by_a_unique_prefix_of_eight_characters_or_more() {
+        let (r, _repo) = with_ids(&[
+            "d-1234abcd00000000aaaa",
+            "d-1234abce00000000bbbb",
+            "d-99990000000000000000",
+        ])
+        .await;
+        let found = |id: &str| {
+            let c = r.controller.clone();
+            let id = id.to_owned();
+            async move { c.get_deployment(&id).await.map(|d| d.id.to_string()) }
+        };
+        assert_eq!(
+            found("d-1234abcd").await.expect("unique"),
+            "d-1234abcd00000000aaaa"
+        );
+        assert_eq!(
+            found("d-99990000000000000000").await.expect("whole"),
+            "d-99990000000000000000"
+        );
+        let many = found("d-1234ab").await.expect_err("ambiguous");
+        assert_eq!(many.status(), 400, "{many}");
+        assert!(
+            many.to_string()
+                .contains("2 deployments' ids start with d-1234ab"),
+            "{many}"
+        );
+        let short = found("d-1234a").await.expect_err("too short");
+        assert_eq!(short.status(), 404, "{short}");
+        assert!(
+            short.to_string().contains("at least 8 characters"),
+            "{short}"
+        );
+        assert_eq!(found("d-5555aaaa").await.expect_err("none").status(), 404);
     }
 }
