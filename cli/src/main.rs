@@ -500,9 +500,6 @@ fn show<T: serde::Serialize>(json: bool, value: &T, render: impl FnOnce()) -> an
     }
 }
 
-/// The name the caller claims (`--as`, or `$GANNET_USER`), if any. The server records the
-/// caller its token names, and refuses a claim of anyone else.
-
 /// The deployment a command names: its id as given, or the deployment under way of `app`.
 async fn under_way(
     client: &client::Client,
@@ -523,6 +520,8 @@ async fn under_way(
     }
 }
 
+/// The name the caller claims (`--as`, or `$GANNET_USER`), if any. The server records the
+/// caller its token names, and refuses a claim of anyone else.
 fn claimed(explicit: Option<String>) -> Option<String> {
     explicit
         .or_else(|| std::env::var("GANNET_USER").ok())
