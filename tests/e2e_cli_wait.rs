@@ -205,6 +205,80 @@ fn watch_redraws_on_a_terminal_and_says_how_to_approve_a_waiting_stage() {
     assert_eq!(run.code, 0, "{run:?}");
 }
 
+/// A CI job pushes, then waits on what its commit does to the app: 0 when the deployment ends
+/// SUCCESS (or the commit does not deploy the app), 3 on FAILURE, 5 when it outlasts
+/// --timeout; without --commit, the app idle and SYNCED.
+#[test]
+fn apps_wait_follows_what_a_pushed_commit_does_to_the_app() {
+    let (repo, _state, g, _) = deployed_web(OK);
+    // The push's webhook and the wait start together, as a CI step would run them.
+    let push_and_wait = |stages: &str, message: &str, timeout: &str| {
+        let head = repo.commit(&[(CONFIG, &app_config("web", stages))], message);
+        let waiter = spawn(
+            &g.url,
+            &[
+                "apps",
+                "wait",
+                "web",
+                "--commit",
+                &head,
+                "--timeout",
+                timeout,
+            ],
+        );
+        let (status, body) = g.push(&head, &format!("delivery-{head}"));
+        assert_eq!(status, 202, "{body}");
+        (head, finish(waiter, LIMIT))
+    };
+    let good = OK.replace("waited-ok", "waited-ok-again");
+    let (head, run) = push_and_wait(&good, "a good change", "30s");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("ended SUCCESS"), "{run:?}");
+    assert_eq!(
+        g.deployment(&g.deployment_of(&head, LIMIT))["status"],
+        "SUCCESS"
+    );
+
+    let (_, run) = push_and_wait(BAD, "a bad change", "30s");
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("ended FAILURE"), "{run:?}");
+
+    let (head, run) = push_and_wait(&wait_stage(20), "a slow change", "2s");
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("gave up after"), "{run:?}");
+    let slow = g.deployment_of(&head, LIMIT);
+    let run = g.cli_env(&["cancel", &slow, "--no-rollback"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    g.wait_terminal(&slow, LIMIT);
+    g.wait_unlocked("web", LIMIT);
+
+    // A commit that changes none of the app's files: judged, nothing to wait for.
+    let other = repo.commit(&[("README.md", "docs only")], "docs");
+    let (status, body) = g.push(&other, &format!("delivery-{other}"));
+    assert_eq!(status, 202, "{body}");
+    let run = g.cli_env(
+        &[
+            "apps",
+            "wait",
+            "web",
+            "--commit",
+            &other,
+            "--timeout",
+            "30s",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("does not deploy web"), "{run:?}");
+
+    // Without --commit: the app is idle; it is not SYNCED (its last deployment was cancelled).
+    let run = g.cli_env(&["apps", "wait", "web", "--timeout", "10s"], &[]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("web is idle and UNKNOWN"), "{run:?}");
+    let run = g.cli_env(&["apps", "wait", "web", "--commit", "abc"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+}
+
 #[test]
 fn a_paused_app_ignores_pushes_until_resumed_then_deploys_what_was_pushed() {
     let (repo, _state, g, _) = deployed_web(OK);

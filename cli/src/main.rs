@@ -290,6 +290,23 @@ enum AppsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Wait for what a push does to an application: its deployment of a commit, or (without
+    /// --commit) the app idle and SYNCED. Exit codes as `sync --wait`.
+    #[command(
+        after_help = "Examples:\n  gannet apps wait web --commit \"$GITHUB_SHA\" --timeout 20m   in CI, after the push\n  gannet apps wait web                                        until nothing is under way\nA commit the trigger judged without deploying the app (it changes none of its files) exits 0."
+    )]
+    Wait {
+        /// The application's name (or id).
+        app: String,
+        /// The commit whose deployment to wait for (a SHA or a prefix of at least 7).
+        #[arg(long, value_name = "SHA")]
+        commit: Option<String>,
+        #[command(flatten)]
+        limits: Limits,
+        /// Print the deployment's progress as lines on stderr, not redrawn.
+        #[arg(long)]
+        lines: bool,
+    },
     /// Turn an application's automatic deployments off (pushes and auto-sync); syncs,
     /// cancels and rollbacks still work.
     #[command(
@@ -690,6 +707,33 @@ async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
             show(json, &serde_json::json!({"apps": apps}), || {
                 render::apps(&apps)
             })?;
+        }
+        AppsCommand::Wait {
+            app,
+            commit,
+            limits,
+            lines,
+        } => {
+            if let Some(sha) = &commit {
+                if sha.len() < 7 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    anyhow::bail!(
+                        "--commit {sha:?}: give a commit SHA, or a prefix of at least 7 hex digits"
+                    );
+                }
+            }
+            let goal = match commit.as_deref() {
+                Some(sha) => wait::AppGoal::Commit(sha),
+                None => wait::AppGoal::Idle,
+            };
+            let display = if lines {
+                Display::Lines {
+                    to_stderr: true,
+                    logs: false,
+                }
+            } else {
+                Display::for_stdout(false, false)
+            };
+            return wait::app(&client, &app, goal, &limits.options(), display).await;
         }
         AppsCommand::Show { app, json } => {
             let app = client.app(&app).await?;

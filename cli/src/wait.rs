@@ -420,6 +420,117 @@ fn terminal_width() -> usize {
         .unwrap_or(100)
 }
 
+/// What `apps wait` waits for.
+pub enum AppGoal<'a> {
+    /// The app's deployment of the commit (a full SHA or a prefix of one).
+    Commit(&'a str),
+    /// The app idle (no deployment under way or pending) and SYNCED.
+    Idle,
+}
+
+/// Waits for app `app` to reach `goal`: the deployment of a commit, followed to its end (or
+/// the commit judged and not deploying the app: success), or the app idle and SYNCED. Exit
+/// codes as for a deployment's wait; an idle app that is not SYNCED is a failure (3).
+pub async fn app(
+    client: &Client,
+    app: &str,
+    goal: AppGoal<'_>,
+    options: &WaitOptions,
+    display: Display,
+) -> anyhow::Result<Exit> {
+    let started = Instant::now();
+    let mut down_since: Option<Instant> = None;
+    let mut display = Some(display);
+    loop {
+        let seen = async {
+            let view = client.app(app).await?;
+            let recent = client.deployments(Some(view.id.as_str()), None, 50).await?;
+            anyhow::Ok((view, recent))
+        }
+        .await;
+        match seen {
+            Ok((view, recent)) => {
+                down_since = None;
+                let left = WaitOptions {
+                    timeout: options.timeout.saturating_sub(started.elapsed()),
+                    retry_for: options.retry_for,
+                };
+                match goal {
+                    AppGoal::Commit(sha) => {
+                        if let Some(d) = recent.iter().find(|d| d.commit.starts_with(sha)) {
+                            let show = display.take().unwrap_or(Display::Quiet);
+                            let outcome = follow(client, d.id.as_str(), &left, show).await?;
+                            outcome.report();
+                            return Ok(outcome.exit());
+                        }
+                        if view
+                            .checked_commit
+                            .as_deref()
+                            .is_some_and(|c| c.starts_with(sha))
+                        {
+                            eprintln!(
+                                "commit {sha} does not deploy {}: the trigger judged it and started nothing",
+                                view.name
+                            );
+                            return Ok(Exit::Success);
+                        }
+                    }
+                    AppGoal::Idle => {
+                        let under_way = view
+                            .active_deployment
+                            .as_ref()
+                            .map(|id| id.to_string())
+                            .or_else(|| {
+                                recent
+                                    .iter()
+                                    .find(|d| d.status == DeploymentStatus::Pending)
+                                    .map(|d| d.id.to_string())
+                            });
+                        if let Some(id) = under_way {
+                            let show = display.take().unwrap_or(Display::Quiet);
+                            let outcome = follow(client, &id, &left, show).await?;
+                            if outcome.exit() != Exit::Success {
+                                outcome.report();
+                                return Ok(outcome.exit());
+                            }
+                            continue;
+                        }
+                        let status = view.sync_status.as_str();
+                        eprintln!("{} is idle and {status}: {}", view.name, view.sync_reason);
+                        return Ok(
+                            if view.sync_status == gannet_domain::app::SyncStatus::Synced {
+                                Exit::Success
+                            } else {
+                                Exit::Failure
+                            },
+                        );
+                    }
+                }
+            }
+            Err(err) if err.chain().any(|e| e.is::<Unreachable>()) => {
+                let since = *down_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= options.retry_for {
+                    eprintln!(
+                        "gave up waiting for {app}: the server was unreachable for {} ({err:#})",
+                        elapsed(since.elapsed())
+                    );
+                    return Ok(Exit::Unreachable);
+                }
+            }
+            Err(err) => return Err(err),
+        }
+        if started.elapsed() >= options.timeout {
+            let what = match goal {
+                AppGoal::Commit(sha) => format!("no deployment of commit {sha} for {app} yet"),
+                AppGoal::Idle => format!("{app} is not idle yet"),
+            };
+            eprintln!("gave up after {}: {what}", elapsed(options.timeout));
+            return Ok(Exit::Timeout);
+        }
+        tokio::time::sleep(POLL.min(options.timeout.saturating_sub(started.elapsed()))).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,10 @@ pub struct AppView {
     pub sync_status: SyncStatus,
     pub sync_reason: String,
     pub running_commit: Option<String>,
+    /// The branch head the trigger last judged the app at (deployed or not): a commit it
+    /// has seen, so `apps wait --commit` can tell "no deployment" from "not judged yet".
+    #[serde(default)]
+    pub checked_commit: Option<String>,
     pub active_deployment: Option<DeploymentId>,
     /// The fields the last drift check found differing from Git, each with both values.
     #[serde(default)]
@@ -111,6 +115,7 @@ impl From<App> for AppView {
             sync_status: a.sync_status,
             sync_reason: a.sync_reason,
             running_commit: a.running_commit.map(|c| c.to_string()),
+            checked_commit: a.last_checked_commit.map(|c| c.to_string()),
             active_deployment: a.active_deployment,
             drift: a.drift,
             live: a.live,
