@@ -358,6 +358,84 @@ fn sync_starts_on_command_deployments_and_says_why_it_cannot() {
     assert_eq!(status, 404, "{body}");
 }
 
+/// The status at a glance, in the API and the CLI: an app of scripts only has no live state
+/// (said so, never "the live state matches Git"), its last deployment's result is shown
+/// (FAILURE, not a grey unknown), and an app a rollback holds reads "pinned at" its commit.
+#[test]
+fn an_apps_health_last_result_and_pin_are_shown_as_they_are() {
+    let opts = UpOptions {
+        extra_config: "intervals: {poll: 1m, resume: 1s, drift: 1s}\nqueue: {visibility: 3s}\n"
+            .into(),
+        ..UpOptions::default()
+    };
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &opts);
+    let first = g.deployments()[0]["commit"]
+        .as_str()
+        .expect("commit")
+        .to_owned();
+    g.wait_until(LIMIT, "a drift check says web has no live state", || {
+        let app = g.app_view("web");
+        app["no_live_state"].as_str().map(str::to_owned)
+    });
+    let second = change_and_push(
+        &repo,
+        &g,
+        "web",
+        &app_config("web", &QUICK.replace("0s", "1ms")),
+    );
+    assert_eq!(g.wait_terminal(&second, LIMIT)["status"], "SUCCESS");
+    let bad = "      - name: SCRIPT_RUN\n        with: {run: 'exit 3'}\n";
+    let third = change_and_push(&repo, &g, "web", &app_config("web", bad));
+    assert_eq!(g.wait_terminal(&third, LIMIT)["status"], "FAILURE");
+    g.wait_unlocked("web", LIMIT);
+    let app = g.app_view("web");
+    assert_eq!(app["last_result"]["status"], "FAILURE", "{app}");
+    assert_eq!(app["last_result"]["deployment"], third.as_str(), "{app}");
+    assert_eq!(app["health"], "UNKNOWN", "{app}");
+    let list = g.cli_env(&["apps", "list"], &[]);
+    let row = list
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("web "))
+        .unwrap_or_else(|| panic!("{list:?}"));
+    assert!(
+        row.contains("no live state") && row.contains("FAILURE"),
+        "{row}"
+    );
+    let show = g.cli_env(&["apps", "show", "web"], &[]);
+    assert!(
+        show.stdout.contains("health:   no live state ("),
+        "{show:?}"
+    );
+    assert!(
+        show.stdout.contains(&format!("last:     {third} FAILURE")),
+        "{show:?}"
+    );
+
+    // A rollback holds web at the first commit: pinned.
+    let run = g.cli_env(&["rollback", "web", "--wait", "--timeout", "20s"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    g.wait_unlocked("web", LIMIT);
+    let list = g.cli_env(&["apps", "list"], &[]);
+    assert!(
+        list.stdout
+            .lines()
+            .any(|l| l.starts_with("web ") && l.contains(&format!("pinned at {}", &first[..7]))),
+        "{list:?}"
+    );
+    assert_eq!(g.app_view("web")["last_result"]["status"], "SUCCESS");
+    // The same in the console, in Chromium.
+    let run = support::console_scenario(
+        &g,
+        "app-status",
+        support::ADMIN_TOKEN,
+        "web",
+        "",
+        &json!({"health": "NO_LIVE_STATE", "last": "SUCCESS", "pinned": first}),
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
 /// The ids the console and the CLI print (10 characters) work wherever an id does: in the API,
 /// the CLI and for a command.
 #[test]

@@ -43,22 +43,65 @@ pub fn apps(apps: &[AppView]) {
                 a.name.clone(),
                 a.kind.clone(),
                 a.sync_status.as_str().to_owned(),
-                if a.paused.is_some() { "paused" } else { "auto" }.to_owned(),
+                health_of(a),
+                last_result(a),
+                deploys(a),
                 a.path.clone(),
                 shorten(&a.sync_reason, 70),
             ]
         })
         .collect();
     table(
-        &["NAME", "KIND", "SYNC", "DEPLOYS", "PATH", "REASON"],
+        &[
+            "NAME", "KIND", "SYNC", "HEALTH", "LAST", "DEPLOYS", "PATH", "REASON",
+        ],
         &rows,
     );
+}
+
+/// The app's health, or `no live state` when it has none.
+fn health_of(a: &AppView) -> String {
+    match &a.no_live_state {
+        Some(_) => "no live state".to_owned(),
+        None => a.health.as_str().to_owned(),
+    }
+}
+
+/// How the last deployment ended, or `-`.
+fn last_result(a: &AppView) -> String {
+    a.last_result
+        .as_ref()
+        .map_or_else(|| "-".to_owned(), |r| r.status.as_str().to_owned())
+}
+
+/// `auto`, `paused`, or `pinned at <commit>` for an app a rollback holds.
+fn deploys(a: &AppView) -> String {
+    match &a.paused {
+        None => "auto".to_owned(),
+        Some(p) => match &p.commit {
+            Some(c) => format!("pinned at {}", &c[..7.min(c.len())]),
+            None => "paused".to_owned(),
+        },
+    }
 }
 
 pub fn app(a: &AppView) {
     println!("Application {} ({})", a.name, a.id);
     println!("  kind:     {}", a.kind);
     println!("  sync:     {} {}", a.sync_status.as_str(), a.sync_reason);
+    match &a.no_live_state {
+        Some(why) => println!("  health:   no live state ({why})"),
+        None => println!("  health:   {}", a.health.as_str()),
+    }
+    if let Some(r) = &a.last_result {
+        println!(
+            "  last:     {} {} at {} ({})",
+            r.deployment,
+            r.status.as_str(),
+            &r.commit[..7.min(r.commit.len())],
+            r.at
+        );
+    }
     println!("  running:  {}", a.running_commit.as_deref().unwrap_or("-"));
     println!(
         "  active:   {}",

@@ -4,7 +4,7 @@
 //     node e2e/run.mjs SCENARIO
 //
 // Scenarios: stages-in-order, approve, viewer-no-approve, failing-stage-log, screenshots, keyboard,
-// pending-why, stage-details, stage-tables,
+// pending-why, stage-details, stage-tables, app-status,
 // render-speed, render-static (see scenarios.mjs). Other variables: GANNET_DEPLOYMENT, GANNET_APP,
 // GANNET_SCREENSHOTS (a directory for PNGs), GANNET_EXPECT (JSON, per scenario). Exits 0 when
 // the scenario's assertions hold; otherwise prints why on stderr and exits 1 (2: bad usage).
@@ -25,6 +25,7 @@ const BY_NAME = {
   "pending-why": scenarios.pendingWhy,
   "stage-details": scenarios.stageDetails,
   "stage-tables": scenarios.stageTables,
+  "app-status": scenarios.appStatus,
 };
 
 const name = process.argv[2];

@@ -502,3 +502,37 @@ export async function stageTables(browser) {
   if (errors.length > 0) fail(`the page reported errors: ${errors.join("; ")}`);
   console.log(`stage-tables: ${seen.join(" | ")}`);
 }
+
+/**
+ * app-status: the apps list and GANNET_APP's page show its health as GANNET_EXPECT.health
+ * ("NO_LIVE_STATE" for an app without live state, whose page must then not claim the live
+ * state matches Git), its last deployment's result GANNET_EXPECT.last, and, with
+ * GANNET_EXPECT.pinned, "pinned at <commit>".
+ */
+export async function appStatus(browser) {
+  const { health, last, pinned } = expectation();
+  if (!health || !last) fail("GANNET_EXPECT.health and .last are required");
+  const app = env("GANNET_APP");
+  const page = await newPage(browser);
+  await openSignedIn(page, "/apps");
+  const row = page.locator("tr", { has: page.locator(`a[href="/apps/${encodeURIComponent(app)}"]`) });
+  await waitFor(`${app}'s row`, () => row.isVisible(), { detail: () => alerts(page) });
+  const shown = await row.locator('[data-testid="app-health"]').getAttribute("data-health");
+  if (shown !== health) fail(`the list shows health ${shown}, expected ${health}`);
+  const text = await row.innerText();
+  if (pinned && !text.includes(`pinned at ${pinned.slice(0, 7)}`)) fail(`the list row says: ${text}`);
+  await page.goto(url(`/apps/${encodeURIComponent(app)}`));
+  const facts = page.locator("dl.facts");
+  await waitFor("the app's facts", () => facts.isVisible(), { detail: () => alerts(page) });
+  const factsText = await facts.innerText();
+  if (!factsText.includes(last.replace("_", " ").toLowerCase()) && !factsText.toLowerCase().includes(last.toLowerCase())) {
+    fail(`the app page does not show the last result ${last}: ${factsText}`);
+  }
+  if (pinned && !factsText.includes(`pinned at ${pinned.slice(0, 7)}`)) fail(`the app page does not say pinned: ${factsText}`);
+  const empty = await page.getByTestId("drift-empty").innerText();
+  if (health === "NO_LIVE_STATE") {
+    if (!empty.startsWith("No live state:")) fail(`the drift section says: ${empty}`);
+    if (empty.includes("matches Git")) fail(`an app without live state claims: ${empty}`);
+  }
+  console.log(`app-status: ${app} ${health}, last ${last}${pinned ? `, pinned at ${pinned.slice(0, 7)}` : ""}; drift: ${empty}`);
+}

@@ -50,6 +50,21 @@ export interface App {
   live?: LiveResource[];
   drift_changed_at?: string | null;
   paused?: Paused | null;
+  /** HEALTHY, PROGRESSING, DEGRADED, MISSING or UNKNOWN, from the live resources. */
+  health?: AppHealth;
+  /** Why the app has no live state at all (no platform plugin, or one that reads none). */
+  no_live_state?: string | null;
+  /** How the last deployment ended. */
+  last_result?: LastResult | null;
+}
+
+export type AppHealth = "HEALTHY" | "PROGRESSING" | "DEGRADED" | "MISSING" | "UNKNOWN";
+
+export interface LastResult {
+  deployment: string;
+  status: DeploymentStatus;
+  commit: string;
+  at: string;
 }
 
 export type DeploymentStatus =

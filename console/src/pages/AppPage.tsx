@@ -69,6 +69,30 @@ export function AppPage({ name, may }: { name: string; may: Whoami["may"] }) {
             {a.repo}:{a.path}
           </code>
         </dd>
+        <dt>Health</dt>
+        <dd data-testid="app-health">
+          {a.no_live_state ? <Badge status="UNKNOWN" label="no live state" /> : <Badge status={a.health ?? "UNKNOWN"} />}
+        </dd>
+        <dt>Last deployment</dt>
+        <dd>
+          {a.last_result ? (
+            <>
+              <Badge status={a.last_result.status} />{" "}
+              <a href={`/deployments/${encodeURIComponent(a.last_result.deployment)}`}>{shortId(a.last_result.deployment)}</a>
+            </>
+          ) : (
+            <span class="muted">none</span>
+          )}
+        </dd>
+        {a.paused?.commit && (
+          <>
+            <dt>Pinned</dt>
+            <dd>
+              <Badge status="PINNED" label={`pinned at ${shortSha(a.paused.commit)}`} /> by a rollback; the branch moves on
+              without it until the app is resumed
+            </dd>
+          </>
+        )}
         <dt>Running commit</dt>
         <dd>
           <code title={a.running_commit ?? ""}>{shortSha(a.running_commit)}</code>
@@ -103,8 +127,12 @@ export function AppPage({ name, may }: { name: string; may: Whoami["may"] }) {
           caption={`Fields that differ from Git${a.drift_changed_at ? `, since ${dateTime(a.drift_changed_at)}` : ""}`}
         />
       ) : (
-        <p class="empty">
-          {a.sync_status === "SYNCED" ? "No drift: the live state matches Git." : "No drifted fields reported."}
+        <p class="empty" data-testid="drift-empty">
+          {a.no_live_state
+            ? `No live state: ${a.no_live_state}, so nothing is compared with Git.`
+            : a.sync_status === "SYNCED" && (a.live ?? []).length > 0
+              ? "No drift: the live state matches Git."
+              : "No drifted fields reported."}
         </p>
       )}
 

@@ -125,7 +125,11 @@ function AppRow({ app, last, now }: { app: App; last?: Deployment; now: number }
         {app.paused && (
           <>
             {" "}
-            <Badge status="PAUSED" label="paused" />
+            {app.paused.commit ? (
+              <Badge status="PINNED" label={`pinned at ${shortSha(app.paused.commit)}`} />
+            ) : (
+              <Badge status="PAUSED" label="paused" />
+            )}
           </>
         )}
         {Object.keys(app.labels).length > 0 && (
@@ -140,7 +144,10 @@ function AppRow({ app, last, now }: { app: App; last?: Deployment; now: number }
       </th>
       <td>{app.kind}</td>
       <td>
-        <Badge status={app.sync_status} />
+        <Badge status={app.sync_status} />{" "}
+        <span data-testid="app-health" data-health={app.no_live_state ? "NO_LIVE_STATE" : app.health}>
+          {app.no_live_state ? <Badge status="UNKNOWN" label="no live state" /> : app.health && <Badge status={app.health} />}
+        </span>
         {app.sync_reason && <div class="reason">{app.sync_reason}</div>}
         {drift.length > 0 && (
           <details class="drift-details">

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use gannet_config::trigger::{self as determiner, Decision};
 use gannet_config::{self as config, AppConfig};
-use gannet_domain::app::{App, SyncStatus};
+use gannet_domain::app::{App, AppHealth, SyncStatus};
 use gannet_domain::callers::{Caller, Role};
 use gannet_domain::deployment::{
     CancelMode, CancelRequest, Deployment, DeploymentStatus, GateSkip, Stage, StageStatus,
@@ -73,6 +73,14 @@ pub struct AppView {
     pub sync_status: SyncStatus,
     pub sync_reason: String,
     pub running_commit: Option<String>,
+    /// HEALTHY, PROGRESSING, DEGRADED, MISSING or UNKNOWN, from its live resources.
+    pub health: AppHealth,
+    /// Why the app has no live state at all (no platform plugin, or one that reads none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_live_state: Option<String>,
+    /// How the app's last deployment ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_result: Option<LastResultView>,
     /// The branch head the trigger last judged the app at (deployed or not): a commit it
     /// has seen, so `apps wait --commit` can tell "no deployment" from "not judged yet".
     #[serde(default)]
@@ -105,6 +113,7 @@ pub struct PauseView {
 
 impl From<App> for AppView {
     fn from(a: App) -> Self {
+        let health = a.health();
         Self {
             path: a.id.config_path().to_owned(),
             repo: a.repo.to_string(),
@@ -115,6 +124,14 @@ impl From<App> for AppView {
             sync_status: a.sync_status,
             sync_reason: a.sync_reason,
             running_commit: a.running_commit.map(|c| c.to_string()),
+            health,
+            no_live_state: a.no_live_state,
+            last_result: a.last_result.map(|r| LastResultView {
+                deployment: r.deployment,
+                status: r.status,
+                commit: r.commit.to_string(),
+                at: rfc3339(r.at),
+            }),
             checked_commit: a.last_checked_commit.map(|c| c.to_string()),
             active_deployment: a.active_deployment,
             drift: a.drift,
@@ -128,6 +145,15 @@ impl From<App> for AppView {
             }),
         }
     }
+}
+
+/// How an app's last deployment ended, as the API shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastResultView {
+    pub deployment: DeploymentId,
+    pub status: DeploymentStatus,
+    pub commit: String,
+    pub at: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

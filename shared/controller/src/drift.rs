@@ -48,10 +48,11 @@ impl Finding {
 }
 
 pub(crate) enum Examined {
-    /// Nothing to compare now: no plugin reads this app's live state (the status stays what the
-    /// last deployment left: an app of scripts only is as synced as its last run), or its
-    /// check runs as a job that has not finished (the next sweep looks again).
+    /// Nothing to compare: no plugin reads this app's live state (the status stays what the
+    /// last deployment left: an app of scripts only is as synced as its last run).
     NotWatched { why: String },
+    /// The plugin reads live state, but not now (a drift job still running).
+    Pending { what: String },
     /// No live state was read (bad config, repository gone, the platform refused).
     Done(Finding),
     Live {
@@ -127,8 +128,20 @@ impl Controller {
         // A rolled-back app is held at its rollback's commit until it is resumed.
         let pinned = app.paused.as_ref().and_then(|p| p.commit.as_ref());
         let (finding, desired) = match self.examine(&app, pinned.or(head)).await? {
+            Examined::Pending { what } => {
+                tracing::debug!(app = %app.id, %what, "live state not read yet");
+                return Ok(());
+            }
             Examined::NotWatched { why } => {
                 tracing::debug!(app = %app.id, %why, "no drift check");
+                // Said once on the app (a repeated check writes nothing): it has no live state.
+                if app.no_live_state.as_deref() != Some(why.as_str()) {
+                    let mut next = app.clone();
+                    next.no_live_state = Some(why);
+                    let mut changes = Changes::default();
+                    put_if_changed(&mut changes, Some(&app), next, inner.clock.now());
+                    inner.store.apply(changes).await?;
+                }
                 return Ok(());
             }
             Examined::Done(finding) => (finding, None),
@@ -138,6 +151,7 @@ impl Controller {
         let mut next = app.clone();
         next.sync_status = finding.status;
         next.sync_reason = finding.reason;
+        next.no_live_state = None;
         let live = finding.live.unwrap_or_default();
         next.drift = live.drift;
         next.live = live.resources;
@@ -255,7 +269,7 @@ impl Controller {
                     why: format!("the {} plugin does not read live state", plugin.name()),
                 })
             }
-            Ok(Live::Pending { what }) => return Ok(Examined::NotWatched { why: what }),
+            Ok(Live::Pending { what }) => return Ok(Examined::Pending { what }),
             Ok(Live::Read(live)) => {
                 let status = if live.drift.is_empty() {
                     SyncStatus::Synced

@@ -8,7 +8,7 @@
 
 use gannet_config as config;
 use gannet_config::bounded;
-use gannet_domain::app::{App, SyncStatus};
+use gannet_domain::app::{App, LastResult, SyncStatus};
 use gannet_domain::deployment::NotificationMention;
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
 use gannet_domain::duration::Millis;
@@ -306,6 +306,12 @@ fn release(app: &mut App, finished: Option<&Deployment>, now: Millis) -> bool {
         return false;
     };
     app.last_deployment_finished_at = Some(d.completed_at.unwrap_or(now));
+    app.last_result = Some(LastResult {
+        deployment: d.id.clone(),
+        status: d.status,
+        commit: d.commit.sha.clone(),
+        at: d.completed_at.unwrap_or(now),
+    });
     if d.status == DeploymentStatus::Success {
         app.running_commit = Some(d.commit.sha.clone());
         app.sync_status = SyncStatus::Synced;

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::drift::{DriftField, LiveResource};
+use crate::deployment::DeploymentStatus;
+use crate::drift::{DriftField, Health, LiveResource};
 use crate::duration::Millis;
 use crate::ids::{AppId, CommitSha, DeploymentId, RepoId};
 
@@ -64,6 +65,13 @@ pub struct App {
     /// Set while automatic deployments are off (`gannet apps pause`, or a rollback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+    /// Why the app has no live state at all (no compiled-in platform plugin deploys it, or its
+    /// plugin reads none), as the last drift check found; `None` when it has, or before any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_live_state: Option<String>,
+    /// How the app's last deployment ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_result: Option<LastResult>,
     pub updated_at: Millis,
     /// Optimistic-concurrency version, bumped by every write.
     pub version: u64,
@@ -87,10 +95,72 @@ impl App {
             live: Vec::new(),
             drift_changed_at: None,
             paused: None,
+            no_live_state: None,
+            last_result: None,
             updated_at: now,
             version: 0,
         }
     }
+
+    /// The app's health (PipeCD's and Argo CD's idea), from what the last drift check saw of
+    /// its live resources: PROGRESSING while a deployment is under way; UNKNOWN with no live
+    /// state, or before any was read; MISSING when the platform has none of the app's
+    /// resources; DEGRADED when one is unhealthy; HEALTHY when every one is healthy.
+    pub fn health(&self) -> AppHealth {
+        if self.active_deployment.is_some() || self.sync_status == SyncStatus::Deploying {
+            return AppHealth::Progressing;
+        }
+        if self.no_live_state.is_some() {
+            return AppHealth::Unknown;
+        }
+        if self.live.is_empty() {
+            // Drift with nothing live: the platform lacks what Git describes.
+            return if self.sync_status == SyncStatus::OutOfSync && !self.drift.is_empty() {
+                AppHealth::Missing
+            } else {
+                AppHealth::Unknown
+            };
+        }
+        if self.live.iter().any(|r| r.health == Health::Unhealthy) {
+            AppHealth::Degraded
+        } else if self.live.iter().all(|r| r.health == Health::Healthy) {
+            AppHealth::Healthy
+        } else {
+            AppHealth::Unknown
+        }
+    }
+}
+
+/// An app's health: [`App::health`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum AppHealth {
+    Healthy,
+    Progressing,
+    Degraded,
+    Missing,
+    Unknown,
+}
+
+impl AppHealth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Healthy => "HEALTHY",
+            Self::Progressing => "PROGRESSING",
+            Self::Degraded => "DEGRADED",
+            Self::Missing => "MISSING",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+}
+
+/// How an app's last deployment ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastResult {
+    pub deployment: DeploymentId,
+    pub status: DeploymentStatus,
+    pub commit: CommitSha,
+    pub at: Millis,
 }
 
 /// Why an app's automatic deployments are off. While paused, a push does not trigger the app
@@ -121,6 +191,61 @@ pub struct RepoState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_is_read_from_the_live_resources_and_says_when_there_are_none() {
+        let resource = |health: Health| LiveResource {
+            kind: "EcsService".into(),
+            id: "web".into(),
+            health,
+            summary: String::new(),
+        };
+        let id = AppId::parse("demo:apps/web/app.pipecd.yaml").unwrap();
+        let base = App::new(id, "web".into(), "ECSApp".into(), Millis(1));
+        let with = |change: &dyn Fn(&mut App)| {
+            let mut app = base.clone();
+            change(&mut app);
+            app.health()
+        };
+        assert_eq!(with(&|_| {}), AppHealth::Unknown, "before any check");
+        assert_eq!(
+            with(&|a| a.live = vec![resource(Health::Healthy), resource(Health::Healthy)]),
+            AppHealth::Healthy
+        );
+        assert_eq!(
+            with(&|a| a.live = vec![resource(Health::Healthy), resource(Health::Unhealthy)]),
+            AppHealth::Degraded
+        );
+        assert_eq!(
+            with(&|a| a.live = vec![resource(Health::Healthy), resource(Health::Unknown)]),
+            AppHealth::Unknown
+        );
+        assert_eq!(
+            with(&|a| {
+                a.sync_status = SyncStatus::OutOfSync;
+                a.drift = vec![DriftField {
+                    field: "service web".into(),
+                    git: "exists".into(),
+                    live: crate::drift::UNSET.into(),
+                }];
+            }),
+            AppHealth::Missing
+        );
+        assert_eq!(
+            with(&|a| {
+                a.live = vec![resource(Health::Unhealthy)];
+                a.sync_status = SyncStatus::Deploying;
+            }),
+            AppHealth::Progressing
+        );
+        assert_eq!(
+            with(&|a| {
+                a.live = vec![resource(Health::Healthy)];
+                a.no_live_state = Some("no compiled-in plugin deploys Application apps".into());
+            }),
+            AppHealth::Unknown
+        );
+    }
 
     #[test]
     fn an_app_stored_before_the_rename_keeps_its_checked_commit() {
