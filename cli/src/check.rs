@@ -97,10 +97,7 @@ fn check_file(file: &ConfigFile, plugins: &gannet_sdk::plugin::Plugins) -> AppCh
     };
     // The app's directory on disk, where it stays inside the repository: the platform plugin
     // checks every file a deployment would read from it.
-    let app_dir = tree::resolve(&file.root, dir)
-        .ok()
-        .filter(|r| r.is_dir)
-        .map(|r| file.root.join(r.path));
+    let app_dir = tree::dir_in(&file.root, dir);
     check_app_files(&file.shown, &text, plugins, &read, app_dir.as_deref())
 }
 

@@ -52,7 +52,7 @@ export interface App {
   paused?: Paused | null;
   /** HEALTHY, PROGRESSING, DEGRADED, MISSING or UNKNOWN, from the live resources. */
   health?: AppHealth;
-  /** Why the app has no live state at all (no platform plugin, or one that reads none). */
+  /** Why the app has no live state at all (no compiled-in platform plugin deploys it). */
   no_live_state?: string | null;
   /** How the last deployment ended. */
   last_result?: LastResult | null;

@@ -75,7 +75,7 @@ pub struct AppView {
     pub running_commit: Option<String>,
     /// HEALTHY, PROGRESSING, DEGRADED, MISSING or UNKNOWN, from its live resources.
     pub health: AppHealth,
-    /// Why the app has no live state at all (no platform plugin, or one that reads none).
+    /// Why the app has no live state at all (no compiled-in platform plugin deploys it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_live_state: Option<String>,
     /// How the app's last deployment ended.
@@ -710,11 +710,12 @@ impl Controller {
                     .iter()
                     .find(|st| st.status == StageStatus::Running && plugins.approvable(&st.name)),
             }
-            .ok_or_else(|| {
-                ApiError::NotFound(match stage {
-                    Some(s) => format!("deployment {} has no stage {s}", d.id),
-                    None => format!("deployment {} is not waiting for approval", d.id),
-                })
+            .ok_or_else(|| match stage {
+                Some(s) => ApiError::NotFound(format!("deployment {} has no stage {s}", d.id)),
+                // The deployment is there; nothing of it waits: a conflict with its state.
+                None => {
+                    ApiError::Conflict(format!("deployment {} is not waiting for approval", d.id))
+                }
             })?;
             if target.status != StageStatus::Running {
                 return Err(ApiError::Conflict(format!(

@@ -133,15 +133,8 @@ impl Controller {
                 return Ok(());
             }
             Examined::NotWatched { why } => {
+                // The trigger recorded that the app has no live state (`describe`).
                 tracing::debug!(app = %app.id, %why, "no drift check");
-                // Said once on the app (a repeated check writes nothing): it has no live state.
-                if app.no_live_state.as_deref() != Some(why.as_str()) {
-                    let mut next = app.clone();
-                    next.no_live_state = Some(why);
-                    let mut changes = Changes::default();
-                    put_if_changed(&mut changes, Some(&app), next, inner.clock.now());
-                    inner.store.apply(changes).await?;
-                }
                 return Ok(());
             }
             Examined::Done(finding) => (finding, None),
@@ -151,7 +144,6 @@ impl Controller {
         let mut next = app.clone();
         next.sync_status = finding.status;
         next.sync_reason = finding.reason;
-        next.no_live_state = None;
         let live = finding.live.unwrap_or_default();
         next.drift = live.drift;
         next.live = live.resources;
@@ -411,10 +403,7 @@ fn manifest_issues(
         tree::read(root, &path, bounded::MAX_BYTES as u64)
     };
     // The app's directory too, so the plugin checks what a deployment would read.
-    let dir = tree::resolve(root, app_dir)
-        .ok()
-        .filter(|r| r.is_dir)
-        .map(|r| root.join(r.path));
+    let dir = tree::dir_in(root, app_dir);
     let checked = check::check_app_files(path, text, plugins, &read, dir.as_deref());
     if checked.ok {
         return None;

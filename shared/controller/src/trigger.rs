@@ -78,16 +78,16 @@ impl Controller {
                 Ok(cfg) if app.paused.is_some() => {
                     // Not judged while paused, so its checked commit stays put: resuming
                     // judges every change pushed meanwhile (see `Controller::resume`).
-                    describe(&mut app, &cfg);
+                    describe(&mut app, &cfg, &inner.plugins);
                     tracing::info!(app = %id, commit = %head.sha, "not triggered: the app is paused");
                 }
                 Ok(cfg) if adopting => {
-                    describe(&mut app, &cfg);
+                    describe(&mut app, &cfg, &inner.plugins);
                     app.last_checked_commit = Some(head.sha.clone());
                     tracing::info!(app = %app.name, id = %id, commit = %head.sha.short(), "adopted, not deployed: first sight of the repository (repos[].onFirstSight: adopt); the next commit that changes it deploys it, or run gannet sync");
                 }
                 Ok(cfg) => {
-                    describe(&mut app, &cfg);
+                    describe(&mut app, &cfg, &inner.plugins);
                     let changed = match &app.last_checked_commit {
                         Some(from) => match inner.git.changed_files(repo, from, &head.sha).await {
                             Ok(files) => Some(files),
@@ -210,10 +210,19 @@ fn dir_name(id: &AppId) -> String {
 }
 
 /// Copies what the config says about the app into its record.
-pub(crate) fn describe(app: &mut App, cfg: &AppConfig) {
+pub(crate) fn describe(app: &mut App, cfg: &AppConfig, plugins: &Plugins) {
     app.name = cfg.name().to_owned();
     app.kind = cfg.kind.as_str().to_owned();
     app.labels = cfg.labels().clone();
+    // Known from the config: an app no compiled-in platform plugin deploys has no live state.
+    app.no_live_state = match plugins.platform_for(cfg) {
+        None => Some(format!(
+            "no compiled-in platform plugin deploys it ({})",
+            cfg.platform()
+                .unwrap_or("it runs its pipeline's stages only")
+        )),
+        Some(_) => None,
+    };
     if app.sync_status == SyncStatus::InvalidConfig {
         app.sync_status = SyncStatus::Unknown;
         app.sync_reason.clear();

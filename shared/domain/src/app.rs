@@ -65,8 +65,8 @@ pub struct App {
     /// Set while automatic deployments are off (`gannet apps pause`, or a rollback).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
-    /// Why the app has no live state at all (no compiled-in platform plugin deploys it, or its
-    /// plugin reads none), as the last drift check found; `None` when it has, or before any.
+    /// Why the app has no live state at all (no compiled-in platform plugin deploys it), as the
+    /// trigger found reading its config; `None` when a platform plugin deploys it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_live_state: Option<String>,
     /// How the app's last deployment ended.

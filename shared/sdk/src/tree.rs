@@ -96,6 +96,15 @@ pub fn resolve(root: &Path, rel: &str) -> Result<Resolved, TreeError> {
     })
 }
 
+/// The directory `rel` under `root` on disk, when it is one and every link on the way stays
+/// inside `root` ([`resolve`]): an app's directory to hand a plugin.
+pub fn dir_in(root: &Path, rel: &str) -> Option<std::path::PathBuf> {
+    resolve(root, rel)
+        .ok()
+        .filter(|r| r.is_dir)
+        .map(|r| root.join(r.path))
+}
+
 /// A path of a tree with its links resolved ([`resolve`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved {
