@@ -121,9 +121,16 @@ fn only_a_listed_approver_can_approve_and_the_approval_is_recorded() {
     assert_eq!(stage["status"], "SUCCESS", "{d}");
     assert_eq!(stage["metadata"]["approvedBy"], "alice", "{d}");
 
-    // Nothing is waiting any more.
+    // Nothing is waiting any more: a conflict with the deployment's state, not a missing one.
     let (status, body) = g.post_as(token_of("bob"), &approve, json!({}));
-    assert_eq!(status, 404, "{body}");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("is not waiting for approval"),
+        "{body}"
+    );
 }
 
 /// A SCRIPT_RUN with a rollback, then a long WAIT to cancel during.

@@ -279,6 +279,48 @@ fn apps_wait_follows_what_a_pushed_commit_does_to_the_app() {
     assert_eq!(run.code, 1, "{run:?}");
 }
 
+/// `webhook push` resolves `--after HEAD` in the repository it runs in, and exits non-zero
+/// when gannet accepted the push but ignored it (a branch it does not watch): nothing deploys.
+#[test]
+fn webhook_push_resolves_head_and_fails_when_the_push_is_ignored() {
+    let (repo, _state, g, _) = deployed_web(OK);
+    let head = repo.commit(
+        &[(
+            CONFIG,
+            &app_config("web", &OK.replace("waited-ok", "pushed-by-cli")),
+        )],
+        "by the cli",
+    );
+    let push = |branch: &str| {
+        let out = Command::new(gannet_bin())
+            .args([
+                "webhook",
+                "push",
+                "--repo",
+                support::GITHUB,
+                "--branch",
+                branch,
+            ])
+            .args(["--after", "HEAD", "--secret-env", "GANNET_E2E_SECRET"])
+            .env("GANNET_SERVER", &g.url)
+            .env("GANNET_E2E_SECRET", support::SECRET)
+            .current_dir(repo.path())
+            .output()
+            .expect("gannet runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, stderr) = push("release");
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("the push was ignored"), "{stderr}");
+    let (code, stderr) = push("main");
+    assert_eq!(code, Some(0), "{stderr}");
+    let id = g.deployment_of(&head, LIMIT);
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+}
+
 #[test]
 fn a_paused_app_ignores_pushes_until_resumed_then_deploys_what_was_pushed() {
     let (repo, _state, g, _) = deployed_web(OK);

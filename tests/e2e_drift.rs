@@ -356,6 +356,20 @@ fn apps_diff_names_what_a_commit_would_change_and_rollback_returns_to_the_earlie
         .cli_env(&["apps", "diff", "fn", "--commit", &"0".repeat(40)], &[]);
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("not found"), "{run:?}");
+    // With --exit-code, as `diff`: 2 when nothing could be compared (1 is a difference).
+    let run = lab.g.cli_env(
+        &[
+            "apps",
+            "diff",
+            "fn",
+            "--commit",
+            &"0".repeat(40),
+            "--exit-code",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("not found"), "{run:?}");
     assert_eq!(lab.deployment_count(), 1);
     assert_eq!(lab.alias(), Some(Routing::all_to("1")));
 

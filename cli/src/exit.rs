@@ -20,6 +20,9 @@ pub enum Exit {
     Timeout,
     /// 6: the server could not be reached (at all, or for longer than --retry-for).
     Unreachable,
+    /// 2 from `apps diff --exit-code` (as `diff` does): the comparison could not be made. (A
+    /// difference is 1, [`Exit::Error`]'s code.)
+    NotCompared,
 }
 
 /// The exit codes, as `gannet --help` prints them.
@@ -31,6 +34,7 @@ pub const HELP: &str = "Exit codes:
   4  the deployment ended CANCELLED
   5  the wait timed out (--timeout) with the deployment still going
   6  the server could not be reached, or stayed unreachable longer than --retry-for
+  apps diff --exit-code: 0 no difference, 1 a difference, 2 the comparison could not be made
 
 Examples:
   gannet up                                 run gannet on this machine (reads gannet.yaml)
@@ -48,6 +52,7 @@ impl Exit {
             Self::Cancelled => 4,
             Self::Timeout => 5,
             Self::Unreachable => 6,
+            Self::NotCompared => 2,
         })
     }
 

@@ -283,7 +283,8 @@ enum AppsCommand {
         /// The commit (40 hex digits; default: the branch head).
         #[arg(long, value_name = "SHA")]
         commit: Option<String>,
-        /// Exit 1 when something would change (like `git diff --exit-code`).
+        /// Exit 1 when something would change, 2 when nothing could be compared (like
+        /// `diff`).
         #[arg(long)]
         exit_code: bool,
         /// Print JSON.
@@ -754,7 +755,18 @@ async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
             exit_code,
             json,
         } => {
-            let diff = client.diff(&app, commit.as_deref()).await?;
+            let diff = match client.diff(&app, commit.as_deref()).await {
+                Ok(diff) => diff,
+                // As `diff --exit-code`: 2 when nothing could be compared, 1 for a difference.
+                Err(err) if exit_code => {
+                    eprintln!("error: {err:#}");
+                    return Ok(match Exit::for_error(&err) {
+                        Exit::Unreachable => Exit::Unreachable,
+                        _ => Exit::NotCompared,
+                    });
+                }
+                Err(err) => return Err(err),
+            };
             show(json, &diff, || render::diff(&diff))?;
             if exit_code && !diff.drift.is_empty() {
                 return Ok(Exit::Error);

@@ -12,7 +12,8 @@ pub struct PushArgs {
     /// The pushed branch.
     #[arg(long, default_value = "main")]
     branch: String,
-    /// The pushed commit (40 hex digits) [example: $(git rev-parse HEAD)]
+    /// The pushed commit: 40 hex digits, or a revision of the git repository in the current
+    /// directory (`HEAD`, a branch), resolved with `git rev-parse` [example: HEAD]
     #[arg(long, value_name = "SHA")]
     after: String,
     /// The delivery id (default: a fresh one).
@@ -31,7 +32,8 @@ pub async fn push(args: PushArgs, server: &str) -> anyhow::Result<()> {
             args.secret_env
         )
     })?;
-    let body = payload(&args.repo, &args.branch, &args.after);
+    let after = resolve_commit(&args.after)?;
+    let body = payload(&args.repo, &args.branch, &after);
     let delivery = args.delivery.unwrap_or_else(fresh_delivery);
     let signature = gannet_events::github::sign(secret.as_bytes(), body.as_bytes());
     let res = reqwest::Client::new()
@@ -50,7 +52,37 @@ pub async fn push(args: PushArgs, server: &str) -> anyhow::Result<()> {
     if !status.is_success() {
         bail!("the webhook was refused");
     }
+    // Accepted but ignored (a branch gannet does not watch, a repository it does not know):
+    // nothing will deploy, which a script should not mistake for success.
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    if answer["status"] == "ignored" {
+        bail!(
+            "the push was ignored: {}",
+            answer["reason"].as_str().unwrap_or("no reason given")
+        );
+    }
     Ok(())
+}
+
+/// `after` as 40 hex digits: as given, or resolved by `git rev-parse` in the current directory.
+fn resolve_commit(after: &str) -> anyhow::Result<String> {
+    if after.len() == 40 && after.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(after.to_ascii_lowercase());
+    }
+    let out = std::process::Command::new("git")
+        .args([
+            "rev-parse",
+            "--verify",
+            "--quiet",
+            &format!("{after}^{{commit}}"),
+        ])
+        .output()
+        .with_context(|| format!("--after {after}: cannot run git to resolve it"))?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || sha.len() != 40 {
+        bail!("--after {after:?}: not a commit SHA, nor a revision of the git repository here");
+    }
+    Ok(sha)
 }
 
 /// A push payload with the fields GitHub sends that gannet reads.
