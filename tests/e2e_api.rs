@@ -480,6 +480,12 @@ fn a_short_id_works_wherever_an_id_does() {
         stderr_of(&run).contains("application web has no deployment under way"),
         "{run:?}"
     );
+    let run = g.cli_env(&["deployments", "watch", "--app", "web"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        stderr_of(&run).contains("application web has no deployment under way"),
+        "{run:?}"
+    );
     let next = change_and_push(
         &repo,
         &g,
@@ -487,6 +493,13 @@ fn a_short_id_works_wherever_an_id_does() {
         &app_config("web", &APPROVAL.replace("alice, bob", "alice")),
     );
     g.wait_stage(&next, "WAIT_APPROVAL", "RUNNING", LIMIT);
+    // Watching by app follows that deployment (it waits, so the watch times out).
+    let run = g.cli_env(
+        &["deployments", "watch", "--app", "web", "--timeout", "1s"],
+        &[],
+    );
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains(&next), "{run:?}");
     let run = g.cli_env(
         &["approve", "--app", "web"],
         &[("GANNET_TOKEN", token_of("alice"))],

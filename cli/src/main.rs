@@ -391,8 +391,12 @@ enum DeploymentsCommand {
     /// lines otherwise. Exit codes as `deployments wait`.
     #[command(after_help = "Example:\n  gannet deployments watch <DEPLOYMENT> --logs")]
     Watch {
-        /// The deployment's id.
-        deployment: String,
+        /// The deployment's id (or a unique prefix of 8 characters or more).
+        #[arg(required_unless_present = "app")]
+        deployment: Option<String>,
+        /// The app whose deployment under way to watch, instead of an id.
+        #[arg(long, value_name = "APP", conflicts_with = "deployment")]
+        app: Option<String>,
         /// Also print every stage log line as it arrives (on a terminal, the running stage's
         /// last lines are always shown).
         #[arg(long)]
@@ -844,10 +848,12 @@ async fn deployments(server: &Server, command: DeploymentsCommand) -> anyhow::Re
         }
         DeploymentsCommand::Watch {
             deployment,
+            app,
             logs,
             limits,
             json,
         } => {
+            let deployment = under_way(&client, deployment, app.as_deref()).await?;
             return follow(
                 &client,
                 &deployment,
