@@ -534,6 +534,19 @@ fn a_synced_commit_is_deployed_once_and_not_again_by_the_poll() {
     );
     let forced = sync(&["--force"]);
     assert_ne!(forced, first, "--force starts a new deployment");
+    // Each is one audit line naming the app by name and who asked; no event lines at INFO
+    // without a receiver.
+    let log = g.log();
+    let audited: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sync requested") && l.contains("app=web") && l.contains("by=dora"))
+        .collect();
+    assert_eq!(audited.len(), 3, "{log}");
+    assert!(
+        !log.lines()
+            .any(|l| l.contains(" INFO ") && l.contains("event=dev.gannet")),
+        "{log}"
+    );
     for id in [&first, &forced] {
         let run = g.cli_env(&["cancel", id, "--no-rollback"], &[]);
         assert_eq!(run.code, 0, "{run:?}");

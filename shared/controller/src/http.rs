@@ -444,9 +444,15 @@ async fn sync(
     capped("key", req.key.as_deref())?;
     capped("reason", req.reason.as_deref())?;
     req.commander = caller.name.clone();
-    Ok(Json(
-        json!({"deployment": s.controller.sync(&app, req, &caller).await?}),
-    ))
+    let d = s.controller.sync(&app, req, &caller).await?;
+    audit("sync requested", &d.app, &caller, &d.id);
+    Ok(Json(json!({ "deployment": d })))
+}
+
+/// One INFO line per person's action, naming the app by name, who did it and the deployment:
+/// the audit trail an operator greps for (`sync requested app=web by=dave`).
+fn audit(action: &str, app: &str, caller: &Caller, deployment: &impl std::fmt::Display) {
+    tracing::info!(target: "gannet::audit", app = %app, by = %caller.name, role = %caller.role.as_str(), %deployment, "{action}");
 }
 
 /// Who the caller is and what the role lets them do (the web console shows only the controls
@@ -473,9 +479,9 @@ async fn rollback(
     capped("to", req.to.as_deref())?;
     capped("key", req.key.as_deref())?;
     capped("reason", req.reason.as_deref())?;
-    Ok(Json(
-        json!({"deployment": s.controller.rollback(&app, req, &caller).await?}),
-    ))
+    let d = s.controller.rollback(&app, req, &caller).await?;
+    audit("rollback requested", &d.app, &caller, &d.id);
+    Ok(Json(json!({ "deployment": d })))
 }
 
 #[derive(Deserialize, Default)]
@@ -493,9 +499,9 @@ async fn pause(
     require(&caller, Need::Deploy)?;
     let body = body.map(|Json(b)| b).unwrap_or_default();
     let reason = capped("reason", body.reason.as_deref())?;
-    Ok(Json(
-        json!({"app": s.controller.pause_app(&app, &caller.name, reason).await?}),
-    ))
+    let view = s.controller.pause_app(&app, &caller.name, reason).await?;
+    audit("paused", &view.name, &caller, &"-");
+    Ok(Json(json!({ "app": view })))
 }
 
 async fn resume(
@@ -504,7 +510,9 @@ async fn resume(
     Path(app): Path<String>,
 ) -> ApiResult<serde_json::Value> {
     require(&caller, Need::Deploy)?;
-    Ok(Json(json!({"app": s.controller.resume_app(&app).await?})))
+    let view = s.controller.resume_app(&app).await?;
+    audit("resumed", &view.name, &caller, &"-");
+    Ok(Json(json!({ "app": view })))
 }
 
 #[derive(Deserialize)]
@@ -550,9 +558,9 @@ async fn cancel(
     } else {
         CancelMode::WithRollback
     };
-    Ok(Json(
-        json!({"deployment": s.controller.cancel(&id, mode, &caller.name).await?}),
-    ))
+    let d = s.controller.cancel(&id, mode, &caller.name).await?;
+    audit("cancelled", &d.app, &caller, &d.id);
+    Ok(Json(json!({ "deployment": d })))
 }
 
 #[derive(Deserialize, Default)]
@@ -574,9 +582,9 @@ async fn approve(
     let body = body.map(|Json(b)| b).unwrap_or_default();
     as_caller(&caller, "user", body.user.as_deref())?;
     let stage = capped("stage", body.stage.as_deref())?;
-    Ok(Json(
-        json!({"deployment": s.controller.approve(&id, stage, &caller.name).await?}),
-    ))
+    let d = s.controller.approve(&id, stage, &caller.name).await?;
+    audit("approved", &d.app, &caller, &d.id);
+    Ok(Json(json!({ "deployment": d })))
 }
 
 #[derive(Deserialize)]

@@ -28,14 +28,21 @@ pub trait EventBus: Send + Sync {
 
 impl Controller {
     pub(crate) async fn notify(&self, event: &Event) -> Result<(), HandlerError> {
-        tracing::info!(
-            event = %event.kind,
-            app = %event.data.app,
-            deployment = event.data.deployment.as_ref().map(|d| d.as_str()).unwrap_or(""),
-            stage = event.data.stage.as_deref().unwrap_or(""),
-            status = %event.data.status,
-            "event"
-        );
+        // At INFO only where a receiver gets it (then it is the delivery's record); otherwise
+        // at DEBUG, so events do not crowd the log of an installation that sends none.
+        let level_info = !self.inner.settings.receivers.is_empty();
+        let deployment = event
+            .data
+            .deployment
+            .as_ref()
+            .map(|d| d.as_str())
+            .unwrap_or("");
+        let stage = event.data.stage.as_deref().unwrap_or("");
+        if level_info {
+            tracing::info!(event = %event.kind, app = %event.data.app, deployment, stage, status = %event.data.status, "event");
+        } else {
+            tracing::debug!(event = %event.kind, app = %event.data.app, deployment, stage, status = %event.data.status, "event");
+        }
         let kind = EventKind::from_cloud_type(&event.kind);
         // The event's deployment as stored, read once, when a Slack message or the commit
         // status needs it.
