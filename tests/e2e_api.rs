@@ -380,10 +380,14 @@ fn an_apps_health_last_result_and_pin_are_shown_as_they_are() {
         .as_str()
         .expect("commit")
         .to_owned();
-    g.wait_until(LIMIT, "a drift check says web has no live state", || {
-        let app = g.app_view("web");
-        app["no_live_state"].as_str().map(str::to_owned)
-    });
+    g.wait_until(
+        LIMIT,
+        "the trigger records that web has no live state",
+        || {
+            let app = g.app_view("web");
+            app["no_live_state"].as_str().map(str::to_owned)
+        },
+    );
     let second = change_and_push(
         &repo,
         &g,

@@ -96,33 +96,17 @@ fn walk(
         }
         return;
     };
+    if let (Value::Array(want), Value::Array(have)) = (desired, live) {
+        if let Some(key) = keyed_by(path, rules, want, have) {
+            walk_keyed(path, key, want, have, rules, out);
+            return;
+        }
+    }
     match (desired, live) {
         (Value::Object(want), Value::Object(have)) => {
             for (key, value) in want {
                 path.push(key.clone());
                 walk(path, value, have.get(key), rules, out);
-                path.pop();
-            }
-        }
-        (Value::Array(want), Value::Array(have)) if keyed_by(path, rules, want, have).is_some() => {
-            let key = keyed_by(path, rules, want, have).unwrap_or_default();
-            let key_of = |item: &Value| item.get(key).map(scalar).unwrap_or_default();
-            for w in want {
-                let k = key_of(w);
-                path.push(format!("[{key}={k}]"));
-                walk(path, w, have.iter().find(|h| key_of(h) == k), rules, out);
-                path.pop();
-            }
-            for h in have
-                .iter()
-                .filter(|h| !want.iter().any(|w| key_of(w) == key_of(h)))
-            {
-                path.push(format!("[{key}={}]", key_of(h)));
-                out.push(DriftField {
-                    field: display_path(path),
-                    git: UNSET.to_owned(),
-                    live: shown(h),
-                });
                 path.pop();
             }
         }
@@ -141,6 +125,37 @@ fn walk(
         (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
         (a, b) if a == b => {}
         _ => out.push(field(path, desired, Some(live))),
+    }
+}
+
+/// Compares arrays whose items are told apart by `key`: each item of Git's by its key, and an
+/// item only the live state has is drift too.
+fn walk_keyed(
+    path: &mut Vec<String>,
+    key: &str,
+    want: &[Value],
+    have: &[Value],
+    rules: &Rules<'_>,
+    out: &mut Vec<DriftField>,
+) {
+    let key_of = |item: &Value| item.get(key).map(scalar).unwrap_or_default();
+    for w in want {
+        let k = key_of(w);
+        path.push(format!("[{key}={k}]"));
+        walk(path, w, have.iter().find(|h| key_of(h) == k), rules, out);
+        path.pop();
+    }
+    for h in have
+        .iter()
+        .filter(|h| !want.iter().any(|w| key_of(w) == key_of(h)))
+    {
+        path.push(format!("[{key}={}]", key_of(h)));
+        out.push(DriftField {
+            field: display_path(path),
+            git: UNSET.to_owned(),
+            live: shown(h),
+        });
+        path.pop();
     }
 }
 
