@@ -242,10 +242,13 @@ fn an_image_or_a_traffic_split_changed_by_hand_is_out_of_sync_naming_the_field()
     let drift = app["drift"].as_array().expect("drift");
     let field = |name: &str| drift.iter().find(|f| f["field"] == name).cloned();
     let image = field("template.containers[0].image").unwrap_or_else(|| panic!("{app}"));
-    assert_eq!(image["git"], "\"gcr.io/demo/web:v1\"");
-    assert_eq!(image["live"], "\"gcr.io/demo/web:hotfix\"");
+    // Values are JSON values; a description for a person is text, and says so.
+    assert_eq!(image["git"], "gcr.io/demo/web:v1");
+    assert_eq!(image["live"], "gcr.io/demo/web:hotfix");
+    assert_eq!(image.get("text"), None, "{image}");
     let traffic = field("traffic").unwrap_or_else(|| panic!("{app}"));
     assert_eq!(traffic["git"], "100% web-hotfix");
+    assert_eq!(traffic["text"], json!(["git", "live"]), "{traffic}");
     assert!(
         traffic["live"]
             .as_str()

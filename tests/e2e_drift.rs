@@ -296,12 +296,15 @@ fn reordered_subnets_and_security_groups_are_not_drift_but_a_replaced_subnet_is(
         a["sync_status"] == "OUT_OF_SYNC"
     });
     assert_eq!(drifted(&app), ["spec.vpcConfig.subnetIds"], "{app}");
+    // Each side a JSON value, not JSON inside a string.
     assert_eq!(
-        app["drift"][0]["git"], r#"["subnet-a","subnet-b"]"#,
+        app["drift"][0]["git"],
+        serde_json::json!(["subnet-a", "subnet-b"]),
         "{app}"
     );
     assert_eq!(
-        app["drift"][0]["live"], r#"["subnet-a","subnet-c"]"#,
+        app["drift"][0]["live"],
+        serde_json::json!(["subnet-a", "subnet-c"]),
         "{app}"
     );
 }

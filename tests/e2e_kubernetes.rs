@@ -394,8 +394,8 @@ fn a_change_by_hand_is_drift_named_by_object_and_field_and_a_controllers_field_i
         drift[0]["field"],
         "Deployment/default/web: spec.template.spec.containers[name=web].image"
     );
-    assert_eq!(drift[0]["git"], "\"web:1\"");
-    assert_eq!(drift[0]["live"], "\"web:hand\"");
+    assert_eq!(drift[0]["git"], "web:1");
+    assert_eq!(drift[0]["live"], "web:hand");
 
     // The team lets the HPA own the replicas (Git drops them); the deployment takes the image
     // back from the change by hand and leaves the HPA's replicas alone.

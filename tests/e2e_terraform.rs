@@ -540,8 +540,8 @@ fn a_change_by_hand_is_drift_named_by_address_until_a_deployment_puts_it_back() 
     });
     let drift = &app["drift"][0];
     assert_eq!(drift["field"], "terraform_data.app.input", "{app}");
-    assert_eq!(drift["git"], "\"nginx:1\"", "{app}");
-    assert_eq!(drift["live"], "\"by-hand\"", "{app}");
+    assert_eq!(drift["git"], "nginx:1", "{app}");
+    assert_eq!(drift["live"], "by-hand", "{app}");
 
     let run = g.cli(&["sync", "infra"]);
     assert_eq!(run.0, 0, "{}", run.1);

@@ -22,8 +22,14 @@ pub const VERSION: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TriggerCause {
-    /// A GitHub push webhook; `after` is the pushed head (the handler still reads the branch).
-    Push { delivery: String, after: String },
+    /// A GitHub push webhook; `after` is the pushed head (the handler still reads the branch),
+    /// and `pusher` who pushed it (GitHub's user name; empty in older messages).
+    Push {
+        delivery: String,
+        after: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        pusher: String,
+    },
     /// The poll backstop.
     Poll,
 }
@@ -326,6 +332,7 @@ mod tests {
                 cause: TriggerCause::Push {
                     delivery: "d-1".into(),
                     after: "a".repeat(40),
+                    pusher: "octocat".into(),
                 },
             },
             Message::Plan {

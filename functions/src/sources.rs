@@ -120,4 +120,13 @@ impl GitSource for RepoSources {
     ) -> Result<bool, GitError> {
         self.source(repo)?.is_ancestor(repo, commit, head).await
     }
+
+    async fn commits_ahead(
+        &self,
+        repo: &RepoId,
+        base: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<u64, GitError> {
+        self.source(repo)?.commits_ahead(repo, base, head).await
+    }
 }

@@ -978,3 +978,18 @@ pub fn console_scenario(
     assert_no_secrets("a browser scenario's output", &run.stdout);
     run
 }
+
+impl Gannet {
+    /// Starts a client command against this server in the background, as the admin; read it
+    /// with [`finish`].
+    pub fn cli_spawn(&self, args: &[&str]) -> Child {
+        Command::new(gannet_bin())
+            .args(args)
+            .env("GANNET_SERVER", &self.url)
+            .env("GANNET_TOKEN", ADMIN_TOKEN)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("gannet runs")
+    }
+}

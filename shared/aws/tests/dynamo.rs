@@ -254,6 +254,7 @@ async fn deployment_listings_filter_merge_and_limit() {
             app: Some(app_id("web")),
             statuses: vec![DeploymentStatus::Running],
             limit: Some(5),
+            before: None,
         },
         ids(vec![57, 54, 51, 48, 45]),
     )

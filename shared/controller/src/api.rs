@@ -12,8 +12,10 @@ use gannet_domain::deployment::{
     SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_domain::drift::{DriftField, LiveResource};
-use gannet_domain::ports::{Changes, CommitInfo, DeploymentFilter, LogLine, StoreError};
-use gannet_domain::{AppId, CommitSha, DeploymentId, StageId};
+use gannet_domain::ports::{
+    Changes, CommitInfo, DeploymentCursor, DeploymentFilter, LogLine, StoreError,
+};
+use gannet_domain::{AppId, CommitSha, DeploymentId, RepoId, StageId};
 use gannet_events::{rfc3339, Message};
 use gannet_sdk::planner;
 use gannet_sdk::plugin::Plugins;
@@ -21,6 +23,7 @@ use gannet_sdk::presentation::StagePresentation;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::put_deployment;
+use crate::settings::Settings;
 use crate::trigger::{notify, pending_deployment, put_if_changed};
 use crate::{error_chain, Controller, HandlerError};
 
@@ -85,9 +88,14 @@ pub struct AppView {
     /// has seen, so `apps wait --commit` can tell "no deployment" from "not judged yet".
     #[serde(default)]
     pub checked_commit: Option<String>,
+    /// How many commits the branch head (`checked_commit`) has beyond the running commit:
+    /// "pinned at X, the branch is N commits ahead" while paused. Absent when none, or when
+    /// either commit is unknown or the repository could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ahead: Option<u64>,
     pub active_deployment: Option<DeploymentId>,
     /// The fields the last drift check found differing from Git, each with both values.
-    #[serde(default)]
+    #[serde(default, with = "gannet_domain::drift::as_values")]
     pub drift: Vec<DriftField>,
     /// The live resources the last drift check saw.
     #[serde(default)]
@@ -133,6 +141,7 @@ impl From<App> for AppView {
                 at: rfc3339(r.at),
             }),
             checked_commit: a.last_checked_commit.map(|c| c.to_string()),
+            ahead: None,
             active_deployment: a.active_deployment,
             drift: a.drift,
             live: a.live,
@@ -200,11 +209,20 @@ pub struct DeploymentView {
     pub kind: String,
     pub commit: String,
     pub commit_message: String,
+    /// The commit's author, as Git records it.
+    #[serde(default)]
+    pub commit_author: String,
+    /// The commit on GitHub, when its repository is there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_url: Option<String>,
     pub branch: String,
     pub status: DeploymentStatus,
     pub status_reason: String,
     pub trigger: TriggerKind,
     pub commander: String,
+    /// Who pushed the commit, for a deployment a push webhook triggered.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pushed_by: String,
     pub strategy: Option<SyncStrategy>,
     pub summary: String,
     pub stages: Vec<StageView>,
@@ -223,7 +241,7 @@ pub struct DeploymentView {
 
 impl DeploymentView {
     /// `d` as the API shows it, each stage presented by its plugin.
-    pub fn new(d: &Deployment, plugins: &Plugins) -> Self {
+    pub fn new(d: &Deployment, plugins: &Plugins, settings: &Settings) -> Self {
         Self {
             id: d.id.clone(),
             app: d.app_name.clone(),
@@ -231,11 +249,14 @@ impl DeploymentView {
             kind: d.kind.clone(),
             commit: d.commit.sha.to_string(),
             commit_message: d.commit.message.clone(),
+            commit_author: d.commit.author.clone(),
+            commit_url: settings.commit_url(&d.app.repo(), &d.commit.sha),
             branch: d.commit.branch.clone(),
             status: d.status,
             status_reason: d.status_reason.clone(),
             trigger: d.trigger.kind,
             commander: d.trigger.commander.clone(),
+            pushed_by: d.trigger.pushed_by.clone(),
             strategy: d.strategy,
             summary: d.summary.clone(),
             stages: d
@@ -299,19 +320,62 @@ pub const MIN_ID_PREFIX: usize = 8;
 /// How many of the newest deployments a short id is looked for among.
 pub const PREFIX_SEARCH: usize = 1000;
 
+/// Commit pairs [`Controller::app_view`] remembers the distance of (then starts again).
+const AHEAD_REMEMBERED: usize = 4096;
+
 /// Optimistic commands retry this often when a step writes at the same moment.
 pub(crate) const COMMAND_TRIES: usize = 5;
 
 impl Controller {
     pub async fn list_apps(&self) -> Result<Vec<AppView>, ApiError> {
-        Ok(self
-            .inner
-            .store
-            .apps()
-            .await?
-            .into_iter()
-            .map(AppView::from)
-            .collect())
+        let mut views = Vec::new();
+        for app in self.inner.store.apps().await? {
+            views.push(self.app_view(app).await);
+        }
+        Ok(views)
+    }
+
+    /// `app` as the API shows it, with how far its branch has moved on from what runs.
+    pub async fn app_view(&self, app: App) -> AppView {
+        let ahead = match (&app.running_commit, &app.last_checked_commit) {
+            (Some(running), Some(head)) if running != head => {
+                self.commits_ahead(&app.repo, running, head).await
+            }
+            _ => None,
+        };
+        AppView {
+            ahead: ahead.filter(|n| *n > 0),
+            ..AppView::from(app)
+        }
+    }
+
+    /// `git.commits_ahead`, remembered: two commits always stand the same way to each other,
+    /// so each pair is asked once (a list of apps, or `apps list --watch`, asks the host
+    /// nothing new until a push). A failure is logged and shown as unknown.
+    async fn commits_ahead(
+        &self,
+        repo: &RepoId,
+        base: &CommitSha,
+        head: &CommitSha,
+    ) -> Option<u64> {
+        let key = (repo.clone(), base.clone(), head.clone());
+        if let Some(n) = self.inner.ahead.lock().ok()?.get(&key) {
+            return Some(*n);
+        }
+        match self.inner.git.commits_ahead(repo, base, head).await {
+            Ok(n) => {
+                let mut known = self.inner.ahead.lock().ok()?;
+                if known.len() >= AHEAD_REMEMBERED {
+                    known.clear();
+                }
+                known.insert(key, n);
+                Some(n)
+            }
+            Err(e) => {
+                tracing::warn!(repo = %repo, base = %base, head = %head, error = %error_chain(&e), "could not count the commits the branch is ahead");
+                None
+            }
+        }
     }
 
     /// An app by id, or by name when the name is unique.
@@ -335,26 +399,40 @@ impl Controller {
         }
     }
 
+    /// A page of deployments, newest first: at most `limit`, older than deployment `before`
+    /// when given. The page's cursor (the id to ask for the next page `before`) is returned
+    /// when the page is full, so more may follow.
     pub async fn list_deployments(
         &self,
         app: Option<&str>,
         statuses: Vec<DeploymentStatus>,
         limit: usize,
-    ) -> Result<Vec<DeploymentView>, ApiError> {
+        before: Option<&str>,
+    ) -> Result<(Vec<DeploymentView>, Option<DeploymentId>), ApiError> {
         let app = match app {
             Some(key) => Some(self.find_app(key).await?.id),
+            None => None,
+        };
+        let before = match before {
+            Some(id) => Some(DeploymentCursor::of(&self.load(id).await?)),
             None => None,
         };
         let filter = DeploymentFilter {
             app,
             statuses,
             limit: Some(limit),
+            before,
         };
         let list = self.inner.store.deployments(&filter).await?;
-        Ok(list
+        let next = match list.last() {
+            Some(last) if list.len() == limit => Some(last.id.clone()),
+            _ => None,
+        };
+        let views = list
             .iter()
-            .map(|d| DeploymentView::new(d, &self.inner.plugins))
-            .collect())
+            .map(|d| DeploymentView::new(d, &self.inner.plugins, &self.inner.settings))
+            .collect();
+        Ok((views, next))
     }
 
     /// A deployment by its id, or by a unique prefix of it of at least [`MIN_ID_PREFIX`]
@@ -377,6 +455,7 @@ impl Controller {
                 app: None,
                 statuses: Vec::new(),
                 limit: Some(PREFIX_SEARCH),
+                before: None,
             })
             .await?;
         let mut found: Vec<Deployment> = newest
@@ -401,6 +480,7 @@ impl Controller {
         Ok(DeploymentView::new(
             &self.load(id).await?,
             &self.inner.plugins,
+            &self.inner.settings,
         ))
     }
 
@@ -481,6 +561,7 @@ impl Controller {
                 app: Some(app.id.clone()),
                 statuses,
                 limit: None,
+                before: None,
             })
             .await?;
         Ok(open
@@ -517,6 +598,7 @@ impl Controller {
         let trigger = Trigger {
             kind: TriggerKind::OnCommand,
             commander: command.caller.name.clone(),
+            pushed_by: String::new(),
             strategy: command.strategy.unwrap_or_default(),
             gate_skip,
         };
@@ -548,7 +630,7 @@ impl Controller {
             match inner.store.apply(changes).await {
                 Ok(()) => {
                     if let Some(skip) = &d.trigger.gate_skip {
-                        tracing::warn!(app = %app.id, deployment = %d.id, by = %skip.by, reason = %skip.reason, "an admin skipped the approval gate");
+                        tracing::warn!(app = %app.name, id = %app.id, deployment = %d.id, by = %skip.by, reason = %skip.reason, "an admin skipped the approval gate");
                     }
                     return self.get_deployment(d.id.as_str()).await;
                 }

@@ -45,6 +45,7 @@ pub struct DiffView {
     /// SYNCED (nothing would change) or OUT_OF_SYNC (`drift` lists what would).
     pub status: SyncStatus,
     pub reason: String,
+    #[serde(with = "gannet_domain::drift::as_values")]
     pub drift: Vec<DriftField>,
     pub live: Vec<LiveResource>,
     /// Set when the answer is the app's last drift check rather than a read made now (a
@@ -174,6 +175,7 @@ impl Controller {
                 app: Some(app.id.clone()),
                 statuses: Vec::new(),
                 limit: Some(DEPLOYED_HISTORY),
+                before: None,
             })
             .await?
             .iter()

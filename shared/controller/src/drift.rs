@@ -119,7 +119,7 @@ impl Controller {
     ) -> Result<(), HandlerError> {
         let inner = &self.inner;
         let Some(app) = inner.store.app(id).await? else {
-            tracing::debug!(app = %id, "drift check for an app that no longer exists");
+            tracing::debug!(id = %id, "drift check for an app that no longer exists");
             return Ok(());
         };
         if app.active_deployment.is_some() {
@@ -129,12 +129,12 @@ impl Controller {
         let pinned = app.paused.as_ref().and_then(|p| p.commit.as_ref());
         let (finding, desired) = match self.examine(&app, pinned.or(head)).await? {
             Examined::Pending { what } => {
-                tracing::debug!(app = %app.id, %what, "live state not read yet");
+                tracing::debug!(app = %app.name, id = %app.id, %what, "live state not read yet");
                 return Ok(());
             }
             Examined::NotWatched { why } => {
                 // The trigger recorded that the app has no live state (`describe`).
-                tracing::debug!(app = %app.id, %why, "no drift check");
+                tracing::debug!(app = %app.name, id = %app.id, %why, "no drift check");
                 return Ok(());
             }
             Examined::Done(finding) => (finding, None),
@@ -172,7 +172,7 @@ impl Controller {
                 }
                 .outgoing(),
             );
-            tracing::info!(app = %app.id, from = app.sync_status.as_str(), to = next.sync_status.as_str(), reason = %next.sync_reason, "sync status changed");
+            tracing::info!(app = %app.name, id = %app.id, from = app.sync_status.as_str(), to = next.sync_status.as_str(), reason = %next.sync_reason, "sync status changed");
         }
         inner.store.apply(changes).await?;
         Ok(())
@@ -305,12 +305,12 @@ impl Controller {
         changes: &mut Changes,
     ) -> Result<(), HandlerError> {
         if let Some(pause) = &app.paused {
-            tracing::debug!(app = %app.id, by = %pause.by, "no auto-sync: the app is paused");
+            tracing::debug!(app = %app.name, id = %app.id, by = %pause.by, "no auto-sync: the app is paused");
             return Ok(());
         }
         let decision = determiner::on_out_of_sync(cfg, false, app.last_deployment_finished_at, now);
         let Decision::Deploy { reason } = decision else {
-            tracing::debug!(app = %app.id, reason = decision.reason(), "no auto-sync");
+            tracing::debug!(app = %app.name, id = %app.id, reason = decision.reason(), "no auto-sync");
             return Ok(());
         };
         let waiting = self
@@ -320,10 +320,11 @@ impl Controller {
                 app: Some(app.id.clone()),
                 statuses: vec![DeploymentStatus::Pending],
                 limit: Some(1),
+                before: None,
             })
             .await?;
         if let Some(d) = waiting.first() {
-            tracing::debug!(app = %app.id, pending = %d.id, "auto-sync not needed: a deployment is pending");
+            tracing::debug!(app = %app.name, id = %app.id, pending = %d.id, "auto-sync not needed: a deployment is pending");
             app.sync_reason = pending_note(&app.sync_reason, d.trigger.kind, d.id.as_str());
             return Ok(());
         }
@@ -334,12 +335,13 @@ impl Controller {
         // sweep, the next check compares with the new head.
         let head = self.inner.git.head(&app.repo, &repo.branch).await?;
         if &head.sha != compared {
-            tracing::debug!(app = %app.id, compared = %compared, head = %head.sha, "auto-sync waits: the branch moved on");
+            tracing::debug!(app = %app.name, id = %app.id, compared = %compared, head = %head.sha, "auto-sync waits: the branch moved on");
             return Ok(());
         }
         let trigger = Trigger {
             kind: TriggerKind::OnOutOfSync,
             commander: String::new(),
+            pushed_by: String::new(),
             strategy: SyncStrategy::Auto,
             gate_skip: None,
         };
@@ -347,7 +349,7 @@ impl Controller {
         // app write is conditional on that version.
         let cause = format!("ON_OUT_OF_SYNC:{}", app.version);
         let d = pending_deployment(app, cfg, &head, &repo.branch, trigger, &cause, now);
-        tracing::info!(app = %app.id, deployment = %d.id, %reason, "auto-sync triggered");
+        tracing::info!(app = %app.name, id = %app.id, deployment = %d.id, %reason, "auto-sync triggered");
         app.sync_reason = pending_note(&app.sync_reason, TriggerKind::OnOutOfSync, d.id.as_str());
         changes.send.push(
             Message::Plan {

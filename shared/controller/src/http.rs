@@ -384,7 +384,7 @@ async fn show_app(
 ) -> ApiResult<serde_json::Value> {
     require(&caller, Need::Read)?;
     let app = s.controller.find_app(&app).await?;
-    Ok(Json(json!({"app": crate::AppView::from(app)})))
+    Ok(Json(json!({"app": s.controller.app_view(app).await})))
 }
 
 #[derive(Deserialize)]
@@ -393,6 +393,8 @@ struct DeploymentQuery {
     /// Comma-separated statuses.
     status: Option<String>,
     limit: Option<usize>,
+    /// A deployment id (or a unique prefix): the page of those older than it.
+    before: Option<String>,
 }
 
 async fn list_deployments(
@@ -414,11 +416,15 @@ async fn list_deployments(
             .ok_or_else(|| ApiError::BadRequest(format!("unknown status {}", cut(status, 40))))?;
         statuses.push(found);
     }
-    let list = s
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let (list, next) = s
         .controller
-        .list_deployments(q.app.as_deref(), statuses, q.limit.unwrap_or(50).min(1000))
+        .list_deployments(q.app.as_deref(), statuses, limit, q.before.as_deref())
         .await?;
-    Ok(Json(json!({"deployments": list})))
+    Ok(Json(match next {
+        Some(next) => json!({"deployments": list, "next": next}),
+        None => json!({"deployments": list}),
+    }))
 }
 
 async fn show_deployment(

@@ -69,7 +69,18 @@ struct Inner {
     bus: Option<Arc<dyn EventBus>>,
     /// Where `apps diff` reads live state when the plugins here cannot (the AWS api function).
     remote_diff: Option<Arc<dyn RemoteDiff>>,
+    /// How many commits a branch head is ahead of a commit, per pair already asked.
+    ahead: Arc<std::sync::Mutex<AheadCounts>>,
 }
+
+type AheadCounts = std::collections::HashMap<
+    (
+        gannet_domain::RepoId,
+        gannet_domain::CommitSha,
+        gannet_domain::CommitSha,
+    ),
+    u64,
+>;
 
 impl Controller {
     pub fn new(
@@ -94,6 +105,7 @@ impl Controller {
                 jobs: Arc::new(NoJobs),
                 bus: None,
                 remote_diff: None,
+                ahead: Arc::default(),
             }),
         }
     }

@@ -9,6 +9,7 @@
 //! The commit status is the deployment's state as the store holds it now, not as the event
 //! saw it, so messages delivered late, twice or out of order still leave the right status last.
 
+use gannet_domain::app::{App, AppHealth};
 use gannet_domain::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
 use gannet_domain::duration::GoDuration;
 use gannet_domain::ports::{CommitState, CommitStatus, CommitStatuses};
@@ -39,9 +40,9 @@ impl Controller {
             .unwrap_or("");
         let stage = event.data.stage.as_deref().unwrap_or("");
         if level_info {
-            tracing::info!(event = %event.kind, app = %event.data.app, deployment, stage, status = %event.data.status, "event");
+            tracing::info!(event = %event.kind, app = %event.data.app_name, id = %event.data.app, deployment, stage, status = %event.data.status, "event");
         } else {
-            tracing::debug!(event = %event.kind, app = %event.data.app, deployment, stage, status = %event.data.status, "event");
+            tracing::debug!(event = %event.kind, app = %event.data.app_name, id = %event.data.app, deployment, stage, status = %event.data.status, "event");
         }
         let kind = EventKind::from_cloud_type(&event.kind);
         // The event's deployment as stored, read once, when a Slack message or the commit
@@ -84,7 +85,48 @@ impl Controller {
         if let Some(statuses) = &self.inner.statuses {
             self.report_status(statuses.as_ref(), event, &stored)
                 .await?;
+            if matches!(
+                kind,
+                Some(EventKind::ApplicationSynced | EventKind::ApplicationOutOfSync)
+            ) {
+                self.report_health(statuses.as_ref(), event).await?;
+            }
         }
+        Ok(())
+    }
+
+    /// Reports the app's health and sync status on the commit it runs, as its own context
+    /// (`gannet/<app name>/health`), so a deployment's status on the commit stays what the
+    /// deployment did: at each sync-status change, for apps in GitHub repositories.
+    async fn report_health(
+        &self,
+        statuses: &dyn CommitStatuses,
+        event: &Event,
+    ) -> Result<(), HandlerError> {
+        let repo = event.data.app.repo();
+        if self
+            .inner
+            .settings
+            .repo(&repo)
+            .and_then(|r| r.github.as_ref())
+            .is_none()
+        {
+            return Ok(());
+        }
+        let Some(app) = self.inner.store.app(&event.data.app).await? else {
+            return Ok(());
+        };
+        let Some(status) = health_status(&app) else {
+            return Ok(());
+        };
+        statuses
+            .report(&repo, &status)
+            .await
+            .map_err(|source| HandlerError::CommitStatus {
+                repo: repo.clone(),
+                source,
+            })?;
+        tracing::debug!(app = %app.name, id = %app.id, state = status.state.as_str(), "health status reported");
         Ok(())
     }
 
@@ -140,6 +182,31 @@ impl Controller {
         tracing::debug!(deployment = %id, state = status.state.as_str(), "commit status reported");
         Ok(())
     }
+}
+
+/// The status that reports `app`'s health on the commit it runs (none before its first
+/// deployment): HEALTHY is success, DEGRADED and MISSING failure, the rest pending; the
+/// description adds the sync status and why.
+pub(crate) fn health_status(app: &App) -> Option<CommitStatus> {
+    let commit = app.running_commit.clone()?;
+    let health = app.health();
+    let state = match health {
+        AppHealth::Healthy => CommitState::Success,
+        AppHealth::Degraded | AppHealth::Missing => CommitState::Failure,
+        AppHealth::Progressing | AppHealth::Unknown => CommitState::Pending,
+    };
+    let mut description = format!("{} · {}", health.as_str(), app.sync_status.as_str());
+    if !app.sync_reason.is_empty() {
+        description.push_str(": ");
+        description.push_str(&first_line(&app.sync_reason));
+    }
+    Some(CommitStatus {
+        commit,
+        context: format!("gannet/{}/health", app.name),
+        state,
+        description,
+        target_url: None,
+    })
 }
 
 /// The commit status that reports `d` as it stands: context `gannet/<app name>`, and a one-line
@@ -267,7 +334,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use async_trait::async_trait;
-    use gannet_domain::app::{App, RepoState};
+    use gannet_domain::app::RepoState;
     use gannet_domain::deployment::{CancelMode, CancelRequest};
     use gannet_domain::duration::Millis;
     use gannet_domain::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
@@ -364,6 +431,14 @@ mod tests {
             _: &CommitSha,
             _: &CommitSha,
         ) -> Result<bool, GitError> {
+            Err(GitError::UnknownRepo(repo.clone()))
+        }
+        async fn commits_ahead(
+            &self,
+            repo: &RepoId,
+            _: &CommitSha,
+            _: &CommitSha,
+        ) -> Result<u64, GitError> {
             Err(GitError::UnknownRepo(repo.clone()))
         }
     }
@@ -517,6 +592,46 @@ mod tests {
         let mut superseded = deployment(D::Cancelled, Vec::new());
         superseded.status_reason = "superseded by d-newer".into();
         check(superseded, Failure, "CANCELLED: superseded by d-newer");
+    }
+
+    #[test]
+    fn an_apps_health_is_reported_on_the_commit_it_runs_as_its_own_context() {
+        use gannet_domain::app::SyncStatus;
+        use gannet_domain::drift::{Health, LiveResource};
+        let mut app = App::new(
+            AppId::parse("demo:apps/web/app.pipecd.yaml").unwrap(),
+            "web".into(),
+            "LambdaApp".into(),
+            Millis(1),
+        );
+        assert_eq!(health_status(&app), None, "nothing runs yet");
+        app.running_commit = Some(CommitSha::parse(&"c".repeat(40)).unwrap());
+        app.sync_status = SyncStatus::Synced;
+        let resource = |health| LiveResource {
+            kind: "LambdaAlias".into(),
+            id: "web".into(),
+            health,
+            summary: String::new(),
+        };
+        app.live = vec![resource(Health::Healthy)];
+        let status = health_status(&app).unwrap();
+        assert_eq!(status.context, "gannet/web/health");
+        assert_eq!(status.commit, app.running_commit.clone().unwrap());
+        assert_eq!(
+            (status.state, status.description.as_str()),
+            (CommitState::Success, "HEALTHY · SYNCED")
+        );
+        app.live = vec![resource(Health::Unhealthy)];
+        app.sync_status = SyncStatus::OutOfSync;
+        app.sync_reason = "1 field differs from Git: memorySize\nmore".into();
+        let status = health_status(&app).unwrap();
+        assert_eq!(
+            (status.state, status.description.as_str()),
+            (
+                CommitState::Failure,
+                "DEGRADED · OUT_OF_SYNC: 1 field differs from Git: memorySize"
+            )
+        );
     }
 
     struct Harness {

@@ -27,7 +27,7 @@ impl Controller {
     pub(crate) async fn plan(&self, app_id: &AppId) -> Result<(), HandlerError> {
         let inner = &self.inner;
         let Some(mut app) = inner.store.app(app_id).await? else {
-            tracing::warn!(app = %app_id, "plan for an unknown app dropped");
+            tracing::warn!(id = %app_id, "plan for an unknown app dropped");
             return Ok(());
         };
         let before = app.clone();
@@ -39,6 +39,7 @@ impl Controller {
                 app: Some(app_id.clone()),
                 statuses: vec![DeploymentStatus::Pending],
                 limit: None,
+                before: None,
             })
             .await?;
         pending.reverse(); // oldest first
@@ -151,10 +152,10 @@ impl Controller {
                 changes
                     .send
                     .push(notify(EventKind::DeploymentPlanned, &planned, now));
-                tracing::info!(app = %app.id, deployment = %d.id, strategy = planned.strategy.map(|s| s.as_str()).unwrap_or(""), "deployment planned");
+                tracing::info!(app = %app.name, id = %app.id, deployment = %d.id, strategy = planned.strategy.map(|s| s.as_str()).unwrap_or(""), "deployment planned");
             }
             Err(reason) => {
-                tracing::warn!(app = %app.id, deployment = %d.id, %reason, "deployment cannot be planned");
+                tracing::warn!(app = %app.name, id = %app.id, deployment = %d.id, %reason, "deployment cannot be planned");
                 planned.status = DeploymentStatus::Failure;
                 planned.status_reason = reason;
                 planned.completed_at = Some(now);

@@ -34,6 +34,7 @@ impl Controller {
                     DeploymentStatus::RollingBack,
                 ],
                 limit: None,
+                before: None,
             })
             .await?;
         let mut changes = Changes::default();

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use gannet_domain::{GoDuration, RepoId};
+use gannet_domain::{CommitSha, GoDuration, RepoId};
 
 mod check;
 
@@ -129,5 +129,12 @@ pub struct Settings {
 impl Settings {
     pub fn repo(&self, id: &RepoId) -> Option<&RepoSettings> {
         self.repos.iter().find(|r| &r.id == id)
+    }
+
+    /// Where a person reads `sha` of repository `repo`: its page on GitHub, for a repository
+    /// there (`repos[].github`); `None` for one gannet only clones or reads locally.
+    pub fn commit_url(&self, repo: &RepoId, sha: &CommitSha) -> Option<String> {
+        let github = self.repo(repo)?.github.as_deref()?;
+        Some(format!("https://github.com/{github}/commit/{sha}"))
     }
 }

@@ -296,7 +296,7 @@ impl Controller {
                     }
                     .outgoing(),
                 );
-                tracing::info!(deployment = %next.id, app = %next.app, status = next.status.as_str(), reason = %next.status_reason, "deployment finished");
+                tracing::info!(deployment = %next.id, app = %next.app_name, id = %next.app, status = next.status.as_str(), reason = %next.status_reason, "deployment finished");
             }
         }
         if next.status != stored.status {
@@ -404,6 +404,7 @@ impl StepIo for StageIo {
             app: Some(app),
             statuses: vec![DeploymentStatus::Success],
             limit: Some(2),
+            before: None,
         };
         let found = self
             .controller

@@ -34,6 +34,13 @@ impl Controller {
             HandlerError::Unprocessable(format!("repository {repo} is not configured"))
         })?;
         let head = inner.git.head(repo, &settings.branch).await?;
+        // A push names who pushed; the deployments of its head name them as their trigger.
+        let pusher = match cause {
+            TriggerCause::Push { after, pusher, .. } if after == head.sha.as_str() => {
+                pusher.as_str()
+            }
+            _ => "",
+        };
         let state = inner.store.repo(repo).await?;
         if state.as_ref().and_then(|s| s.scanned_head.as_ref()) == Some(&head.sha) {
             tracing::debug!(repo = %repo, head = %head.sha, "head already triggered");
@@ -79,7 +86,7 @@ impl Controller {
                     // Not judged while paused, so its checked commit stays put: resuming
                     // judges every change pushed meanwhile (see `Controller::resume`).
                     describe(&mut app, &cfg, &inner.plugins);
-                    tracing::info!(app = %id, commit = %head.sha, "not triggered: the app is paused");
+                    tracing::info!(app = %app.name, id = %id, commit = %head.sha, "not triggered: the app is paused");
                 }
                 Ok(cfg) if adopting => {
                     describe(&mut app, &cfg, &inner.plugins);
@@ -103,6 +110,7 @@ impl Controller {
                             let trigger = Trigger {
                                 kind: TriggerKind::OnCommit,
                                 commander: String::new(),
+                                pushed_by: pusher.to_owned(),
                                 strategy: SyncStrategy::Auto,
                                 gate_skip: None,
                             };
@@ -133,7 +141,7 @@ impl Controller {
                             });
                         }
                         Decision::Skip { reason } => {
-                            tracing::debug!(app = %id, %reason, "not triggered");
+                            tracing::debug!(app = %app.name, id = %id, %reason, "not triggered");
                         }
                     }
                     // Judged at this head, deployed or not: the next head is compared with it,

@@ -16,6 +16,9 @@ pub const MAX_WEBHOOK_BODY: usize = 25 * 1024 * 1024;
 /// The longest delivery id stored (GitHub's are UUIDs, 36 characters).
 const MAX_DELIVERY_ID: usize = 128;
 
+/// The longest pusher name kept (GitHub's user names are at most 39 characters).
+const MAX_PUSHER_CHARS: usize = 100;
+
 /// A webhook request as received, whatever the transport (HTTP server, Lambda Function URL).
 #[derive(Clone, Debug, Default)]
 pub struct WebhookRequest {
@@ -194,6 +197,7 @@ impl Controller {
                 ),
             ));
         }
+        let pusher: String = push.pusher.chars().take(MAX_PUSHER_CHARS).collect();
         let changes = Changes {
             writes: vec![Write::RecordDelivery {
                 id: delivery.clone(),
@@ -204,13 +208,14 @@ impl Controller {
                 cause: TriggerCause::Push {
                     delivery: delivery.clone(),
                     after: push.after.to_string(),
+                    pusher: pusher.clone(),
                 },
             }
             .outgoing()],
         };
         match self.inner.store.apply(changes).await {
             Ok(()) => {
-                tracing::info!(repo = %repo.id, %delivery, after = %push.after, "push queued");
+                tracing::info!(repo = %repo.id, %delivery, after = %push.after, %pusher, "push queued");
                 Ok(WebhookResponse {
                     status: 202,
                     body: json!({"status": "queued", "repo": repo.id, "delivery": delivery}),

@@ -136,6 +136,10 @@ pub struct Trigger {
     pub kind: TriggerKind,
     /// Who asked, for commands; empty otherwise.
     pub commander: String,
+    /// Who pushed the commit, for a deployment a push webhook triggered (GitHub's user name);
+    /// empty when the poll found the commit. Not PipeCD's commander, which stays empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pushed_by: String,
     /// The strategy a command forced; `Auto` lets the planner decide.
     pub strategy: SyncStrategy,
     /// An admin's decision that this deployment may go past the app's approval stages.

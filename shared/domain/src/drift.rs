@@ -11,7 +11,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// One field whose live value differs from Git's.
+/// One field whose live value differs from Git's. Stored with each side as compact JSON
+/// text; the API shows the sides as JSON values ([`as_values`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DriftField {
     /// Where, such as `spec.vpcConfig.subnetIds` or `containerDefinitions[0].image`.
@@ -302,11 +303,139 @@ pub fn summary(fields: &[DriftField]) -> String {
     )
 }
 
+/// Drifted fields as the API shows them: each side a JSON value (`"git": 512`, not
+/// `"git": "512"`), a side that lacks the field left out, and a side that is a description
+/// for a person rather than a value (`in Git`, a hidden Secret's value, a value cut short)
+/// a string named in `text`. For `#[serde(with = "...")]` on a `Vec<DriftField>`; reading it
+/// back gives the stored form exactly.
+pub mod as_values {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use serde_json::Value;
+
+    use super::{DriftField, UNSET};
+
+    #[derive(Serialize, Deserialize)]
+    struct Shown {
+        field: String,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
+        git: Option<Value>,
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "present"
+        )]
+        live: Option<Value>,
+        /// The sides (`git`, `live`) that are text for a person, not values.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        text: Vec<String>,
+    }
+
+    /// A side that is there, even as `null` (which is a value: the platform's null).
+    fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+        Value::deserialize(d).map(Some)
+    }
+
+    /// A side as shown, and whether it is text.
+    fn side(stored: &str) -> (Option<Value>, bool) {
+        if stored == UNSET {
+            return (None, false);
+        }
+        match serde_json::from_str::<Value>(stored) {
+            Ok(v) => (Some(v), false),
+            Err(_) => (Some(Value::String(stored.to_owned())), true),
+        }
+    }
+
+    fn stored(side: Option<Value>, text: bool) -> String {
+        match side {
+            None => UNSET.to_owned(),
+            Some(Value::String(s)) if text => s,
+            Some(v) => v.to_string(),
+        }
+    }
+
+    pub fn serialize<S: Serializer>(fields: &[DriftField], s: S) -> Result<S::Ok, S::Error> {
+        let shown: Vec<Shown> = fields
+            .iter()
+            .map(|f| {
+                let (git, git_text) = side(&f.git);
+                let (live, live_text) = side(&f.live);
+                let text = [("git", git_text), ("live", live_text)]
+                    .into_iter()
+                    .filter(|(_, t)| *t)
+                    .map(|(name, _)| name.to_owned())
+                    .collect();
+                Shown {
+                    field: f.field.clone(),
+                    git,
+                    live,
+                    text,
+                }
+            })
+            .collect();
+        shown.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DriftField>, D::Error> {
+        let shown = Vec::<Shown>::deserialize(d)?;
+        Ok(shown
+            .into_iter()
+            .map(|f| {
+                let is_text = |side: &str| f.text.iter().any(|t| t == side);
+                DriftField {
+                    git: stored(f.git, is_text("git")),
+                    live: stored(f.live, is_text("live")),
+                    field: f.field,
+                }
+            })
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn the_api_shows_values_as_json_and_reads_them_back_exactly() {
+        #[derive(Serialize, Deserialize)]
+        struct View {
+            #[serde(with = "as_values")]
+            drift: Vec<DriftField>,
+        }
+        let f = |field: &str, git: &str, live: &str| DriftField {
+            field: field.into(),
+            git: git.into(),
+            live: live.into(),
+        };
+        let stored = vec![
+            f("memorySize", "512", "1024"),
+            f("env.MODE", r#""blue""#, UNSET),
+            f("tags", r#"{"a":[1,2]}"#, "null"),
+            f("Secret/db", "in Git", "(hidden)"),
+        ];
+        let shown = serde_json::to_value(View {
+            drift: stored.clone(),
+        })
+        .unwrap();
+        assert_eq!(
+            shown,
+            serde_json::json!({"drift": [
+                {"field": "memorySize", "git": 512, "live": 1024},
+                {"field": "env.MODE", "git": "blue"},
+                {"field": "tags", "git": {"a": [1, 2]}, "live": null},
+                {"field": "Secret/db", "git": "in Git", "live": "(hidden)", "text": ["git", "live"]},
+            ]})
+        );
+        let back: View = serde_json::from_value(shown).unwrap();
+        assert_eq!(back.drift, stored);
+    }
 
     const RULES: Rules<'static> = Rules {
         unordered: &["vpcConfig.subnetIds", "tags", "containers.*.ports"],

@@ -34,6 +34,7 @@ impl Deployment {
             trigger: Trigger {
                 kind: TriggerKind::OnCommit,
                 commander: String::new(),
+                pushed_by: String::new(),
                 strategy: SyncStrategy::Auto,
                 gate_skip: None,
             },

@@ -93,6 +93,25 @@ pub struct DeploymentFilter {
     pub statuses: Vec<DeploymentStatus>,
     /// At most this many, newest first. `None` for all.
     pub limit: Option<usize>,
+    /// Only those older than this one (a page's cursor): created before it, or at the same
+    /// millisecond with a smaller id.
+    pub before: Option<DeploymentCursor>,
+}
+
+/// A place in the deployments' order (newest first: `created_at`, then id).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeploymentCursor {
+    pub created_at: Millis,
+    pub id: DeploymentId,
+}
+
+impl DeploymentCursor {
+    pub fn of(d: &Deployment) -> Self {
+        Self {
+            created_at: d.created_at,
+            id: d.id.clone(),
+        }
+    }
 }
 
 /// One line of a stage's log.
@@ -305,6 +324,14 @@ pub trait GitSource: Send + Sync {
         commit: &CommitSha,
         head: &CommitSha,
     ) -> Result<bool, GitError>;
+    /// How many commits `head` has that `base` has not (`git rev-list --count base..head`;
+    /// GitHub's compare `ahead_by`): how far a branch has moved on from a deployed commit.
+    async fn commits_ahead(
+        &self,
+        repo: &RepoId,
+        base: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<u64, GitError>;
 }
 
 /// The state of a commit status, as GitHub names them.

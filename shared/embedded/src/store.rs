@@ -171,6 +171,15 @@ fn query_deployments(
         }
         sql.push_str(&format!(" AND status IN ({})", slots.join(", ")));
     }
+    if let Some(before) = &filter.before {
+        args.push(Value::Integer(int(before.created_at.0)));
+        let at = args.len();
+        args.push(Value::Text(before.id.as_str().to_owned()));
+        sql.push_str(&format!(
+            " AND (created_at < ?{at} OR (created_at = ?{at} AND id < ?{}))",
+            args.len()
+        ));
+    }
     sql.push_str(" ORDER BY created_at DESC, id DESC");
     if let Some(limit) = filter.limit {
         args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));

@@ -214,6 +214,28 @@ async fn is_ancestor_from_compare_without_reading_a_tree() {
     assert_eq!(fake.count("tarball"), 0);
 }
 
+/// How far a branch has moved on from a commit: the compare API's `ahead_by`.
+#[tokio::test]
+async fn commits_ahead_from_compare() {
+    let Setup { fake, git, .. } = with_token().await;
+    let c1 = fake.commit(REPO, &[], "one", &[("a", Mode::File, b"1")]);
+    let c2 = fake.commit(REPO, &[&c1], "two", &[("a", Mode::File, b"2")]);
+    let c3 = fake.commit(REPO, &[&c2], "three", &[("a", Mode::File, b"3")]);
+    for (base, head, want) in [(&c1, &c3, 2), (&c3, &c3, 0), (&c2, &c3, 1), (&c3, &c1, 0)] {
+        let got = git
+            .commits_ahead(&shop(), &sha(base), &sha(head))
+            .await
+            .unwrap();
+        assert_eq!(got, want, "{} ahead of {}", &head[..7], &base[..7]);
+    }
+    check_err(
+        git.commits_ahead(&shop(), &sha(&"f".repeat(40)), &sha(&c2))
+            .await,
+        "no commit fffffff",
+    );
+    assert_eq!(fake.count("tarball"), 0);
+}
+
 #[tokio::test]
 async fn a_compare_at_its_300_file_limit_falls_back_to_the_trees() {
     let Setup { fake, git, .. } = with_token().await;

@@ -281,6 +281,50 @@ async fn a_path_repository_is_read_in_place() {
     assert_eq!(h.work.git(&["rev-parse", "HEAD"]).trim(), c3.as_str());
 }
 
+/// How far a branch has moved on from a deployed commit: the commits the head has that the
+/// base has not, merges' second parents included, as `git rev-list --count` says.
+#[tokio::test]
+async fn commits_ahead_counts_what_the_head_has_beyond_the_base() {
+    let h = history();
+    h.work
+        .git(&["checkout", "--quiet", "-b", "feature", h.first.as_str()]);
+    let feature = h.work.commit("feature only", 1_700_000_300);
+    h.work.git(&["checkout", "--quiet", "main"]);
+    h.work.git(&[
+        "merge",
+        "--quiet",
+        "--no-ff",
+        "-m",
+        "merge feature",
+        "feature",
+    ]);
+    let merged = CommitSha::parse(h.work.git(&["rev-parse", "HEAD"]).trim()).unwrap();
+
+    let cache = TempDir::new().unwrap();
+    let git = source(Location::Path(h.work.path().to_owned()), cache.path());
+    let cases = [
+        ("the head itself", &h.third, &h.third, Ok(0)),
+        ("two commits on", &h.first, &h.third, Ok(2)),
+        ("a base ahead of the head", &h.third, &h.first, Ok(0)),
+        (
+            "a merge brings its branch's commit",
+            &h.third,
+            &merged,
+            Ok(2),
+        ),
+        ("a branch's own commit", &feature, &merged, Ok(3)),
+    ];
+    for (what, base, head, want) in cases {
+        let got = git.commits_ahead(&repo_id(), base, head).await;
+        assert_eq!(got.map_err(|e| e.to_string()), want, "{what}");
+    }
+    let err = git
+        .commits_ahead(&repo_id(), &missing(), &h.third)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GitError::NoCommit { .. }), "{err}");
+}
+
 /// A commit is on the branch when it is the head or an ancestor of it; a commit on another
 /// branch is not. Both for a repository read in place and for a clone (which fetches only the
 /// configured branch, so a feature branch's commit is not even there). No tree is checked out.

@@ -220,6 +220,7 @@ fn check_parsed(
     let trigger = Trigger {
         kind: TriggerKind::OnCommit,
         commander: String::new(),
+        pushed_by: String::new(),
         strategy: SyncStrategy::Auto,
         gate_skip: None,
     };

@@ -377,6 +377,17 @@ pub trait Presenter {
         Vec::new()
     }
 
+    /// `stage`'s key option as one short line for its row (`20%`, `5s`,
+    /// `approvers: alice, bob`), read from its `with`; empty when it has none worth a column.
+    fn summary(&self, _stage: &Stage) -> String {
+        String::new()
+    }
+
+    /// Who has approved `stage` so far, in order ([`Presenter::approve`]).
+    fn approved_by(&self, _stage: &Stage) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Records `user`'s approval of `stage`; returns the metadata to merge.
     fn approve(&self, stage: &Stage, _user: &str, _now: Millis) -> Result<Metadata, ApproveError> {
         Err(ApproveError::NotApprovable {

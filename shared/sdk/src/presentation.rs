@@ -19,6 +19,12 @@ pub struct StagePresentation {
     /// What the stage's plugin shows of it, in order.
     #[serde(default)]
     pub details: Vec<Detail>,
+    /// The stage's key option, one short line (`20%`, `5s`, `approvers: alice, bob`).
+    #[serde(default)]
+    pub summary: String,
+    /// Who approved the stage, in order.
+    #[serde(default)]
+    pub approved_by: Vec<String>,
 }
 
 /// One block of a stage's details. The set is small and generic on purpose: clients render
@@ -97,6 +103,8 @@ impl Plugins {
             approvable: running && plugin.is_some_and(|p| p.approvable(&stage.name)),
             cancellable: running,
             details: plugin.map(|p| p.present(stage)).unwrap_or_default(),
+            summary: plugin.map(|p| p.summary(stage)).unwrap_or_default(),
+            approved_by: plugin.map(|p| p.approved_by(stage)).unwrap_or_default(),
         }
     }
 }

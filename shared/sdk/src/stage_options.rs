@@ -52,6 +52,22 @@ pub fn promote_percent(with: &Value) -> Result<u8, StageConfigError> {
     parse::<PromoteOptions>(with).map(|o| o.percent.get())
 }
 
+/// A promote stage's row summary: its `percent` (`20%`); empty when it does not read.
+pub fn promote_summary(with: &Value) -> String {
+    promote_percent(with).map_or_else(|_| String::new(), |p| format!("{p}%"))
+}
+
+/// A traffic split as a row summary: each variant's share that is not zero, in the order
+/// given (`primary 80% / canary 20%`).
+pub fn traffic_summary(shares: &[(&str, i64)]) -> String {
+    shares
+        .iter()
+        .filter(|(_, p)| *p != 0)
+        .map(|(name, p)| format!("{name} {p}%"))
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 /// A stage that takes no options: `with` must be absent or an empty map.
 pub fn none(with: &Value) -> Result<Value, StageConfigError> {
     #[derive(Deserialize, Serialize)]
@@ -115,6 +131,16 @@ mod tests {
         percent: u8,
         #[serde(default)]
         timeout: Option<GoDuration>,
+    }
+
+    #[test]
+    fn summaries_read_a_percent_and_a_split() {
+        assert_eq!(promote_summary(&serde_json::json!({"percent": 20})), "20%");
+        assert_eq!(promote_summary(&serde_json::json!({"percent": "x"})), "");
+        assert_eq!(
+            traffic_summary(&[("primary", 80), ("canary", 20), ("baseline", 0)]),
+            "primary 80% / canary 20%"
+        );
     }
 
     #[test]

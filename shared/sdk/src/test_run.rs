@@ -150,6 +150,7 @@ impl<P: Platform> Run<P> {
         let trigger = Trigger {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
+            pushed_by: String::new(),
             strategy: SyncStrategy::Auto,
             gate_skip: None,
         };

@@ -270,6 +270,7 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
     let trigger = Trigger {
         kind: case.kind,
         commander: case.commander.to_owned(),
+        pushed_by: String::new(),
         strategy: case.strategy,
         gate_skip: case.gate_skip,
     };

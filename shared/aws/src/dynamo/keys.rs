@@ -120,7 +120,11 @@ pub(crate) fn status_key(status: DeploymentStatus) -> String {
 
 /// Sorts like the port's order: `created_at`, then id.
 pub(crate) fn created_key(deployment: &Deployment) -> String {
-    format!("{:020}#{}", deployment.created_at.0, deployment.id)
+    created_key_at(deployment.created_at, &deployment.id)
+}
+
+pub(crate) fn created_key_at(at: Millis, id: &DeploymentId) -> String {
+    format!("{:020}#{id}", at.0)
 }
 
 pub(crate) fn text<'a>(item: &'a Item, name: &str) -> Option<&'a str> {

@@ -33,6 +33,8 @@ struct IndexQuery<'a> {
     key_attribute: &'static str,
     key: String,
     statuses: &'a [DeploymentStatus],
+    /// Only entries whose `created_key` sorts before this (a page's cursor).
+    before: Option<&'a str>,
 }
 
 impl DynamoStore {
@@ -74,6 +76,11 @@ impl DynamoStore {
         let mut statuses = filter.statuses.clone();
         statuses.sort_by_key(|s| s.as_str());
         statuses.dedup();
+        let before = filter
+            .before
+            .as_ref()
+            .map(|c| keys::created_key_at(c.created_at, &c.id));
+        let before = before.as_deref();
         let mut hits = match &filter.app {
             Some(app) => {
                 let query = IndexQuery {
@@ -81,6 +88,7 @@ impl DynamoStore {
                     key_attribute: APP_KEY,
                     key: keys::app_key(app),
                     statuses: &statuses,
+                    before,
                 };
                 self.query_index(&query, limit).await?
             }
@@ -97,6 +105,7 @@ impl DynamoStore {
                         key_attribute: STATUS_KEY,
                         key: keys::status_key(status),
                         statuses: &[],
+                        before,
                     };
                     hits.extend(self.query_index(&query, limit).await?);
                 }
@@ -118,6 +127,12 @@ impl DynamoStore {
     async fn query_index(&self, q: &IndexQuery<'_>, limit: usize) -> Result<Vec<Hit>, StoreError> {
         let mut names = HashMap::from([("#k".to_owned(), q.key_attribute.to_owned())]);
         let mut values = HashMap::from([(":k".to_owned(), keys::s(q.key.clone()))]);
+        let mut condition = "#k = :k".to_owned();
+        if let Some(before) = q.before {
+            names.insert("#c".to_owned(), CREATED_KEY.to_owned());
+            values.insert(":c".to_owned(), keys::s(before));
+            condition.push_str(" AND #c < :c");
+        }
         let mut filter = None;
         if !q.statuses.is_empty() {
             names.insert("#status".to_owned(), STATUS.to_owned());
@@ -142,7 +157,7 @@ impl DynamoStore {
                 .query()
                 .table_name(&self.table)
                 .index_name(q.index)
-                .key_condition_expression("#k = :k")
+                .key_condition_expression(&condition)
                 .set_filter_expression(filter.clone())
                 .set_expression_attribute_names(Some(names.clone()))
                 .set_expression_attribute_values(Some(values.clone()))

@@ -428,6 +428,7 @@ async fn auto_sync_waits_for_min_window_and_for_a_pending_deployment() {
         Trigger {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
+            pushed_by: String::new(),
             strategy: SyncStrategy::Auto,
             gate_skip: None,
         },

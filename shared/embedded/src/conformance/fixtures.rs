@@ -67,6 +67,7 @@ pub fn deployment_fixture(id: &str, app: &str) -> DeploymentFixture {
         trigger: Trigger {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
+            pushed_by: String::new(),
             strategy: SyncStrategy::Auto,
             gate_skip: None,
         },

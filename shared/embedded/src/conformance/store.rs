@@ -5,8 +5,8 @@ use gannet_domain::deployment::DeploymentStatus;
 use gannet_domain::duration::{GoDuration, Millis};
 use gannet_domain::ids::{DeploymentId, RepoId, StageId};
 use gannet_domain::ports::{
-    Changes, DeploymentFilter, Expect, LogLine, Outgoing, Queue, QueueName, Store, StoreError,
-    Write,
+    Changes, DeploymentCursor, DeploymentFilter, Expect, LogLine, Outgoing, Queue, QueueName,
+    Store, StoreError, Write,
 };
 
 use super::{app_fixture, app_id, cases, deployment_fixture, repo_fixture, Case, Subject};
@@ -508,6 +508,7 @@ pub async fn deployment_filters_and_order<S: Store, Q: Queue>(s: Subject<S, Q>) 
             app: app.map(app_id),
             statuses: statuses.to_vec(),
             limit,
+            before: None,
         };
     let queries = [
         (filter(None, &[], None), vec!["d4", "d2", "d3", "d1", "d5"]),
@@ -526,6 +527,22 @@ pub async fn deployment_filters_and_order<S: Store, Q: Queue>(s: Subject<S, Q>) 
     for (filter, want) in &queries {
         check_deployments(&s.store, filter, want).await;
     }
+
+    // Pages: after a cursor, the older ones in the same order; d4 and d2 share a millisecond,
+    // so the id breaks the tie.
+    let page =
+        |app: Option<&str>, statuses: &[DeploymentStatus], at: u64, id: &str| DeploymentFilter {
+            before: Some(DeploymentCursor {
+                created_at: Millis(at),
+                id: DeploymentId::parse(id).expect("id"),
+            }),
+            ..filter(app, statuses, Some(2))
+        };
+    check_deployments(&s.store, &page(None, &[], 300, "d4"), &["d2", "d3"]).await;
+    check_deployments(&s.store, &page(None, &[], 200, "d3"), &["d1", "d5"]).await;
+    check_deployments(&s.store, &page(Some("a"), &[], 300, "d2"), &["d1", "d5"]).await;
+    check_deployments(&s.store, &page(None, &[Running], 300, "d4"), &["d1"]).await;
+    check_deployments(&s.store, &page(None, &[], 50, "d5"), &[]).await;
 
     // The indexed columns follow updates.
     let done = deployment_fixture("d1", "a")

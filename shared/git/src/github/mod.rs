@@ -428,6 +428,32 @@ impl GitSource for GithubSource {
             Err(e) => Err(repo.failed("compare", e)),
         }
     }
+
+    /// From the compare API: `{base}...{head}`'s `ahead_by`.
+    async fn commits_ahead(
+        &self,
+        repo: &RepoId,
+        base: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<u64, GitError> {
+        let repo = self.repo(repo)?;
+        if base == head {
+            return Ok(0);
+        }
+        let compared = repo
+            .client
+            .get_json::<Compare>(&repo.api(&format!("compare/{base}...{head}?per_page=1")))
+            .await;
+        match compared {
+            Ok(compare) => Ok(compare.ahead_by),
+            Err(e) if e.status() == Some(404) || e.status() == Some(422) => {
+                repo.commit(base).await?;
+                repo.commit(head).await?;
+                Err(repo.failed("compare", e))
+            }
+            Err(e) => Err(repo.failed("compare", e)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,9 @@ pub(crate) struct Signature {
 pub(crate) struct Compare {
     /// `identical`, `ahead`, `behind` or `diverged`: how head stands to base.
     pub status: String,
+    /// Commits head has that base has not.
+    #[serde(default)]
+    pub ahead_by: u64,
     #[serde(default)]
     pub files: Vec<CompareFile>,
 }

@@ -323,6 +323,35 @@ impl GitSource for LocalGit {
         };
         repo.recheck(&git_dir, &[commit, head], answer).await
     }
+
+    async fn commits_ahead(
+        &self,
+        repo: &RepoId,
+        base: &CommitSha,
+        head: &CommitSha,
+    ) -> Result<u64, GitError> {
+        let repo = self.repo(repo)?;
+        let git_dir = repo.git_dir(&self.cache).await?;
+        repo.require_commit(&git_dir, base).await?;
+        repo.require_commit(&git_dir, head).await?;
+        let range = format!("{base}..{head}");
+        let counted = Git::on(&git_dir)
+            .args(["rev-list", "--count", range.as_str()])
+            .stdout()
+            .await
+            .map_err(|e| repo.failed("rev-list", e))
+            .and_then(|out| {
+                String::from_utf8_lossy(&out)
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|e| {
+                        let detail = e.to_string();
+                        let args = "rev-list --count".to_owned();
+                        repo.failed("rev-list", CommandError::Output { args, detail })
+                    })
+            });
+        repo.recheck(&git_dir, &[base, head], counted).await
+    }
 }
 
 impl Repo {

@@ -298,7 +298,14 @@ impl Plugin for CloudRunPlugin {
     }
 }
 
-impl Presenter for CloudRunPlugin {}
+impl Presenter for CloudRunPlugin {
+    fn summary(&self, stage: &Stage) -> String {
+        match stage.name.as_str() {
+            STAGE_PROMOTE => stage_options::promote_summary(&stage.with),
+            _ => String::new(),
+        }
+    }
+}
 
 #[async_trait]
 impl Steps for CloudRunPlugin {

@@ -210,7 +210,24 @@ impl Plugin for EcsPlugin {
     }
 }
 
-impl Presenter for EcsPlugin {}
+impl Presenter for EcsPlugin {
+    fn summary(&self, stage: &Stage) -> String {
+        match stage.name.as_str() {
+            STAGE_CANARY_ROLLOUT => rollout::canary_options(&stage.with)
+                .map_or_else(|_| String::new(), |scale| format!("scale {scale}%")),
+            STAGE_TRAFFIC_ROUTING => routing::options(&stage.with).map_or_else(
+                |_| String::new(),
+                |w| {
+                    stage_options::traffic_summary(&[
+                        ("primary", w.primary.into()),
+                        ("canary", w.canary.into()),
+                    ])
+                },
+            ),
+            _ => String::new(),
+        }
+    }
+}
 
 #[async_trait]
 impl Steps for EcsPlugin {

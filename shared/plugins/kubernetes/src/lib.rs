@@ -368,7 +368,34 @@ impl Plugin for KubernetesPlugin {
     }
 }
 
-impl Presenter for KubernetesPlugin {}
+impl Presenter for KubernetesPlugin {
+    fn summary(&self, stage: &Stage) -> String {
+        match stage.name.as_str() {
+            STAGE_CANARY_ROLLOUT | STAGE_BASELINE_ROLLOUT => {
+                options::rollout(&stage.with, stage.name == STAGE_CANARY_ROLLOUT).map_or_else(
+                    |_| String::new(),
+                    |o| match o.replicas {
+                        options::Replicas::Count(n) => format!("{n} replicas"),
+                        options::Replicas::Percent(p) => format!("{p}% of replicas"),
+                    },
+                )
+            }
+            STAGE_TRAFFIC_ROUTING => stage_options::parse::<RoutingOptions>(&stage.with)
+                .and_then(|o| o.split())
+                .map_or_else(
+                    |_| String::new(),
+                    |s| {
+                        stage_options::traffic_summary(&[
+                            ("primary", s.primary.into()),
+                            ("canary", s.canary.into()),
+                            ("baseline", s.baseline.into()),
+                        ])
+                    },
+                ),
+            _ => String::new(),
+        }
+    }
+}
 
 #[async_trait]
 impl Steps for KubernetesPlugin {

@@ -980,3 +980,32 @@ async fn a_namespace_that_does_not_exist_fails_clearly_unless_auto_created() {
         .is_some());
     assert!(kube.fake.get("v1", "Namespace", None, "shop").is_some());
 }
+
+#[test]
+fn a_stage_row_shows_its_replicas_or_its_traffic_split() {
+    use gannet_sdk::plugin::{Plugin, Presenter};
+    let summary = |name: &str, with: Value| {
+        let mut stage = Stage::test("s", name);
+        stage.with = KubernetesPlugin::default()
+            .validate_stage(name, &with)
+            .expect("valid with");
+        KubernetesPlugin::default().summary(&stage)
+    };
+    assert_eq!(
+        summary("K8S_CANARY_ROLLOUT", json!({"replicas": "20%"})),
+        "20% of replicas"
+    );
+    assert_eq!(
+        summary("K8S_BASELINE_ROLLOUT", json!({"replicas": 2})),
+        "2 replicas"
+    );
+    assert_eq!(
+        summary("K8S_TRAFFIC_ROUTING", json!({"primary": 80, "canary": 20})),
+        "primary 80% / canary 20%"
+    );
+    assert_eq!(
+        summary("K8S_TRAFFIC_ROUTING", json!({"all": "canary"})),
+        "canary 100%"
+    );
+    assert_eq!(summary("K8S_SYNC", Value::Null), "");
+}

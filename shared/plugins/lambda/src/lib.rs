@@ -172,7 +172,14 @@ impl Plugin for LambdaPlugin {
     }
 }
 
-impl Presenter for LambdaPlugin {}
+impl Presenter for LambdaPlugin {
+    fn summary(&self, stage: &Stage) -> String {
+        match stage.name.as_str() {
+            STAGE_PROMOTE => stage_options::promote_summary(&stage.with),
+            _ => String::new(),
+        }
+    }
+}
 
 #[async_trait]
 impl Steps for LambdaPlugin {

@@ -409,6 +409,7 @@ spec:
     let trigger = Trigger {
         kind: TriggerKind::OnCommit,
         commander: String::new(),
+        pushed_by: String::new(),
         strategy: SyncStrategy::Auto,
         gate_skip: None,
     };

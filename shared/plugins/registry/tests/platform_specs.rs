@@ -323,6 +323,7 @@ fn a_terraform_apps_first_deployment_runs_its_pipeline() {
             trigger: &Trigger {
                 kind: TriggerKind::OnCommit,
                 commander: String::new(),
+                pushed_by: String::new(),
                 strategy: SyncStrategy::Auto,
                 gate_skip: None,
             },

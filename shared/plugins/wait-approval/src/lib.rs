@@ -92,6 +92,29 @@ impl Presenter for WaitApprovalPlugin {
         stage == STAGE_WAIT_APPROVAL
     }
 
+    /// Who may approve, and how many must when that is more than one.
+    fn summary(&self, stage: &Stage) -> String {
+        let Ok(opts) = ApprovalOptions::parse(&stage.with) else {
+            return String::new();
+        };
+        let who = if opts.approvers.is_empty() {
+            "approvers: anyone".to_owned()
+        } else {
+            format!("approvers: {}", opts.approvers.join(", "))
+        };
+        match opts.min_approver_num {
+            1 => who,
+            n => format!("{who} ({n} needed)"),
+        }
+    }
+
+    fn approved_by(&self, stage: &Stage) -> Vec<String> {
+        approved_by(&stage.metadata)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn approve(&self, stage: &Stage, user: &str, now: Millis) -> Result<Metadata, ApproveError> {
         if stage.name != STAGE_WAIT_APPROVAL {
             return Err(ApproveError::NotApprovable {

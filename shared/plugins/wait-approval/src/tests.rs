@@ -254,3 +254,17 @@ async fn the_stage_fails_when_the_timeout_passes_without_enough_approvals() {
         })
     );
 }
+
+#[test]
+fn its_row_names_the_approvers_and_who_approved() {
+    let stage = approval_stage(json!({"approvers": ["alice", "bob"], "minApproverNum": 2}));
+    assert_eq!(
+        WaitApprovalPlugin.summary(&stage),
+        "approvers: alice, bob (2 needed)"
+    );
+    assert!(WaitApprovalPlugin.approved_by(&stage).is_empty());
+    let stage = approved(stage, &["bob", "alice"]);
+    assert_eq!(WaitApprovalPlugin.approved_by(&stage), ["bob", "alice"]);
+    let anyone = approval_stage(Value::Null);
+    assert_eq!(WaitApprovalPlugin.summary(&anyone), "approvers: anyone");
+}

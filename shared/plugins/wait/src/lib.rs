@@ -10,6 +10,7 @@
 //! where PipeCD replaces it with the 1m default. Only a missing duration means 1m.
 
 use async_trait::async_trait;
+use gannet_domain::deployment::Stage;
 use gannet_domain::duration::Millis;
 use gannet_domain::ports::Metadata;
 use gannet_domain::GoDuration;
@@ -98,7 +99,11 @@ impl Plugin for WaitPlugin {
     }
 }
 
-impl Presenter for WaitPlugin {}
+impl Presenter for WaitPlugin {
+    fn summary(&self, stage: &Stage) -> String {
+        WaitOptions::parse(&stage.with).map_or_else(|_| String::new(), |o| o.duration().to_string())
+    }
+}
 
 #[async_trait]
 impl Steps for WaitPlugin {

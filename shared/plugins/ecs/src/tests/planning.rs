@@ -100,6 +100,7 @@ fn plan(
         trigger: &Trigger {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
+            pushed_by: String::new(),
             strategy: SyncStrategy::Auto,
             gate_skip: None,
         },
@@ -239,6 +240,7 @@ fn pipecds_examples_pass_the_check() {
                 let trigger = Trigger {
                     kind: TriggerKind::OnCommit,
                     commander: String::new(),
+                    pushed_by: String::new(),
                     strategy: SyncStrategy::Auto,
                     gate_skip: None,
                 };

@@ -77,6 +77,7 @@ fn plan_with(
         trigger: &Trigger {
             kind: TriggerKind::OnCommit,
             commander: String::new(),
+            pushed_by: String::new(),
             strategy: SyncStrategy::Auto,
             gate_skip: None,
         },
@@ -184,6 +185,7 @@ fn a_git_source_is_unsupported_not_invalid() {
     let trigger = Trigger {
         kind: TriggerKind::OnCommit,
         commander: String::new(),
+        pushed_by: String::new(),
         strategy: SyncStrategy::Auto,
         gate_skip: None,
     };
