@@ -435,6 +435,8 @@ fn an_apps_health_last_result_and_pin_are_shown_as_they_are() {
         "{list:?}"
     );
     assert_eq!(g.app_view("web")["last_result"]["status"], "SUCCESS");
+    // The branch has moved on two commits from what runs.
+    assert_eq!(g.app_view("web")["ahead"], 2, "{}", g.app_view("web"));
     // The same in the console, in Chromium.
     let run = support::console_scenario(
         &g,
@@ -445,6 +447,82 @@ fn an_apps_health_last_result_and_pin_are_shown_as_they_are() {
         &json!({"health": "NO_LIVE_STATE", "last": "SUCCESS", "pinned": first}),
     );
     assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// A deployment says who pushed its commit, the commit's author and link, and each stage's
+/// key option; the deployments list pages newest first by a cursor, each deployment once.
+#[test]
+fn a_deployment_names_its_pusher_and_stage_options_and_the_list_pages_by_cursor() {
+    let stages = "      - name: WAIT\n        with: {duration: 0s}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice, bob], minApproverNum: 2, timeout: 1s}\n";
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let id = change_and_push(&repo, &g, "web", &app_config("web", stages));
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["pushed_by"], "e2e", "{d}");
+    assert_eq!(
+        d["commander"], "",
+        "PipeCD's commander stays empty for a push: {d}"
+    );
+    assert!(
+        d["commit_author"]
+            .as_str()
+            .is_some_and(|a| a.contains("e2e")),
+        "{d}"
+    );
+    let commit = d["commit"].as_str().expect("commit");
+    assert_eq!(
+        d["commit_url"],
+        format!("https://github.com/{}/commit/{commit}", support::GITHUB),
+        "{d}"
+    );
+    let summaries: Vec<&str> = d["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .filter(|s| s["visible"] == true)
+        .map(|s| s["presentation"]["summary"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(summaries, ["0s", "approvers: alice, bob (2 needed)"], "{d}");
+
+    for i in 0..3 {
+        let d = change_and_push(
+            &repo,
+            &g,
+            "web",
+            &app_config("web", &QUICK.replace("0s", &format!("{i}ms"))),
+        );
+        g.wait_terminal(&d, LIMIT);
+    }
+    let all: Vec<String> = g
+        .deployments()
+        .iter()
+        .map(|d| d["id"].as_str().expect("id").to_owned())
+        .collect();
+    assert_eq!(all.len(), 5, "{all:?}");
+    let mut paged = Vec::new();
+    let mut before: Option<String> = None;
+    for _ in 0..5 {
+        let path = match &before {
+            Some(b) => format!("/deployments?limit=2&before={b}"),
+            None => "/deployments?limit=2".to_owned(),
+        };
+        let (status, page) = g.get(&path);
+        assert_eq!(status, 200, "{page}");
+        let ids: Vec<String> = page["deployments"]
+            .as_array()
+            .expect("deployments")
+            .iter()
+            .map(|d| d["id"].as_str().expect("id").to_owned())
+            .collect();
+        assert!(ids.len() <= 2, "{page}");
+        paged.extend(ids);
+        match page["next"].as_str() {
+            Some(next) => before = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, all, "the pages, in order, are the whole list");
+    let (status, body) = g.get("/deployments?before=d-nosuchthing");
+    assert_eq!(status, 404, "{body}");
 }
 
 /// The ids the console and the CLI print (10 characters) work wherever an id does: in the API,
