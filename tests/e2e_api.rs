@@ -525,6 +525,37 @@ fn a_deployment_names_its_pusher_and_stage_options_and_the_list_pages_by_cursor(
     assert_eq!(status, 404, "{body}");
 }
 
+/// A script's stderr lines come out of the logs API flagged `stderr`, without the mark the job
+/// runner keeps them with; its stdout lines are not flagged.
+#[test]
+fn a_scripts_stderr_lines_are_flagged_in_the_stage_log() {
+    let (repo, _state, g) = setup(&[("web", app_config("web", QUICK))], &UpOptions::default());
+    let stages = "      - name: SCRIPT_RUN\n        with: {run: 'echo to-out; echo to-err >&2'}\n";
+    let id = change_and_push(&repo, &g, "web", &app_config("web", stages));
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let stage = stage_named(&d, "SCRIPT_RUN");
+    let (status, body) = g.get(&format!(
+        "/deployments/{id}/stages/{}/logs",
+        stage["id"].as_str().expect("stage id")
+    ));
+    assert_eq!(status, 200, "{body}");
+    let lines = body["lines"].as_array().expect("lines");
+    let flagged = |text: &str| {
+        lines
+            .iter()
+            .find(|l| l["text"] == text)
+            .map(|l| l["stderr"] == true)
+            .unwrap_or_else(|| panic!("no line {text:?} in {body}"))
+    };
+    assert!(flagged("to-err"), "{body}");
+    assert!(!flagged("to-out"), "{body}");
+    assert!(
+        !body.to_string().contains("\\u001e"),
+        "the mark never leaves: {body}"
+    );
+}
+
 /// The ids the console and the CLI print (10 characters) work wherever an id does: in the API,
 /// the CLI and for a command.
 #[test]

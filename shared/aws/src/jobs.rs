@@ -71,8 +71,9 @@ const EVENTS_PER_POLL: i32 = 5_000;
 /// CodeBuild's bounds on a build's timeout, in minutes.
 const TIMEOUT_MINUTES: (u64, u64) = (5, 2_160);
 
-/// The build's commands: fetch the job through its URLs, run its script with its environment,
-/// keep its files and record the code. The phase's one command is one shell; it runs in `bash`
+/// The build's commands: fetch the job through its URLs, run its script with its environment
+/// (each line it writes to stderr marked with [`gannet_domain::ports::STDERR_MARK`], `\036`,
+/// as the embedded runner marks them), keep its files and record the code. The phase's one command is one shell; it runs in `bash`
 /// so the NUL-separated `env` reads. The URLs are kept in shell variables and taken out of
 /// the environment before the job's own is read, so neither the job's environment nor its
 /// script sees (or replaces) them; curl never prints a URL.
@@ -93,8 +94,9 @@ phases:
         mkdir -p in out
         while IFS= read -r -d '' kv; do export "$kv"; done < env
         export GANNET_JOB_IN="$job/in" GANNET_JOB_OUT="$job/out"
-        (cd work && sh ../script </dev/null)
+        (cd work && sh ../script </dev/null) 2> >(while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >&2)
         code=$?
+        [ -z "${!-}" ] || wait "$!" 2>/dev/null
         { tar -cf out.tar -C out . && put "$out_url" out.tar; } || { echo "gannet: cannot keep job $GANNET_JOB's files" >&2; code=125; }
         printf '%s\n' "$code" >exit-code
         put "$exit_url" exit-code || echo "gannet: cannot record job $GANNET_JOB's exit code" >&2

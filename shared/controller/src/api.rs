@@ -498,11 +498,12 @@ impl Controller {
                 d.id
             )));
         }
-        Ok(self
+        let lines = self
             .inner
             .store
             .logs(&d.id, &stage, after, LOG_PAGE)
-            .await?)
+            .await?;
+        Ok(lines.into_iter().map(LogLine::marked).collect())
     }
 
     /// Starts a deployment of the app at its branch head (PipeCD's ON_COMMAND).

@@ -121,6 +121,50 @@ pub struct LogLine {
     pub seq: u64,
     pub at: Millis,
     pub text: String,
+    /// The line came from a job's standard error. Stored as [`STDERR_MARK`] before the text
+    /// (the job runners write it so); [`LogLine::marked`] turns that into this flag.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stderr: bool,
+}
+
+/// What the job runners put before each line a job wrote to its standard error (ASCII's
+/// record separator, which no text a person writes holds).
+pub const STDERR_MARK: char = '\u{1e}';
+
+impl LogLine {
+    /// The line as shown: a stored [`STDERR_MARK`] taken off its text and kept as `stderr`.
+    #[must_use]
+    pub fn marked(mut self) -> Self {
+        if let Some(text) = self.text.strip_prefix(STDERR_MARK) {
+            self.text = text.to_owned();
+            self.stderr = true;
+        }
+        self
+    }
+}
+
+#[cfg(test)]
+mod log_line_tests {
+    use super::*;
+
+    #[test]
+    fn a_marked_line_is_shown_without_its_mark_and_flagged() {
+        let line = |text: &str| LogLine {
+            seq: 1,
+            at: Millis(0),
+            text: text.to_owned(),
+            stderr: false,
+        };
+        let err = line("\u{1e}no such file").marked();
+        assert_eq!((err.text.as_str(), err.stderr), ("no such file", true));
+        let out = line("plan: 1 to add").marked();
+        assert_eq!((out.text.as_str(), out.stderr), ("plan: 1 to add", false));
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            serde_json::json!({"seq": 1, "at": 0, "text": "plan: 1 to add"})
+        );
+        assert_eq!(serde_json::to_value(&err).unwrap()["stderr"], true);
+    }
 }
 
 #[async_trait]

@@ -9,8 +9,9 @@
 //! | `work/`      | start      | a copy of the app's directory: the job's working directory |
 //! | `claim`      | the job    | created (exclusively) by the process that runs the script  |
 //! | `pid`        | the job    | that process's id, which leads the job's session and group |
-//! | `output.log` | the job    | the script's stdout and stderr                             |
-//! | `exit`       | the job    | the script's exit code, written when it ends               |
+//! | `output.log` | the job    | the script's stdout, and its stderr with each line marked  |
+//! | `rc`         | the job    | the script's exit code, written the moment it ends         |
+//! | `exit`       | the job    | the same, once all of its stderr is in `output.log`        |
 //! | `stopped`    | cancel     | why gannet stopped it (`cancelled`, `timeout`, `output`)   |
 //! | `in/`        | start      | the files of earlier jobs it was given (`GANNET_JOB_IN`)   |
 //! | `out/`       | the job    | the files it leaves (`GANNET_JOB_OUT`), read by `output`   |
@@ -78,6 +79,10 @@ const SETSID: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
 
 /// The job's first process: claims the run, records itself, runs the script (through the
 /// launcher that follows the job's directory in its arguments, if any), records its exit code.
+/// Standard output goes to `output.log` as it is; each line of standard error goes there
+/// after [`gannet_domain::ports::STDERR_MARK`] (`\036`), through a loop that ends when the last holder of the
+/// script's stderr closes it; then `rc` (written when the script ended) becomes `exit`. A
+/// background process that keeps stderr open is waited for [`RC_GRACE`] ([`recorded_end`]).
 /// Shell builtins only (the job's PATH is the user's to set) and `/bin/sh`.
 const WRAPPER: &str = r#"d=$1
 shift
@@ -86,9 +91,13 @@ set -C
 set +C
 echo $$ >"$d/pid"
 cd "$d/work" || { echo 126 >"$d/exit"; exit 126; }
-"$@" /bin/sh "$d/script" </dev/null >>"$d/output.log" 2>&1
-echo $? >"$d/exit"
+{ "$@" /bin/sh "$d/script" </dev/null 2>&1 >&3 3>&-; echo $? >"$d/rc"; } 3>>"$d/output.log" | while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >>"$d/output.log"
+read c <"$d/rc" && echo "$c" >"$d/exit"
 "#;
+
+/// How long after its script ended a job waits for what it left in the background to close
+/// its standard error, before the script's exit code counts without it.
+const RC_GRACE: Duration = Duration::from_secs(2);
 
 /// `job.json`.
 #[derive(Serialize, Deserialize)]
@@ -550,7 +559,19 @@ fn recorded_end(dir: &Path, record: &Record) -> Option<JobEnd> {
             _ => JobEnd::Cancelled,
         });
     }
-    let code = fs::read_to_string(dir.join("exit")).ok()?;
+    let code = match fs::read_to_string(dir.join("exit")) {
+        Ok(code) => code,
+        // The script ended, but something it started still holds its stderr (the wrapper's
+        // loop waits for it): after a grace, the script's code is the end, and the group goes.
+        Err(_) => {
+            let rc = dir.join("rc");
+            let ended = fs::metadata(&rc).and_then(|m| m.modified()).ok()?;
+            if ended.elapsed().unwrap_or_default() < RC_GRACE {
+                return None;
+            }
+            fs::read_to_string(rc).ok()?
+        }
+    };
     code.trim().parse().ok().map(JobEnd::Exited)
 }
 

@@ -319,6 +319,7 @@ impl Store for SqliteRuntime {
                         seq: uint(row.get(0)?),
                         at: Millis(uint(row.get(1)?)),
                         text: row.get(2)?,
+                        stderr: false,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;

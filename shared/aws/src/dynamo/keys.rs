@@ -227,6 +227,7 @@ pub(crate) fn log_line(item: &Item) -> Result<LogLine, StoreError> {
         text: text(item, TEXT)
             .ok_or_else(|| corrupt("`text`"))?
             .to_owned(),
+        stderr: false,
     })
 }
 

@@ -363,13 +363,20 @@ async fn a_jobs_files_are_kept_through_its_urls_and_given_to_a_later_job() {
     m.jobs
         .start(spec(
             &apply,
-            "cp \"$GANNET_JOB_IN/plan.bin\" \"$GANNET_JOB_OUT/applied\"; exit 3",
+            "cp \"$GANNET_JOB_IN/plan.bin\" \"$GANNET_JOB_OUT/applied\"; echo 'Error: no' >&2; exit 3",
             &given,
         ))
         .await
         .expect("start");
     let (code, output) = run_buildspec(&started_env(&fake, &apply), None);
     assert_eq!(code, 3, "{output}");
+    // Its stderr lines reach the build's log marked, as the embedded runner marks them.
+    assert!(
+        output
+            .lines()
+            .any(|l| l == format!("{}Error: no", gannet_domain::ports::STDERR_MARK)),
+        "{output:?}"
+    );
     assert_eq!(m.object(&apply, "exit").await, Some(b"3\n".to_vec()));
     assert_eq!(
         m.jobs.output(&apply, "applied").await.expect("read"),

@@ -434,6 +434,7 @@ pub async fn stage_logs_in_order<S: Store, Q: Queue>(s: Subject<S, Q>) {
         seq,
         at: Millis(at),
         text: text.to_owned(),
+        stderr: false,
     };
     let all = usize::MAX;
     let reads = [

@@ -136,9 +136,10 @@ async fn a_job_runs_its_script_in_a_copy_of_the_app_with_only_its_environment() 
     f.start(&k, script, LONG).await;
     let (lines, end) = f.finish(&k).await;
     assert_eq!(end, JobEnd::Exited(3));
-    assert_eq!(lines[0], "from the app");
-    assert_eq!(lines[1], "to-stderr");
-    let names: Vec<&str> = lines[2].split_whitespace().collect();
+    let (stderr, stdout) = streams(&lines);
+    assert_eq!(stdout[0], "from the app");
+    assert_eq!(stderr, ["to-stderr"]);
+    let names: Vec<&str> = stdout[1].split_whitespace().collect();
     for name in ["GANNET_JOB", "OUT", "PATH"] {
         assert!(names.contains(&name), "{name} missing from {names:?}");
     }
@@ -337,6 +338,65 @@ async fn a_job_that_never_started_is_lost_and_can_never_start_late() {
     super::launch(&dir, &k, &env(&f), None).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(lines_of(&f.out.join("runs")), ["ran"]);
+}
+
+/// The lines a job wrote to stderr (their mark taken off), and those it wrote to stdout.
+fn streams(lines: &[String]) -> (Vec<&str>, Vec<&str>) {
+    let mark = gannet_domain::ports::STDERR_MARK;
+    let stderr = lines.iter().filter_map(|l| l.strip_prefix(mark)).collect();
+    let stdout = lines
+        .iter()
+        .filter(|l| !l.starts_with(mark))
+        .map(String::as_str)
+        .collect();
+    (stderr, stdout)
+}
+
+/// Each line the script writes to stderr is marked, in its order, a last one without its
+/// newline included; the exit code is the script's. Something the script leaves in the
+/// background holding stderr open delays the end by the grace only, and goes with the job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stderr_lines_are_marked_and_a_background_holder_does_not_keep_the_job() {
+    let f = fixture();
+    let k = key("streams");
+    let script = "echo out-1\nprintf '%s\\n' 'err 1  with  spaces \\n' >&2\necho out-2\n\
+                  echo err-2 >&2\nprintf 'err-3 no newline' >&2\nexit 4";
+    f.start(&k, script, LONG).await;
+    let (lines, end) = f.finish(&k).await;
+    assert_eq!(end, JobEnd::Exited(4));
+    let (stderr, stdout) = streams(&lines);
+    assert_eq!(stdout, ["out-1", "out-2"]);
+    assert_eq!(
+        stderr,
+        ["err 1  with  spaces \\n", "err-2", "err-3 no newline"]
+    );
+
+    let k = key("holder");
+    let script =
+        "echo $$ > \"$OUT/holder.pid\"\nsleep 60 &\necho $! > \"$OUT/sleep.pid\"\necho done >&2";
+    let started = Instant::now();
+    f.start(&k, script, LONG).await;
+    let (lines, end) = f.finish(&k).await;
+    assert_eq!(end, JobEnd::Exited(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the job ended {:?} after it started",
+        started.elapsed()
+    );
+    assert_eq!(streams(&lines).0, ["done"]);
+    let sleep: u32 = fs::read_to_string(f.out.join("sleep.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = Instant::now() + LIMIT;
+    while alive(sleep) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        !alive(sleep),
+        "what the script left running went with the job"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -268,12 +268,13 @@ fn default_timeout_is_with_timeout() {
 }
 
 #[tokio::test]
-async fn output_is_logged_line_by_line_in_order() {
+async fn output_is_logged_line_by_line_in_order_with_stderr_marked() {
     let stage =
         run_script("echo one; sleep 0.2; echo two >&2; sleep 0.2; printf 'three\\r\\nfour'");
     let io = Recorder::default();
     assert_eq!(step(&stage, &io).await, SUCCESS);
-    assert_eq!(output(&io), ["one", "two", "three", "four"]);
+    // The stage log keeps stderr's lines marked; the API shows them flagged.
+    assert_eq!(output(&io), ["one", "\u{1e}two", "three", "four"]);
     let logs = io.logs();
     assert_eq!(logs[0], "Running commands...");
     assert_eq!(
