@@ -3,12 +3,12 @@
 //! more than its `failureLimit` times; otherwise it succeeds when the duration is over.
 //!
 //! **One measurement per step.** Measurement *n* of a check is due `n × interval` after the
-//! stage started and covers the interval before that (its *slot*). A step takes the most
-//! overdue measurement, saves it in the stage metadata ([`record`]) and returns
+//! stage started and covers the interval before that (its *slot*). A step takes the newest
+//! measurement that has fallen due, saves it in the stage metadata ([`record`]) and returns
 //! `Continue{after}` until the next one is due; it never sleeps. A repeated step finds the slot
-//! taken and measures nothing; a restarted controller reads the saved counts and goes on. A slot
-//! that passed while no step ran (gannet was down) is counted as missed, never measured late,
-//! except the last one, which is always taken.
+//! taken and measures nothing; a restarted controller reads the saved counts and goes on. The
+//! slots that passed while no step ran (gannet was down) are counted as missed, except the
+//! newest, which is taken late over its own interval; the stage's last slot is always taken.
 //!
 //! The providers (Prometheus, Datadog, CloudWatch) are configured once, in
 //! `plugins.analysis.providers` ([`providers`]). What an `https` check, written in the
