@@ -56,6 +56,10 @@ export interface App {
   no_live_state?: string | null;
   /** How the last deployment ended. */
   last_result?: LastResult | null;
+  /** How many commits the branch head has beyond the running commit (absent when 0 or unknown). */
+  ahead?: number | null;
+  /** The branch head the trigger last saw. */
+  head_commit?: string | null;
 }
 
 export type AppHealth = "HEALTHY" | "PROGRESSING" | "DEGRADED" | "MISSING" | "UNKNOWN";
@@ -103,6 +107,10 @@ export interface StagePresentation {
   approvable: boolean;
   cancellable: boolean;
   details: Detail[];
+  /** The stage's key option in one short line ("20%", "5s", "approvers: alice, bob"). */
+  summary?: string;
+  /** Who approved the stage. */
+  approved_by?: string[];
 }
 
 export interface Stage {
@@ -126,6 +134,10 @@ export interface Deployment {
   kind: string;
   commit: string;
   commit_message: string;
+  /** The commit's author ("" when unknown). */
+  commit_author?: string;
+  /** The commit on GitHub, when the repository is there. */
+  commit_url?: string | null;
   branch: string;
   status: DeploymentStatus;
   status_reason: string;
@@ -146,9 +158,34 @@ export interface Deployment {
 
 export interface LogLine {
   seq: number;
+  /** When the line was written, in milliseconds since the epoch. */
   at: number;
   text: string;
+  /** The line came from a job's standard error. */
+  stderr?: boolean;
 }
+
+/** One page of the deployments list; `next` is the cursor (`before`) of the page after it. */
+export interface DeploymentsPage {
+  deployments: Deployment[];
+  next?: string | null;
+}
+
+/** What deploying a commit would change: the live state compared with the commit. */
+export interface DiffView {
+  app: string;
+  commit: string;
+  /** SYNCED (nothing would change) or OUT_OF_SYNC (`drift` lists what would). */
+  status: SyncStatus;
+  reason: string;
+  drift: DriftField[];
+  live: LiveResource[];
+  /** Set when the answer is the app's last drift check rather than a read made now. */
+  as_of?: number | null;
+  age_seconds?: number | null;
+}
+
+export type Strategy = "QUICK_SYNC" | "PIPELINE";
 
 /** The server answered with an error status; `message` is its `{"error"}` text. */
 export class ApiError extends Error {
@@ -225,9 +262,10 @@ export const api = {
   apps: () => call<{ apps: App[] }>("GET", "/api/v1/apps").then((r) => r.apps),
   app: (name: string) => call<{ app: App }>("GET", `/api/v1/apps/${enc(name)}`).then((r) => r.app),
   deployments: (f: { app?: string; status?: string; limit?: number }) =>
-    call<{ deployments: Deployment[] }>("GET", `/api/v1/deployments${query(f)}`).then(
-      (r) => r.deployments,
-    ),
+    call<DeploymentsPage>("GET", `/api/v1/deployments${query(f)}`).then((r) => r.deployments),
+  /** One page, newest first: those created before deployment `before` when it is given. */
+  deploymentsPage: (f: { app?: string; status?: string; limit?: number; before?: string }) =>
+    call<DeploymentsPage>("GET", `/api/v1/deployments${query(f)}`),
   deployment: (id: string) =>
     call<{ deployment: Deployment }>("GET", `/api/v1/deployments/${enc(id)}`).then(
       (r) => r.deployment,
@@ -237,7 +275,12 @@ export const api = {
       "GET",
       `/api/v1/deployments/${enc(id)}/stages/${enc(stage)}/logs${query({ after })}`,
     ).then((r) => r.lines),
-  sync: (app: string, strategy?: "QUICK_SYNC" | "PIPELINE") =>
+  /** What deploying `commit` (the branch head when absent) would change. */
+  diff: (app: string, commit?: string) =>
+    call<{ diff: DiffView }>("GET", `/api/v1/apps/${enc(app)}/diff${query({ commit })}`).then(
+      (r) => r.diff,
+    ),
+  sync: (app: string, strategy?: Strategy) =>
     call<{ deployment: Deployment }>(
       "POST",
       `/api/v1/apps/${enc(app)}/sync`,

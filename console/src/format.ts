@@ -66,3 +66,36 @@ export function words(status: string): string {
 export function sentence(text: string): string {
   return /[.!?]$/.test(text) ? text : `${text}.`;
 }
+
+const WEEKDAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+
+/** The viewer's calendar day of `t` as "2024-05-01", the key deployments are grouped by. */
+export function dayKey(t: number): string {
+  const d = new Date(t);
+  const p = (n: number) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+}
+
+/** A day heading: "Today", "Yesterday", else "Wed 2024-05-01" (the viewer's time zone). */
+export function dayLabel(iso: string, now: number): string {
+  const t = ms(iso);
+  if (t === null) return "Unknown day";
+  const key = dayKey(t);
+  const today = new Date(now);
+  if (key === dayKey(now)) return "Today";
+  const yesterday = new Date(today.getFullYear(), today.getMonth(), today.getDate() - 1, 12);
+  if (key === dayKey(yesterday.getTime())) return "Yesterday";
+  return `${WEEKDAYS[new Date(t).getDay()]} ${key}`;
+}
+
+/** A log line's time, "13:02:07.250" in the viewer's time zone. */
+export function clockTime(millis: number): string {
+  const d = new Date(millis);
+  const p = (n: number, w = 2) => String(n).padStart(w, "0");
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}
+
+/** "1 commit" / "3 commits". */
+export function commits(n: number): string {
+  return `${n} commit${n === 1 ? "" : "s"}`;
+}

@@ -1,17 +1,29 @@
 // Sync, Pause and Rollback for one app. Rendered only for callers whose role may deploy.
+// Sync opens a panel first: what deploying the branch head would change (the diff API) and
+// the strategy; only Confirm sends the sync, and Cancel closes the panel with nothing sent.
 
 import { useState } from "preact/hooks";
-import { api, type App, type Deployment } from "../api";
+import { api, type App, type Deployment, type Strategy } from "../api";
 import { dateTime, shortSha } from "../format";
 import { useAction } from "../hooks";
 import { navigate } from "../router";
+import { Diff, useDiff } from "./Diff";
 
-type Open = "none" | "pause" | "rollback";
+type Open = "none" | "sync" | "pause" | "rollback";
+
+const STRATEGIES: { value: Strategy | ""; label: string; hint: string }[] = [
+  { value: "", label: "Auto", hint: "as the app's config and the commit's changes decide" },
+  { value: "QUICK_SYNC", label: "Quick sync", hint: "deploy it all at once" },
+  { value: "PIPELINE", label: "Pipeline", hint: "run the app's pipeline" },
+];
 
 export function AppActions(props: { app: App; history: Deployment[]; changed: () => void }) {
   const { app, history, changed } = props;
   const [open, setOpen] = useState<Open>("none");
-  const [strategy, setStrategy] = useState("");
+  const [strategy, setStrategy] = useState<Strategy | "">("");
+  // Each opening of the sync panel compares the live state with the branch head again.
+  const [diffRound, setDiffRound] = useState(0);
+  const diff = useDiff(app.name, "", diffRound);
   const [reason, setReason] = useState("");
   const [target, setTarget] = useState("");
   const toDeployment = (d: Deployment) => navigate(`/deployments/${encodeURIComponent(d.id)}`);
@@ -25,26 +37,22 @@ export function AppActions(props: { app: App; history: Deployment[]; changed: ()
 
   // Earlier successful deployments: every SUCCESS but the newest (what runs now).
   const earlier = history.filter((d) => d.status === "SUCCESS").slice(1);
-  const toggle = (which: Open) => setOpen(open === which ? "none" : which);
+  const toggle = (which: Open) => {
+    const next = open === which ? "none" : which;
+    if (next === "sync") setDiffRound(diffRound + 1);
+    setOpen(next);
+  };
 
   return (
     <div class="actions">
       <div class="action-row">
-        <label class="inline">
-          Strategy
-          <select value={strategy} onChange={(e) => setStrategy((e.target as HTMLSelectElement).value)}>
-            <option value="">As configured</option>
-            <option value="QUICK_SYNC">Quick sync</option>
-            <option value="PIPELINE">Pipeline</option>
-          </select>
-        </label>
         <button
           type="button"
           data-testid="sync"
-          disabled={sync.busy}
-          onClick={() => sync.run(app.name, (strategy || undefined) as "QUICK_SYNC" | "PIPELINE" | undefined)}
+          aria-expanded={open === "sync"}
+          onClick={() => toggle("sync")}
         >
-          {sync.busy ? "Syncing…" : "Sync"}
+          Sync…
         </button>
         {!app.paused && (
           <button
@@ -67,6 +75,48 @@ export function AppActions(props: { app: App; history: Deployment[]; changed: ()
           Roll back
         </button>
       </div>
+      {open === "sync" && (
+        <form
+          class="action-panel sync-panel"
+          data-testid="sync-panel"
+          aria-label={`Sync ${app.name}`}
+          onSubmit={(e) => {
+            e.preventDefault();
+            sync.run(app.name, strategy || undefined);
+          }}
+        >
+          <p>
+            <strong>Sync {app.name}</strong> to the head of its branch.
+          </p>
+          {diff && <Diff loaded={diff} commit="" />}
+          <fieldset class="strategies">
+            <legend>Strategy</legend>
+            {STRATEGIES.map((s) => (
+              <label class="check" key={s.value}>
+                <input
+                  type="radio"
+                  name="strategy"
+                  value={s.value}
+                  data-testid={`strategy-${s.value || "AUTO"}`}
+                  checked={strategy === s.value}
+                  onChange={() => setStrategy(s.value)}
+                />
+                <span>
+                  {s.label} <span class="muted">({s.hint})</span>
+                </span>
+              </label>
+            ))}
+          </fieldset>
+          <div class="action-row">
+            <button type="submit" data-testid="sync-confirm" disabled={sync.busy}>
+              {sync.busy ? "Syncing…" : "Confirm sync"}
+            </button>
+            <button type="button" class="secondary" data-testid="sync-cancel" onClick={() => setOpen("none")}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
       {open === "pause" && (
         <form
           class="action-panel"

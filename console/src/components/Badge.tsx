@@ -19,6 +19,8 @@ const TONE: Record<string, string> = {
   MISSING: "bad",
   PROGRESSING: "busy",
   PINNED: "warn",
+  PAUSED: "warn",
+  BEHIND: "busy",
   PENDING: "wait",
   PLANNED: "wait",
   WAITING: "wait",

@@ -1,4 +1,5 @@
-// A deployment's pipeline: one row per stage with its status and elapsed time; a row
+// A deployment's pipeline: one row per stage with its key option as its plugin sums it up
+// ("20%", "5s", "approvers: alice"), who approved it, its status and elapsed time; a row
 // expands (click, Enter or Space) to the stage's reason, its plugin's details and its log.
 
 import type { ComponentChildren } from "preact";
@@ -86,8 +87,18 @@ export function StageList({ deployment: d, now, linked, approve }: Props) {
                   {s.name}
                   {s.rollback && <span class="tag">rollback</span>}
                 </span>
+                {s.presentation?.summary && (
+                  <span class="stage-summary" data-testid="stage-summary">
+                    {s.presentation.summary}
+                  </span>
+                )}
                 <span class="stage-id">{s.id}</span>
                 {s.desc && <span class="stage-desc">{s.desc}</span>}
+                {(s.presentation?.approved_by ?? []).length > 0 && (
+                  <span class="stage-approved" data-testid="stage-approved-by">
+                    approved by {(s.presentation?.approved_by ?? []).join(", ")}
+                  </span>
+                )}
                 <span class="stage-status">
                   {waiting ? <Badge status="WAITING" label="waiting for approval" /> : <Badge status={s.status} />}
                 </span>

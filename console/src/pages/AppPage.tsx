@@ -1,10 +1,14 @@
-// One application: sync status, paused banner, live resources, drift, deployment history,
-// and the actions the caller's role allows.
+// One application: sync status, health, last result, paused banner and how far the branch
+// has moved on, what deploying the branch head (or another commit) would change, live
+// resources, drift, deployment history, and the actions the caller's role allows.
 
+import { useState } from "preact/hooks";
 import { api, type Whoami } from "../api";
 import { AppActions } from "../components/AppActions";
+import { BranchNote, HealthBadge, LastResult } from "../components/AppStatus";
 import { Badge } from "../components/Badge";
 import { DeploymentTable } from "../components/DeploymentTable";
+import { Diff, useDiff } from "../components/Diff";
 import { DriftTable, LiveTable } from "../components/Tables";
 import { ago, dateTime, sentence, shortId, shortSha } from "../format";
 import { useAction, usePoll } from "../hooks";
@@ -70,26 +74,26 @@ export function AppPage({ name, may }: { name: string; may: Whoami["may"] }) {
           </code>
         </dd>
         <dt>Health</dt>
-        <dd data-testid="app-health">
-          {a.no_live_state ? <Badge status="UNKNOWN" label="no live state" /> : <Badge status={a.health ?? "UNKNOWN"} />}
+        <dd>
+          <HealthBadge app={a} />
         </dd>
         <dt>Last deployment</dt>
         <dd>
-          {a.last_result ? (
-            <>
-              <Badge status={a.last_result.status} />{" "}
-              <a href={`/deployments/${encodeURIComponent(a.last_result.deployment)}`}>{shortId(a.last_result.deployment)}</a>
-            </>
-          ) : (
-            <span class="muted">none</span>
-          )}
+          <LastResult app={a} now={now} />
         </dd>
-        {a.paused?.commit && (
+        {(a.paused || (a.ahead ?? 0) > 0) && (
           <>
-            <dt>Pinned</dt>
+            <dt>Branch</dt>
             <dd>
-              <Badge status="PINNED" label={`pinned at ${shortSha(a.paused.commit)}`} /> by a rollback; the branch moves on
-              without it until the app is resumed
+              <BranchNote app={a} />
+              {a.head_commit && (
+                <>
+                  {" "}
+                  <span class="muted">
+                    head <code title={a.head_commit}>{shortSha(a.head_commit)}</code>
+                  </span>
+                </>
+              )}
             </dd>
           </>
         )}
@@ -120,6 +124,8 @@ export function AppPage({ name, may }: { name: string; may: Whoami["may"] }) {
       </dl>
       {may.deploy && <AppActions app={a} history={history.data ?? []} changed={app.reload} />}
 
+      <ChangesAtCommit app={a.name} />
+
       <h2>Drift</h2>
       {drift.length > 0 ? (
         <DriftTable
@@ -143,6 +149,50 @@ export function AppPage({ name, may }: { name: string; may: Whoami["may"] }) {
       {history.error && <p class="notice notice-error">{history.error}</p>}
       {history.data && history.data.length > 0 && <DeploymentTable list={history.data} showApp={false} />}
       {history.data && history.data.length === 0 && <p class="empty">No deployments yet.</p>}
+    </section>
+  );
+}
+
+/**
+ * What deploying the branch head, or a commit the user names, would change. Compared on
+ * demand, not on every visit: reading some platforms' live state is costly (Terraform plans).
+ */
+function ChangesAtCommit({ app }: { app: string }) {
+  const [commit, setCommit] = useState("");
+  const [asked, setAsked] = useState({ commit: "", round: 0 });
+  const loaded = useDiff(app, asked.commit, asked.round);
+  return (
+    <section aria-labelledby="changes-title" data-testid="changes">
+      <h2 id="changes-title">What a deployment would change</h2>
+      <form
+        class="filters"
+        aria-label="Compare the live state with a commit"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setAsked({ commit: commit.trim(), round: asked.round + 1 });
+        }}
+      >
+        <label>
+          Commit
+          <input
+            type="text"
+            data-testid="diff-commit"
+            placeholder="the branch head"
+            spellcheck={false}
+            autocomplete="off"
+            value={commit}
+            onInput={(e) => setCommit((e.target as HTMLInputElement).value)}
+          />
+        </label>
+        <button type="submit" class="secondary align-end" data-testid="diff-compare">
+          Compare with the live state
+        </button>
+      </form>
+      {loaded ? (
+        <Diff loaded={loaded} commit={asked.commit} />
+      ) : (
+        <p class="empty">Compare the live state with the branch head (or a commit on the branch) to see what deploying it would change.</p>
+      )}
     </section>
   );
 }

@@ -1,27 +1,16 @@
-// Applications: sync status (with the drifted fields), paused marker and last deployment,
-// filtered by status, kind and label; the filters live in the query string.
+// Applications: sync status (with the drifted fields), health, whether the app is paused or
+// behind its branch, and how its last deployment ended, filtered by status, kind and label;
+// the filters live in the query string. Below 640 px wide each row reads as a card.
 
-import { api, type App, type Deployment, type SyncStatus } from "../api";
+import { api, type App, type SyncStatus } from "../api";
+import { BranchNote, HealthBadge, LastResult } from "../components/AppStatus";
 import { Badge } from "../components/Badge";
 import { DriftTable } from "../components/Tables";
-import { ago, shortSha } from "../format";
+import { shortId } from "../format";
 import { usePoll } from "../hooks";
 import { setQuery, useLocation } from "../router";
 
 const STATUSES: SyncStatus[] = ["SYNCED", "OUT_OF_SYNC", "DEPLOYING", "INVALID_CONFIG", "UNKNOWN"];
-
-interface Data {
-  apps: App[];
-  /** Each app's newest deployment, by app name. */
-  last: Map<string, Deployment>;
-}
-
-async function load(): Promise<Data> {
-  const [apps, deployments] = await Promise.all([api.apps(), api.deployments({ limit: 500 })]);
-  const last = new Map<string, Deployment>();
-  for (const d of deployments) if (!last.has(d.app)) last.set(d.app, d);
-  return { apps, last };
-}
 
 /** "env=prod" matches that label's value; "env" matches any app that has the label. */
 function labelMatches(app: App, filter: string): boolean {
@@ -33,7 +22,7 @@ function labelMatches(app: App, filter: string): boolean {
 
 export function AppsPage() {
   const { query } = useLocation();
-  const { data, error } = usePoll(load, () => 5000, []);
+  const { data: apps, error } = usePoll(api.apps, () => 5000, []);
   const now = Date.now(); // "5m ago" is refreshed with each poll
   const filters = {
     status: query.get("status") ?? "",
@@ -43,8 +32,8 @@ export function AppsPage() {
   const update = (k: keyof typeof filters) => (e: Event) =>
     setQuery({ ...filters, [k]: (e.target as HTMLInputElement).value });
 
-  const kinds = [...new Set((data?.apps ?? []).map((a) => a.kind))].sort();
-  const shown = (data?.apps ?? []).filter(
+  const kinds = [...new Set((apps ?? []).map((a) => a.kind))].sort();
+  const shown = (apps ?? []).filter(
     (a) =>
       (!filters.status || a.sync_status === filters.status) &&
       (!filters.kind || a.kind === filters.kind) &&
@@ -85,28 +74,28 @@ export function AppsPage() {
         </label>
       </form>
       {error && <p class="notice notice-error">{error}</p>}
-      {!data && !error && <p class="loading">Loading applications…</p>}
-      {data && shown.length === 0 && (
+      {!apps && !error && <p class="loading">Loading applications…</p>}
+      {apps && shown.length === 0 && (
         <p class="empty">
-          {data.apps.length === 0
+          {apps.length === 0
             ? "No applications yet: gannet lists the apps it finds in the repositories of gannet.yaml."
             : "No application matches these filters."}
         </p>
       )}
-      {data && shown.length > 0 && (
+      {apps && shown.length > 0 && (
         <div class="table-wrap">
-          <table class="apps" data-testid="apps">
+          <table class="apps collapse" data-testid="apps">
             <thead>
               <tr>
                 <th scope="col">Name</th>
                 <th scope="col">Kind</th>
-                <th scope="col">Sync status</th>
+                <th scope="col">Status</th>
                 <th scope="col">Last deployment</th>
               </tr>
             </thead>
             <tbody>
               {shown.map((a) => (
-                <AppRow key={a.id} app={a} last={data.last.get(a.name)} now={now} />
+                <AppRow key={a.id} app={a} now={now} />
               ))}
             </tbody>
           </table>
@@ -116,22 +105,12 @@ export function AppsPage() {
   );
 }
 
-function AppRow({ app, last, now }: { app: App; last?: Deployment; now: number }) {
+function AppRow({ app, now }: { app: App; now: number }) {
   const drift = app.drift ?? [];
   return (
-    <tr>
+    <tr data-app={app.name}>
       <th scope="row">
-        <a href={`/apps/${encodeURIComponent(app.name)}`}>{app.name}</a>
-        {app.paused && (
-          <>
-            {" "}
-            {app.paused.commit ? (
-              <Badge status="PINNED" label={`pinned at ${shortSha(app.paused.commit)}`} />
-            ) : (
-              <Badge status="PAUSED" label="paused" />
-            )}
-          </>
-        )}
+        <a href={`/apps/${encodeURIComponent(app.name)}`}>{app.name}</a> <BranchNote app={app} />
         {Object.keys(app.labels).length > 0 && (
           <div class="labels">
             {Object.entries(app.labels).map(([k, v]) => (
@@ -142,12 +121,9 @@ function AppRow({ app, last, now }: { app: App; last?: Deployment; now: number }
           </div>
         )}
       </th>
-      <td>{app.kind}</td>
-      <td>
-        <Badge status={app.sync_status} />{" "}
-        <span data-testid="app-health" data-health={app.no_live_state ? "NO_LIVE_STATE" : app.health}>
-          {app.no_live_state ? <Badge status="UNKNOWN" label="no live state" /> : app.health && <Badge status={app.health} />}
-        </span>
+      <td data-label="Kind">{app.kind}</td>
+      <td data-label="Status">
+        <Badge status={app.sync_status} /> <HealthBadge app={app} />
         {app.sync_reason && <div class="reason">{app.sync_reason}</div>}
         {drift.length > 0 && (
           <details class="drift-details">
@@ -158,16 +134,15 @@ function AppRow({ app, last, now }: { app: App; last?: Deployment; now: number }
           </details>
         )}
       </td>
-      <td>
-        {last ? (
-          <>
-            <Badge status={last.status} />{" "}
-            <a href={`/deployments/${encodeURIComponent(last.id)}`}>
-              {shortSha(last.commit)} · {ago(last.created_at, now)}
+      <td data-label="Last deployment">
+        <LastResult app={app} now={now} />
+        {app.active_deployment && (
+          <div>
+            <Badge status="DEPLOYING" />{" "}
+            <a href={`/deployments/${encodeURIComponent(app.active_deployment)}`} title={app.active_deployment}>
+              {shortId(app.active_deployment)}
             </a>
-          </>
-        ) : (
-          <span class="muted">none</span>
+          </div>
         )}
       </td>
     </tr>

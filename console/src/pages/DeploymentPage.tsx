@@ -92,7 +92,15 @@ export function DeploymentPage({ id, may }: { id: string; may: Whoami["may"] }) 
       <dl class="facts">
         <dt>Commit</dt>
         <dd>
-          <code title={d.commit}>{shortSha(d.commit)}</code> on {d.branch}
+          {d.commit_url ? (
+            <a href={d.commit_url} data-testid="commit-link" rel="noreferrer" target="_blank">
+              <code title={d.commit}>{shortSha(d.commit)}</code>
+            </a>
+          ) : (
+            <code title={d.commit}>{shortSha(d.commit)}</code>
+          )}{" "}
+          on {d.branch}
+          {d.commit_author && <> by {d.commit_author}</>}
           {d.commit_message && <div class="message">{d.commit_message.split("\n")[0]}</div>}
         </dd>
         <dt>Trigger</dt>
