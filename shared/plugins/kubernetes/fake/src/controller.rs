@@ -35,13 +35,8 @@ pub(crate) fn reconcile(state: &mut State, seen: &mut Seen, delay: Duration) {
             .to_string();
         let generation = metadata["generation"].as_i64().unwrap_or(1);
         let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-        let status = &deployment["status"];
-        let lags = status["observedGeneration"].as_i64() != Some(generation)
-            || COUNTS
-                .iter()
-                .any(|count| status[count].as_i64().unwrap_or(0) != replicas);
         let key = (namespace.clone(), name.clone());
-        if !lags {
+        if !lags(&deployment, generation, replicas) {
             seen.remove(&key);
             continue;
         }
@@ -65,9 +60,19 @@ pub(crate) fn reconcile(state: &mut State, seen: &mut Seen, delay: Duration) {
     }
 }
 
+/// True when the Deployment's status lags its spec: `observedGeneration` behind `generation`,
+/// or a replica count other than `replicas`.
+pub(crate) fn lags(deployment: &Value, generation: i64, replicas: i64) -> bool {
+    let status = &deployment["status"];
+    status["observedGeneration"].as_i64() != Some(generation)
+        || COUNTS
+            .iter()
+            .any(|count| status[count].as_i64().unwrap_or(0) != replicas)
+}
+
 /// The status of a Deployment rolled out at `generation` with `replicas` replicas (counts of
 /// zero left out, as the real API omits them).
-fn rolled_out(name: &str, template: &Value, generation: i64, replicas: i64) -> Value {
+pub(crate) fn rolled_out(name: &str, template: &Value, generation: i64, replicas: i64) -> Value {
     let mut hasher = DefaultHasher::new();
     template.to_string().hash(&mut hasher);
     let replica_set = format!("{name}-{:010x}", hasher.finish() & 0xff_ffff_ffff);

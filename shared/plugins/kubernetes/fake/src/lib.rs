@@ -57,7 +57,10 @@ mod managed;
 mod rules;
 mod selector;
 mod status;
+mod real;
 mod store;
+
+pub use real::RealKube;
 
 use std::future::IntoFuture;
 use std::path::{Path, PathBuf};
