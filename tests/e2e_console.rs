@@ -8,9 +8,17 @@
 //! each page is saved to `artifacts/console/` (linked from the README). `gannet console` serves
 //! an AWS API's console, signing every request (against a fake of API Gateway's IAM check).
 //!
+//! Issue 30's console: each status case (pinned behind its branch, no live state, last failed,
+//! and a Lambda function deleted by hand, so MISSING) in the apps list and on the app's page; a
+//! sync that shows what it would change before Confirm (Cancel sends nothing); the deployments
+//! list a page at a time under day headings, rollbacks marked; every list page at 390 px; a
+//! stage's log with stderr marked, times, search and download; a short id's page.
+//!
 //! `make test` installs Chromium and sets GANNET_CHROMIUM; without it these tests fail saying
-//! how to get it.
+//! how to get it. The Lambda tests need moto on loopback (`make test` starts it and sets
+//! GANNET_MOTO_ENDPOINT).
 
+mod lambda_moto;
 mod support;
 
 use std::process::{Command, Stdio};
@@ -95,6 +103,38 @@ fn an_approver_approves_from_the_page_a_viewer_sees_no_control_and_a_pending_one
     assert_eq!(d["status"], "SUCCESS", "{d}");
     let approval = support::stage_named(&d, "WAIT_APPROVAL");
     assert_eq!(approval["metadata"]["approvedBy"], "alice", "{d}");
+
+    // Each stage's row shows its key option and who approved it, as the API presents them.
+    assert_eq!(
+        approval["presentation"]["approved_by"],
+        json!(["alice"]),
+        "{d}"
+    );
+    let summary = approval["presentation"]["summary"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        summary.contains("alice"),
+        "the approval's summary names its approvers: {d}"
+    );
+    let stages: Vec<Value> = d["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .filter(|s| s["visible"] == true)
+        .map(|s| {
+            let p = &s["presentation"];
+            json!({"stage": s["id"], "summary": p["summary"].as_str().unwrap_or_default(), "approved_by": p["approved_by"].as_array().cloned().unwrap_or_default()})
+        })
+        .collect();
+    let run = scenario(
+        &g,
+        "stage-summaries",
+        token_of("vic"),
+        &id,
+        json!({"stages": stages}),
+    );
+    passes(&g, &run, "stage-summaries");
 }
 
 #[test]
@@ -578,4 +618,431 @@ fn gannet_console_serves_an_aws_api_signing_every_request_and_guards_its_port() 
         "nothing refused reached the API"
     );
     assert_eq!(g.deployments().len(), before);
+}
+
+/// The config of a scripts-only app (no platform plugin, so no live state) named `name`.
+fn scripts_app(name: &str, stages: &str) -> (String, String) {
+    (
+        format!("apps/{name}/app.pipecd.yaml"),
+        app_config(name, stages),
+    )
+}
+
+/// Commits `config` as app `name`'s and pushes it; returns the commit.
+fn push_app(repo: &Repo, g: &Gannet, name: &str, stages: &str, message: &str) -> String {
+    let (path, config) = scripts_app(name, stages);
+    let head = repo.commit(&[(&path, &config)], message);
+    let (status, body) = g.push(&head, message);
+    assert_eq!(status, 202, "{body}");
+    head
+}
+
+/// The status cases of issue 30 on scripts-only apps (no live state: no platform plugin deploys
+/// them): `pinned`, rolled back to its first commit (which pauses it) and then pushed twice, so
+/// the branch is ahead of what runs; `broken`, whose last deployment failed. Each reads so in the
+/// apps list and on its page, in Chromium. With those deployments (a rollback among them) the
+/// deployments list pages two at a time under "Today" (and "Yesterday" seen from tomorrow),
+/// marks the rollback, and every list page fits a 390 px phone.
+#[test]
+fn each_status_case_shows_in_the_list_and_on_the_app_page_and_the_lists_page_by_day_and_fit_a_phone(
+) {
+    let repo = Repo::new();
+    let apps = [scripts_app("pinned", QUICK), scripts_app("broken", QUICK)];
+    let files: Vec<(&str, &str)> = apps.iter().map(|(p, c)| (p.as_str(), c.as_str())).collect();
+    let first = repo.commit(&files, "add pinned and broken");
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &support::UpOptions::default());
+    g.wait_until(LIMIT, "the first deployments end", || {
+        let ds = g.deployments();
+        (ds.len() == 2 && ds.iter().all(|d| d["status"] == "SUCCESS")).then_some(())
+    });
+    let pinned_first = g
+        .deployments()
+        .into_iter()
+        .find(|d| d["app"] == "pinned")
+        .and_then(|d| d["id"].as_str().map(str::to_owned))
+        .expect("pinned's first deployment");
+
+    let second = push_app(
+        &repo,
+        &g,
+        "pinned",
+        &QUICK.replace("first", "second"),
+        "pinned 2",
+    );
+    let id = g.deployment_of(&second, LIMIT);
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+    g.wait_unlocked("pinned", LIMIT);
+    let (status, body) = g.post_as(token_of("dora"), "/apps/pinned/rollback", json!({}));
+    assert_eq!(status, 200, "{body}");
+    let rollback = body["deployment"]["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        body["deployment"]["rollback_of"],
+        pinned_first.as_str(),
+        "{body}"
+    );
+    assert_eq!(g.wait_terminal(&rollback, LIMIT)["status"], "SUCCESS");
+    g.wait_unlocked("pinned", LIMIT);
+    // Pushed while paused: nothing deploys it, and the branch moves on.
+    push_app(
+        &repo,
+        &g,
+        "pinned",
+        &QUICK.replace("first", "third"),
+        "pinned 3",
+    );
+    let failing = push_app(
+        &repo,
+        &g,
+        "broken",
+        "      - name: SCRIPT_RUN\n        with: {run: 'echo the database refused us; exit 1'}\n",
+        "broken",
+    );
+    let failed = g.deployment_of(&failing, LIMIT);
+    assert_eq!(g.wait_terminal(&failed, LIMIT)["status"], "FAILURE");
+    g.wait_unlocked("broken", LIMIT);
+    g.wait_idle(LIMIT);
+
+    let pinned = g.wait_until(
+        LIMIT,
+        "the API says how far pinned's branch is ahead",
+        || {
+            let app = g.app_view("pinned");
+            app["ahead"].as_u64().is_some().then_some(app)
+        },
+    );
+    assert_eq!(pinned["paused"]["commit"], first.as_str(), "{pinned}");
+    assert_eq!(pinned["last_result"]["status"], "SUCCESS", "{pinned}");
+    assert!(pinned["no_live_state"].is_string(), "{pinned}");
+    let broken = g.app_view("broken");
+    assert_eq!(broken["last_result"]["status"], "FAILURE", "{broken}");
+    let cases = [
+        (
+            "pinned",
+            json!({"health": "NO_LIVE_STATE", "last": "SUCCESS", "pinned": first, "ahead": pinned["ahead"]}),
+        ),
+        (
+            "broken",
+            json!({"health": "NO_LIVE_STATE", "last": "FAILURE", "ahead": broken["ahead"]}),
+        ),
+    ];
+    for (app, expect) in cases {
+        let run = support::console_scenario(&g, "app-status", ADMIN_TOKEN, app, "", &expect);
+        passes(&g, &run, &format!("app-status of {app}"));
+    }
+    // An app without live state has nothing to compare: the sync panel says what the API says.
+    let (status, diff) = g.get_as(token_of("dora"), "/apps/broken/diff");
+    assert_eq!(status, 409, "{diff}");
+    let said = diff["error"].as_str().expect("error");
+    let run = support::console_scenario(
+        &g,
+        "sync-diff",
+        token_of("dora"),
+        "broken",
+        "",
+        &json!({"message": said, "confirm": false}),
+    );
+    passes(&g, &run, "sync-diff of an app without live state");
+
+    let ids: Vec<String> = g
+        .deployments()
+        .iter()
+        .filter_map(|d| d["id"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(ids.len(), 5, "{ids:?}");
+    let run = support::console_scenario(
+        &g,
+        "deployments-list",
+        token_of("vic"),
+        "pinned",
+        "",
+        &json!({"limit": 2, "ids": ids, "rollback": {"id": rollback, "of": pinned_first}}),
+    );
+    passes(&g, &run, "deployments-list");
+    let run =
+        support::console_scenario(&g, "narrow", token_of("vic"), "pinned", &failed, &json!({}));
+    passes(&g, &run, "narrow");
+    assert_eq!(
+        g.deployments().len(),
+        5,
+        "the browser tests started nothing"
+    );
+    // What the pages said is the API's count; it must be the branch's: three commits since the
+    // one pinned runs (checked last, so the pages are tested whatever the count).
+    assert_eq!(
+        pinned["ahead"], 3,
+        "pinned runs {first}; the branch head is three commits beyond: {pinned}"
+    );
+}
+
+/// A stage's log in the console: its standard-error lines marked, a timestamp toggle, a search
+/// that keeps the lines holding its text, and a download of the whole log; the page opened by
+/// the 10-character id the console prints, its commit linked on GitHub.
+#[test]
+fn a_stage_log_marks_stderr_toggles_times_searches_and_downloads_and_a_short_id_opens_its_page() {
+    let (repo, _state, g, _) = deployed_web(QUICK);
+    let script = "      - name: SCRIPT_RUN\n        with: {run: 'echo compiling gannet; sleep 0.3; echo warning: unused import >&2; sleep 0.3; echo Compiling the console; sleep 0.3; echo error: a flaky test >&2; sleep 0.3; echo done'}\n";
+    let id = push(&repo, &g, script, "a log with stderr");
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+    let (status, body) = g.get(&format!("/deployments/{id}/stages/stage-0/logs"));
+    assert_eq!(status, 200, "{body}");
+    let logged = body["lines"].as_array().cloned().unwrap_or_default();
+    let text = |l: &Value| l["text"].as_str().unwrap_or_default().to_owned();
+    let lines: Vec<String> = logged.iter().map(text).collect();
+    let stderr: Vec<String> = logged
+        .iter()
+        .filter(|l| l["stderr"] == true)
+        .map(text)
+        .collect();
+    let printed = [
+        "compiling gannet",
+        "warning: unused import",
+        "Compiling the console",
+        "error: a flaky test",
+        "done",
+    ];
+    let shown: Vec<&str> = lines
+        .iter()
+        .map(String::as_str)
+        .filter(|l| printed.contains(l))
+        .collect();
+    assert_eq!(shown, printed, "the script's lines, in order: {body}");
+    assert_eq!(
+        stderr,
+        ["warning: unused import", "error: a flaky test"],
+        "the lines written to stderr are flagged: {body}"
+    );
+    let run = scenario(
+        &g,
+        "log-tools",
+        token_of("vic"),
+        &id,
+        json!({"stage": "stage-0", "lines": lines, "stderr": stderr, "search": "compiling"}),
+    );
+    passes(&g, &run, "log-tools");
+    let d = g.deployment(&id);
+    let link = d["commit_url"]
+        .as_str()
+        .expect("a commit of a repository on GitHub has a link");
+    assert!(
+        link.starts_with(&format!("https://github.com/{}/commit/", support::GITHUB)),
+        "{d}"
+    );
+    let run = scenario(
+        &g,
+        "short-id",
+        token_of("vic"),
+        &id[..10],
+        json!({"id": id, "stage": "stage-0", "commit_url": link}),
+    );
+    passes(&g, &run, "short-id");
+}
+
+/// A `LambdaApp` named `fn` (zip code, in moto on loopback) in a repository, and a `gannet up`
+/// checking its drift every second, which has deployed code `v1`.
+struct LambdaLab {
+    repo: Repo,
+    g: Gannet,
+    function: String,
+    v1: String,
+    _state: tempfile::TempDir,
+}
+
+impl LambdaLab {
+    fn start(prefix: &str) -> Self {
+        lambda_moto::ensure_role();
+        let function = lambda_moto::unique(prefix);
+        let repo = Repo::new();
+        let v1 = Self::commit_code(&repo, &function, "v1", "");
+        let state = tempfile::tempdir().expect("tempdir");
+        let opts = support::UpOptions {
+            extra_config: format!(
+                "intervals: {{poll: 1m, resume: 1s, drift: 1s}}\nqueue: {{visibility: 3s}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+                lambda_moto::REGION,
+                lambda_moto::endpoint()
+            ),
+            env: lambda_moto::gannet_env(),
+            ..support::UpOptions::default()
+        };
+        let g = Gannet::start(&repo, state.path(), &opts);
+        let id = g.deployment_of(&v1, LIMIT);
+        let d = g.wait_terminal(&id, LIMIT);
+        assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
+        g.wait_unlocked("fn", LIMIT);
+        Self {
+            repo,
+            g,
+            function,
+            v1,
+            _state: state,
+        }
+    }
+
+    /// Commits code `version` of the function, the app's config holding `trigger` lines.
+    fn commit_code(repo: &Repo, function: &str, version: &str, trigger: &str) -> String {
+        let zip = String::from_utf8(lambda_moto::zip_bytes(version)).expect("zip bytes are text");
+        let config = format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: fn\n{trigger}"
+        );
+        let manifest = format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: index.handler\n  runtime: python3.12\n  memory: 128\n  timeout: 10\n  zipFile: fn.zip\n",
+            lambda_moto::ROLE
+        );
+        repo.commit(
+            &[
+                ("apps/fn/app.pipecd.yaml", &config),
+                ("apps/fn/function.yaml", &manifest),
+                ("apps/fn/fn.zip", &zip),
+            ],
+            &format!("code {version}"),
+        )
+    }
+
+    /// Waits until the app, as the API shows it, satisfies `ok`; returns it.
+    fn wait_app(&self, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        self.g.wait_until(LIMIT, what, || {
+            let app = self.g.app_view("fn");
+            ok(&app).then_some(app)
+        })
+    }
+}
+
+/// DeleteFunction, by hand in moto, as an operator would with the AWS CLI.
+fn delete_function(function: &str) {
+    let auth = format!(
+        "AWS4-HMAC-SHA256 Credential=testing/20240101/{}/lambda/aws4_request, SignedHeaders=host, Signature=0",
+        lambda_moto::REGION
+    );
+    let res = reqwest::blocking::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+        .delete(format!(
+            "{}/2015-03-31/functions/{function}",
+            lambda_moto::endpoint()
+        ))
+        .header("Authorization", auth)
+        .send()
+        .expect("moto answers DeleteFunction");
+    assert!(
+        res.status().is_success(),
+        "DeleteFunction: {}",
+        res.status()
+    );
+}
+
+/// Sync in the console shows what deploying the branch head would change before anything is
+/// sent. Code `v2` is pushed with `trigger.onCommit.disabled`, so nothing deploys it: the app
+/// page's comparison with the running commit says nothing would change, with the head it names
+/// the function's code; the sync panel names it too and offers the strategies; Cancel sends
+/// nothing; Confirm with a quick sync deploys `v2`.
+#[test]
+fn sync_shows_what_deploying_the_head_would_change_cancel_sends_nothing_and_confirm_deploys() {
+    let lab = LambdaLab::start("console-sync");
+    let g = &lab.g;
+    let code_before = lambda_moto::code_sha256(&lab.function).expect("the function exists");
+    let v2 = LambdaLab::commit_code(
+        &lab.repo,
+        &lab.function,
+        "v2",
+        "  trigger:\n    onCommit:\n      disabled: true\n",
+    );
+    let (status, body) = g.push(&v2, "v2");
+    assert_eq!(status, 202, "{body}");
+    lab.wait_app("the trigger has judged v2", |a| {
+        a["checked_commit"] == v2.as_str()
+    });
+    g.wait_idle(LIMIT);
+    let before = g.deployments();
+    assert!(
+        before.iter().all(|d| d["commit"] != v2.as_str()),
+        "v2 was deployed"
+    );
+
+    let (status, body) = g.get_as(token_of("dora"), "/apps/fn/diff");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (
+            body["diff"]["status"].as_str(),
+            body["diff"]["commit"].as_str()
+        ),
+        (Some("OUT_OF_SYNC"), Some(v2.as_str())),
+        "{body}"
+    );
+    let fields: Vec<&str> = body["diff"]["drift"]
+        .as_array()
+        .expect("drift")
+        .iter()
+        .filter_map(|f| f["field"].as_str())
+        .collect();
+    assert!(fields.contains(&"spec.zipFile"), "{body}");
+
+    let run = support::console_scenario(
+        g,
+        "sync-diff",
+        token_of("dora"),
+        "fn",
+        "",
+        &json!({"fields": fields, "same_as": lab.v1, "strategy": "QUICK_SYNC"}),
+    );
+    passes(g, &run, "sync-diff");
+    let shown: Value = run
+        .stdout
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("sync-diff printed no deployment: {run:?}"));
+    let id = shown["deployment"].as_str().expect("the deployment's id");
+    let d = g.wait_terminal(id, LIMIT);
+    assert_eq!(
+        (
+            d["status"].as_str(),
+            d["commit"].as_str(),
+            d["strategy"].as_str(),
+            d["commander"].as_str()
+        ),
+        (
+            Some("SUCCESS"),
+            Some(v2.as_str()),
+            Some("QUICK_SYNC"),
+            Some("dora")
+        ),
+        "{d}"
+    );
+    assert_eq!(
+        g.deployments().len(),
+        before.len() + 1,
+        "one sync, one deployment"
+    );
+    assert_ne!(
+        lambda_moto::code_sha256(&lab.function),
+        Some(code_before),
+        "v2's code is live"
+    );
+}
+
+/// A degraded live state, the cheapest real way: a Lambda function deployed to moto, then
+/// deleted by hand. The next drift check finds nothing live where Git describes a function, so
+/// the app's health is MISSING: so in the apps list and on its page, never "matches Git".
+#[test]
+fn a_lambda_function_deleted_by_hand_reads_missing_in_the_list_and_on_the_app_page() {
+    let lab = LambdaLab::start("console-missing");
+    lab.wait_app("a drift check sees the function healthy", |a| {
+        a["health"] == "HEALTHY"
+    });
+    delete_function(&lab.function);
+    let app = lab.wait_app("a drift check sees the function gone", |a| {
+        a["health"] == "MISSING"
+    });
+    assert_eq!(app["last_result"]["status"], "SUCCESS", "{app}");
+    let run = support::console_scenario(
+        &lab.g,
+        "app-status",
+        token_of("vic"),
+        "fn",
+        "",
+        &json!({"health": "MISSING", "last": "SUCCESS", "ahead": app["ahead"]}),
+    );
+    passes(&lab.g, &run, "app-status of a missing function");
 }

@@ -4,6 +4,60 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 
+export const LAPTOP = { width: 1280, height: 800 };
+export const PHONE = { width: 390, height: 844 };
+
+/** A page in a fresh browser context (its own session storage) at `viewport`. */
+export async function newPage(browser, viewport = LAPTOP) {
+  const context = await browser.newContext({ viewport });
+  return context.newPage();
+}
+
+/** The page of deployment GANNET_DEPLOYMENT (as given: a short id stays short). */
+export const deploymentPath = () => `/deployments/${encodeURIComponent(env("GANNET_DEPLOYMENT"))}`;
+
+/** The page of app GANNET_APP. */
+export const appPath = () => `/apps/${encodeURIComponent(env("GANNET_APP"))}`;
+
+/** Waits until the page at `path` shows its data (`ready` matches), then lets polls settle. */
+export async function visit(page, path, ready) {
+  const res = await page.goto(url(path));
+  await waitFor(`${path} to show its content`, async () => (await page.locator(ready).count()) > 0, {
+    detail: () => alerts(page),
+  });
+  await page.waitForTimeout(300);
+  return res;
+}
+
+/**
+ * Fails unless the page fits `width`: the document does not scroll sideways, and every row of
+ * the list tables (apps, deployments) lies inside the viewport (read as a card, not scrolled
+ * inside its box). Returns how many rows were checked.
+ */
+export async function assertFits(page, path, width) {
+  const found = await page.evaluate((w) => {
+    const rows = [...document.querySelectorAll("table.collapse tbody tr")];
+    const outside = rows
+      .filter((r) => r.getBoundingClientRect().right > w + 0.5 || r.scrollWidth > r.clientWidth + 1)
+      .map((r) => r.innerText.replace(/\s+/g, " ").slice(0, 80));
+    return { scrollWidth: document.documentElement.scrollWidth, rows: rows.length, outside };
+  }, width);
+  if (found.scrollWidth > width) fail(`${path} is ${found.scrollWidth}px wide at ${width}px: the page scrolls sideways`);
+  if (found.outside.length) fail(`${path}: rows wider than ${width}px: ${found.outside.join(" | ")}`);
+  return found.rows;
+}
+
+/** Collects every request to the API's POST routes from now on (method, path, body). */
+export function watchPosts(page) {
+  const posts = [];
+  page.on("request", (r) => {
+    if (r.method() === "POST" && new URL(r.url()).pathname.startsWith("/api/")) {
+      posts.push({ path: new URL(r.url()).pathname, body: r.postData() ?? "" });
+    }
+  });
+  return posts;
+}
+
 /** A scenario's failed assertion: run.mjs prints its message and exits 1. */
 export class Failure extends Error {}
 

@@ -4,13 +4,17 @@
 //     node e2e/run.mjs SCENARIO
 //
 // Scenarios: stages-in-order, approve, viewer-no-approve, failing-stage-log, screenshots, keyboard,
-// pending-why, stage-details, stage-tables, app-status,
-// render-speed, render-static (see scenarios.mjs). Other variables: GANNET_DEPLOYMENT, GANNET_APP,
+// pending-why, stage-details, stage-tables, render-speed, render-static (scenarios.mjs);
+// app-status, sync-diff (apps.mjs); deployments-list, narrow (lists.mjs); short-id,
+// stage-summaries, log-tools (deployment.mjs). Other variables: GANNET_DEPLOYMENT, GANNET_APP,
 // GANNET_SCREENSHOTS (a directory for PNGs), GANNET_EXPECT (JSON, per scenario). Exits 0 when
 // the scenario's assertions hold; otherwise prints why on stderr and exits 1 (2: bad usage).
 
 import { chromium } from "playwright-core";
 import { env, Failure } from "./lib.mjs";
+import * as apps from "./apps.mjs";
+import * as deployment from "./deployment.mjs";
+import * as lists from "./lists.mjs";
 import * as scenarios from "./scenarios.mjs";
 
 const BY_NAME = {
@@ -25,7 +29,13 @@ const BY_NAME = {
   "pending-why": scenarios.pendingWhy,
   "stage-details": scenarios.stageDetails,
   "stage-tables": scenarios.stageTables,
-  "app-status": scenarios.appStatus,
+  "app-status": apps.appStatus,
+  "sync-diff": apps.syncDiff,
+  "deployments-list": lists.deploymentsList,
+  narrow: lists.narrow,
+  "short-id": deployment.shortId,
+  "stage-summaries": deployment.stageSummaries,
+  "log-tools": deployment.logTools,
 };
 
 const name = process.argv[2];
