@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use gannet_controller::{AppView, DeploymentView, DiffView};
-use gannet_domain::ports::LogLine;
+use gannet_domain::deployment::DeploymentStatus;
 use serde::de::DeserializeOwned;
+use serde::Deserialize;
 use serde_json::{json, Value};
+
+use crate::suggest;
 
 /// How a sync or a rollback is to deploy.
 #[derive(Clone, Copy, Default)]
@@ -22,6 +25,19 @@ pub struct Start<'a> {
 pub struct Client {
     base: String,
     http: reqwest::Client,
+}
+
+/// One line of a stage's log, as the API sends it.
+#[derive(Clone, Debug, Deserialize)]
+pub struct LogLine {
+    /// Its place in the stage's log, from 1.
+    pub seq: u64,
+    /// When it was written, in milliseconds since the Unix epoch.
+    pub at: u64,
+    pub text: String,
+    /// The job wrote it to its standard error (a server that does not say: false).
+    #[serde(default)]
+    pub stderr: bool,
 }
 
 /// The caller's API token, from `$GANNET_TOKEN`, the file `$GANNET_TOKEN_FILE`, or
@@ -79,10 +95,47 @@ impl std::fmt::Display for Unreachable {
 
 impl std::error::Error for Unreachable {}
 
+/// The server answered, and refused: its status and its reason, and what the CLI adds to help
+/// (the names closest to one it does not know).
+#[derive(Debug)]
+pub struct Refused {
+    pub status: u16,
+    message: String,
+    hint: Option<String>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (HTTP {})", self.message, self.status)?;
+        match &self.hint {
+            Some(hint) => write!(f, "; {hint}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The server answered `err` with HTTP `status`.
+pub fn refused_with(err: &anyhow::Error, status: u16) -> bool {
+    err.downcast_ref::<Refused>()
+        .is_some_and(|r| r.status == status)
+}
+
 impl Client {
     /// A client for the server at `server` (`http://` or `https://`; HTTPS checks the server's
     /// certificate against the system's roots, or the file `$SSL_CERT_FILE` names).
     pub fn new(server: &str, token: Option<String>) -> anyhow::Result<Self> {
+        Self::with_timeout(server, token, Duration::from_secs(30))
+    }
+
+    /// A client whose every request gives up after `timeout` (at most 10 s of it connecting):
+    /// shell completion must not hang the shell on a server that does not answer.
+    pub fn with_timeout(
+        server: &str,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
         let base = server.trim().trim_end_matches('/').to_owned();
         let url = reqwest::Url::parse(&base).with_context(|| {
             format!("--server {base:?} is not a URL (such as https://gannet.example.com)")
@@ -105,8 +158,8 @@ impl Client {
             headers.insert(reqwest::header::AUTHORIZATION, value);
         }
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(10))
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
             .default_headers(headers)
             .user_agent(concat!("gannet-cli/", env!("CARGO_PKG_VERSION")))
             .build()
@@ -152,15 +205,48 @@ impl Client {
             .await
             .context("gannet answered with something that is not JSON")?;
         if !status.is_success() {
-            let msg = body
+            let message = body
                 .get("error")
                 .or_else(|| body.get("reason"))
                 .and_then(Value::as_str)
                 .unwrap_or("request failed");
-            bail!("{msg} (HTTP {})", status.as_u16());
+            return Err(anyhow::Error::new(Refused {
+                status: status.as_u16(),
+                message: message.to_owned(),
+                hint: None,
+            }));
         }
         let value = body.get(field).cloned().unwrap_or(Value::Null);
         serde_json::from_value(value).with_context(|| format!("unexpected answer: no {field}"))
+    }
+
+    /// Calls an endpoint about app `app`. A 404 for an app the server does not know names
+    /// the closest ones it does ("did you mean web?").
+    async fn about_app<T: DeserializeOwned>(
+        &self,
+        app: &str,
+        req: reqwest::RequestBuilder,
+        field: &str,
+    ) -> anyhow::Result<T> {
+        let mut err = match self.call(req, field).await {
+            Ok(value) => return Ok(value),
+            Err(err) if refused_with(&err, 404) => err,
+            Err(err) => return Err(err),
+        };
+        // The 404 may be about something else the call names (`rollback --to`).
+        let Ok(apps) = self.apps().await else {
+            return Err(err);
+        };
+        if apps.iter().any(|a| a.name == app || a.id.as_str() == app) {
+            return Err(err);
+        }
+        let close = suggest::closest(app, apps.iter().map(|a| a.name.as_str()));
+        if let (Some(hint), Some(refused)) =
+            (suggest::did_you_mean(&close), err.downcast_mut::<Refused>())
+        {
+            refused.hint = Some(hint);
+        }
+        Err(err)
     }
 
     fn url(&self, path: &str) -> String {
@@ -172,27 +258,35 @@ impl Client {
     }
 
     pub async fn app(&self, app: &str) -> anyhow::Result<AppView> {
-        self.call(
+        self.about_app(
+            app,
             self.http.get(self.url(&format!("/apps/{}", encode(app)))),
             "app",
         )
         .await
     }
 
+    /// The newest deployments (at most `limit`), of app `app` and in one of `statuses` when
+    /// given.
     pub async fn deployments(
         &self,
         app: Option<&str>,
-        status: Option<&str>,
+        statuses: &[DeploymentStatus],
         limit: usize,
     ) -> anyhow::Result<Vec<DeploymentView>> {
         let mut query = vec![("limit", limit.to_string())];
-        query.extend(app.map(|a| ("app", a.to_owned())));
-        query.extend(status.map(|s| ("status", s.to_owned())));
-        self.call(
-            self.http.get(self.url("/deployments")).query(&query),
-            "deployments",
-        )
-        .await
+        if !statuses.is_empty() {
+            let list: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+            query.push(("status", list.join(",")));
+        }
+        let req = self.http.get(self.url("/deployments"));
+        match app {
+            Some(app) => {
+                query.push(("app", app.to_owned()));
+                self.about_app(app, req.query(&query), "deployments").await
+            }
+            None => self.call(req.query(&query), "deployments").await,
+        }
     }
 
     pub async fn deployment(&self, id: &str) -> anyhow::Result<DeploymentView> {
@@ -242,7 +336,8 @@ impl Client {
             "force": force,
             "commander": commander.unwrap_or_default(),
         });
-        self.call(
+        self.about_app(
+            app,
             self.http
                 .post(self.url(&format!("/apps/{}/sync", encode(app))))
                 .json(&body),
@@ -274,7 +369,8 @@ impl Client {
         start: Start<'_>,
     ) -> anyhow::Result<DeploymentView> {
         let body = json!({"to": to, "strategy": start.strategy, "reason": start.reason});
-        self.call(
+        self.about_app(
+            app,
             self.http
                 .post(self.url(&format!("/apps/{}/rollback", encode(app))))
                 .json(&body),
@@ -284,7 +380,8 @@ impl Client {
     }
 
     pub async fn pause(&self, app: &str, reason: Option<&str>) -> anyhow::Result<AppView> {
-        self.call(
+        self.about_app(
+            app,
             self.http
                 .post(self.url(&format!("/apps/{}/pause", encode(app))))
                 .json(&json!({"reason": reason})),
@@ -294,7 +391,8 @@ impl Client {
     }
 
     pub async fn resume(&self, app: &str) -> anyhow::Result<AppView> {
-        self.call(
+        self.about_app(
+            app,
             self.http
                 .post(self.url(&format!("/apps/{}/resume", encode(app))))
                 .json(&json!({})),
@@ -305,7 +403,8 @@ impl Client {
 
     pub async fn diff(&self, app: &str, commit: Option<&str>) -> anyhow::Result<DiffView> {
         let query: Vec<(&str, &str)> = commit.map(|c| ("commit", c)).into_iter().collect();
-        self.call(
+        self.about_app(
+            app,
             self.http
                 .get(self.url(&format!("/apps/{}/diff", encode(app))))
                 .query(&query),

@@ -41,6 +41,8 @@ Examples:
   gannet apps list                          applications and their sync status
   gannet sync web --wait                    deploy web's branch head and wait for the result
   gannet deployments watch <ID>             follow a deployment live
+  gannet deployments logs <ID> stage-1 -f   follow a stage's log until it ends
+  gannet apps list -o name                  the app names, one a line
   gannet --server https://gannet.example.com --token \"$T\" apps list";
 
 impl Exit {

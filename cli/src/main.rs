@@ -1,11 +1,18 @@
 //! The `gannet` binary: `gannet up` runs the embedded runtime; the other commands are clients
 //! of a running gannet, plus `config check`, which needs no server.
 
+mod apps;
+mod apps_watch;
 mod check;
 mod client;
+mod complete;
 mod console;
+mod deployments;
 mod exit;
+mod logs;
+mod output;
 mod render;
+mod suggest;
 mod wait;
 mod webhook;
 
@@ -16,7 +23,9 @@ use std::time::Duration;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use gannet_cli::{settings, up};
 
+use crate::apps::AppsCommand;
 use crate::client::Client;
+use crate::deployments::DeploymentsCommand;
 use crate::exit::Exit;
 use crate::wait::{Display, WaitOptions};
 
@@ -174,14 +183,31 @@ enum Command {
         after_help = "Example:\n  gannet console --server https://abc123.execute-api.eu-west-1.amazonaws.com\n  then open http://127.0.0.1:7071/ and sign in with the key it prints"
     )]
     Console(console::ConsoleArgs),
-    /// Print a shell completion script.
+    /// Print a shell completion script: commands, flags, and app names and deployment ids
+    /// from the server (bash, zsh and fish).
     #[command(
-        after_help = "Examples:\n  gannet completions bash > ~/.local/share/bash-completion/completions/gannet\n  gannet completions zsh > \"${fpath[1]}/_gannet\"\n  gannet completions fish > ~/.config/fish/completions/gannet.fish"
+        visible_alias = "completions",
+        after_help = "Examples:\n  gannet completion bash > ~/.local/share/bash-completion/completions/gannet\n  gannet completion zsh > \"${fpath[1]}/_gannet\"\n  gannet completion fish > ~/.config/fish/completions/gannet.fish\nApp names and deployment ids come from the server of $GANNET_SERVER (or the --server\ntyped on the line), with your token, at each Tab."
     )]
-    Completions {
+    Completion {
         /// The shell.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
+    },
+    /// What the completion scripts run: app names or deployment ids from the server, one a
+    /// line (not for typing).
+    #[command(
+        name = "__complete",
+        hide = true,
+        after_help = "Examples:\n  gannet __complete apps\n  gannet __complete next -- gannet apps show     the app names"
+    )]
+    Complete {
+        /// What to list.
+        #[arg(value_enum)]
+        what: complete::Listed,
+        /// For `next`: the command line so far, the program first.
+        #[arg(last = true, value_name = "WORDS")]
+        words: Vec<String>,
     },
 }
 
@@ -243,173 +269,6 @@ impl Limits {
 }
 
 #[derive(Subcommand)]
-enum AppsCommand {
-    /// Every application with its kind, sync status and whether it is paused.
-    #[command(after_help = "Example:\n  gannet apps list --json")]
-    List {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// One application: sync status, drift (each field's Git and live value), live resources.
-    #[command(after_help = "Example:\n  gannet apps show web")]
-    Show {
-        /// The application's name (or id).
-        app: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// An application's deployments, newest first.
-    #[command(after_help = "Example:\n  gannet apps history web --limit 50")]
-    History {
-        /// The application's name (or id).
-        app: String,
-        /// At most this many.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// What deploying a commit would change on the platform, field by field (nothing is
-    /// changed).
-    #[command(
-        after_help = "Examples:\n  gannet apps diff web                        against the branch head\n  gannet apps diff web --commit $(git rev-parse HEAD~1)"
-    )]
-    Diff {
-        /// The application's name (or id).
-        app: String,
-        /// The commit (40 hex digits; default: the branch head).
-        #[arg(long, value_name = "SHA")]
-        commit: Option<String>,
-        /// Exit 1 when something would change, 2 when nothing could be compared (like
-        /// `diff`).
-        #[arg(long)]
-        exit_code: bool,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Wait for what a push does to an application: its deployment of a commit, or (without
-    /// --commit) the app idle and SYNCED. Exit codes as `sync --wait`.
-    #[command(
-        after_help = "Examples:\n  gannet apps wait web --commit \"$GITHUB_SHA\" --timeout 20m   in CI, after the push\n  gannet apps wait web                                        until nothing is under way\nA commit the trigger judged without deploying the app (it changes none of its files) exits 0."
-    )]
-    Wait {
-        /// The application's name (or id).
-        app: String,
-        /// The commit whose deployment to wait for (a SHA or a prefix of at least 7).
-        #[arg(long, value_name = "SHA")]
-        commit: Option<String>,
-        #[command(flatten)]
-        limits: Limits,
-        /// Print the deployment's progress as lines on stderr, not redrawn.
-        #[arg(long)]
-        lines: bool,
-    },
-    /// Turn an application's automatic deployments off (pushes and auto-sync); syncs,
-    /// cancels and rollbacks still work.
-    #[command(
-        after_help = "Example:\n  gannet apps pause web --reason \"freeze for the release\""
-    )]
-    Pause {
-        /// The application's name (or id).
-        app: String,
-        /// Why, shown wherever the app is.
-        #[arg(long, value_name = "TEXT")]
-        reason: Option<String>,
-        /// Print the app as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Turn an application's automatic deployments back on; what was pushed meanwhile is
-    /// judged now.
-    #[command(after_help = "Example:\n  gannet apps resume web")]
-    Resume {
-        /// The application's name (or id).
-        app: String,
-        /// Print the app as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
-enum DeploymentsCommand {
-    /// Deployments, newest first.
-    #[command(
-        after_help = "Example:\n  gannet deployments list --app web --status RUNNING,PENDING"
-    )]
-    List {
-        /// Only this application's.
-        #[arg(long, value_name = "APP")]
-        app: Option<String>,
-        /// Comma-separated statuses [example: RUNNING,PENDING]
-        #[arg(long, value_name = "STATUSES")]
-        status: Option<String>,
-        /// At most this many.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// One deployment: its stages, plan changes, lifecycle items and measurements.
-    #[command(after_help = "Example:\n  gannet deployments show <DEPLOYMENT>")]
-    Show {
-        /// The deployment's id.
-        deployment: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print a stage's log (every stage that ran, by default).
-    #[command(after_help = "Example:\n  gannet deployments logs <DEPLOYMENT> --stage stage-0")]
-    Logs {
-        /// The deployment's id.
-        deployment: String,
-        /// Only this stage's log.
-        #[arg(long, value_name = "STAGE")]
-        stage: Option<String>,
-    },
-    /// Wait until a deployment ends; the exit code says how (0 SUCCESS, 3 FAILURE,
-    /// 4 CANCELLED, 5 timeout, 6 unreachable).
-    #[command(
-        after_help = "Example:\n  gannet deployments wait <DEPLOYMENT> --timeout 30m && echo deployed"
-    )]
-    Wait {
-        /// The deployment's id.
-        deployment: String,
-        #[command(flatten)]
-        limits: Limits,
-        /// Print the final deployment as JSON.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Follow a deployment live until it ends: redrawn in place on a terminal, appended
-    /// lines otherwise. Exit codes as `deployments wait`.
-    #[command(after_help = "Example:\n  gannet deployments watch <DEPLOYMENT> --logs")]
-    Watch {
-        /// The deployment's id (or a unique prefix of 8 characters or more).
-        #[arg(required_unless_present = "app")]
-        deployment: Option<String>,
-        /// The app whose deployment under way to watch, instead of an id.
-        #[arg(long, value_name = "APP", conflicts_with = "deployment")]
-        app: Option<String>,
-        /// Also print every stage log line as it arrives (on a terminal, the running stage's
-        /// last lines are always shown).
-        #[arg(long)]
-        logs: bool,
-        #[command(flatten)]
-        limits: Limits,
-        /// Print the final deployment as JSON (progress goes to stderr).
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Subcommand)]
 enum ConfigCommand {
     /// Validate every *.pipecd.yaml under the given paths.
     #[command(after_help = "Example:\n  gannet config check apps/")]
@@ -425,11 +284,16 @@ enum ConfigCommand {
 
 #[derive(Subcommand)]
 enum WebhookCommand {
-    /// POST a signed push event for a commit.
+    /// POST a signed push event for a commit; with --wait, wait for what it deploys.
     #[command(
-        after_help = "Example:\n  GANNET_WEBHOOK_SECRET=... gannet webhook push --repo org/repo --after $(git rev-parse HEAD)"
+        after_help = "Examples:\n  GANNET_WEBHOOK_SECRET=... gannet webhook push --repo org/repo --after $(git rev-parse HEAD)\n  gannet webhook push --repo org/repo --after HEAD --wait --timeout 20m\nWith --wait, each app of the repository is waited for as `apps wait APP --commit SHA` does;\nthe exit code is the first app's that did not end SUCCESS (as `sync --wait`'s), 0 when all did\nor the commit deploys none of them."
     )]
-    Push(webhook::PushArgs),
+    Push {
+        #[command(flatten)]
+        push: webhook::PushArgs,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -558,8 +422,8 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
             let cfg = settings::UpConfig::load(&config, &gannet_plugins::registry())?;
             up::run(cfg).await?;
         }
-        Command::Apps { command } => return apps(&server, command).await,
-        Command::Deployments { command } => return deployments(&server, command).await,
+        Command::Apps { command } => return apps::run(&server, command).await,
+        Command::Deployments { command } => return deployments::run(&server, command).await,
         Command::Sync { app, force, start } => {
             let client = server.client()?;
             let d = client
@@ -633,14 +497,24 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
             return check::run(&paths, json).map(Exit::from);
         }
         Command::Webhook {
-            command: WebhookCommand::Push(args),
+            command: WebhookCommand::Push { push, wait },
         } => {
-            webhook::push(args, &server.url).await?;
+            // The wait reads the API: a token that cannot is refused before the push.
+            let client = if wait.wait {
+                Some(server.client()?)
+            } else {
+                None
+            };
+            let pushed = webhook::push(push, &server.url).await?;
+            if let Some(client) = client {
+                return webhook::wait(&client, &pushed, &wait.limits.options()).await;
+            }
         }
         Command::Console(args) => console::run(&server.url, args).await?,
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "gannet", &mut std::io::stdout());
+        Command::Completion { shell } => {
+            print!("{}", complete::script(shell, &Cli::command()));
         }
+        Command::Complete { what, words } => return complete::list(&server, what, &words).await,
     }
     Ok(Exit::Success)
 }
@@ -704,169 +578,6 @@ async fn follow(
     Ok(outcome.exit())
 }
 
-async fn apps(server: &Server, command: AppsCommand) -> anyhow::Result<Exit> {
-    let client = server.client()?;
-    match command {
-        AppsCommand::List { json } => {
-            let apps = client.apps().await?;
-            show(json, &serde_json::json!({"apps": apps}), || {
-                render::apps(&apps)
-            })?;
-        }
-        AppsCommand::Wait {
-            app,
-            commit,
-            limits,
-            lines,
-        } => {
-            if let Some(sha) = &commit {
-                if sha.len() < 7 || !sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    anyhow::bail!(
-                        "--commit {sha:?}: give a commit SHA, or a prefix of at least 7 hex digits"
-                    );
-                }
-            }
-            let goal = match commit.as_deref() {
-                Some(sha) => wait::AppGoal::Commit(sha),
-                None => wait::AppGoal::Idle,
-            };
-            let display = if lines {
-                Display::Lines {
-                    to_stderr: true,
-                    logs: false,
-                }
-            } else {
-                Display::for_stdout(false, false)
-            };
-            return wait::app(&client, &app, goal, &limits.options(), display).await;
-        }
-        AppsCommand::Show { app, json } => {
-            let app = client.app(&app).await?;
-            show(json, &app, || render::app(&app))?;
-        }
-        AppsCommand::History { app, limit, json } => {
-            let app = client.app(&app).await?;
-            let list = client
-                .deployments(Some(app.id.as_str()), None, limit)
-                .await?;
-            show(json, &serde_json::json!({"deployments": list}), || {
-                render::history(&app, &list)
-            })?;
-        }
-        AppsCommand::Diff {
-            app,
-            commit,
-            exit_code,
-            json,
-        } => {
-            let diff = match client.diff(&app, commit.as_deref()).await {
-                Ok(diff) => diff,
-                // As `diff --exit-code`: 2 when nothing could be compared, 1 for a difference.
-                Err(err) if exit_code => {
-                    eprintln!("error: {err:#}");
-                    return Ok(match Exit::for_error(&err) {
-                        Exit::Unreachable => Exit::Unreachable,
-                        _ => Exit::NotCompared,
-                    });
-                }
-                Err(err) => return Err(err),
-            };
-            show(json, &diff, || render::diff(&diff))?;
-            if exit_code && !diff.drift.is_empty() {
-                return Ok(Exit::Error);
-            }
-        }
-        AppsCommand::Pause { app, reason, json } => {
-            let app = client.pause(&app, reason.as_deref()).await?;
-            if json {
-                print_json(&app)?;
-            } else {
-                println!(
-                    "{} is paused: {}",
-                    app.name,
-                    app.paused.as_ref().map_or("", |p| p.reason.as_str())
-                );
-            }
-        }
-        AppsCommand::Resume { app, json } => {
-            let app = client.resume(&app).await?;
-            show(json, &app, || {
-                println!("{} deploys automatically again", app.name)
-            })?;
-        }
-    }
-    Ok(Exit::Success)
-}
-
-async fn deployments(server: &Server, command: DeploymentsCommand) -> anyhow::Result<Exit> {
-    let client = server.client()?;
-    match command {
-        DeploymentsCommand::List {
-            app,
-            status,
-            limit,
-            json,
-        } => {
-            let list = client
-                .deployments(app.as_deref(), status.as_deref(), limit)
-                .await?;
-            show(json, &serde_json::json!({"deployments": list}), || {
-                render::deployments(&list)
-            })?;
-        }
-        DeploymentsCommand::Show { deployment, json } => {
-            let d = client.deployment(&deployment).await?;
-            show(json, &d, || render::deployment(&d))?;
-        }
-        DeploymentsCommand::Logs { deployment, stage } => {
-            let d = client.deployment(&deployment).await?;
-            if let Some(id) = stage.as_deref() {
-                if !d.stages.iter().any(|s| s.id.as_str() == id) {
-                    anyhow::bail!("deployment {} has no stage {id}", d.id);
-                }
-            }
-            for s in d
-                .stages
-                .iter()
-                .filter(|s| stage.as_deref().is_none_or(|id| s.id.as_str() == id))
-            {
-                if s.started_at.is_none() && stage.is_none() {
-                    continue;
-                }
-                println!("== {} ({}) {}", s.id, s.name, s.status.as_str());
-                for line in client.all_logs(&deployment, s.id.as_str()).await? {
-                    println!("{}", line.text);
-                }
-            }
-        }
-        DeploymentsCommand::Wait {
-            deployment,
-            limits,
-            json,
-        } => {
-            return follow(&client, &deployment, limits.options(), Display::Quiet, json).await;
-        }
-        DeploymentsCommand::Watch {
-            deployment,
-            app,
-            logs,
-            limits,
-            json,
-        } => {
-            let deployment = under_way(&client, deployment, app.as_deref()).await?;
-            return follow(
-                &client,
-                &deployment,
-                limits.options(),
-                Display::for_stdout(json, logs),
-                json,
-            )
-            .await;
-        }
-    }
-    Ok(Exit::Success)
-}
-
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("GANNET_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -919,6 +630,78 @@ mod tests {
         walk(&Cli::command(), "", &mut missing);
         assert!(missing.is_empty(), "{missing:#?}");
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn completion_knows_which_words_name_apps_and_deployments() {
+        use complete::Listed::{Apps, Deployments};
+        let mut cli = Cli::command();
+        cli.build();
+        let cases = [
+            ("gannet sync", Some(Apps)),
+            ("gannet --server http://x:7070 sync", Some(Apps)),
+            ("gannet sync web", None),
+            ("gannet sync --strategy", None),
+            ("gannet sync --strategy quick", Some(Apps)),
+            ("gannet rollback web --to", Some(Deployments)),
+            ("gannet apps", None),
+            ("gannet apps show", Some(Apps)),
+            ("gannet apps show web", None),
+            ("gannet apps wait --timeout 5m", Some(Apps)),
+            ("gannet apps list -o", None),
+            ("gannet deployments list --app", Some(Apps)),
+            ("gannet deployments list --app=web", None),
+            ("gannet deployments logs", Some(Deployments)),
+            ("gannet deployments logs -f", Some(Deployments)),
+            ("gannet deployments logs d-1234567890", None),
+            ("gannet deployments watch --token t", Some(Deployments)),
+            ("gannet deployments watch --app", Some(Apps)),
+            ("gannet cancel", Some(Deployments)),
+            ("gannet approve --app", Some(Apps)),
+            ("gannet approve d-1234567890 --stage", None),
+            ("gannet config check", None),
+            ("gannet", None),
+        ];
+        for (line, expected) in cases {
+            let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+            assert_eq!(complete::next(&cli, &words), expected, "{line}");
+        }
+        let words: Vec<String> = ["gannet", "--server", "http://a", "x", "--server=http://b"]
+            .map(str::to_owned)
+            .into();
+        assert_eq!(complete::flag_value(&words, "server"), Some("http://b"));
+        assert_eq!(
+            complete::flag_value(&words[..3], "server"),
+            Some("http://a")
+        );
+        assert_eq!(complete::flag_value(&words, "token"), None);
+    }
+
+    #[test]
+    fn every_completion_script_asks_gannet_for_names() {
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let script = complete::script(shell, &Cli::command());
+            assert!(script.contains("__complete next --"), "{shell}: {script}");
+            // The hidden command is not offered; its name appears in the hook alone.
+            assert_eq!(script.matches("__complete").count(), 2, "{shell}: {script}");
+        }
+        // zsh: the hook is `_gannet`, clap's function renamed under it, registered once.
+        let zsh = complete::script(clap_complete::Shell::Zsh, &Cli::command());
+        assert_eq!(zsh.matches("\n_gannet() {\n").count(), 1, "{zsh}");
+        assert_eq!(
+            zsh.matches("\n_gannet_commands_and_flags() {\n").count(),
+            1,
+            "{zsh}"
+        );
+        assert!(zsh.starts_with("#compdef gannet"), "{zsh}");
+        assert!(
+            zsh.trim_end().ends_with("compdef _gannet gannet\nfi"),
+            "{zsh}"
+        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use gannet_domain::deployment::{DeploymentStatus, StageStatus};
 
 use crate::client::{Client, Unreachable};
 use crate::exit::Exit;
-use crate::render;
+use crate::render::{self, approve_hint, elapsed, stage_elapsed};
 
 /// How often a deployment is looked at.
 const POLL: Duration = Duration::from_millis(500);
@@ -286,7 +286,7 @@ impl Screen {
         if let Some(l) = lines.last() {
             *after = l.seq;
         }
-        let texts: Vec<String> = lines.into_iter().map(|l| l.text).collect();
+        let texts: Vec<String> = lines.iter().map(crate::logs::marked).collect();
         for t in texts.iter().rev().take(TAIL).rev() {
             tail.push_back(t.clone());
             if tail.len() > TAIL {
@@ -346,20 +346,9 @@ impl Screen {
         lines
     }
 
-    /// Draws `lines` over what was drawn last, each cut to the terminal's width.
+    /// Draws `lines` over what was drawn last.
     fn draw(&mut self, lines: &[String]) {
-        let width = terminal_width();
-        let mut out = std::io::stdout().lock();
-        if self.drawn > 0 {
-            // Up to the board's first line, then clear to the end of the screen.
-            let _ = write!(out, "\x1b[{}A\r\x1b[J", self.drawn);
-        }
-        for line in lines {
-            let cut: String = line.chars().take(width.saturating_sub(1)).collect();
-            let _ = writeln!(out, "{cut}");
-        }
-        let _ = out.flush();
-        self.drawn = lines.len();
+        self.drawn = render::redraw(self.drawn, lines);
     }
 
     fn finish(&mut self) {
@@ -371,14 +360,6 @@ fn waits_for_approval(s: &StageView) -> bool {
     s.presentation.approvable
 }
 
-/// How to approve stage `s` of `d`.
-fn approve_hint(d: &DeploymentView, s: &StageView) -> String {
-    format!(
-        "waiting for approval: gannet approve {} --stage {}",
-        d.id, s.id
-    )
-}
-
 fn mark(status: StageStatus) -> &'static str {
     match status {
         StageStatus::Success => "✓",
@@ -388,36 +369,6 @@ fn mark(status: StageStatus) -> &'static str {
         StageStatus::Skipped => "-",
         StageStatus::NotStartedYet => "·",
     }
-}
-
-/// How long stage `s` ran (or has been running).
-fn stage_elapsed(s: &StageView, now: SystemTime) -> Option<Duration> {
-    let start = humantime::parse_rfc3339(s.started_at.as_deref()?).ok()?;
-    let end = match s.completed_at.as_deref() {
-        Some(at) => humantime::parse_rfc3339(at).ok()?,
-        None => now,
-    };
-    end.duration_since(start).ok()
-}
-
-/// `0.4s`, `12s`, `3m05s`, `1h02m`.
-fn elapsed(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        0..10 => format!("{:.1}s", d.as_secs_f64()),
-        10..60 => format!("{secs}s"),
-        60..3600 => format!("{}m{:02}s", secs / 60, secs % 60),
-        _ => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),
-    }
-}
-
-/// The terminal's width in columns (100 when it cannot be read).
-fn terminal_width() -> usize {
-    rustix::termios::tcgetwinsize(std::io::stdout())
-        .map(|w| usize::from(w.ws_col))
-        .ok()
-        .filter(|c| *c >= 20)
-        .unwrap_or(100)
 }
 
 /// What `apps wait` waits for.
@@ -444,7 +395,7 @@ pub async fn app(
     loop {
         let seen = async {
             let view = client.app(app).await?;
-            let recent = client.deployments(Some(view.id.as_str()), None, 50).await?;
+            let recent = client.deployments(Some(view.id.as_str()), &[], 50).await?;
             anyhow::Ok((view, recent))
         }
         .await;
@@ -528,18 +479,5 @@ pub async fn app(
             return Ok(Exit::Timeout);
         }
         tokio::time::sleep(POLL.min(options.timeout.saturating_sub(started.elapsed()))).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn elapsed_reads_at_each_scale() {
-        assert_eq!(elapsed(Duration::from_millis(400)), "0.4s");
-        assert_eq!(elapsed(Duration::from_secs(12)), "12s");
-        assert_eq!(elapsed(Duration::from_secs(185)), "3m05s");
-        assert_eq!(elapsed(Duration::from_secs(3720)), "1h02m");
     }
 }

@@ -1,8 +1,15 @@
 //! `gannet webhook push`: builds a push event shaped like GitHub's, signs it with the
-//! secret from the environment, and POSTs it, so an installation can be tried end to end.
+//! secret from the environment, and POSTs it, so an installation can be tried end to end;
+//! with `--wait`, waits for what the push deploys, app by app, as `apps wait` does.
+
+use std::time::Instant;
 
 use anyhow::{bail, Context};
 use serde_json::json;
+
+use crate::client::Client;
+use crate::exit::Exit;
+use crate::wait::{self, AppGoal, Display, WaitOptions};
 
 #[derive(clap::Args)]
 pub struct PushArgs {
@@ -24,8 +31,16 @@ pub struct PushArgs {
     secret_env: String,
 }
 
+/// A push gannet accepted.
+pub struct Pushed {
+    /// The repository it matched, by its id in gannet.yaml.
+    pub repo: String,
+    /// The pushed commit, 40 hex digits.
+    pub after: String,
+}
+
 /// Sends the push to the server at `server`.
-pub async fn push(args: PushArgs, server: &str) -> anyhow::Result<()> {
+pub async fn push(args: PushArgs, server: &str) -> anyhow::Result<Pushed> {
     let secret = std::env::var(&args.secret_env).with_context(|| {
         format!(
             "environment variable {} (the webhook secret) is not set",
@@ -61,7 +76,49 @@ pub async fn push(args: PushArgs, server: &str) -> anyhow::Result<()> {
             answer["reason"].as_str().unwrap_or("no reason given")
         );
     }
-    Ok(())
+    Ok(Pushed {
+        repo: answer["repo"].as_str().unwrap_or_default().to_owned(),
+        after,
+    })
+}
+
+/// Waits for what `pushed` deploys: for each app of its repository, the deployment of the
+/// commit followed to its end (or the commit judged and not deploying the app), within one
+/// `options.timeout` for all. The exit code is the first app's that did not end in success.
+pub async fn wait(client: &Client, pushed: &Pushed, options: &WaitOptions) -> anyhow::Result<Exit> {
+    if pushed.repo.is_empty() {
+        bail!("gannet did not say which repository the push matched (a duplicate delivery?), so there is nothing to wait for");
+    }
+    let apps: Vec<_> = client
+        .apps()
+        .await?
+        .into_iter()
+        .filter(|a| a.repo == pushed.repo)
+        .collect();
+    if apps.is_empty() {
+        eprintln!(
+            "repository {} has no applications: nothing deploys",
+            pushed.repo
+        );
+        return Ok(Exit::Success);
+    }
+    let started = Instant::now();
+    let mut first_failed = None;
+    for app in &apps {
+        let short = pushed.after.get(..7).unwrap_or(&pushed.after);
+        eprintln!("waiting for {} at {short}", app.name);
+        let left = WaitOptions {
+            timeout: options.timeout.saturating_sub(started.elapsed()),
+            retry_for: options.retry_for,
+        };
+        let goal = AppGoal::Commit(&pushed.after);
+        let display = Display::for_stdout(false, false);
+        let exit = wait::app(client, app.id.as_str(), goal, &left, display).await?;
+        if exit != Exit::Success {
+            first_failed.get_or_insert(exit);
+        }
+    }
+    Ok(first_failed.unwrap_or(Exit::Success))
 }
 
 /// `after` as 40 hex digits: as given, or resolved by `git rev-parse` in the current directory.
