@@ -140,31 +140,369 @@ fn apps_and_deployments_print_their_fields_as_tables_and_json() {
     let out = ok(&g, &["deployments", "logs", &id, "--stage", "stage-0"]);
     line_with(&out, &["hello-from-cli-test"]);
 
-    // Mistakes exit 1 and say what is wrong.
-    let cases: [(&[&str], &str); 5] = [
+    // Mistakes exit 1 (2 for a flag that does not parse) and say what is wrong, naming the
+    // closest names that exist.
+    let cases: [(&[&str], i32, &str); 11] = [
         (
             &["deployments", "show", "d-00000000000000000000"],
+            1,
             "HTTP 404",
         ),
         (
             &["deployments", "show", "nonsense"],
+            1,
             "no deployment nonsense",
         ),
-        (&["apps", "show", "nosuch"], "no application named nosuch"),
+        (
+            &["apps", "show", "nosuch"],
+            1,
+            "no application named nosuch (HTTP 404)\n",
+        ),
+        (
+            &["apps", "show", "wbe"],
+            1,
+            "no application named wbe (HTTP 404); did you mean web?",
+        ),
+        (
+            &["sync", "Web"],
+            1,
+            "no application named Web (HTTP 404); did you mean web?",
+        ),
+        (
+            &["deployments", "list", "--app", "we"],
+            1,
+            "did you mean web?",
+        ),
         (
             &["deployments", "list", "--status", "BOGUS"],
-            "unknown status BOGUS",
+            2,
+            "unknown status BOGUS; one of PENDING, PLANNED, RUNNING, ROLLING_BACK, SUCCESS, FAILURE, CANCELLED",
+        ),
+        (
+            &["deployments", "list", "--status", "running,sucess"],
+            2,
+            "unknown status sucess; did you mean SUCCESS?",
         ),
         (
             &["deployments", "logs", &id, "--stage", "stage-9"],
-            "no stage stage-9",
+            1,
+            "no stage stage-9; did you mean stage-0?",
         ),
+        (
+            &["deployments", "logs", &id, "script_run"],
+            1,
+            "no stage script_run; did you mean stage-0?",
+        ),
+        (&["apps", "list", "--json", "-o", "name"], 2, "cannot be used with"),
     ];
-    for (args, message) in cases {
+    for (args, code, message) in cases {
         let run = g.cli_env(args, &[]);
-        assert_eq!(run.code, 1, "gannet {args:?}: {run:?}");
+        assert_eq!(run.code, code, "gannet {args:?}: {run:?}");
         assert!(run.stderr.contains(message), "gannet {args:?}: {run:?}");
     }
+}
+
+/// `-o name` prints the names (or ids) alone, a line each; `-o wide` adds columns; `-o json`
+/// is `--json`.
+#[test]
+fn lists_and_views_print_as_o_says() {
+    let (repo, _state, g, id) = deployed_web(SCRIPT);
+    let commit = repo.head();
+    let short_id = &id[..10];
+    for (args, names) in [
+        (vec!["apps", "list"], "web\n".to_owned()),
+        (vec!["apps", "show", "web"], "web\n".to_owned()),
+        (vec!["apps", "history", "web"], format!("{id}\n")),
+        (vec!["deployments", "list"], format!("{id}\n")),
+        (vec!["deployments", "show", short_id], format!("{id}\n")),
+    ] {
+        let mut all = args.clone();
+        all.extend(["-o", "name"]);
+        assert_eq!(ok(&g, &all), names, "gannet {all:?}");
+        let mut all = args.clone();
+        all.extend(["-o", "json"]);
+        let as_o: Value = serde_json::from_str(&ok(&g, &all)).expect("-o json is JSON");
+        assert!(as_o.is_object(), "{as_o}");
+        assert_eq!(as_o, json(&g, &args), "gannet {args:?}: -o json is --json");
+    }
+
+    let table = ok(&g, &["apps", "list"]);
+    let wide = ok(&g, &["apps", "list", "-o", "wide"]);
+    line_with(
+        &wide,
+        &[
+            "NAME", "PATH", "RUNNING", "ACTIVE", "REPO", "LABELS", "REASON",
+        ],
+    );
+    line_with(
+        &wide,
+        &["web", "apps/web/app.pipecd.yaml", &commit[..7], "shop"],
+    );
+    assert!(!table.contains("LABELS"), "{table}");
+
+    let table = ok(&g, &["deployments", "list"]);
+    let wide = ok(&g, &["deployments", "list", "-o", "wide"]);
+    line_with(
+        &wide,
+        &[
+            "ID", "TRIGGER", "BY", "STRATEGY", "CREATED", "TOOK", "AUTHOR", "MESSAGE",
+        ],
+    );
+    // The author is the commit's (the harness commits as e2e), the message its first line.
+    line_with(&wide, &[&id, "ON_COMMIT", "e2e", "add web"]);
+    assert!(!table.contains("AUTHOR"), "{table}");
+
+    let wide = ok(&g, &["apps", "history", "web", "-o", "wide"]);
+    line_with(&wide, &["STRATEGY", "AUTHOR", "MESSAGE", "REASON"]);
+    let wide = ok(&g, &["deployments", "show", &id, "-o", "wide"]);
+    line_with(
+        &wide,
+        &["STAGE", "NAME", "DESC", "STATUS", "STARTED", "TOOK"],
+    );
+}
+
+/// `deployments show` says what `watch` does: the commit (author, message, link), who
+/// triggered it, each stage's start, duration and key option, the approvers and how to
+/// approve a stage that waits, then who approved it.
+#[test]
+fn deployments_show_tells_who_when_and_how_to_approve() {
+    let (repo, _state, g, _) = deployed_web(SCRIPT);
+    let stages = "      - name: SCRIPT_RUN\n        with: {run: echo before-approval}\n      - name: WAIT_APPROVAL\n        with: {approvers: [alice, bob]}\n";
+    let head = repo.commit(
+        &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
+        "needs an approval\n\nThe body is not shown.",
+    );
+    assert_eq!(g.push(&head, "show-approval").0, 202);
+    let id = g.deployment_of(&head, LIMIT);
+    g.wait_stage(&id, "WAIT_APPROVAL", "RUNNING", LIMIT);
+
+    let out = ok(&g, &["deployments", "show", &id]);
+    line_with(
+        &out,
+        &["commit:", &head[..12], "by e2e", ": needs an approval"],
+    );
+    assert!(!out.contains("The body"), "{out}");
+    line_with(
+        &out,
+        &[
+            "link:",
+            &format!("https://github.com/acme/shop/commit/{head}"),
+        ],
+    );
+    // The harness's pushes say e2e pushed them.
+    line_with(&out, &["trigger:", "ON_COMMIT, pushed by e2e"]);
+    line_with(&out, &["running:  for "]);
+    line_with(
+        &out,
+        &[
+            "STAGE", "NAME", "STATUS", "STARTED", "TOOK", "SUMMARY", "REASON",
+        ],
+    );
+    let d = g.deployment(&id);
+    let started = support::stage_named(&d, "SCRIPT_RUN")["started_at"]
+        .as_str()
+        .expect("started")
+        .to_owned();
+    let row = line_with(&out, &["stage-0", "SCRIPT_RUN", "SUCCESS", &started]);
+    let took = row[row.find(&started).expect("started") + started.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap_or_default();
+    assert!(
+        took.ends_with('s') && took.starts_with(|c: char| c.is_ascii_digit()),
+        "a duration after the start: {row}"
+    );
+    line_with(
+        &out,
+        &[
+            "stage-1",
+            "WAIT_APPROVAL",
+            "RUNNING",
+            "approvers: alice, bob",
+        ],
+    );
+    line_with(
+        &out,
+        &[&format!(
+            "waiting for approval: gannet approve {id} --stage stage-1 (approvers: alice, bob)"
+        )],
+    );
+
+    let run = g.cli_env(
+        &["approve", &id],
+        &[("GANNET_TOKEN", support::token_of("alice"))],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(g.wait_terminal(&id, LIMIT)["status"], "SUCCESS");
+    let out = ok(&g, &["deployments", "show", &id]);
+    line_with(
+        &out,
+        &[
+            "stage-1",
+            "WAIT_APPROVAL",
+            "SUCCESS",
+            "approvers: alice, bob; approved by alice",
+        ],
+    );
+    line_with(&out, &["ended:", ", took "]);
+    assert!(!out.contains("waiting for approval"), "{out}");
+    // A sync names who asked for it.
+    let run = g.cli_env(&["sync", "web", "--force"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let synced = run
+        .stdout
+        .split_whitespace()
+        .nth(1)
+        .expect("an id")
+        .to_owned();
+    line_with(
+        &ok(&g, &["deployments", "show", &synced]),
+        &["trigger:", "ON_COMMAND by admin"],
+    );
+    let run = g.cli_env(&["cancel", &synced, "--no-rollback"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// `deployments logs -f` prints a stage's lines as they are written and ends with the stage
+/// (not the deployment); `--timestamps` puts each line's time first; lines from standard
+/// error are marked. Without a stage it follows every stage until the deployment ends.
+#[test]
+fn logs_follow_a_stage_until_it_ends_with_times_and_stderr_marked() {
+    let (repo, _state, g, _) = deployed_web(SCRIPT);
+    let stages = "      - name: SCRIPT_RUN\n        with: {run: 'for i in 1 2 3; do echo out-$i; echo err-$i >&2; sleep 1; done'}\n      - name: WAIT\n        with: {duration: 5s}\n";
+    let head = repo.commit(
+        &[("apps/web/app.pipecd.yaml", &app_config("web", stages))],
+        "logs",
+    );
+    assert_eq!(g.push(&head, "logs-follow").0, 202);
+    let id = g.deployment_of(&head, LIMIT);
+    let follower = g.cli_spawn(&[
+        "deployments",
+        "logs",
+        &id,
+        "stage-0",
+        "-f",
+        "--timestamps",
+        "--timeout",
+        "30s",
+    ]);
+    let run = support::finish(follower, LIMIT);
+    assert_eq!(run.code, 0, "{run:?}");
+    // It ended with the stage, while the deployment goes on (WAIT 5s).
+    let d = g.deployment(&id);
+    assert_eq!(support::stage_of(&d, "stage-0")["status"], "SUCCESS", "{d}");
+    assert_eq!(d["status"], "RUNNING", "{d}");
+    assert!(
+        run.stderr
+            .contains(&format!("stage stage-0 of deployment {id} ended SUCCESS")),
+        "{run:?}"
+    );
+
+    let mut lines = run.stdout.lines();
+    assert_eq!(lines.next(), Some("== stage-0 (SCRIPT_RUN)"), "{run:?}");
+    let stage = support::stage_of(&d, "stage-0");
+    let (from, to) = (
+        stage["started_at"].as_str().expect("started"),
+        stage["completed_at"].as_str().expect("completed"),
+    );
+    let (from, to) = (
+        humantime::parse_rfc3339(from).expect("rfc 3339"),
+        humantime::parse_rfc3339(to).expect("rfc 3339"),
+    );
+    let mut texts = Vec::new();
+    let mut last = from;
+    for line in lines {
+        let (at, text) = line.split_once(' ').expect("a time, then the text");
+        let at = humantime::parse_rfc3339(at).unwrap_or_else(|e| panic!("{line}: {e}"));
+        assert!(
+            last <= at && at <= to,
+            "{line}: out of order or outside the stage"
+        );
+        last = at;
+        texts.push(text);
+    }
+    // Each stream in order (the two pipes are read apart, so they may interleave).
+    let out: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| t.starts_with("out-"))
+        .collect();
+    let err: Vec<&str> = texts
+        .iter()
+        .copied()
+        .filter(|t| t.trim_start_matches("stderr| ").starts_with("err-"))
+        .collect();
+    assert_eq!(out, ["out-1", "out-2", "out-3"], "{run:?}");
+    assert_eq!(
+        err,
+        ["stderr| err-1", "stderr| err-2", "stderr| err-3"],
+        "{run:?}"
+    );
+
+    // A stage still running when --timeout passes: 5.
+    let run = g.cli_env(
+        &[
+            "deployments",
+            "logs",
+            &id,
+            "stage-1",
+            "-f",
+            "--timeout",
+            "1s",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "gave up after 1.0s: stage stage-1 of deployment {id} is still RUNNING"
+        )),
+        "{run:?}"
+    );
+
+    // Every stage, until the deployment ends; then the same lines without -f.
+    let run = g.cli_env(&["deployments", "logs", &id, "-f", "--timeout", "30s"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(g.deployment(&id)["status"], "SUCCESS");
+    assert!(
+        run.stderr
+            .contains(&format!("deployment {id} ended SUCCESS")),
+        "{run:?}"
+    );
+    line_with(&run.stdout, &["== stage-0 (SCRIPT_RUN)"]);
+    line_with(&run.stdout, &["== stage-1 (WAIT)"]);
+    let followed: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with("=="))
+        .collect();
+    let printed = ok(&g, &["deployments", "logs", &id]);
+    let once: Vec<&str> = printed.lines().filter(|l| !l.starts_with("==")).collect();
+    assert_eq!(followed, once);
+    line_with(&printed, &["== stage-0 (SCRIPT_RUN) SUCCESS"]);
+    line_with(&printed, &["stderr| err-2"]);
+}
+
+/// `apps list --watch` prints the list, then again only when it changes (read every 2 s),
+/// until --timeout.
+#[test]
+fn apps_list_watch_prints_again_only_what_changed() {
+    let (_repo, _state, g, _) = deployed_web(SCRIPT);
+    let watcher = g.cli_spawn(&["apps", "list", "--watch", "--timeout", "7s"]);
+    // Two reads of the same list first (0 s and 2 s), then a change.
+    std::thread::sleep(Duration::from_secs(3));
+    let run = g.cli_env(&["apps", "pause", "web", "--reason", "watched"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = support::finish(watcher, LIMIT);
+    assert_eq!(run.code, 0, "{run:?}");
+    let tables: Vec<&str> = run.stdout.split("\n\n").collect();
+    assert_eq!(tables.len(), 2, "printed once per change: {run:?}");
+    line_with(tables[0], &["NAME", "SYNC", "DEPLOYS"]);
+    line_with(tables[0], &["web", "SYNCED", "auto"]);
+    line_with(tables[1], &["NAME", "SYNC", "DEPLOYS"]);
+    line_with(tables[1], &["web", "paused"]);
+    let run = g.cli_env(&["apps", "list", "--timeout", "1s"], &[]);
+    assert_eq!(run.code, 2, "--timeout needs --watch: {run:?}");
 }
 
 #[test]

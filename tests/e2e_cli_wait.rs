@@ -460,7 +460,12 @@ fn server_and_token_go_before_or_after_the_subcommand() {
 #[test]
 fn completions_for_each_shell_name_every_command() {
     for shell in ["bash", "zsh", "fish"] {
-        let run = run_gannet(&["completions", shell], &[]);
+        let run = run_gannet(&["completion", shell], &[]);
+        assert_eq!(
+            run.stdout,
+            run_gannet(&["completions", shell], &[]).stdout,
+            "completions is completion's other name"
+        );
         assert_eq!(run.code, 0, "{shell}: {run:?}");
         // Fish names a long option `-l server`, the others `--server`.
         for word in [
@@ -491,6 +496,203 @@ fn completions_for_each_shell_name_every_command() {
     );
     let run = run_gannet(&["completions", "tcsh"], &[]);
     assert_eq!(run.code, 2, "{run:?}");
+}
+
+/// Completion asks the server for names: `gannet __complete` lists app names and deployment
+/// ids (for the word after a command line with `next`), and bash's script completes them.
+#[test]
+fn completion_names_apps_and_deployments_from_the_server() {
+    let (_repo, _state, g, id) = deployed_web(OK);
+    let run = g.cli_env(&["__complete", "apps"], &[]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "web\n"), "{run:?}");
+    let run = g.cli_env(&["__complete", "deployments"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.lines().any(|l| l == id), "{run:?}");
+    for (line, names) in [
+        (vec!["gannet", "sync"], "web\n".to_owned()),
+        (
+            vec!["gannet", "deployments", "watch", "--app"],
+            "web\n".to_owned(),
+        ),
+        (vec!["gannet", "approve"], format!("{id}\n")),
+        (vec!["gannet", "apps"], String::new()),
+        (vec!["gannet", "sync", "web"], String::new()),
+    ] {
+        let mut args = vec!["__complete", "next", "--"];
+        args.extend(&line);
+        let run = g.cli_env(&args, &[]);
+        assert_eq!(run.code, 0, "{line:?}: {run:?}");
+        assert_eq!(run.stdout, names, "{line:?}");
+    }
+    // The --server typed on the line wins over $GANNET_SERVER.
+    let nowhere = format!("http://127.0.0.1:{}", support::free_port());
+    let run = run_gannet(
+        &[
+            "__complete",
+            "next",
+            "--",
+            "gannet",
+            "--server",
+            &g.url,
+            "apps",
+            "show",
+        ],
+        &[("GANNET_SERVER", &nowhere), ("GANNET_TOKEN", ADMIN_TOKEN)],
+    );
+    assert_eq!(run.stdout, "web\n", "{run:?}");
+
+    // bash, for real: the script sourced, then Tab after a partial word (bash calls the
+    // function with the command, the word and the word before).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("gannet.bash");
+    std::fs::write(&script, run_gannet(&["completion", "bash"], &[]).stdout).expect("write");
+    let complete = |words: &str, current: usize| -> Vec<String> {
+        let program = format!(
+            "source {}; COMP_WORDS=({} {words}); COMP_CWORD={current}; COMP_LINE=\"${{COMP_WORDS[*]}}\"; COMP_POINT=${{#COMP_LINE}}; _gannet_with_names \"${{COMP_WORDS[0]}}\" \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display(),
+            gannet_bin()
+        );
+        let out = Command::new("bash")
+            .args(["-c", &program])
+            .env("GANNET_SERVER", &g.url)
+            .env("GANNET_TOKEN", ADMIN_TOKEN)
+            .output()
+            .expect("bash");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(complete("apps show w", 3), ["web"]);
+    assert_eq!(complete("apps show x", 3), Vec::<String>::new());
+    assert_eq!(
+        complete(&format!("deployments logs {}", &id[..6]), 3),
+        [id.as_str()]
+    );
+    assert_eq!(complete("rollback web --to ''", 4), [id.as_str()]);
+    // Elsewhere, clap's completion of commands and flags.
+    assert_eq!(complete("deployme", 1), ["deployments"]);
+    assert!(complete("sync web --wa", 3).contains(&"--wait".to_owned()));
+}
+
+/// `webhook push --wait` waits for what the push deploys, app by app, with the exit codes of
+/// `sync --wait`: 0 when each app's deployment of the commit ends SUCCESS (or the commit
+/// deploys nothing of it), 3 when one ends FAILURE, 5 when one outlasts --timeout.
+#[test]
+fn webhook_push_wait_waits_for_every_app_the_push_deploys() {
+    const API: &str = "apps/api/app.pipecd.yaml";
+    let repo = Repo::new();
+    let first = repo.commit(
+        &[
+            (CONFIG, &app_config("web", OK)),
+            (API, &app_config("api", OK)),
+        ],
+        "web and api",
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &support::UpOptions::default());
+    let first_deployments = || {
+        g.deployments()
+            .into_iter()
+            .filter(|d| d["commit"] == first.as_str())
+            .collect::<Vec<_>>()
+    };
+    g.wait_until(LIMIT, "web and api deploy", || {
+        let ds = first_deployments();
+        (ds.len() == 2 && ds.iter().all(|d| d["status"] == "SUCCESS")).then_some(())
+    });
+    g.wait_unlocked("web", LIMIT);
+    g.wait_unlocked("api", LIMIT);
+
+    // A viewer's token is enough to wait.
+    let push_and_wait = |files: &[(&str, &str)], message: &str, timeout: &str| {
+        let head = repo.commit(files, message);
+        let out = Command::new(gannet_bin())
+            .args([
+                "webhook",
+                "push",
+                "--repo",
+                support::GITHUB,
+                "--after",
+                "HEAD",
+            ])
+            .args([
+                "--secret-env",
+                "GANNET_E2E_SECRET",
+                "--wait",
+                "--timeout",
+                timeout,
+            ])
+            .env("GANNET_SERVER", &g.url)
+            .env("GANNET_TOKEN", token_of("vic"))
+            .env("GANNET_E2E_SECRET", support::SECRET)
+            .current_dir(repo.path())
+            .output()
+            .expect("gannet runs");
+        let run = CliRun {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        (head, run)
+    };
+
+    // Both apps change; api's deployment fails: 3, once both have ended.
+    let good = app_config("web", &OK.replace("waited-ok", "pushed-and-waited"));
+    let (head, run) = push_and_wait(
+        &[(CONFIG, &good), (API, &app_config("api", BAD))],
+        "web and a broken api",
+        "60s",
+    );
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.contains("ended SUCCESS"), "web's: {run:?}");
+    assert!(run.stderr.contains("ended FAILURE"), "api's: {run:?}");
+    let ended: Vec<String> = g
+        .deployments()
+        .into_iter()
+        .filter(|d| d["commit"] == head.as_str())
+        .map(|d| d["status"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(ended.len(), 2, "{ended:?}");
+    assert!(
+        ended.iter().all(|s| s == "SUCCESS" || s == "FAILURE"),
+        "{ended:?}"
+    );
+    g.wait_unlocked("api", LIMIT);
+
+    // Only web changes: web's deployment succeeds and api has nothing to deploy: 0.
+    let good = app_config("web", &OK.replace("waited-ok", "pushed-again"));
+    let (_, run) = push_and_wait(&[(CONFIG, &good)], "web alone", "60s");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("ended SUCCESS"), "{run:?}");
+    assert!(run.stderr.contains("does not deploy api"), "{run:?}");
+    g.wait_unlocked("web", LIMIT);
+
+    // Slower than --timeout: 5, and the deployment goes on.
+    let (head, run) = push_and_wait(
+        &[(CONFIG, &app_config("web", &wait_stage(20)))],
+        "slow web",
+        "2s",
+    );
+    assert_eq!(run.code, 5, "{run:?}");
+    assert!(run.stderr.contains("gave up after"), "{run:?}");
+    let slow = g.deployment_of(&head, LIMIT);
+    let status = g.deployment(&slow)["status"].clone();
+    assert!(
+        !["SUCCESS", "FAILURE", "CANCELLED"].contains(&status.as_str().unwrap_or_default()),
+        "{status}"
+    );
+    let (status, body) = g.post(
+        &format!("/deployments/{slow}/cancel"),
+        serde_json::json!({}),
+    );
+    assert_eq!(status, 200, "{body}");
 }
 
 /// A TLS front for `upstream` (127.0.0.1:`upstream`) on 127.0.0.1:`port` with `cert`/`key`: a
