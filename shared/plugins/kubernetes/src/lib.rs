@@ -32,6 +32,7 @@ mod kinds;
 pub mod manifest;
 mod objects;
 mod options;
+mod patch;
 mod rollout;
 mod routing;
 pub mod spec;
@@ -264,7 +265,22 @@ impl Plugin for KubernetesPlugin {
         let spec = manifest::spec_of(ctx.app)?;
         match ctx.app_dir {
             Some(dir) => {
-                manifest::read_all(dir, &spec)?;
+                let manifests = manifest::read_all(dir, &spec)?;
+                // Each canary's patches find their manifest and field now, not mid-pipeline.
+                for (i, stage) in ctx.app.stages().iter().enumerate() {
+                    if stage.name != STAGE_CANARY_ROLLOUT {
+                        continue;
+                    }
+                    let Ok(opts) = options::rollout(&stage.with, true) else {
+                        continue;
+                    };
+                    patch::apply(&mut manifests.clone(), &opts.patches).map_err(|e| {
+                        AppFileError::in_config(
+                            format!("spec.pipeline.stages[{i}].with.patches"),
+                            e,
+                        )
+                    })?;
+                }
             }
             None => {
                 manifest::check_supported(

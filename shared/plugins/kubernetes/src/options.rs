@@ -88,9 +88,10 @@ pub struct RolloutOptions {
     pub suffix: String,
     #[serde(default)]
     pub create_service: bool,
-    /// PipeCD's manifest patches (K8S_CANARY_ROLLOUT only); not supported.
+    /// PipeCD's manifest patches (K8S_CANARY_ROLLOUT only): changes to the canary's copies
+    /// ([`crate::patch`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub patches: Vec<Value>,
+    pub patches: Vec<crate::patch::ManifestPatch>,
 }
 
 /// K8S_PRIMARY_ROLLOUT's `with`.
@@ -213,18 +214,13 @@ impl RoutingOptions {
 
 pub fn rollout(with: &Value, canary: bool) -> Result<RolloutOptions, StageConfigError> {
     let options: RolloutOptions = stage_options::parse(with)?;
-    if !options.patches.is_empty() {
-        if !canary {
-            return Err(StageConfigError::new(
-                "patches",
-                "is an option of K8S_CANARY_ROLLOUT only",
-            ));
-        }
-        return Err(StageConfigError::unsupported(
+    if !options.patches.is_empty() && !canary {
+        return Err(StageConfigError::new(
             "patches",
-            "patching the canary's manifests is not supported yet: put the change in Git",
+            "is an option of K8S_CANARY_ROLLOUT only",
         ));
     }
+    crate::patch::check(&options.patches)?;
     if matches!(options.replicas, Replicas::Count(0) | Replicas::Percent(0)) {
         return Err(StageConfigError::new(
             "replicas",
@@ -252,8 +248,16 @@ mod tests {
             .contains("at most 100%"));
         assert!(r(json!(0)).unwrap_err().message.contains("at least one"));
         assert!(r(json!(true)).is_err());
+        // Patches: K8S_CANARY_ROLLOUT's only, each written in full.
         let e = rollout(&json!({"patches": [{}]}), true).unwrap_err();
-        assert!(e.unsupported && e.field == "patches", "{e:?}");
+        assert!(!e.unsupported && e.field.starts_with("patches"), "{e:?}");
+        let one = json!({"patches": [{"target": {"kind": "ConfigMap", "name": "c"},
+            "ops": [{"path": "$.data.a", "value": "1"}]}]});
+        assert_eq!(
+            rollout(&one, true).unwrap().patches[0].ops[0].op,
+            "yaml-replace"
+        );
+        assert_eq!(rollout(&one, false).unwrap_err().field, "patches");
     }
 
     #[test]

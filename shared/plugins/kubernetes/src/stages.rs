@@ -6,6 +6,7 @@ use gannet_sdk::plugin::{StageResult, StepError, StepOutcome};
 use crate::configs::{self, ConfigKind};
 use crate::objects::{self, Variant};
 use crate::options::{self, PrimaryOptions, RoutingOptions, Split, SyncOptions};
+use crate::patch;
 use crate::step::{done, Desired, Step, META_SPLIT};
 
 /// Rollback's metadata: set once traffic is back on the primary and the variants are gone.
@@ -99,7 +100,12 @@ async fn variant_copies(
             ))
         })?
     } else {
-        primary.clone()
+        // The canary's copies get the stage's patches; the primary keeps Git's manifests.
+        let mut patched = primary.clone();
+        patch::apply(&mut patched, &opts.patches).map_err(|e| {
+            StepError::permanent(format!("stage {}: with.patches: {e}", step.ctx.stage.id))
+        })?;
+        patched
     };
     let mut picked: Vec<_> = step.workloads(&source).into_iter().cloned().collect();
     if picked.is_empty() {

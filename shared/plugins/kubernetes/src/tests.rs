@@ -548,6 +548,61 @@ async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes
     assert_eq!(kube.names("apps/v1", "Deployment"), ["web"]);
 }
 
+/// PipeCD's canary `patches`: the canary's copy of the ConfigMap gets the patched value and its
+/// copy of the Deployment the patched image; the primary keeps Git's. Each step twice.
+#[tokio::test]
+async fn a_canarys_patches_change_its_copies_only() {
+    let kube = Kube::new();
+    let with_config = deployment("web:1", 2).replace(
+        "          ports:\n",
+        "          envFrom:\n            - configMapRef:\n                name: web-config\n          ports:\n",
+    );
+    let a = commit(
+        'a',
+        QUICK_SYNC,
+        &[("deployment.yaml", &with_config), ("config.yaml", CONFIG)],
+    );
+    assert_eq!(
+        deploy(&kube, &a, None, Delivery::Once)
+            .await
+            .deployment
+            .status,
+        DeploymentStatus::Success
+    );
+    let stages = "      - name: K8S_CANARY_ROLLOUT\n        with:\n          patches:\n            - target: {kind: ConfigMap, name: web-config}\n              ops:\n                - op: yaml-replace\n                  path: $.data.greeting\n                  value: bonjour\n            - target: {kind: Deployment, name: web}\n              ops:\n                - {path: '$.spec.template.spec.containers[0].image', value: 'web:2-canary'}\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
+    let app = pipeline("    method: podselector\n", stages);
+    let changed = with_config.replace("web:1", "web:2");
+    let b = commit(
+        'b',
+        &app,
+        &[("deployment.yaml", &changed), ("config.yaml", CONFIG)],
+    );
+    let commits = Commits {
+        target: &b,
+        running: Some(&a),
+    };
+    let mut run = Run::plan(kube.clone(), &b, Some(&a));
+    run.run_stage(&commits, Delivery::Twice).await;
+    let greeting = |name: &str| {
+        kube.get("v1", "ConfigMap", name)
+            .and_then(|c| c["data"]["greeting"].as_str().map(str::to_owned))
+    };
+    assert_eq!(greeting("web-config-canary").as_deref(), Some("bonjour"));
+    assert_eq!(greeting("web-config").as_deref(), Some("hello"));
+    let image = |name: &str| {
+        kube.deployment(name)["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert_eq!(image("web-canary"), "web:2-canary");
+    assert_eq!(image("web"), "web:1");
+    run.run_all(&commits, Delivery::Twice).await;
+    assert_status(&run, DeploymentStatus::Success);
+    assert_eq!(image("web"), "web:2", "the primary rolls out Git's image");
+    assert_eq!(greeting("web-config").as_deref(), Some("hello"));
+}
+
 #[tokio::test]
 async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_traffic_on_the_primary(
 ) {
