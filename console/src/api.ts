@@ -15,10 +15,15 @@ export interface Whoami {
 export type SyncStatus = "SYNCED" | "OUT_OF_SYNC" | "DEPLOYING" | "INVALID_CONFIG" | "UNKNOWN";
 export type Health = "HEALTHY" | "UNHEALTHY" | "UNKNOWN";
 
+/**
+ * A drifted field: each side a JSON value; a side without the field is absent (shown as
+ * `<unset>`); a side named in `text` is a description for a person, not a value.
+ */
 export interface DriftField {
   field: string;
-  git: string;
-  live: string;
+  git?: unknown;
+  live?: unknown;
+  text?: string[];
 }
 
 export interface LiveResource {

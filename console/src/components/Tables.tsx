@@ -22,10 +22,10 @@ export function DriftTable({ drift, caption }: { drift: DriftField[]; caption?: 
                 <code>{f.field}</code>
               </th>
               <td>
-                <code class="val git">{f.git}</code>
+                <DriftValue field={f} side="git" />
               </td>
               <td>
-                <code class={f.live === "<unset>" ? "val live unset" : "val live"}>{f.live}</code>
+                <DriftValue field={f} side="live" />
               </td>
             </tr>
           ))}
@@ -33,6 +33,16 @@ export function DriftTable({ drift, caption }: { drift: DriftField[]; caption?: 
       </table>
     </div>
   );
+}
+
+/** One side of a drifted field: its JSON, its text, or `<unset>` when it lacks the field. */
+function DriftValue({ field, side }: { field: DriftField; side: "git" | "live" }) {
+  const value = field[side];
+  if (value === undefined) {
+    return <code class={`val ${side} unset`}>&lt;unset&gt;</code>;
+  }
+  const text = field.text?.includes(side) && typeof value === "string" ? value : JSON.stringify(value);
+  return <code class={`val ${side}`}>{text}</code>;
 }
 
 export function LiveTable({ live }: { live: LiveResource[] }) {
