@@ -88,11 +88,14 @@ pub struct AppView {
     /// has seen, so `apps wait --commit` can tell "no deployment" from "not judged yet".
     #[serde(default)]
     pub checked_commit: Option<String>,
-    /// How many commits the branch head (`checked_commit`) has beyond the running commit:
+    /// How many commits the branch head (`head_commit`) has beyond the running commit:
     /// "pinned at X, the branch is N commits ahead" while paused. Absent when none, or when
     /// either commit is unknown or the repository could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ahead: Option<u64>,
+    /// The branch head `ahead` counts to: the last one the trigger scanned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_commit: Option<String>,
     pub active_deployment: Option<DeploymentId>,
     /// The fields the last drift check found differing from Git, each with both values.
     #[serde(default, with = "gannet_domain::drift::as_values")]
@@ -142,6 +145,7 @@ impl From<App> for AppView {
             }),
             checked_commit: a.last_checked_commit.map(|c| c.to_string()),
             ahead: None,
+            head_commit: None,
             active_deployment: a.active_deployment,
             drift: a.drift,
             live: a.live,
@@ -328,25 +332,44 @@ pub(crate) const COMMAND_TRIES: usize = 5;
 
 impl Controller {
     pub async fn list_apps(&self) -> Result<Vec<AppView>, ApiError> {
-        let mut views = Vec::new();
-        for app in self.inner.store.apps().await? {
-            views.push(self.app_view(app).await);
-        }
-        Ok(views)
+        let apps = self.inner.store.apps().await?;
+        self.app_views(apps).await
     }
 
     /// `app` as the API shows it, with how far its branch has moved on from what runs.
-    pub async fn app_view(&self, app: App) -> AppView {
-        let ahead = match (&app.running_commit, &app.last_checked_commit) {
-            (Some(running), Some(head)) if running != head => {
-                self.commits_ahead(&app.repo, running, head).await
+    pub async fn app_view(&self, app: App) -> Result<AppView, ApiError> {
+        let mut views = self.app_views(vec![app]).await?;
+        Ok(views.remove(0))
+    }
+
+    /// Apps as the API shows them. The branch head is the one the trigger last scanned for
+    /// the app's repository (read once per repository), so a paused app, which the trigger
+    /// no longer judges, still says how far its branch has moved on; before any scan, the head
+    /// the app was last judged at.
+    async fn app_views(&self, apps: Vec<App>) -> Result<Vec<AppView>, ApiError> {
+        let mut heads: BTreeMap<RepoId, Option<CommitSha>> = BTreeMap::new();
+        let mut views = Vec::with_capacity(apps.len());
+        for app in apps {
+            if !heads.contains_key(&app.repo) {
+                let scanned = self.inner.store.repo(&app.repo).await?;
+                heads.insert(app.repo.clone(), scanned.and_then(|r| r.scanned_head));
             }
-            _ => None,
-        };
-        AppView {
-            ahead: ahead.filter(|n| *n > 0),
-            ..AppView::from(app)
+            let head = heads[&app.repo]
+                .clone()
+                .or_else(|| app.last_checked_commit.clone());
+            let ahead = match (&app.running_commit, &head) {
+                (Some(running), Some(head)) if running != head => {
+                    self.commits_ahead(&app.repo, running, head).await
+                }
+                _ => None,
+            };
+            views.push(AppView {
+                ahead: ahead.filter(|n| *n > 0),
+                head_commit: head.map(|c| c.to_string()),
+                ..AppView::from(app)
+            });
         }
+        Ok(views)
     }
 
     /// `git.commits_ahead`, remembered: two commits always stand the same way to each other,

@@ -167,7 +167,7 @@ impl Controller {
             let app = self.find_app(key).await?;
             let now = self.inner.clock.now();
             let Some((next, rescan)) = change(&app, now)? else {
-                return Ok(self.app_view(app).await);
+                return self.app_view(app).await;
             };
             let mut changes = Changes::default();
             put_if_changed(&mut changes, Some(&app), next, now);
@@ -198,7 +198,7 @@ impl Controller {
                     let written = store.app(&app.id).await?.ok_or_else(|| {
                         ApiError::NotFound(format!("application {} is gone", app.name))
                     })?;
-                    return Ok(self.app_view(written).await);
+                    return self.app_view(written).await;
                 }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),

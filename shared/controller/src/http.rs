@@ -384,7 +384,7 @@ async fn show_app(
 ) -> ApiResult<serde_json::Value> {
     require(&caller, Need::Read)?;
     let app = s.controller.find_app(&app).await?;
-    Ok(Json(json!({"app": s.controller.app_view(app).await})))
+    Ok(Json(json!({"app": s.controller.app_view(app).await?})))
 }
 
 #[derive(Deserialize)]
