@@ -730,17 +730,33 @@ fn each_status_case_shows_in_the_list_and_on_the_app_page_and_the_lists_page_by_
         let run = support::console_scenario(&g, "app-status", ADMIN_TOKEN, app, "", &expect);
         passes(&g, &run, &format!("app-status of {app}"));
     }
-    // An app without live state has nothing to compare: the sync panel says what the API says.
-    let (status, diff) = g.get_as(token_of("dora"), "/apps/broken/diff");
-    assert_eq!(status, 409, "{diff}");
-    let said = diff["error"].as_str().expect("error");
+    // An app without live state compares its config: the branch head's against the running
+    // commit's (pinned runs its first commit; the head is its third). The sync panel lists the
+    // fields the API does.
+    let (status, diff) = g.get_as(token_of("dora"), "/apps/pinned/diff");
+    assert_eq!(status, 200, "{diff}");
+    let diff = &diff["diff"];
+    assert_eq!(diff["status"], "OUT_OF_SYNC", "{diff}");
+    assert!(
+        diff["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("its config is what compares")),
+        "{diff}"
+    );
+    let fields: Vec<&str> = diff["drift"]
+        .as_array()
+        .expect("drift")
+        .iter()
+        .filter_map(|f| f["field"].as_str())
+        .collect();
+    assert!(!fields.is_empty(), "{diff}");
     let run = support::console_scenario(
         &g,
         "sync-diff",
         token_of("dora"),
-        "broken",
+        "pinned",
         "",
-        &json!({"message": said, "confirm": false}),
+        &json!({"fields": fields, "confirm": false}),
     );
     passes(&g, &run, "sync-diff of an app without live state");
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use gannet_domain::app::{App, SyncStatus};
 use gannet_domain::callers::{Caller, Need};
-use gannet_domain::drift::{DriftField, LiveResource};
+use gannet_domain::drift::{self, DriftField, LiveResource};
 use gannet_domain::duration::Millis;
 use gannet_domain::ports::DeploymentFilter;
 use gannet_domain::{AppId, CommitSha};
@@ -129,6 +129,9 @@ impl Controller {
             }
             _ => head,
         };
+        if app.no_live_state.is_some() {
+            return self.config_diff(app, &sha).await;
+        }
         if !may_deploy && self.live_read_may_run_code(&app, &sha).await? {
             return last_drift_check(app, &sha, self.inner.clock.now());
         }
@@ -211,6 +214,73 @@ impl Controller {
             .plugins
             .platform_for(&cfg)
             .is_some_and(|plugin| plugin.live_read_runs_code(&cfg)))
+    }
+
+    /// For an app with no live state (no platform plugin deploys it, a scripts-only app): its
+    /// config at `sha` against its config at the running commit, field by field, both ways
+    /// (a field only the running config has shows `<unset>` at the commit). Reads two files
+    /// from git and runs nothing.
+    async fn config_diff(&self, app: App, sha: &CommitSha) -> Result<DiffView, ApiError> {
+        let path = app.id.config_path();
+        let target = self.config_document(&app, sha).await?;
+        let running = match &app.running_commit {
+            Some(running) => self.config_document(&app, running).await?,
+            None => Value::Null,
+        };
+        let rules = drift::Rules::default();
+        let mut fields = drift::diff(&target, &running, &rules);
+        // What the commit removes: the fields only the running config has.
+        fields.extend(
+            drift::diff(&running, &target, &rules)
+                .into_iter()
+                .filter(|f| f.live == drift::UNSET)
+                .map(|f| DriftField {
+                    field: f.field,
+                    git: drift::UNSET.to_owned(),
+                    live: f.git,
+                }),
+        );
+        let against = app.running_commit.as_ref().map_or_else(
+            || "nothing deployed yet".to_owned(),
+            |c| format!("the running commit {}", c.short()),
+        );
+        let why = app.no_live_state.clone().unwrap_or_default();
+        let (status, reason) = if fields.is_empty() {
+            (
+                SyncStatus::Synced,
+                format!("{path} at {} is the same as at {against} ({why}, so its config is what compares)", sha.short()),
+            )
+        } else {
+            (
+                SyncStatus::OutOfSync,
+                format!("{path} at {} against {against}: {} field(s) differ ({why}, so its config is what compares)", sha.short(), fields.len()),
+            )
+        };
+        Ok(DiffView {
+            app: app.name,
+            commit: sha.to_string(),
+            status,
+            reason,
+            drift: fields,
+            live: Vec::new(),
+            as_of: None,
+            age_seconds: None,
+        })
+    }
+
+    /// The app's config at `commit` as a YAML document, read under gannet's limits; null when
+    /// absent.
+    async fn config_document(&self, app: &App, commit: &CommitSha) -> Result<Value, ApiError> {
+        let path = app.id.config_path();
+        let bytes = self.inner.git.read_file(&app.repo, commit, path).await?;
+        let text = String::from_utf8(bytes.unwrap_or_default()).map_err(|_| {
+            ApiError::Conflict(format!("{path} at {} is not UTF-8", commit.short()))
+        })?;
+        if text.trim().is_empty() {
+            return Ok(Value::Null);
+        }
+        gannet_config::yaml::from_str::<Value>(&text)
+            .map_err(|e| ApiError::Conflict(format!("{path} at {}: {e}", commit.short())))
     }
 
     /// Reads the live state now, with the app's plugin, and compares it with `sha`.
