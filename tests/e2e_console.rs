@@ -1052,6 +1052,16 @@ fn a_lambda_function_deleted_by_hand_reads_missing_in_the_list_and_on_the_app_pa
         a["health"] == "MISSING"
     });
     assert_eq!(app["last_result"]["status"], "SUCCESS", "{app}");
+    // The CLI says so too.
+    let list = lab.g.cli_env(&["apps", "list"], &[]);
+    assert!(
+        list.stdout
+            .lines()
+            .any(|l| l.starts_with("fn ") && l.contains("MISSING")),
+        "{list:?}"
+    );
+    let show = lab.g.cli_env(&["apps", "show", "fn"], &[]);
+    assert!(show.stdout.contains("MISSING"), "{show:?}");
     let run = support::console_scenario(
         &lab.g,
         "app-status",
