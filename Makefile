@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
+.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM, on which gannet's SAM and CDK stacks are created), then the least-privilege report of that run
-test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure pipecd-corpus
+test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	iam_state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto-iam.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; scripts/moto.sh stop "$$iam_state"; rm -rf "$$state" "$$iam_state"' EXIT; \
@@ -47,6 +47,7 @@ test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure la
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		GANNET_PROMETHEUS="$$(scripts/prometheus.sh path)/prometheus" \
 		GANNET_CHROMIUM="$$(scripts/chromium.sh path)" \
+		GANNET_GCLOUD_PYTHON="$$(scripts/gcloud-client.sh path)" \
 		PATH="$$(scripts/terraform.sh path):$$PATH" \
 		bash -c '$(RUN_TESTS)'; \
 	echo "Least privilege: per role of infra/template.yaml, the actions this run used on the IAM-enforcing moto"; \
@@ -98,6 +99,10 @@ infra-lint:
 ## cdk-test: the CDK construct (infra/cdk): its unit tests, `cdk synth` of the example app, cfn-lint, and SAM/CDK parity, offline (pinned, npm ci into infra/cdk/node_modules)
 cdk-test:
 	scripts/cdk.sh
+
+## gcloud-client-ensure: Google's pinned Python client of Cloud Run (google-cloud-run, google-auth) in .venv-gcloud, which the Cloud Run fake is checked against
+gcloud-client-ensure:
+	scripts/gcloud-client.sh ensure
 
 ## awscli-ensure: the pinned AWS CLI (awscli from PyPI) in .venv-awscli, for running the jobs' buildspec with the job role's credentials
 awscli-ensure:
