@@ -98,7 +98,8 @@ fn check_file(file: &ConfigFile, plugins: &gannet_sdk::plugin::Plugins) -> AppCh
     // The app's directory on disk, where it stays inside the repository: the platform plugin
     // checks every file a deployment would read from it.
     let app_dir = tree::dir_in(&file.root, dir);
-    check_app_files(&file.shown, &text, plugins, &read, app_dir.as_deref())
+    let app_dir = app_dir.as_deref().map(|d| (d, file.rel.as_str()));
+    check_app_files(&file.shown, &text, plugins, &read, app_dir)
 }
 
 /// The configs at `path` (a config file, or a directory searched for them), each with the

@@ -680,6 +680,28 @@ pub fn run_gannet(args: &[&str], env: &[(&str, &str)]) -> CliRun {
     }
 }
 
+/// `GANNET_HELM` and `GANNET_KUSTOMIZE` for a gannet process: the binaries `scripts/kube.sh`
+/// built (`make test` builds them first).
+///
+/// # Panics
+/// When they are not built, saying how to build them.
+pub fn kube_tools() -> Vec<(String, String)> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kube.sh");
+    let out = Command::new(script)
+        .arg("path")
+        .output()
+        .expect("scripts/kube.sh runs");
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        out.status.success() && Path::new(&dir).join("helm").is_file(),
+        "helm and kustomize are not built: run `scripts/kube.sh ensure` (make test does)"
+    );
+    [("GANNET_HELM", "helm"), ("GANNET_KUSTOMIZE", "kustomize")]
+        .into_iter()
+        .map(|(var, name)| (var.to_owned(), format!("{dir}/{name}")))
+        .collect()
+}
+
 /// A repository whose app `web` (`apps/web/app.pipecd.yaml`) runs `stages`, a `gannet up` on
 /// it, and the id of the deployment of its first commit, ended, with the app's lock released.
 pub fn deployed_web(stages: &str) -> (Repo, tempfile::TempDir, Gannet, String) {

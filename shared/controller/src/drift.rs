@@ -406,7 +406,13 @@ fn manifest_issues(
     };
     // The app's directory too, so the plugin checks what a deployment would read.
     let dir = tree::dir_in(root, app_dir);
-    let checked = check::check_app_files(path, text, plugins, &read, dir.as_deref());
+    let checked = check::check_app_files(
+        path,
+        text,
+        plugins,
+        &read,
+        dir.as_deref().map(|d| (d, path)),
+    );
     if checked.ok {
         return None;
     }

@@ -251,7 +251,7 @@ impl Controller {
             lifecycle: lifecycle.as_ref(),
             app_dir: app_dir.as_deref(),
             running_app_dir: running_app_dir.as_deref(),
-            config_file: path.rsplit('/').next(),
+            config_path: Some(path),
         };
         let mentions = cfg
             .spec()

@@ -60,15 +60,16 @@ pub fn check_app(
 
 /// [`check_app`] with a reader that says why it did not read a file (a path out of the
 /// repository, a link leaving it: [`crate::tree`]), so the issue names the field and the
-/// reason, never what the file holds. With `app_dir` (the app's directory on disk), the
-/// platform plugin checks every file a deployment would read, those it finds by itself
-/// (every manifest in the directory) included.
+/// reason, never what the file holds. With `app_dir` (the app's directory on disk, and the
+/// config's path relative to the repository's root), the platform plugin checks every file a
+/// deployment would read, those it finds by itself (every manifest in the directory, a chart
+/// elsewhere in the repository) included.
 pub fn check_app_files(
     path: &str,
     text: &str,
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Result<String, TreeError>,
-    app_dir: Option<&std::path::Path>,
+    app_dir: Option<(&std::path::Path, &str)>,
 ) -> AppCheck {
     let mut issues = Issues {
         file: path.to_owned(),
@@ -203,7 +204,7 @@ fn check_parsed(
     app: &AppConfig,
     plugins: &Plugins,
     read: &dyn Fn(&str) -> Result<String, TreeError>,
-    app_dir: Option<&std::path::Path>,
+    app_dir: Option<(&std::path::Path, &str)>,
     issues: &mut Issues,
 ) {
     // No platform plugin, or its fields do not read (reported with the stages).
@@ -224,14 +225,13 @@ fn check_parsed(
         strategy: SyncStrategy::Auto,
         gate_skip: None,
     };
-    let config_file = issues.file.rsplit('/').next().map(str::to_owned);
     let ctx = PlanContext {
         app,
         trigger: &trigger,
         running_commit: None,
-        app_dir,
+        app_dir: app_dir.map(|(dir, _)| dir),
         running_app_dir: None,
-        config_file: config_file.as_deref(),
+        config_path: app_dir.map(|(_, rel)| rel),
     };
     if let Err(e) = platform.check_app(&ctx, &|rel| read(rel).ok()) {
         issues.plan_error(&PlanError::InvalidAppFile(e));

@@ -96,8 +96,8 @@ pub struct PlanInput<'a> {
     /// ([`PlanContext`]), when the caller checked them out.
     pub app_dir: Option<&'a std::path::Path>,
     pub running_app_dir: Option<&'a std::path::Path>,
-    /// The app config's file name in the app's directory, when known.
-    pub config_file: Option<&'a str>,
+    /// The app config's path relative to the repository's root, when known.
+    pub config_path: Option<&'a str>,
 }
 
 impl<'a> PlanInput<'a> {
@@ -109,7 +109,7 @@ impl<'a> PlanInput<'a> {
             running_commit: self.running_commit,
             app_dir: self.app_dir,
             running_app_dir: self.running_app_dir,
-            config_file: self.config_file,
+            config_path: self.config_path,
         }
     }
 }

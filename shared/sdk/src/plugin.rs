@@ -122,8 +122,22 @@ pub struct PlanContext<'a> {
     pub app_dir: Option<&'a Path>,
     /// The app's directory at the running commit, when there is one and it was checked out.
     pub running_app_dir: Option<&'a Path>,
-    /// The app config's file name in the app's directory (`app.pipecd.yaml`), when known.
-    pub config_file: Option<&'a str>,
+    /// The app config's path relative to the repository's root (`apps/web/app.pipecd.yaml`),
+    /// when known: the app's directory in the repository, and the config's file name.
+    pub config_path: Option<&'a str>,
+}
+
+impl PlanContext<'_> {
+    /// The app config's file name in the app's directory (`app.pipecd.yaml`).
+    pub fn config_file(&self) -> Option<&str> {
+        self.config_path.map(|p| p.rsplit('/').next().unwrap_or(p))
+    }
+
+    /// The app's directory relative to the repository's root (`apps/web`; `""` at the root).
+    pub fn app_path(&self) -> Option<&str> {
+        self.config_path
+            .map(|p| p.rsplit_once('/').map_or("", |(dir, _)| dir))
+    }
 }
 
 pub use gannet_domain::machine::{StageResult, StepOutcome};

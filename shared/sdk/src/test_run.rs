@@ -171,7 +171,7 @@ impl<P: Platform> Run<P> {
             lifecycle: None,
             app_dir: Some(&app_dir),
             running_app_dir: running_app_dir.as_deref(),
-            config_file: Some("app.pipecd.yaml"),
+            config_path: Some("app.pipecd.yaml"),
         })?;
         let mut deployment = Deployment::test().with_stages(plan.stages);
         deployment.app = AppId::parse(APP).expect("app id");

@@ -293,7 +293,7 @@ fn check(app: &AppConfig, case: Case<'_>) -> Result<Plan, PlanError> {
         lifecycle: None,
         app_dir: None,
         running_app_dir: None,
-        config_file: None,
+        config_path: None,
     })
 }
 

@@ -33,6 +33,7 @@ pub mod manifest;
 mod objects;
 mod options;
 mod patch;
+mod render;
 mod rollout;
 mod routing;
 pub mod spec;
@@ -60,7 +61,7 @@ use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
 use gannet_sdk::stage_meta::StageMeta;
 use gannet_sdk::stage_options;
 use gannet_sdk::targets::{self, Platform};
-use gannet_sdk::tree::load_app_config;
+use gannet_sdk::tree::{load_app_config, AppFiles};
 use serde_json::{json, Value};
 
 pub use cluster::{field_manager, LEGACY_FIELD_MANAGER};
@@ -179,7 +180,7 @@ impl FromSettings for KubernetesPlugin {
 pub(crate) fn load_at(dir: &Path, app: &AppId) -> Result<(KubernetesSpec, Vec<Manifest>), String> {
     let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
     let spec = manifest::spec_of(&config).map_err(|e| e.to_string())?;
-    let manifests = manifest::load(dir, &spec).map_err(|e| e.to_string())?;
+    let manifests = manifest::load(&AppFiles::new(dir, app), &spec).map_err(|e| e.to_string())?;
     Ok((spec, manifests))
 }
 
@@ -265,7 +266,8 @@ impl Plugin for KubernetesPlugin {
         let spec = manifest::spec_of(ctx.app)?;
         match ctx.app_dir {
             Some(dir) => {
-                let manifests = manifest::read_all(dir, &spec)?;
+                let files = AppFiles::at(dir, ctx.app_path().unwrap_or_default());
+                let manifests = manifest::read_all(&files, &spec)?;
                 // Each canary's patches find their manifest and field now, not mid-pipeline.
                 for (i, stage) in ctx.app.stages().iter().enumerate() {
                     if stage.name != STAGE_CANARY_ROLLOUT {
@@ -283,10 +285,7 @@ impl Plugin for KubernetesPlugin {
                 }
             }
             None => {
-                manifest::check_supported(
-                    &spec,
-                    manifest::has_kustomization(|n| read(n).is_some()),
-                )?;
+                manifest::check_supported(&spec)?;
                 for file in &spec.input.manifests {
                     let rel = file.trim_start_matches("./");
                     // A directory reads as nothing here: the stage checks its files.
@@ -323,10 +322,14 @@ impl Plugin for KubernetesPlugin {
     /// them (or on a first deployment) the planner's own rules decide.
     fn determine_strategy(&self, ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
         ctx.running_commit?;
-        let (dir, running_dir, config_file) =
-            (ctx.app_dir?, ctx.running_app_dir?, ctx.config_file?);
+        let (dir, running_dir, config_file, app_path) = (
+            ctx.app_dir?,
+            ctx.running_app_dir?,
+            ctx.config_file()?,
+            ctx.app_path()?,
+        );
         let spec = manifest::spec_of(ctx.app).ok()?;
-        let target = manifest::load(dir, &spec).ok()?;
+        let target = manifest::load(&AppFiles::at(dir, app_path), &spec).ok()?;
         let running = gannet_sdk::tree::read(
             running_dir,
             config_file,
@@ -338,7 +341,7 @@ impl Plugin for KubernetesPlugin {
         })
         .and_then(|cfg| manifest::spec_of(&cfg).map_err(|e| e.to_string()))
         .and_then(|running_spec| {
-            manifest::load(running_dir, &running_spec)
+            manifest::load(&AppFiles::at(running_dir, app_path), &running_spec)
                 .map(|m| (running_spec, m))
                 .map_err(|e| e.to_string())
         });
@@ -460,7 +463,7 @@ impl Steps for KubernetesPlugin {
             (spec, manifests, commit)
         } else {
             let spec = this_spec.map_err(|e| StepError::permanent(e.to_string()))?;
-            let manifests = manifest::load(ctx.app_dir, &spec)
+            let manifests = manifest::load(&AppFiles::new(ctx.app_dir, &d.app), &spec)
                 .map_err(|e| StepError::permanent(e.to_string()))?;
             (spec, manifests, d.commit.sha.clone())
         };

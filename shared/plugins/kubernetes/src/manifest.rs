@@ -11,6 +11,7 @@ use gannet_config::{is_app_config_path, AppConfig, AppKind};
 
 use crate::spec::KubernetesSpec;
 use gannet_sdk::plugin::AppFileError;
+use gannet_sdk::tree::AppFiles;
 use serde_json::Value;
 
 /// One object of a manifest.
@@ -110,25 +111,10 @@ pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
     }
 }
 
-/// What gannet cannot render: Helm charts and kustomizations need their binaries, which
-/// gannet does not run; PipeCD's SMI routing and resource routes are not built.
-pub fn check_supported(spec: &KubernetesSpec, has_kustomization: bool) -> Result<(), AppFileError> {
-    let input = &spec.input;
-    if input.helm_chart.is_some() || !input.helm_version.is_empty() {
-        return Err(AppFileError::unsupported_in_config(
-            "spec.input.helmChart",
-            "Helm charts are not supported yet: gannet applies plain manifests; render the chart into the repository (helm template) and list the files",
-        ));
-    }
-    if has_kustomization
-        || !input.kustomize_version.is_empty()
-        || !input.kustomize_options.is_empty()
-    {
-        return Err(AppFileError::unsupported_in_config(
-            "spec.input.kustomizeVersion",
-            "kustomize is not supported yet: gannet applies plain manifests; render the kustomization into the repository (kustomize build) and list the files",
-        ));
-    }
+/// What gannet does not build: charts that are not in the repository, kustomize options
+/// that would run code ([`crate::render::check`]), PipeCD's SMI routing and resource routes.
+pub fn check_supported(spec: &KubernetesSpec) -> Result<(), AppFileError> {
+    crate::render::check(spec)?;
     if spec
         .traffic_routing
         .as_ref()
@@ -180,20 +166,16 @@ fn is_manifest_file(name: &str) -> bool {
 }
 
 /// The file names that make a directory a kustomization.
-const KUSTOMIZATIONS: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+pub(crate) const KUSTOMIZATIONS: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
 fn is_kustomization(name: &str) -> bool {
     KUSTOMIZATIONS.contains(&name)
 }
 
-/// True when the app's directory is a kustomization; `exists` says whether a file of it does.
-pub fn has_kustomization(exists: impl Fn(&str) -> bool) -> bool {
-    KUSTOMIZATIONS.iter().any(|n| exists(n))
-}
-
 /// Every object the app's manifests hold, in file order; none is an error (nothing to deploy).
-pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
-    let out = read_all(app_dir, spec)?;
+pub fn load(files: &AppFiles, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
+    let out = read_all(files, spec)?;
     if out.is_empty() {
         return Err(error("", None, "", "the app has no Kubernetes manifests: add YAML files to its directory, or list them in spec.input.manifests"));
     }
@@ -203,9 +185,17 @@ pub fn load(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppF
 /// Every object the app's manifests hold, each file read and checked as a deployment reads it,
 /// but none is not an error here: planning and `config check` check what there is, and the
 /// stage says there is nothing to deploy.
-pub fn read_all(app_dir: &Path, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
+/// A chart or a kustomization is rendered first ([`crate::render`]), and what it prints is read
+/// as one file.
+pub fn read_all(app: &AppFiles, spec: &KubernetesSpec) -> Result<Vec<Manifest>, AppFileError> {
+    check_supported(spec)?;
+    if let Some(rendered) = crate::render::render(app, spec)? {
+        let out = parse(&rendered.source, &rendered.text)?;
+        check_unique(&out)?;
+        return Ok(out);
+    }
+    let app_dir = &app.root().join(app.in_repo(".").unwrap_or_default());
     let listed = &spec.input.manifests;
-    check_supported(spec, has_kustomization(|n| app_dir.join(n).exists()))?;
     let mut files = Vec::new();
     if listed.is_empty() {
         files = yaml_files_in(app_dir, "")?;
@@ -434,7 +424,7 @@ mod tests {
         std::fs::write(dir.path().join("app.yaml"), &text).unwrap();
         std::fs::write(dir.path().join("app.pipecd.yaml"), "kind: KubernetesApp\n").unwrap();
         std::fs::write(dir.path().join("notes.txt"), "not yaml").unwrap();
-        let loaded = load(dir.path(), &spec(&[])).unwrap();
+        let loaded = load(&AppFiles::at(dir.path(), ""), &spec(&[])).unwrap();
         let seen: Vec<(&str, usize, Option<&str>)> = loaded
             .iter()
             .map(|m| (m.kind.as_str(), m.line, m.namespace.as_deref()))
@@ -520,29 +510,41 @@ mod tests {
             ("sub/out/secret.yaml", "leads outside the repository"),
             ("missing.yaml", "does not exist"),
         ] {
-            let e = load(dir.path(), &spec(&[listed])).unwrap_err();
+            let e = load(&AppFiles::at(dir.path(), ""), &spec(&[listed])).unwrap_err();
             assert!(e.message.contains(says), "{listed}: {e}");
         }
         // Not listed, a symlink is skipped; nothing else is there.
-        let e = load(dir.path(), &spec(&[])).unwrap_err();
+        let e = load(&AppFiles::at(dir.path(), ""), &spec(&[])).unwrap_err();
         assert!(e.message.contains("no Kubernetes manifests"), "{e}");
     }
 
     #[test]
-    fn helm_and_kustomize_are_named_as_unsupported() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("kustomization.yaml"), "resources: []\n").unwrap();
-        let e = load(dir.path(), &spec(&[])).unwrap_err();
+    fn remote_charts_and_options_that_run_code_are_named_as_unsupported() {
+        let mut remote = spec(&[]);
+        remote.input.helm_chart = Some(crate::spec::HelmChart {
+            repository: "https://charts.example.com".into(),
+            name: "web".into(),
+            ..crate::spec::HelmChart::default()
+        });
+        let e = check_supported(&remote).unwrap_err();
         assert!(
-            e.unsupported && e.named_by == "spec.input.kustomizeVersion",
+            e.unsupported && e.named_by == "spec.input.helmChart.repository",
             "{e:?}"
         );
-        let mut helm = spec(&[]);
-        helm.input.helm_chart = Some(crate::spec::HelmChart::default());
-        let e = check_supported(&helm, false).unwrap_err();
+        let mut exec = spec(&[]);
+        exec.input
+            .kustomize_options
+            .insert("enable-exec".into(), String::new());
+        let e = check_supported(&exec).unwrap_err();
         assert!(
-            e.unsupported && e.to_string().starts_with("Helm charts"),
-            "{e}"
+            e.unsupported && e.named_by == "spec.input.kustomizeOptions.enable-exec",
+            "{e:?}"
         );
+        let mut layout = spec(&[]);
+        layout
+            .input
+            .kustomize_options
+            .insert("reorder".into(), "legacy".into());
+        check_supported(&layout).unwrap();
     }
 }

@@ -425,7 +425,7 @@ spec:
             lifecycle: Some(file),
             app_dir: None,
             running_app_dir: None,
-            config_file: None,
+            config_path: None,
         })
     };
     let planned = plan(&file).expect("plans");

@@ -338,7 +338,7 @@ fn a_terraform_apps_first_deployment_runs_its_pipeline() {
             lifecycle: None,
             app_dir: None,
             running_app_dir: None,
-            config_file: None,
+            config_path: None,
         })
         .unwrap_or_else(|e| panic!("{kind}: {e}"));
         (planned.strategy, planned.summary)

@@ -117,7 +117,7 @@ fn plan(
         lifecycle: None,
         app_dir: None,
         running_app_dir: None,
-        config_file: None,
+        config_path: None,
     })
     .map_err(|e| e.to_string())?;
     let stages = plan
@@ -250,7 +250,7 @@ fn pipecds_examples_pass_the_check() {
                     running_commit: None,
                     app_dir: None,
                     running_app_dir: None,
-                    config_file: None,
+                    config_path: None,
                 };
                 let read = |rel: &str| std::fs::read_to_string(dir.join(rel)).ok();
                 let result = EcsPlugin::new(Vec::new()).check_app(&ctx, &read);

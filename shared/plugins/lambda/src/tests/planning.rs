@@ -89,7 +89,7 @@ fn plan_with(
         lifecycle: None,
         app_dir: None,
         running_app_dir: None,
-        config_file: None,
+        config_path: None,
     })
     .map_err(|e| e.to_string())?;
     let stages = plan
@@ -195,7 +195,7 @@ fn a_git_source_is_unsupported_not_invalid() {
         running_commit: None,
         app_dir: None,
         running_app_dir: None,
-        config_file: None,
+        config_path: None,
     };
     let good = function_yaml("web", ROLE, "");
     let cases = [
