@@ -26,10 +26,10 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
+.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure kube-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM, on which gannet's SAM and CDK stacks are created), then the least-privilege report of that run
-test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus
+test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure kube-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus
 	state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto.XXXXXX"); \
 	iam_state=$$(mktemp -d "$${TMPDIR:-/tmp}/gannet-moto-iam.XXXXXX"); \
 	trap 'scripts/moto.sh stop "$$state"; scripts/moto.sh stop "$$iam_state"; rm -rf "$$state" "$$iam_state"' EXIT; \
@@ -47,6 +47,9 @@ test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure la
 		GANNET_CARGO_LAMBDA="$$(scripts/cargo-lambda.sh path)" \
 		GANNET_PROMETHEUS="$$(scripts/prometheus.sh path)/prometheus" \
 		GANNET_CHROMIUM="$$(scripts/chromium.sh path)" \
+		GANNET_HELM="$$(scripts/kube.sh path)/helm" \
+		GANNET_KUSTOMIZE="$$(scripts/kube.sh path)/kustomize" \
+		GANNET_KUBECTL="$$(scripts/kube.sh path)/kubectl" \
 		GANNET_GCLOUD_PYTHON="$$(scripts/gcloud-client.sh path)" \
 		PATH="$$(scripts/terraform.sh path):$$PATH" \
 		bash -c '$(RUN_TESTS)'; \
@@ -60,6 +63,10 @@ terraform-ensure:
 ## prometheus-ensure: the pinned Prometheus server for the tests (Debian's package, in .tools/prometheus-2.42.0)
 prometheus-ensure:
 	scripts/prometheus.sh ensure
+
+## kube-ensure: the pinned kube-apiserver, etcd, kubectl, Helm and kustomize, built from the Go module proxy once per machine into ~/.cache/gannet-tools/kube (scripts/kube.sh; the tests start their API servers with `scripts/kube.sh start DIR`)
+kube-ensure:
+	scripts/kube.sh ensure
 
 ## chromium-ensure: Debian's Chromium for the web console's browser tests (pinned builds, unpacked into .tools/chromium-VERSION)
 chromium-ensure:
