@@ -53,6 +53,7 @@ impl Lab {
                 "intervals: {intervals}\nqueue: {{visibility: 3s}}\nplugins:\n  kubernetes:\n    deployTargets:\n      - name: local\n        kubeConfigPath: {}\n",
                 self.kubeconfig.display()
             ),
+            env: support::kube_tools(),
             ..UpOptions::default()
         };
         Gannet::start(&self.repo, self.state.path(), &opts)
@@ -421,6 +422,143 @@ fn a_change_by_hand_is_drift_named_by_object_and_field_and_a_controllers_field_i
         (app["sync_status"] == "SYNCED" && app["drift"].as_array().is_some_and(Vec::is_empty))
             .then_some(())
     });
+}
+
+const CANARY: &str = "  pipeline:\n    stages:\n      - name: K8S_CANARY_ROLLOUT\n        with: {replicas: 1}\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
+
+/// Deploys `commit`, then checks that a canary pipeline ran (its copy was created and cleaned)
+/// and the primary runs `image`.
+fn deployed_through_a_canary(lab: &Lab, g: &Gannet, commit: &str, delivery: &str, image: &str) {
+    let (id, d) = deploy(g, commit, delivery);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(d["strategy"], "PIPELINE", "{d}");
+    let canary = logs(g, &id, &d, "K8S_CANARY_ROLLOUT");
+    assert!(
+        canary
+            .iter()
+            .any(|l| l.starts_with("Applied Deployment/default/web-canary")),
+        "{canary:#?}"
+    );
+    assert_eq!(lab.image("web"), image);
+    assert!(lab
+        .kube
+        .get("apps/v1", "Deployment", Some("default"), "web-canary")
+        .is_none());
+}
+
+/// A change by hand to a rendered object is drift, named by object and field, with the value
+/// the chart or overlay renders.
+fn drift_on_the_rendered_object(lab: &Lab, g: &Gannet, git: &str) {
+    g.wait_until(LIMIT, "a drift check finds the app in sync", || {
+        (g.app_view("web")["sync_status"] == "SYNCED").then_some(())
+    });
+    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});
+    lab.kube
+        .merge_patch_as(
+            "kubectl-set",
+            "apps/v1",
+            "Deployment",
+            Some("default"),
+            "web",
+            image,
+        )
+        .expect("set image");
+    let app = g.wait_until(LIMIT, "a drift check finds the change", || {
+        let app = g.app_view("web");
+        (app["sync_status"] == "OUT_OF_SYNC").then_some(app)
+    });
+    let drift = app["drift"].as_array().expect("drift");
+    assert_eq!(
+        drift[0]["field"], "Deployment/default/web: spec.template.spec.containers[name=web].image",
+        "{app}"
+    );
+    assert_eq!(drift[0]["git"], git, "{app}");
+    assert_eq!(drift[0]["live"], "web:hand", "{app}");
+}
+
+/// A chart in the repository (outside the app's directory, as PipeCD's helm-local-chart has
+/// it), rendered by the real helm: the first deployment syncs it; an upgrade with new values
+/// runs the canary pipeline; a change by hand to the rendered Deployment is drift.
+#[test]
+fn a_helm_chart_upgrade_with_new_values_runs_a_canary_and_its_objects_drift() {
+    let lab = Lab::new(Duration::from_millis(200));
+    let chart = [
+        (
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n".to_owned(),
+        ),
+        (
+            "charts/web/values.yaml",
+            "image: web:1\nreplicas: 2\n".to_owned(),
+        ),
+        (
+            "charts/web/templates/deployment.yaml",
+            deployment("{{ .Values.image }}")
+                .replace("replicas: 3", "replicas: {{ .Values.replicas }}"),
+        ),
+        ("charts/web/templates/service.yaml", SERVICE.to_owned()),
+    ];
+    let config = |values: &str| {
+        format!("apiVersion: pipecd.dev/v1beta1\nkind: KubernetesApp\nspec:\n  name: web\n  input:\n    helmChart: {{path: ../../charts/web}}\n    helmOptions:\n      releaseName: web\n      valueFiles: [values.yaml]\n    helmVersion: 3.22.0\n{CANARY}\n# {values}\n")
+    };
+    let mut files: Vec<(String, String)> = chart
+        .iter()
+        .map(|(p, t)| ((*p).to_owned(), t.clone()))
+        .collect();
+    files.push((format!("{APP}/app.pipecd.yaml"), config("v1")));
+    files.push((format!("{APP}/values.yaml"), "image: web:1\n".to_owned()));
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let first = lab.repo.commit(&refs, "web by helm");
+    let g = lab.start("{poll: 1m, resume: 1s, drift: 1s}");
+    let (_, d) = deploy(&g, &first, "helm-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.image("web"), "web:1");
+    assert_eq!(lab.deployment("web")["spec"]["replicas"], 2);
+
+    let upgrade = lab.repo.commit(
+        &[(&format!("{APP}/values.yaml"), "image: web:2\n")],
+        "web 2",
+    );
+    deployed_through_a_canary(&lab, &g, &upgrade, "helm-2", "web:2");
+    drift_on_the_rendered_object(&lab, &g, "web:2");
+}
+
+/// An overlay in the app's directory on a base elsewhere in the repository (PipeCD's
+/// kustomize-local-base), rendered by the real kustomize: an overlay change runs the canary
+/// pipeline, and a change by hand to the rendered Deployment is drift.
+#[test]
+fn a_kustomize_overlay_change_runs_a_canary_and_its_objects_drift() {
+    let lab = Lab::new(Duration::from_millis(200));
+    let overlay = |tag: &str| {
+        format!("resources: [../../bases/web]\nimages:\n  - {{name: web, newTag: '{tag}'}}\n")
+    };
+    let config = format!("apiVersion: pipecd.dev/v1beta1\nkind: KubernetesApp\nspec:\n  name: web\n  input:\n    kustomizeVersion: 5.8.2\n{CANARY}");
+    let base = [
+        (
+            "bases/web/kustomization.yaml",
+            "resources: [deployment.yaml, service.yaml]\n".to_owned(),
+        ),
+        ("bases/web/deployment.yaml", deployment("web:1")),
+        ("bases/web/service.yaml", SERVICE.to_owned()),
+        (&format!("{APP}/app.pipecd.yaml") as &str, config.clone()),
+        (&format!("{APP}/kustomization.yaml") as &str, overlay("1")),
+    ];
+    let refs: Vec<(&str, &str)> = base.iter().map(|(p, t)| (*p, t.as_str())).collect();
+    let first = lab.repo.commit(&refs, "web by kustomize");
+    let g = lab.start("{poll: 1m, resume: 1s, drift: 1s}");
+    let (_, d) = deploy(&g, &first, "kustomize-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.image("web"), "web:1");
+
+    let change = lab.repo.commit(
+        &[(&format!("{APP}/kustomization.yaml"), &overlay("2"))],
+        "web 2",
+    );
+    deployed_through_a_canary(&lab, &g, &change, "kustomize-2", "web:2");
+    drift_on_the_rendered_object(&lab, &g, "web:2");
 }
 
 #[test]
