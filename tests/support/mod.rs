@@ -686,19 +686,10 @@ pub fn run_gannet(args: &[&str], env: &[(&str, &str)]) -> CliRun {
 /// # Panics
 /// When they are not built, saying how to build them.
 pub fn kube_tools() -> Vec<(String, String)> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/kube.sh");
-    let out = Command::new(script)
-        .arg("path")
-        .output()
-        .expect("scripts/kube.sh runs");
-    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    assert!(
-        out.status.success() && Path::new(&dir).join("helm").is_file(),
-        "helm and kustomize are not built: run `scripts/kube.sh ensure` (make test does)"
-    );
+    let dir = gannet_kube_fake::tools_dir();
     [("GANNET_HELM", "helm"), ("GANNET_KUSTOMIZE", "kustomize")]
         .into_iter()
-        .map(|(var, name)| (var.to_owned(), format!("{dir}/{name}")))
+        .map(|(var, name)| (var.to_owned(), dir.join(name).display().to_string()))
         .collect()
 }
 

@@ -13,6 +13,7 @@ use gannet_domain::app::{App, AppHealth};
 use gannet_domain::deployment::{Deployment, DeploymentStatus, Stage, StageStatus};
 use gannet_domain::duration::GoDuration;
 use gannet_domain::ports::{CommitState, CommitStatus, CommitStatuses};
+use gannet_domain::RepoId;
 use gannet_events::{Event, EventKind};
 
 use crate::settings::ReceiverFormat;
@@ -119,13 +120,7 @@ impl Controller {
         let Some(status) = health_status(&app) else {
             return Ok(());
         };
-        statuses
-            .report(&repo, &status)
-            .await
-            .map_err(|source| HandlerError::CommitStatus {
-                repo: repo.clone(),
-                source,
-            })?;
+        report(statuses, &repo, &status).await?;
         tracing::debug!(app = %app.name, id = %app.id, state = status.state.as_str(), "health status reported");
         Ok(())
     }
@@ -172,16 +167,25 @@ impl Controller {
             return Ok(());
         };
         let status = commit_status(deployment);
-        statuses
-            .report(&repo, &status)
-            .await
-            .map_err(|source| HandlerError::CommitStatus {
-                repo: repo.clone(),
-                source,
-            })?;
+        report(statuses, &repo, &status).await?;
         tracing::debug!(deployment = %id, state = status.state.as_str(), "commit status reported");
         Ok(())
     }
+}
+
+/// Sets `status` on its commit of `repo`; a failure retries the event.
+async fn report(
+    statuses: &dyn CommitStatuses,
+    repo: &RepoId,
+    status: &CommitStatus,
+) -> Result<(), HandlerError> {
+    statuses
+        .report(repo, status)
+        .await
+        .map_err(|source| HandlerError::CommitStatus {
+            repo: repo.clone(),
+            source,
+        })
 }
 
 /// The status that reports `app`'s health on the commit it runs (none before its first

@@ -139,6 +139,24 @@ struct Repo<'a> {
 }
 
 impl Repo<'_> {
+    /// `GET compare/{base}...{head}` without its files: how `head` stands to `base`. A
+    /// commit GitHub does not know is named.
+    async fn compare(&self, base: &CommitSha, head: &CommitSha) -> Result<Compare, GitError> {
+        let compared = self
+            .client
+            .get_json::<Compare>(&self.api(&format!("compare/{base}...{head}?per_page=1")))
+            .await;
+        match compared {
+            Ok(compare) => Ok(compare),
+            Err(e) if e.status() == Some(404) || e.status() == Some(422) => {
+                self.commit(base).await?;
+                self.commit(head).await?;
+                Err(self.failed("compare", e))
+            }
+            Err(e) => Err(self.failed("compare", e)),
+        }
+    }
+
     fn failed(
         &self,
         operation: &'static str,
@@ -413,20 +431,8 @@ impl GitSource for GithubSource {
         if commit == head {
             return Ok(true);
         }
-        let compared = repo
-            .client
-            .get_json::<Compare>(&repo.api(&format!("compare/{head}...{commit}?per_page=1")))
-            .await;
-        match compared {
-            Ok(compare) => Ok(changes::is_behind_or_identical(&compare.status)),
-            Err(e) if e.status() == Some(404) || e.status() == Some(422) => {
-                // Name the commit that is missing.
-                repo.commit(commit).await?;
-                repo.commit(head).await?;
-                Err(repo.failed("compare", e))
-            }
-            Err(e) => Err(repo.failed("compare", e)),
-        }
+        let compare = repo.compare(head, commit).await?;
+        Ok(changes::is_behind_or_identical(&compare.status))
     }
 
     /// From the compare API: `{base}...{head}`'s `ahead_by`.
@@ -440,19 +446,7 @@ impl GitSource for GithubSource {
         if base == head {
             return Ok(0);
         }
-        let compared = repo
-            .client
-            .get_json::<Compare>(&repo.api(&format!("compare/{base}...{head}?per_page=1")))
-            .await;
-        match compared {
-            Ok(compare) => Ok(compare.ahead_by),
-            Err(e) if e.status() == Some(404) || e.status() == Some(422) => {
-                repo.commit(base).await?;
-                repo.commit(head).await?;
-                Err(repo.failed("compare", e))
-            }
-            Err(e) => Err(repo.failed("compare", e)),
-        }
+        Ok(repo.compare(base, head).await?.ahead_by)
     }
 }
 

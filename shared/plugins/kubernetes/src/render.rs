@@ -448,19 +448,10 @@ mod tests {
     fn tools() {
         static ONCE: std::sync::Once = std::sync::Once::new();
         ONCE.call_once(|| {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../scripts/kube.sh");
-            let out = Command::new(script)
-                .arg("path")
-                .output()
-                .expect("scripts/kube.sh runs");
-            let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            assert!(
-                out.status.success() && Path::new(&dir).join("helm").is_file(),
-                "helm and kustomize are not built: run `scripts/kube.sh ensure` (make test does)"
-            );
+            let dir = gannet_kube_fake::tools_dir();
             for (var, name) in [("GANNET_HELM", "helm"), ("GANNET_KUSTOMIZE", "kustomize")] {
                 if std::env::var_os(var).is_none() {
-                    std::env::set_var(var, Path::new(&dir).join(name));
+                    std::env::set_var(var, dir.join(name));
                 }
             }
         });

@@ -27,27 +27,9 @@ pub(crate) fn reconcile(state: &mut State, seen: &mut Seen, delay: Duration) {
         return;
     };
     for deployment in state.objects(kind, None, &[]) {
-        let metadata = &deployment["metadata"];
-        let name = metadata["name"].as_str().unwrap_or_default().to_string();
-        let namespace = metadata["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let generation = metadata["generation"].as_i64().unwrap_or(1);
-        let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
-        let key = (namespace.clone(), name.clone());
-        if !lags(&deployment, generation, replicas) {
-            seen.remove(&key);
+        let Some((namespace, name, status)) = due(&deployment, seen, delay) else {
             continue;
-        }
-        let first = seen.entry(key).or_insert((generation, Instant::now()));
-        if first.0 != generation {
-            *first = (generation, Instant::now());
-        }
-        if first.1.elapsed() < delay {
-            continue;
-        }
-        let status = rolled_out(&name, &deployment["spec"]["template"], generation, replicas);
+        };
         let target = Target {
             kind,
             namespace: Some(namespace),
@@ -60,9 +42,41 @@ pub(crate) fn reconcile(state: &mut State, seen: &mut Seen, delay: Duration) {
     }
 }
 
+/// The rolled-out status `deployment` is due now (its namespace, name and status), when its
+/// status has lagged its spec for `delay` since the generation it lags; `seen` remembers
+/// when each lag began.
+pub(crate) fn due(
+    deployment: &Value,
+    seen: &mut Seen,
+    delay: Duration,
+) -> Option<(String, String, Value)> {
+    let metadata = &deployment["metadata"];
+    let name = metadata["name"].as_str().unwrap_or_default().to_owned();
+    let namespace = metadata["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let generation = metadata["generation"].as_i64().unwrap_or(1);
+    let replicas = deployment["spec"]["replicas"].as_i64().unwrap_or(1);
+    let key = (namespace.clone(), name.clone());
+    if !lags(deployment, generation, replicas) {
+        seen.remove(&key);
+        return None;
+    }
+    let first = seen.entry(key).or_insert((generation, Instant::now()));
+    if first.0 != generation {
+        *first = (generation, Instant::now());
+    }
+    if first.1.elapsed() < delay {
+        return None;
+    }
+    let status = rolled_out(&name, &deployment["spec"]["template"], generation, replicas);
+    Some((namespace, name, status))
+}
+
 /// True when the Deployment's status lags its spec: `observedGeneration` behind `generation`,
 /// or a replica count other than `replicas`.
-pub(crate) fn lags(deployment: &Value, generation: i64, replicas: i64) -> bool {
+fn lags(deployment: &Value, generation: i64, replicas: i64) -> bool {
     let status = &deployment["status"];
     status["observedGeneration"].as_i64() != Some(generation)
         || COUNTS
@@ -72,7 +86,7 @@ pub(crate) fn lags(deployment: &Value, generation: i64, replicas: i64) -> bool {
 
 /// The status of a Deployment rolled out at `generation` with `replicas` replicas (counts of
 /// zero left out, as the real API omits them).
-pub(crate) fn rolled_out(name: &str, template: &Value, generation: i64, replicas: i64) -> Value {
+fn rolled_out(name: &str, template: &Value, generation: i64, replicas: i64) -> Value {
     let mut hasher = DefaultHasher::new();
     template.to_string().hash(&mut hasher);
     let replica_set = format!("{name}-{:010x}", hasher.finish() & 0xff_ffff_ffff);

@@ -54,13 +54,13 @@ mod fields;
 mod http;
 mod kinds;
 mod managed;
+mod real;
 mod rules;
 mod selector;
 mod status;
-mod real;
 mod store;
 
-pub use real::RealKube;
+pub use real::{tools_dir, RealKube};
 
 use std::future::IntoFuture;
 use std::path::{Path, PathBuf};

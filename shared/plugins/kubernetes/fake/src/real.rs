@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::controller::{lags, rolled_out};
+use crate::controller::{due, Seen};
 use crate::kinds::Kind;
 use crate::Request;
 
@@ -32,6 +32,24 @@ fn script() -> PathBuf {
         || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../scripts/kube.sh"),
         PathBuf::from,
     )
+}
+
+/// The directory of the binaries `scripts/kube.sh` built: kube-apiserver, etcd, kubectl, helm
+/// and kustomize.
+///
+/// # Panics
+/// When they are not built, saying how to build them.
+pub fn tools_dir() -> PathBuf {
+    let out = Command::new(script())
+        .arg("path")
+        .output()
+        .expect("scripts/kube.sh runs");
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        out.status.success() && dir.join("helm").is_file(),
+        "the Kubernetes tools are not built: run `scripts/kube.sh ensure` (make test does)"
+    );
+    dir
 }
 
 /// How often the stand-in Deployment controller looks.
@@ -216,7 +234,7 @@ impl RealKube {
         let (flag, http) = (stop.clone(), self.http.clone());
         let (url, token) = (self.url.clone(), self.token.clone());
         let thread = std::thread::spawn(move || {
-            let mut seen: HashMap<(String, String), (i64, Instant)> = HashMap::new();
+            let mut seen = Seen::new();
             while !flag.load(Ordering::Relaxed) {
                 let list = http
                     .get(format!("{url}/apis/apps/v1/deployments"))
@@ -228,26 +246,9 @@ impl RealKube {
                     .and_then(|l| l["items"].as_array().cloned())
                     .unwrap_or_default()
                 {
-                    let meta = &d["metadata"];
-                    let (ns, name) = (
-                        meta["namespace"].as_str().unwrap_or_default().to_owned(),
-                        meta["name"].as_str().unwrap_or_default().to_owned(),
-                    );
-                    let generation = meta["generation"].as_i64().unwrap_or(1);
-                    let replicas = d["spec"]["replicas"].as_i64().unwrap_or(1);
-                    let key = (ns.clone(), name.clone());
-                    if !lags(&d, generation, replicas) {
-                        seen.remove(&key);
+                    let Some((ns, name, status)) = due(&d, &mut seen, delay) else {
                         continue;
-                    }
-                    let first = seen.entry(key).or_insert((generation, Instant::now()));
-                    if first.0 != generation {
-                        *first = (generation, Instant::now());
-                    }
-                    if first.1.elapsed() < delay {
-                        continue;
-                    }
-                    let status = rolled_out(&name, &d["spec"]["template"], generation, replicas);
+                    };
                     // A Deployment deleted meanwhile is skipped, as a controller would.
                     let _ = http
                         .patch(format!(
