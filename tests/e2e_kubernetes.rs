@@ -378,21 +378,7 @@ fn a_change_by_hand_is_drift_named_by_object_and_field_and_a_controllers_field_i
         )
         .expect("scale");
     // Someone runs `kubectl set image`: drift.
-    let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});
-    lab.kube
-        .merge_patch_as(
-            "kubectl-set",
-            "apps/v1",
-            "Deployment",
-            Some("default"),
-            "web",
-            image,
-        )
-        .expect("set image");
-    let app = g.wait_until(LIMIT, "a drift check finds the change", || {
-        let app = g.app_view("web");
-        (app["sync_status"] == "OUT_OF_SYNC").then_some(app)
-    });
+    let app = image_set_by_hand(&lab, &g);
     let drift = app["drift"].as_array().expect("drift");
     assert_eq!(drift.len(), 1, "only the image: {app}");
     assert_eq!(
@@ -446,12 +432,9 @@ fn deployed_through_a_canary(lab: &Lab, g: &Gannet, commit: &str, delivery: &str
         .is_none());
 }
 
-/// A change by hand to a rendered object is drift, named by object and field, with the value
-/// the chart or overlay renders.
-fn drift_on_the_rendered_object(lab: &Lab, g: &Gannet, git: &str) {
-    g.wait_until(LIMIT, "a drift check finds the app in sync", || {
-        (g.app_view("web")["sync_status"] == "SYNCED").then_some(())
-    });
+/// Someone runs `kubectl set image web:hand` on the Deployment `web`; the app as the drift
+/// check then finds it, OUT_OF_SYNC.
+fn image_set_by_hand(lab: &Lab, g: &Gannet) -> Value {
     let image = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});
     lab.kube
         .merge_patch_as(
@@ -463,10 +446,19 @@ fn drift_on_the_rendered_object(lab: &Lab, g: &Gannet, git: &str) {
             image,
         )
         .expect("set image");
-    let app = g.wait_until(LIMIT, "a drift check finds the change", || {
+    g.wait_until(LIMIT, "a drift check finds the change", || {
         let app = g.app_view("web");
         (app["sync_status"] == "OUT_OF_SYNC").then_some(app)
+    })
+}
+
+/// A change by hand to a rendered object is drift, named by object and field, with the value
+/// the chart or overlay renders.
+fn drift_on_the_rendered_object(lab: &Lab, g: &Gannet, git: &str) {
+    g.wait_until(LIMIT, "a drift check finds the app in sync", || {
+        (g.app_view("web")["sync_status"] == "SYNCED").then_some(())
     });
+    let app = image_set_by_hand(lab, g);
     let drift = app["drift"].as_array().expect("drift");
     assert_eq!(
         drift[0]["field"], "Deployment/default/web: spec.template.spec.containers[name=web].image",

@@ -472,9 +472,9 @@ async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_s
     assert_eq!(rollback.status, StageStatus::NotStartedYet);
 }
 
-#[tokio::test]
-async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes_it() {
-    let kube = Kube::new();
+/// `web` (2 replicas, its environment from the ConfigMap `web-config`) deployed by a quick
+/// sync: the commit, and the Deployment's manifest.
+async fn deployed_with_config(kube: &Kube) -> (Commit, String) {
     let with_config = deployment("web:1", 2).replace(
         "          ports:\n",
         "          envFrom:\n            - configMapRef:\n                name: web-config\n          ports:\n",
@@ -486,12 +486,19 @@ async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes
         &[("deployment.yaml", &with_config), ("config.yaml", CONFIG)],
     );
     assert_eq!(
-        deploy(&kube, &a, None, Delivery::Once)
+        deploy(kube, &a, None, Delivery::Once)
             .await
             .deployment
             .status,
         DeploymentStatus::Success
     );
+    (a, with_config)
+}
+
+#[tokio::test]
+async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes_it() {
+    let kube = Kube::new();
+    let (a, with_config) = deployed_with_config(&kube).await;
 
     // Only the config changes (PipeCD's canary-by-config-change).
     let stages = "      - name: K8S_CANARY_ROLLOUT\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
@@ -553,22 +560,7 @@ async fn a_canary_runs_with_its_own_copy_of_the_config_it_uses_and_clean_removes
 #[tokio::test]
 async fn a_canarys_patches_change_its_copies_only() {
     let kube = Kube::new();
-    let with_config = deployment("web:1", 2).replace(
-        "          ports:\n",
-        "          envFrom:\n            - configMapRef:\n                name: web-config\n          ports:\n",
-    );
-    let a = commit(
-        'a',
-        QUICK_SYNC,
-        &[("deployment.yaml", &with_config), ("config.yaml", CONFIG)],
-    );
-    assert_eq!(
-        deploy(&kube, &a, None, Delivery::Once)
-            .await
-            .deployment
-            .status,
-        DeploymentStatus::Success
-    );
+    let (a, with_config) = deployed_with_config(&kube).await;
     let stages = "      - name: K8S_CANARY_ROLLOUT\n        with:\n          patches:\n            - target: {kind: ConfigMap, name: web-config}\n              ops:\n                - op: yaml-replace\n                  path: $.data.greeting\n                  value: bonjour\n            - target: {kind: Deployment, name: web}\n              ops:\n                - {path: '$.spec.template.spec.containers[0].image', value: 'web:2-canary'}\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
     let app = pipeline("    method: podselector\n", stages);
     let changed = with_config.replace("web:1", "web:2");
