@@ -484,10 +484,9 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
                 let by = d
                     .stages
                     .iter()
-                    .filter_map(|s| s.metadata.get("approvedBy"))
-                    .filter_map(|list| list.split(',').next_back())
+                    .filter_map(|s| s.presentation.approved_by.last())
                     .next_back()
-                    .map_or("you", str::trim);
+                    .map_or("you", String::as_str);
                 println!("approved deployment {} as {by}", d.id);
             }
         }
