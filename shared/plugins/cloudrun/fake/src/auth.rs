@@ -1,7 +1,10 @@
-//! The fake's Google credentials and token endpoints: a service account key file and its
-//! OAuth2 JWT-bearer grant, STS's exchange of signed AWS requests (workload identity
-//! federation), the impersonation of a service account, and the metadata server. Each kind of
-//! credential gets one fixed token, so a test can tell which path a caller took.
+//! The fake's Google credentials and token endpoints: a service account key file, used as
+//! Google's client libraries use it (a self-signed JWT sent as the bearer token, AIP-4111) or
+//! through its OAuth2 JWT-bearer grant, STS's exchange of signed AWS requests (workload identity
+//! federation), the impersonation of a service account, and the metadata server (as Google's
+//! auth library reads it: the ping, the account listing, the recursive account, the token).
+//! Each kind of credential gets one fixed token (a self-signed JWT is checked instead), so a
+//! test can tell which path a caller took.
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -21,6 +24,13 @@ pub(crate) const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-p
 pub(crate) const COMPUTE_ACCOUNT: &str = "123-compute@developer.gserviceaccount.com";
 pub(crate) const WIF_AUDIENCE: &str = "//iam.googleapis.com/projects/123/locations/global/\
                                         workloadIdentityPools/aws/providers/gannet";
+/// The audience of a key file's JWT-bearer grant that Google's token endpoint takes, whatever
+/// URL the grant is posted to (google-auth always signs for it).
+const STANDARD_TOKEN_AUDIENCE: &str = "https://oauth2.googleapis.com/token";
+/// The audience of a self-signed JWT for the Cloud Run Admin API.
+const RUN_AUDIENCE: &str = "https://run.googleapis.com/";
+/// The project's number, in the default compute account and in service URLs.
+pub(crate) const PROJECT_NUMBER: &str = "123";
 const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
@@ -54,7 +64,7 @@ impl Auth {
         let public_key_pem = key.to_public_key().to_public_key_pem(LineEnding::LF);
         let public_key_pem = public_key_pem.expect("a public key PEM");
         let public_key = DecodingKey::from_rsa_pem(public_key_pem.as_bytes()).expect("a key");
-        let tokens = TokenKind::ALL.iter().map(|&kind| {
+        let tokens = TokenKind::FIXED.iter().map(|&kind| {
             let token = format!("ya29.fake-{}-{}", kind.as_str(), random_hex(12));
             (kind, token)
         });
@@ -82,7 +92,7 @@ impl Auth {
     /// The account a Cloud Run call with a token of that kind acts as.
     pub(crate) fn account(&self, kind: TokenKind) -> String {
         match kind {
-            TokenKind::KeyFile => self.key_email(),
+            TokenKind::KeyFile | TokenKind::SelfSignedJwt => self.key_email(),
             TokenKind::Federated => "principal://iam.googleapis.com/aws".to_string(),
             TokenKind::Impersonated => self.impersonated_email(),
             TokenKind::Metadata => COMPUTE_ACCOUNT.to_string(),
@@ -111,13 +121,46 @@ impl Auth {
         found.map_or("", |(_, token)| token)
     }
 
-    /// The kind of the token an `Authorization` header carries, if the fake issued it.
+    /// The kind of the token an `Authorization` header carries: one the fake issued, or a JWT
+    /// the key file's key signed for the Cloud Run Admin API.
     pub(crate) fn kind_of(&self, authorization: Option<&str>) -> Option<TokenKind> {
         let token = authorization?.strip_prefix("Bearer ")?;
-        self.tokens
-            .iter()
-            .find(|(_, t)| t == token)
-            .map(|(kind, _)| *kind)
+        let issued = self.tokens.iter().find(|(_, t)| t == token);
+        match issued {
+            Some((kind, _)) => Some(*kind),
+            None => self.self_signed(token).then_some(TokenKind::SelfSignedJwt),
+        }
+    }
+
+    /// True for a JWT that the key file's key signed (RS256) as its own account (`iss` and
+    /// `sub`), for this API (`aud` `https://run.googleapis.com/`, or no audience and a `scope`
+    /// with cloud-platform), valid now and for at most an hour: what Google's client libraries
+    /// send instead of asking a token endpoint (google.aip.dev/auth/4111).
+    fn self_signed(&self, token: &str) -> bool {
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.validate_aud = false;
+        validation.set_required_spec_claims(&["exp", "iat", "iss", "sub"]);
+        let Ok(decoded) = jsonwebtoken::decode::<Value>(token, &self.public_key, &validation)
+        else {
+            return false;
+        };
+        let claims = decoded.claims;
+        let email = self.key_email();
+        let audience_ok = match claims.get("aud") {
+            Some(aud) => aud == RUN_AUDIENCE,
+            None => has_cloud_platform(claims["scope"].as_str().unwrap_or_default()),
+        };
+        let (iat, exp) = (
+            claims["iat"].as_i64().unwrap_or(0),
+            claims["exp"].as_i64().unwrap_or(0),
+        );
+        let now = i64::try_from(unix_now()).unwrap_or(i64::MAX);
+        claims["iss"] == email.as_str()
+            && claims["sub"] == email.as_str()
+            && audience_ok
+            && iat <= now + 60
+            && exp > iat
+            && exp - iat <= 3600
     }
 
     fn issue(&mut self, kind: TokenKind) -> String {
@@ -125,7 +168,8 @@ impl Auth {
         self.token(kind).to_string()
     }
 
-    /// `POST /token`: the OAuth2 grant of a JWT signed with the key file's key.
+    /// `POST /token`: the OAuth2 grant of a JWT signed with the key file's key, for Google's
+    /// standard token audience (or this endpoint's URL, which a real `token_uri` is).
     pub(crate) fn jwt_grant(&mut self, form: &Fields, token_url: &str) -> Result<Value, Failure> {
         let field = |name: &str| form.get(name).map_or("", String::as_str);
         if field("grant_type") != JWT_BEARER {
@@ -133,7 +177,7 @@ impl Auth {
             return Err(error::oauth("unsupported_grant_type", &description));
         }
         let mut validation = Validation::new(Algorithm::RS256);
-        validation.set_audience(&[token_url]);
+        validation.set_audience(&[token_url, STANDARD_TOKEN_AUDIENCE]);
         validation.set_issuer(&[self.key_email()]);
         validation.set_required_spec_claims(&["exp", "iat", "aud", "iss"]);
         let decoded =
@@ -141,7 +185,10 @@ impl Auth {
         let claims = decoded.map_err(|e| {
             let description = match e.kind() {
                 ErrorKind::InvalidAudience => {
-                    format!("Invalid JWT: Failed audience check. The right audience is {token_url}")
+                    format!(
+                        "Invalid JWT: Failed audience check. The right audience is \
+                         {STANDARD_TOKEN_AUDIENCE}"
+                    )
                 }
                 ErrorKind::InvalidIssuer => "Invalid grant: account not found".to_string(),
                 ErrorKind::ExpiredSignature => SHORT_LIVED.to_string(),
@@ -154,11 +201,7 @@ impl Auth {
             claims["iat"].as_i64().unwrap_or(0),
             claims["exp"].as_i64().unwrap_or(0),
         );
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        let now = i64::try_from(now).unwrap_or(i64::MAX);
+        let now = i64::try_from(unix_now()).unwrap_or(i64::MAX);
         if iat > now + 60 || exp <= iat || exp - iat > 3600 {
             return Err(error::oauth("invalid_grant", SHORT_LIVED));
         }
@@ -241,25 +284,53 @@ impl Auth {
         Ok(json!({"accessToken": token, "expireTime": expire_time}))
     }
 
-    /// `GET /computeMetadata/v1/{path}` of the metadata server (text answers as JSON strings).
+    /// `GET /computeMetadata/v1/{path}` of the metadata server (text answers as JSON strings),
+    /// as Google's auth library reads it: the account listing, an account (`default` or its
+    /// email) recursively as JSON or as its entries, its email, scopes and token, the project and
+    /// the universe domain.
     pub(crate) fn metadata(
         &mut self,
         flavor: Option<&str>,
         path: &[&str],
+        recursive: bool,
     ) -> Result<Value, Failure> {
         if flavor != Some("Google") {
             return Err(error::metadata_flavor_missing());
         }
+        let account = |id: &str| id == "default" || id == COMPUTE_ACCOUNT;
         match path {
-            ["instance", "service-accounts", "default", "token"] => {
+            ["instance", "service-accounts", ""] => {
+                Ok(json!(format!("default/\n{COMPUTE_ACCOUNT}/\n")))
+            }
+            ["instance", "service-accounts", id, ""] if account(id) && recursive => Ok(json!({
+                "aliases": ["default"], "email": COMPUTE_ACCOUNT, "scopes": [CLOUD_PLATFORM],
+            })),
+            ["instance", "service-accounts", id, ""] if account(id) => {
+                Ok(json!("aliases\nemail\nidentity\nscopes\ntoken\n"))
+            }
+            ["instance", "service-accounts", id, "email"] if account(id) => {
+                Ok(json!(COMPUTE_ACCOUNT))
+            }
+            ["instance", "service-accounts", id, "scopes"] if account(id) => {
+                Ok(json!(format!("{CLOUD_PLATFORM}\n")))
+            }
+            ["instance", "service-accounts", id, "token"] if account(id) => {
                 let token = self.issue(TokenKind::Metadata);
                 Ok(json!({"access_token": token, "expires_in": 3599, "token_type": "Bearer"}))
             }
-            ["instance", "service-accounts", "default", "email"] => Ok(json!(COMPUTE_ACCOUNT)),
             ["project", "project-id"] => Ok(json!(self.project)),
+            ["project", "numeric-project-id"] => Ok(json!(PROJECT_NUMBER)),
+            ["universe", "universe-domain"] => Ok(json!("googleapis.com")),
             _ => Err(error::no_such_method()),
         }
     }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 fn has_cloud_platform(scopes: &str) -> bool {

@@ -32,11 +32,40 @@ fn error_info(reason: &str, metadata: Value) -> Value {
            "domain": "googleapis.com", "metadata": metadata})
 }
 
-/// 400 `INVALID_ARGUMENT` for one field, e.g. `service.traffic[1].revision`, of a request
-/// (`CreateServiceRequest`, `UpdateServiceRequest`).
+/// 400 `INVALID_ARGUMENT` for one field of a request (`CreateServiceRequest`,
+/// `UpdateServiceRequest`), e.g. `service.traffic[1].revision`, as the v2 API words its own
+/// checks: "Violation in CreateServiceRequest.service_id: ...", the violation's `field` being
+/// "Violation in CreateServiceRequest.service_id" (recorded answers, e.g. "ports should contain
+/// 0 or 1 port.").
 pub(crate) fn invalid(request: &str, field: &str, description: &str) -> Failure {
-    let message = format!("Violation in {request}.{field}: {description}");
-    bad_request(field, &message)
+    let field = format!("Violation in {request}.{field}");
+    violation(&format!("{field}: {description}"), &field, description)
+}
+
+/// 400 `INVALID_ARGUMENT` for a value the platform refuses, as Cloud Run words those checks:
+/// "template.containers[0].env: The following reserved env names were provided: PORT. ...",
+/// the violation's `field` being the path.
+pub(crate) fn field_error(field: &str, description: &str) -> Failure {
+    violation(&format!("{field}: {description}"), field, description)
+}
+
+fn violation(message: &str, field: &str, description: &str) -> Failure {
+    let violation = json!({"field": field, "description": description});
+    Failure::google(400, "INVALID_ARGUMENT", message).with_details(json!([{
+        "@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]
+    }]))
+}
+
+/// 400 of Google's JSON parser for a value of the wrong kind, such as an enum name or number
+/// that does not exist: "Invalid value at 'service.ingress'
+/// (type.googleapis.com/google.cloud.run.v2.IngressTraffic), 9".
+pub(crate) fn invalid_value(at: &str, type_name: &str, value: &Value) -> Failure {
+    let type_name = match type_name {
+        "Map" | "ListValue" => type_name.to_string(),
+        _ => format!("type.googleapis.com/{type_name}"),
+    };
+    let message = format!("Invalid value at '{at}' ({type_name}), {value}");
+    bad_request(at, &message)
 }
 
 /// 400 for a field the JSON of a resource does not have, as Google's JSON parser refuses it.
@@ -47,12 +76,10 @@ pub(crate) fn unknown_field(name: &str, at: &str) -> Failure {
     bad_request(at, &message)
 }
 
-/// 400 with a `BadRequest` detail naming the field.
+/// 400 of Google's JSON parser: a `BadRequest` detail whose violation names the field and
+/// repeats the message.
 pub(crate) fn bad_request(field: &str, message: &str) -> Failure {
-    let violation = json!({"field": field, "description": message});
-    Failure::google(400, "INVALID_ARGUMENT", message).with_details(json!([{
-        "@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]
-    }]))
+    violation(message, field, message)
 }
 
 /// 404 for a `kind` ("SERVICE", "REVISION", "OPERATION") of resource that does not exist.

@@ -13,7 +13,9 @@ use serde_json::{json, Value};
 
 use crate::auth::{Auth, Fields};
 use crate::error::{self, Failure};
-use crate::run::{Platform, ServiceName, WriteMode};
+use crate::resource::ServiceName;
+use crate::run::{Delete, Page, Platform, Write, WriteMode};
+use crate::schema;
 use crate::{Fault, Request, TokenKind, REQUESTS_PATH};
 
 /// Everything the server and the handle share.
@@ -22,9 +24,6 @@ pub(crate) struct State {
     pub(crate) url: String,
     pub(crate) auth: Auth,
     pub(crate) platform: Platform,
-    pub(crate) polls_until_done: u32,
-    /// Polls do not move operations on; [`crate::FakeRun::advance`] does.
-    pub(crate) held: bool,
     pub(crate) faults: Vec<Fault>,
     pub(crate) requests: Vec<Request>,
 }
@@ -93,7 +92,7 @@ async fn handle(
     });
     drop(state);
     let mut response = respond(code, answer, retry_after);
-    if uri.path().starts_with("/computeMetadata/") {
+    if uri.path().starts_with("/computeMetadata/") || uri.path() == "/" {
         let flavor = HeaderValue::from_static("Google");
         response.headers_mut().insert("metadata-flavor", flavor);
     }
@@ -134,7 +133,12 @@ fn serve(state: &mut State, request: &Incoming) -> Result<Value, Failure> {
             let body = json_body(request.body)?;
             state.auth.impersonate(request.bearer, &email, &body)
         }
-        ("GET", ["computeMetadata", "v1", path @ ..]) => state.auth.metadata(request.flavor, path),
+        // The metadata server's root, which Google's auth library pings to find it.
+        ("GET", [""]) => Ok(json!("computeMetadata/\n")),
+        ("GET", ["computeMetadata", "v1", path @ ..]) => {
+            let recursive = request.query.get("recursive").is_some_and(|r| r == "true");
+            state.auth.metadata(request.flavor, path, recursive)
+        }
         (_, ["v2", "projects", project, "locations", location, rest @ ..]) => {
             let name = ServiceName {
                 project: project.to_string(),
@@ -147,7 +151,8 @@ fn serve(state: &mut State, request: &Incoming) -> Result<Value, Failure> {
     }
 }
 
-/// The Cloud Run Admin API v2, under `/v2/projects/{p}/locations/{l}/`.
+/// The Cloud Run Admin API v2, under `/v2/projects/{p}/locations/{l}/`. Its answers name
+/// enums by name, or by number for a client that asks for `$alt=json;enum-encoding=int`.
 fn cloud_run(
     state: &mut State,
     request: &Incoming,
@@ -169,13 +174,15 @@ fn cloud_run(
         let permission = match (method, rest) {
             ("POST", _) => "run.services.create",
             ("PATCH", _) => "run.services.update",
+            ("DELETE", _) => "run.services.delete",
+            (_, ["services"]) => "run.services.list",
             (_, ["services", _, "revisions"]) => "run.revisions.list",
             (_, ["services", _, "revisions", _]) => "run.revisions.get",
             (_, ["operations", ..]) => "run.operations.get",
             _ => "run.services.get",
         };
         let mut resource = request.path.trim_start_matches("/v2/").to_string();
-        if rest == ["services"] {
+        if method == "POST" && rest == ["services"] {
             resource = format!("{resource}/{}", name.service);
         }
         let retry_after = fault.retry_after_secs;
@@ -186,41 +193,112 @@ fn cloud_run(
             retry_after,
         ));
     }
-    let (polls, held) = (state.polls_until_done, state.held);
     let platform = &mut state.platform;
-    match (method, rest) {
-        ("GET", ["services", _]) => platform.service(&name),
+    platform.settle();
+    let validate_only = query("validateOnly") == "true";
+    let page_size = query("pageSize").parse().unwrap_or(0);
+    let page = Page {
+        size: page_size,
+        token: query("pageToken"),
+    };
+    let (answer, message) = match (method, rest) {
+        ("GET", ["services"]) => (platform.list_services(&name, &page)?, Answer::Services),
+        ("GET", ["services", _]) => (platform.service(&name)?, Answer::Service),
         ("POST", ["services"]) if name.service.is_empty() => {
             let request = "CreateServiceRequest";
-            Err(error::invalid(request, "service_id", "Field is required."))
+            return Err(error::invalid(
+                request,
+                "service_id",
+                "required field not present.",
+            ));
         }
         ("POST", ["services"]) => {
+            let write = Write {
+                mode: WriteMode::Create,
+                update_mask: None,
+                validate_only,
+                caller: &caller,
+                at_once: false,
+            };
             let body = json_body(request.body)?;
-            platform.write(&name, &body, WriteMode::Create, &caller, polls)
+            (platform.write(&name, &body, &write)?, Answer::Operation)
         }
         ("PATCH", ["services", _]) => {
             let mode = match query("allowMissing") {
                 "true" => WriteMode::CreateOrUpdate,
                 _ => WriteMode::Update,
             };
+            let mask = request.query.get("updateMask").filter(|m| !m.is_empty());
+            let write = Write {
+                mode,
+                update_mask: mask.map(String::as_str),
+                validate_only,
+                caller: &caller,
+                at_once: false,
+            };
             let body = json_body(request.body)?;
-            platform.write(&name, &body, mode, &caller, polls)
+            (platform.write(&name, &body, &write)?, Answer::Operation)
+        }
+        ("DELETE", ["services", _]) => {
+            let delete = Delete {
+                etag: query("etag"),
+                validate_only,
+            };
+            (platform.delete(&name, &delete)?, Answer::Operation)
         }
         ("GET", ["services", _, "revisions"]) => {
-            let revisions = platform.revisions(&name)?;
-            // Like Google's JSON, which leaves out empty lists.
-            Ok(if revisions.is_empty() {
-                json!({})
-            } else {
-                json!({ "revisions": revisions })
-            })
+            (platform.list_revisions(&name, &page)?, Answer::Revisions)
         }
-        ("GET", ["services", _, "revisions", revision]) => platform.revision(&name, revision),
+        ("GET", ["services", _, "revisions", revision]) => {
+            (platform.revision(&name, revision)?, Answer::Revision)
+        }
         ("GET", ["operations", id]) => {
             let operation = format!("{}/operations/{id}", name.parent());
-            platform.poll(&name, &operation, held)
+            (platform.poll(&name, &operation)?, Answer::Operation)
         }
-        _ => Err(error::no_such_method()),
+        _ => return Err(error::no_such_method()),
+    };
+    let mut answer = answer;
+    if query("$alt") == "json;enum-encoding=int" {
+        message.enums_as_numbers(&mut answer);
+    }
+    Ok(answer)
+}
+
+/// What a Cloud Run answer holds, for writing its enums as numbers.
+#[derive(Clone, Copy)]
+enum Answer {
+    Service,
+    Services,
+    Revision,
+    Revisions,
+    Operation,
+}
+
+impl Answer {
+    fn enums_as_numbers(self, answer: &mut Value) {
+        let (list, message) = match self {
+            Answer::Service => (None, schema::SERVICE),
+            Answer::Services => (Some("services"), schema::SERVICE),
+            Answer::Revision => (None, schema::REVISION),
+            Answer::Revisions => (Some("revisions"), schema::REVISION),
+            Answer::Operation => {
+                for any in ["metadata", "response"] {
+                    if let Some(any) = answer.get_mut(any) {
+                        schema::any_enums_as_numbers(any);
+                    }
+                }
+                return;
+            }
+        };
+        match list {
+            None => schema::enums_as_numbers(answer, message),
+            Some(field) => {
+                for item in answer[field].as_array_mut().into_iter().flatten() {
+                    schema::enums_as_numbers(item, message);
+                }
+            }
+        }
     }
 }
 

@@ -1,24 +1,43 @@
-//! **A FAKE of Google's Cloud Run Admin API v2, for tests only.** It listens on 127.0.0.1
-//! and replays the shapes of the real API's JSON (camelCase, int64 as strings, Google's error
-//! bodies and messages), so a Cloud Run client can be tested end to end without Google:
+//! **A FAKE of Google's Cloud Run Admin API v2, for tests only.** No Cloud Run emulator exists,
+//! so this stands in for the API on 127.0.0.1, held to Google's own client: `tests/google_client.rs`
+//! drives it with google-cloud-run (REST transport) and google-auth, pinned from PyPI by
+//! `scripts/gcloud-client.sh`, and what that client could not do, or read differently from the
+//! real API, fails there. It replays the real API's JSON (camelCase, int64 as strings, Google's
+//! error bodies and recorded messages):
 //!
-//! - services (`GET`, `POST ?serviceId=`, `PATCH`, `PATCH ?allowMissing=true`), revisions
-//!   (`GET`, list), and the long-running operation of each write, done after
-//!   [`FakeRun::set_polls_until_done`] polls; meanwhile the service is `reconciling`, and only
-//!   when done does its new revision become ready and its traffic take effect;
+//! - services (`GET`, list with pages, `POST ?serviceId=`, `PATCH` with `updateMask` and
+//!   `allowMissing`, `DELETE` with `etag`; `validateOnly` on each write: checked, answered with
+//!   the defaults, nothing stored), revisions (`GET`, list with pages), and the long-running
+//!   operation of each write and delete. A rollout runs with time, polled or not
+//!   ([`FakeRun::set_rollout_time`], 2 s at start), or ends sooner after
+//!   [`FakeRun::set_polls_until_done`] polls of its operation; meanwhile the service is
+//!   `reconciling`, and only when done does its new revision become ready and its traffic take
+//!   effect (or, for a delete, the service go). [`FakeRun::hold_operations`] stops the clock
+//!   for tests that move operations on themselves ([`FakeRun::advance`]);
+//! - JSON read as Google's parser reads it, by the v2 messages Google's client describes
+//!   (`src/v2_schema.json`, checked against the pinned client): every current field accepted
+//!   (`iapEnabled`, `readinessProbe`, ...), an unknown one refused, output-only fields on input
+//!   ignored, enums stored and answered by name (a number sent is turned into its name), or
+//!   answered as numbers to a client asking `$alt=json;enum-encoding=int`, as Google's client
+//!   libraries do;
 //! - a new revision only when the template changed, named by `template.revision` or generated
-//!   (`{service}-00001-abc`); the platform's defaults in the template; a revision whose image
-//!   contains `crash` fails its rollout and leaves the traffic where it was;
-//! - the real checks and errors: 400 for unknown fields, system labels or annotations, bad
-//!   traffic; 404; 409 for an existing service, a revision name reused with another template,
-//!   a stale `etag`, a write during a rollout; and injected faults ([`Fault`]: 403, 429 with
+//!   (`{service}-00001-abc`); the platform's defaults in the template; `uri` and `urls` (the
+//!   deterministic URL first); a revision whose image contains `crash` fails its rollout and
+//!   leaves the traffic where it was;
+//! - the real checks and errors, 400 `INVALID_ARGUMENT` with a `BadRequest` field violation in
+//!   Google's shape (see `validate` for which messages are recorded answers): service ids,
+//!   images, labels, env names, cpu and memory, ports, system labels or annotations, traffic;
+//!   404; 409 for an existing service, a revision name reused with another template, a stale
+//!   `etag`, a write during a rollout; and injected faults ([`Fault`]: 403, 429 with
 //!   `Retry-After` and `RetryInfo`, 500, 503, ...);
-//! - Google's token endpoints, all on this server: the JWT-bearer grant of a service account
-//!   key file ([`FakeRun::service_account_key`]), STS's exchange of a signed AWS
-//!   `GetCallerIdentity` request (workload identity federation: the fake checks its shape,
-//!   not its SigV4 signature) then `generateAccessToken` impersonation, and the metadata
-//!   server (point `GCE_METADATA_HOST` at [`FakeRun::host`]). Cloud Run calls need a token the
-//!   fake issued ([`TokenKind`]);
+//! - Google's token endpoints, all on this server: a service account key file
+//!   ([`FakeRun::service_account_key`]) used as Google's libraries use it (self-signed JWTs for
+//!   `https://run.googleapis.com/`) or through its JWT-bearer grant (for Google's standard
+//!   audience), STS's exchange of a signed AWS `GetCallerIdentity` request (workload identity
+//!   federation: the fake checks its shape, not its SigV4 signature) then `generateAccessToken`
+//!   impersonation, and the metadata server as google-auth reads it (point `GCE_METADATA_HOST`,
+//!   and `GCE_METADATA_IP` for its ping, at [`FakeRun::host`]). Cloud Run calls need a token
+//!   the fake issued or a self-signed JWT of its key ([`TokenKind`]);
 //! - a request log ([`FakeRun::requests`], and [`REQUESTS_PATH`] over HTTP: the fake's own
 //!   endpoint, which no Google API has).
 //!
@@ -30,7 +49,9 @@
 //! // ... point the code under test at fake.url() with that key, then look at what it did:
 //! let traffic = fake.traffic("web");
 //! // ... or play someone deploying by hand:
-//! fake.patch_by_hand("web", |s| s["template"]["containers"][0]["image"] = "web:hotfix".into());
+//! fake.patch_by_hand("web", |s| {
+//!     s["template"]["containers"][0]["image"] = "gcr.io/demo/web:hotfix".into()
+//! });
 //! ```
 //!
 //! Like Google's JSON, it leaves out `false`, `0` and empty lists: an operation has no `done`
@@ -38,21 +59,27 @@
 //! `percent`. Revision conditions carry the v2 `revisionReason`
 //! (`HEALTH_CHECK_CONTAINER_ERROR` for a crash), not v1's `reason`.
 //!
-//! It does **not** model: deletes, jobs, executions, IAM policies, pagination, `validateOnly`,
-//! `updateMask` (a write replaces every user field), real rollouts (a revision is ready after
-//! the polls, unless an image contains `crash`), revision retirement, or checks beyond those
-//! in this crate.
+//! It does **not** model: jobs, executions, worker pools, IAM policies, `showDeleted` (a
+//! deleted service is gone), the operations list and `:wait`, revision deletes over HTTP (see
+//! [`FakeRun::delete_revision`]), real rollouts (a revision is ready once its time has passed,
+//! unless an image contains `crash`), revision retirement, quota, or checks beyond those in
+//! this crate. What `validateOnly` answers (a done operation whose response is the service with
+//! its defaults, without status) and the order in which checks fail are the fake's best
+//! reading of the reference, not recorded answers.
 
 mod auth;
 mod error;
 mod http;
+mod resource;
+mod rollout;
 mod run;
+mod schema;
 mod validate;
 
 use std::future::IntoFuture;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use axum::http::Method;
 use base64::Engine;
@@ -65,7 +92,7 @@ use tokio::sync::oneshot;
 
 use crate::auth::Auth;
 use crate::http::{lock, Shared, State};
-use crate::run::{Platform, WriteMode};
+use crate::run::{Platform, Write, WriteMode};
 
 /// The fake's test-only debug endpoint: `GET` it (with any token the fake issued) for the
 /// request log so far as a JSON array, oldest first, of `{"method", "path", "query", "body",
@@ -83,10 +110,15 @@ pub enum TokenKind {
     Impersonated,
     /// The metadata server's token of the default compute service account.
     Metadata,
+    /// A JWT the key file's key signed itself and sent as the bearer token, as Google's client
+    /// libraries use a key file (google.aip.dev/auth/4111): no token endpoint is asked, so
+    /// there is no fixed token of this kind ([`FakeRun::token`] answers "").
+    SelfSignedJwt,
 }
 
 impl TokenKind {
-    const ALL: [TokenKind; 4] = [
+    /// The kinds the fake issues a token of.
+    const FIXED: [TokenKind; 4] = [
         TokenKind::KeyFile,
         TokenKind::Federated,
         TokenKind::Impersonated,
@@ -100,6 +132,7 @@ impl TokenKind {
             TokenKind::Federated => "Federated",
             TokenKind::Impersonated => "Impersonated",
             TokenKind::Metadata => "Metadata",
+            TokenKind::SelfSignedJwt => "SelfSignedJwt",
         }
     }
 }
@@ -205,8 +238,6 @@ impl FakeRun {
             url: url.clone(),
             auth: Auth::new("gannet-test"),
             platform: Platform::default(),
-            polls_until_done: 3,
-            held: false,
             faults: Vec::new(),
             requests: Vec::new(),
         };
@@ -303,14 +334,16 @@ impl FakeRun {
 
     /// The service of that name (in any project and location), as `GET` answers it.
     pub fn service(&self, name: &str) -> Option<Value> {
-        let state = self.state();
+        let mut state = self.state();
+        state.platform.settle();
         let name = state.platform.find(name)?;
         state.platform.service(&name).ok()
     }
 
     /// The service's revisions, newest first.
     pub fn revisions(&self, service: &str) -> Vec<Value> {
-        let state = self.state();
+        let mut state = self.state();
+        state.platform.settle();
         let name = state.platform.find(service);
         let revisions = name.and_then(|name| state.platform.revisions(&name).ok());
         revisions.unwrap_or_default()
@@ -342,48 +375,54 @@ impl FakeRun {
         served.collect()
     }
 
-    /// Plays another client (gcloud, the console) editing the service: `edit` changes its
-    /// user fields (without `template.revision`, so a changed template gets a generated
-    /// revision name), the write goes the API's way as "operator@example.com", and its
-    /// operation is done at once. Answers the done operation, or Google's error body.
+    /// Plays another client (gcloud, the console) editing the service: `edit` changes the
+    /// service as `GET` answers it (without `template.revision`, so a changed template gets a
+    /// generated revision name; output-only fields are ignored, as on any write), the write
+    /// goes the API's way as "operator@example.com", and its operation is done at once.
+    /// Answers the done operation, or Google's error body.
     pub fn patch_by_hand(
         &self,
         service: &str,
         edit: impl FnOnce(&mut Value),
     ) -> Result<Value, Value> {
-        let (name, mut body) = {
-            let state = self.state();
-            let not_found = || error::not_found("SERVICE", service, "-", "-").body;
-            let name = state.platform.find(service).ok_or_else(not_found)?;
-            (
-                name.clone(),
-                state.platform.service(&name).map_err(|f| f.body)?,
-            )
-        };
-        if let Some(service) = body.as_object_mut() {
-            service.retain(|field, _| validate::USER_FIELDS.split_whitespace().any(|f| f == field));
-        }
+        let mut state = self.state();
+        state.platform.settle();
+        let not_found = || error::not_found("SERVICE", service, "-", "-").body;
+        let name = state.platform.find(service).ok_or_else(not_found)?;
+        let mut body = state.platform.service(&name).map_err(|f| f.body)?;
         if let Some(template) = body["template"].as_object_mut() {
             template.remove("revision");
         }
         edit(&mut body);
-        let mut state = self.state();
-        let written = state
-            .platform
-            .write(&name, &body, WriteMode::Update, HAND_EDITOR, 0);
+        let write = Write {
+            mode: WriteMode::Update,
+            update_mask: None,
+            validate_only: false,
+            caller: HAND_EDITOR,
+            at_once: true,
+        };
+        let written = state.platform.write(&name, &body, &write);
         written.map_err(|failure| failure.body)
     }
 
-    /// How many polls of an operation it takes to be done (3 at start; 0: done at once).
+    /// How many polls of an operation it takes to be done, at the most (3 at start; 0: done
+    /// at once; `u32::MAX`: only time finishes it, see [`FakeRun::set_rollout_time`]).
     pub fn set_polls_until_done(&self, polls: u32) {
-        self.state().polls_until_done = polls;
+        self.state().platform.pace.polls_until_done = polls;
     }
 
-    /// With `true`, polls of an operation no longer move it on: only [`FakeRun::advance`]
-    /// does, as the passing of time would (a test that runs each step twice, and wants the
-    /// repeat to see what the first saw, advances between steps).
+    /// How long a rollout (or a delete) takes, polled or not (2 s at start): once it has
+    /// passed, the operation is done, whoever looks (its poll, the service's `GET`, a list).
+    pub fn set_rollout_time(&self, time: Duration) {
+        self.state().platform.pace.rollout_time = time;
+    }
+
+    /// With `true`, the platform's clock stops and polls no longer move operations on: only
+    /// [`FakeRun::advance`] does, as the passing of time would (a test that runs each step
+    /// twice, and wants the repeat to see what the first saw, advances between steps). With
+    /// `false`, time runs again from where it stopped.
     pub fn hold_operations(&self, held: bool) {
-        self.state().held = held;
+        self.state().platform.pace.clock.hold(held);
     }
 
     /// Brings every operation not yet done one poll closer to done.

@@ -1,67 +1,18 @@
 //! Cloud Run's resources as the platform keeps them: services, their revisions, and the
-//! long-running operation of each write, which plays the rollout as it is polled.
+//! long-running operation of each write and delete, which plays the rollout as time passes.
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
+use base64::Engine;
+use serde_json::{json, Value};
 
 use crate::error::{self, Failure};
-use crate::validate::{self, LATEST, USER_FIELDS};
-use crate::{new_etag, new_uid, now, random_letters};
-
-/// The Ready message of a revision whose container does not start: one whose image contains
-/// "crash".
-const CRASH_MESSAGE: &str = "The user-provided container failed to start and listen \
-    on the port defined provided by the PORT=8080 environment variable within the allocated \
-    timeout. Logs for this revision might contain more information.";
-
-const SERVICE_TYPE: &str = "type.googleapis.com/google.cloud.run.v2.Service";
-const RECONCILING: &str = "CONDITION_RECONCILING";
-const SUCCEEDED: &str = "CONDITION_SUCCEEDED";
-const FAILED: &str = "CONDITION_FAILED";
-
-/// The project, location and service of a path.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ServiceName {
-    pub(crate) project: String,
-    pub(crate) location: String,
-    pub(crate) service: String,
-}
-
-impl ServiceName {
-    pub(crate) fn parent(&self) -> String {
-        format!("projects/{}/locations/{}", self.project, self.location)
-    }
-
-    pub(crate) fn full(&self) -> String {
-        format!("{}/services/{}", self.parent(), self.service)
-    }
-
-    fn revision(&self, revision: &str) -> String {
-        format!("{}/revisions/{revision}", self.full())
-    }
-
-    /// `https://{service}-{hash of the project}-{region code}.a.run.app`.
-    fn uri(&self) -> String {
-        let digest = Sha256::digest(self.project.as_bytes());
-        let hash: String = digest
-            .iter()
-            .take(10)
-            .map(|b| char::from(b'a' + b % 26))
-            .collect();
-        let region: String = self
-            .location
-            .split('-')
-            .filter_map(|p| p.chars().next())
-            .collect();
-        format!("https://{}-{hash}-{region}.a.run.app", self.service)
-    }
-
-    fn not_found(&self, kind: &str, resource: &str) -> Failure {
-        error::not_found(kind, resource, &self.project, &self.location)
-    }
-}
+use crate::resource::{
+    self, generation, next_resource, pick_revision, remove, set_conditions, traffic_statuses,
+    typed, Pick, Revision, ServiceName, CRASH_MESSAGE, FAILED, SUCCEEDED,
+};
+use crate::rollout::{Operation, Pace, Work};
+use crate::{new_uid, now, schema, validate};
 
 /// How a write treats a service that exists or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,40 +25,47 @@ pub(crate) enum WriteMode {
     CreateOrUpdate,
 }
 
+/// A create or update as it was asked for.
+pub(crate) struct Write<'a> {
+    pub(crate) mode: WriteMode,
+    /// `updateMask`: the fields to take from the body (all of them without one).
+    pub(crate) update_mask: Option<&'a str>,
+    /// `validateOnly`: check, answer with the defaults, store nothing.
+    pub(crate) validate_only: bool,
+    /// The account writing (an email).
+    pub(crate) caller: &'a str,
+    /// The rollout is done at once, whatever the pace (another client's edit by hand).
+    pub(crate) at_once: bool,
+}
+
+/// A delete as it was asked for.
+pub(crate) struct Delete<'a> {
+    /// The `etag` the caller read, if it sent one.
+    pub(crate) etag: &'a str,
+    pub(crate) validate_only: bool,
+}
+
+/// A page of a list: `pageSize` (0: all) from `pageToken`.
+pub(crate) struct Page<'a> {
+    pub(crate) size: usize,
+    pub(crate) token: &'a str,
+}
+
 struct Service {
     name: ServiceName,
     resource: Value,
     /// Oldest first.
     revisions: Vec<Revision>,
-    /// The operation of the last write while it is not done.
+    /// The operation of the last write or delete while it is not done.
     rollout: Option<String>,
 }
 
-struct Revision {
-    name: String,
-    /// The template that made it, with the defaults.
-    template: Value,
-    resource: Value,
-}
-
-struct Operation {
-    service: String,
-    polls_left: u32,
-    /// `{"response": ...}` or `{"error": ...}` once done.
-    result: Option<Value>,
-}
-
-/// The revision a write runs.
-enum Pick {
-    New(String),
-    Existing(String),
-}
-
-/// Every project's services and operations.
+/// Every project's services and operations, and the pace they move at.
 #[derive(Default)]
 pub(crate) struct Platform {
     services: BTreeMap<String, Service>,
     operations: BTreeMap<String, Operation>,
+    pub(crate) pace: Pace,
 }
 
 impl Platform {
@@ -118,6 +76,18 @@ impl Platform {
 
     pub(crate) fn service(&self, name: &ServiceName) -> Result<Value, Failure> {
         Ok(self.stored(name)?.resource.clone())
+    }
+
+    /// The services of a project and location, by name, a page of them.
+    pub(crate) fn list_services(
+        &self,
+        parent: &ServiceName,
+        page: &Page,
+    ) -> Result<Value, Failure> {
+        let prefix = format!("{}/services/", parent.parent());
+        let services = self.services.iter().filter(|(n, _)| n.starts_with(&prefix));
+        let services: Vec<Value> = services.map(|(_, s)| s.resource.clone()).collect();
+        paged("services", services, page)
     }
 
     pub(crate) fn revision(&self, name: &ServiceName, revision: &str) -> Result<Value, Failure> {
@@ -131,6 +101,11 @@ impl Platform {
     pub(crate) fn revisions(&self, name: &ServiceName) -> Result<Vec<Value>, Failure> {
         let revisions = self.stored(name)?.revisions.iter().rev();
         Ok(revisions.map(|r| r.resource.clone()).collect())
+    }
+
+    /// The service's revisions, newest first, a page of them.
+    pub(crate) fn list_revisions(&self, name: &ServiceName, page: &Page) -> Result<Value, Failure> {
+        paged("revisions", self.revisions(name)?, page)
     }
 
     /// Deletes a revision that serves no traffic (`gcloud run revisions delete`); the real API
@@ -167,20 +142,31 @@ impl Platform {
         found.map(|s| s.name.clone())
     }
 
-    /// A poll of an operation (its full name): unless operations are `held`, each brings it
-    /// one poll closer to done.
-    pub(crate) fn poll(
-        &mut self,
-        parent: &ServiceName,
-        operation: &str,
-        held: bool,
-    ) -> Result<Value, Failure> {
-        if !self.operations.contains_key(operation) {
+    /// Ends every operation whose time has come (none while the clock is held).
+    pub(crate) fn settle(&mut self) {
+        if self.pace.clock.held() {
+            return;
+        }
+        let due: Vec<String> = self
+            .operations
+            .iter()
+            .filter(|(_, o)| o.is_due(&self.pace))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in due {
+            self.finish(&name);
+        }
+    }
+
+    /// A poll of an operation (its full name): unless the clock is held, it counts towards
+    /// the polls that finish it.
+    pub(crate) fn poll(&mut self, parent: &ServiceName, operation: &str) -> Result<Value, Failure> {
+        let Some(stored) = self.operations.get_mut(operation) else {
             let id = operation.rsplit('/').next().unwrap_or_default();
             return Err(parent.not_found("OPERATION", id));
-        }
-        if !held {
-            self.progress(operation);
+        };
+        if !self.pace.clock.held() && stored.count_poll() {
+            self.finish(operation);
         }
         Ok(self.operation_json(operation))
     }
@@ -189,50 +175,42 @@ impl Platform {
     pub(crate) fn advance(&mut self) {
         let pending: Vec<String> = self
             .operations
-            .iter()
-            .filter(|(_, o)| o.result.is_none())
-            .map(|(name, _)| name.clone())
+            .iter_mut()
+            .filter_map(|(name, o)| o.count_poll().then(|| name.clone()))
             .collect();
         for name in pending {
-            self.progress(&name);
+            self.finish(&name);
         }
     }
 
-    fn progress(&mut self, operation: &str) {
-        let Some(stored) = self.operations.get_mut(operation) else {
-            return;
-        };
-        if stored.result.is_none() {
-            stored.polls_left = stored.polls_left.saturating_sub(1);
-            if stored.polls_left == 0 {
-                self.finish(operation);
-            }
-        }
-    }
-
-    /// A create or update of a service by `caller` (an account's email): checks it, stores
-    /// the service and, if its template changed, a new revision, and answers the write's
-    /// operation, which is done after `polls` polls (at once if 0).
+    /// A create or update of a service: reads the body as Google's JSON, applies the update
+    /// mask, checks it, stores the service and, if its template changed, a new revision, and
+    /// answers the write's operation (for `validateOnly`, done at once, nothing stored).
     pub(crate) fn write(
         &mut self,
         name: &ServiceName,
         body: &Value,
-        mode: WriteMode,
-        caller: &str,
-        polls: u32,
+        write: &Write,
     ) -> Result<Value, Failure> {
-        let request = match mode {
-            WriteMode::Create => "CreateServiceRequest",
-            WriteMode::Update | WriteMode::CreateOrUpdate => "UpdateServiceRequest",
+        let (request, id_field) = match write.mode {
+            WriteMode::Create => ("CreateServiceRequest", "service_id"),
+            WriteMode::Update | WriteMode::CreateOrUpdate => {
+                ("UpdateServiceRequest", "service.name")
+            }
         };
+        let mut body = body.clone();
+        schema::read_input(&mut body, schema::SERVICE, "service")?;
         let existing = self.services.get(&name.full());
-        match (existing, mode) {
+        match (existing, write.mode) {
             (Some(_), WriteMode::Create) => return Err(error::already_exists(&name.service)),
             (None, WriteMode::Update) => return Err(name.not_found("SERVICE", &name.service)),
-            (Some(service), _) => service.check_writable(body)?,
-            (None, _) => {}
+            (Some(service), _) => service.check_writable(body["etag"].as_str())?,
+            (None, _) => validate::service_id(&name.service, request, id_field)?,
         }
-        validate::service(body, request)?;
+        if let (Some(mask), Some(service)) = (write.update_mask, existing) {
+            body = resource::apply_mask(&service.resource, &body, mask)?;
+        }
+        validate::service(&body, request)?;
         let mut template = validate::template_with_defaults(&body["template"]);
         let revisions = existing.map_or(&[][..], |s| s.revisions.as_slice());
         let current = existing.map(|s| &s.resource["template"]);
@@ -242,7 +220,10 @@ impl Platform {
         let exists = |r: &str| r == revision || revisions.iter().any(|known| known.name == r);
         let traffic = validate::traffic(&body["traffic"], request, exists)?;
         let previous = existing.map(|s| &s.resource);
-        let resource = next_resource(name, previous, body, template, traffic, caller);
+        let resource = next_resource(name, previous, &body, template, traffic, write.caller);
+        if write.validate_only {
+            return Ok(self.validated(name, resource));
+        }
 
         let service = self.services.entry(name.full()).or_insert_with(|| Service {
             name: name.clone(),
@@ -251,30 +232,80 @@ impl Platform {
             rollout: None,
         });
         if let Pick::New(revision) = &pick {
-            let revision = Revision::new(name, revision, &resource["template"], caller);
+            let revision = Revision::new(name, revision, &resource["template"], write.caller);
             service.revisions.push(revision);
         }
         service.resource = resource;
-        let operation = format!("{}/operations/{}", name.parent(), new_uid());
-        service.rollout = Some(operation.clone());
-        let stored = Operation {
-            service: name.full(),
-            polls_left: polls,
-            result: None,
-        };
-        self.operations.insert(operation.clone(), stored);
-        if polls == 0 {
+        let operation = self.start(name, Work::Rollout);
+        if write.at_once {
             self.finish(&operation);
         }
         Ok(self.operation_json(&operation))
     }
 
-    /// Ends a rollout: the template's revision becomes ready, or fails if an image crashes,
-    /// and the written traffic takes effect only if it is ready.
+    /// A delete of a service: refused during a rollout or with a stale `etag`; its operation
+    /// removes the service and its revisions once done (for `validateOnly`, done at once,
+    /// nothing deleted).
+    pub(crate) fn delete(&mut self, name: &ServiceName, delete: &Delete) -> Result<Value, Failure> {
+        let service = self.stored(name)?;
+        service.check_writable(Some(delete.etag))?;
+        if delete.validate_only {
+            let resource = service.resource.clone();
+            return Ok(self.validated(name, resource));
+        }
+        let operation = self.start(name, Work::Delete);
+        if let Some(service) = self.services.get_mut(&name.full()) {
+            service.resource["reconciling"] = json!(true);
+        }
+        Ok(self.operation_json(&operation))
+    }
+
+    /// Starts an operation on the service (which must be stored).
+    fn start(&mut self, name: &ServiceName, work: Work) -> String {
+        let operation = format!("{}/operations/{}", name.parent(), new_uid());
+        let started = Operation::start(&name.full(), work, &self.pace);
+        let done_at_once = self.pace.polls_until_done == 0;
+        self.operations.insert(operation.clone(), started);
+        if let Some(service) = self.services.get_mut(&name.full()) {
+            service.rollout = Some(operation.clone());
+        }
+        if done_at_once {
+            self.finish(&operation);
+        }
+        operation
+    }
+
+    /// The done operation of a `validateOnly` request, answering `resource`.
+    fn validated(&mut self, name: &ServiceName, mut resource: Value) -> Value {
+        for status in ["reconciling", "terminalCondition", "conditions", "etag"] {
+            remove(&mut resource, status);
+        }
+        let operation = format!("{}/operations/{}", name.parent(), new_uid());
+        let mut validation = Operation::start(&name.full(), Work::Validation, &self.pace);
+        validation.result = Some(json!({ "response": typed(&resource) }));
+        validation.last_seen = Some(resource);
+        self.operations.insert(operation.clone(), validation);
+        self.operation_json(&operation)
+    }
+
+    /// Ends an operation: a rollout's revision becomes ready, or fails if an image crashes,
+    /// and the written traffic takes effect only if it is ready; a delete removes the service.
     fn finish(&mut self, operation: &str) {
         let Some(stored) = self.operations.get_mut(operation) else {
             return;
         };
+        if stored.is_done() {
+            return;
+        }
+        if stored.work == Work::Delete {
+            if let Some(mut gone) = self.services.remove(&stored.service) {
+                remove(&mut gone.resource, "reconciling");
+                gone.resource["deleteTime"] = json!(now());
+                stored.result = Some(json!({ "response": typed(&gone.resource) }));
+                stored.last_seen = Some(gone.resource);
+            }
+            return;
+        }
         let Some(service) = self.services.get_mut(&stored.service) else {
             return;
         };
@@ -309,8 +340,9 @@ impl Platform {
         let Some(stored) = self.operations.get(operation) else {
             return answer;
         };
-        if let Some(service) = self.services.get(&stored.service) {
-            answer["metadata"] = typed(&service.resource);
+        let live = self.services.get(&stored.service).map(|s| &s.resource);
+        if let Some(service) = stored.last_seen.as_ref().or(live) {
+            answer["metadata"] = typed(service);
         }
         // Like Google's JSON, which leaves out `false`: no `done` until it is.
         if let Some(Value::Object(result)) = &stored.result {
@@ -324,13 +356,13 @@ impl Platform {
 }
 
 impl Service {
-    /// Refuses a write while a rollout runs, or with a stale `etag`.
-    fn check_writable(&self, body: &Value) -> Result<(), Failure> {
+    /// Refuses a write or delete while a rollout runs, or with a stale `etag`.
+    fn check_writable(&self, etag: Option<&str>) -> Result<(), Failure> {
         if self.rollout.is_some() {
             return Err(error::busy(&self.name.service, generation(&self.resource)));
         }
         let stored = self.resource["etag"].as_str().unwrap_or_default();
-        match body["etag"].as_str() {
+        match etag {
             Some(sent) if !sent.is_empty() && sent != stored => {
                 Err(error::etag_mismatch(sent, stored))
             }
@@ -339,231 +371,31 @@ impl Service {
     }
 }
 
-impl Revision {
-    fn new(name: &ServiceName, revision: &str, template: &Value, caller: &str) -> Revision {
-        let now = now();
-        let log_uri = format!(
-            "https://console.cloud.google.com/logs/viewer?project={}&resource=cloud_run_revision/\
-             service_name/{}/revision_name/{revision}",
-            name.project, name.service
-        );
-        let mut resource = json!({
-            "name": name.revision(revision), "uid": new_uid(), "generation": "1",
-            "createTime": now, "updateTime": now, "launchStage": "GA", "service": name.full(),
-            "creator": caller, "reconciling": true, "observedGeneration": "1",
-            "logUri": log_uri, "etag": new_etag(),
-            "conditions": revision_conditions(RECONCILING, None),
-        });
-        for field in "labels annotations scaling vpcAccess containers volumes serviceAccount \
-                      timeout maxInstanceRequestConcurrency executionEnvironment encryptionKey \
-                      sessionAffinity nodeSelector serviceMesh"
-            .split_whitespace()
-        {
-            if let Some(value) = template.get(field) {
-                resource[field] = value.clone();
-            }
-        }
-        Revision {
-            name: revision.to_string(),
-            template: template.clone(),
-            resource,
-        }
-    }
-
-    /// Ends the revision's rollout if it is under way; answers its Ready state.
-    fn settle(&mut self) -> &str {
-        let resource = &mut self.resource;
-        if resource.get("reconciling").is_some() {
-            remove(resource, "reconciling");
-            let images = resource["containers"].as_array().into_iter().flatten();
-            let crashes = images
-                .filter_map(|c| c["image"].as_str())
-                .any(|i| i.contains("crash"));
-            resource["conditions"] = if crashes {
-                revision_conditions(FAILED, Some(CRASH_MESSAGE))
-            } else {
-                revision_conditions(SUCCEEDED, None)
-            };
-        }
-        resource["conditions"][0]["state"]
-            .as_str()
-            .unwrap_or(RECONCILING)
-    }
-}
-
-/// The revision a written template runs: the one it names (409 if that one's template
-/// differs), else the current one if the template did not change, else a new one named
-/// `{service}-{n:05}-{abc}`.
-fn pick_revision(
-    name: &ServiceName,
-    revisions: &[Revision],
-    current: Option<&Value>,
-    template: &Value,
-    request: &str,
-) -> Result<Pick, Failure> {
-    let same = |other: &Value| without_revision(other) == without_revision(template);
-    let Some(wanted) = template["revision"].as_str().filter(|r| !r.is_empty()) else {
-        return Ok(match current {
-            Some(current) if same(current) => {
-                Pick::Existing(current["revision"].as_str().unwrap_or_default().to_string())
-            }
-            _ => Pick::New(generated_name(&name.service, revisions)),
-        });
+/// `{"<field>": [a page of items], "nextPageToken": ...}`; like Google's JSON, `{}` for none.
+/// The token is the offset of the next page, opaque to the caller.
+fn paged(field: &str, items: Vec<Value>, page: &Page) -> Result<Value, Failure> {
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let offset = match page.token {
+        "" => 0,
+        token => engine
+            .decode(token)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()?.parse().ok())
+            .filter(|offset| *offset <= items.len())
+            .ok_or_else(|| error::bad_request("page_token", "Invalid page token."))?,
     };
-    if !wanted.starts_with(&format!("{}-", name.service)) {
-        let description = format!(
-            "Revision name must be prefixed by the name of the enclosing Service with a \
-             trailing '-': '{}-'.",
-            name.service
-        );
-        return Err(error::invalid(
-            request,
-            "service.template.revision",
-            &description,
-        ));
-    }
-    match revisions.iter().find(|r| r.name == wanted) {
-        Some(known) if same(&known.template) => Ok(Pick::Existing(wanted.to_string())),
-        Some(_) => Err(error::revision_conflict(wanted)),
-        None => Ok(Pick::New(wanted.to_string())),
-    }
-}
-
-fn generated_name(service: &str, revisions: &[Revision]) -> String {
-    loop {
-        let number = revisions.len() + 1;
-        let candidate = format!("{service}-{number:05}-{}", random_letters(3));
-        if revisions.iter().all(|r| r.name != candidate) {
-            return candidate;
-        }
-    }
-}
-
-fn without_revision(template: &Value) -> Value {
-    let mut template = template.clone();
-    remove(&mut template, "revision");
-    template
-}
-
-/// The service a write stores: the written user fields with defaults, the platform's fields
-/// carried over (or new), the next generation and a rollout under way.
-fn next_resource(
-    name: &ServiceName,
-    previous: Option<&Value>,
-    body: &Value,
-    template: Value,
-    traffic: Value,
-    caller: &str,
-) -> Value {
-    let now = now();
-    let fresh = json!({"uid": new_uid(), "createTime": now, "creator": caller});
-    let previous = previous.unwrap_or(&fresh);
-    let mut service = Value::Object(Map::new());
-    for field in USER_FIELDS.split_whitespace() {
-        if let Some(value) = body.get(field).filter(|v| !v.is_null()) {
-            service[field] = value.clone();
-        }
-    }
-    let kept = "uid createTime creator observedGeneration latestReadyRevision trafficStatuses";
-    for field in kept.split_whitespace() {
-        if let Some(value) = previous.get(field) {
-            service[field] = value.clone();
-        }
-    }
-    let revision = template["revision"].as_str().unwrap_or_default();
-    let latest_created = name.revision(revision);
-    let set = [
-        ("name", json!(name.full())),
-        ("generation", json!((generation(previous) + 1).to_string())),
-        ("updateTime", json!(now)),
-        ("lastModifier", json!(caller)),
-        ("uri", json!(name.uri())),
-        ("latestCreatedRevision", json!(latest_created)),
-        ("reconciling", json!(true)),
-        ("etag", json!(new_etag())),
-        ("template", template),
-        ("traffic", traffic),
-    ];
-    for (field, value) in set {
-        service[field] = value;
-    }
-    for (field, default) in [("ingress", "INGRESS_TRAFFIC_ALL"), ("launchStage", "GA")] {
-        if service.get(field).is_none() {
-            service[field] = json!(default);
-        }
-    }
-    set_conditions(&mut service, RECONCILING, None);
-    service
-}
-
-fn set_conditions(service: &mut Value, state: &str, message: Option<&str>) {
-    service["terminalCondition"] = condition("Ready", state, message);
-    service["conditions"] = json!([
-        condition("RoutesReady", state, message),
-        condition("ConfigurationsReady", state, message),
-    ]);
-}
-
-fn revision_conditions(state: &str, failure: Option<&str>) -> Value {
-    let health = |kind| {
-        let mut condition = condition(kind, state, failure);
-        if failure.is_some() {
-            condition["revisionReason"] = json!("HEALTH_CHECK_CONTAINER_ERROR");
-        }
-        condition
+    let size = if page.size == 0 {
+        items.len()
+    } else {
+        page.size
     };
-    let resources = if state == FAILED { SUCCEEDED } else { state };
-    json!([
-        health("Ready"),
-        health("ContainerHealthy"),
-        condition("ResourcesAvailable", resources, None)
-    ])
-}
-
-fn condition(kind: &str, state: &str, message: Option<&str>) -> Value {
-    let mut condition = json!({"type": kind, "state": state, "lastTransitionTime": now()});
-    if let Some(message) = message {
-        condition["message"] = json!(message);
+    let end = (offset + size).min(items.len());
+    let mut answer = json!({});
+    if end > offset {
+        answer[field] = Value::Array(items[offset..end].to_vec());
     }
-    condition
-}
-
-/// The served traffic: the written targets, `LATEST` resolved to `latest_ready`, with the
-/// URL of each tag. Like Google's JSON, a 0 percent is left out.
-fn traffic_statuses(traffic: &Value, latest_ready: &str, uri: &str) -> Value {
-    let targets = traffic.as_array().into_iter().flatten();
-    let statuses = targets.map(|target| {
-        let mut status = target.clone();
-        if target["type"] == LATEST {
-            status["revision"] = json!(latest_ready);
-        }
-        if status["percent"] == 0 {
-            remove(&mut status, "percent");
-        }
-        if let Some(tag) = target["tag"].as_str() {
-            status["uri"] = json!(uri.replacen("https://", &format!("https://{tag}---"), 1));
-        }
-        status
-    });
-    statuses.collect()
-}
-
-/// The service as an operation's `metadata` or `response`: with its `@type`.
-fn typed(service: &Value) -> Value {
-    let mut typed = json!({ "@type": SERVICE_TYPE });
-    for (field, value) in service.as_object().into_iter().flatten() {
-        typed[field] = value.clone();
+    if end < items.len() {
+        answer["nextPageToken"] = json!(engine.encode(end.to_string()));
     }
-    typed
-}
-
-fn generation(resource: &Value) -> u64 {
-    let generation = resource["generation"].as_str().and_then(|g| g.parse().ok());
-    generation.unwrap_or(0)
-}
-
-fn remove(object: &mut Value, field: &str) {
-    if let Some(object) = object.as_object_mut() {
-        object.remove(field);
-    }
+    Ok(answer)
 }

@@ -176,10 +176,13 @@ fn a_create_rolls_out_after_three_polls_and_an_unchanged_template_adds_no_revisi
 #[test]
 fn a_named_revision_is_made_and_its_traffic_checked_then_served_once_ready() {
     let fake = FakeRun::start();
-    wait(&fake, &create(&fake, TokenKind::KeyFile, &web("web:1", "")));
+    wait(
+        &fake,
+        &create(&fake, TokenKind::KeyFile, &web("gcr.io/demo/web:1", "")),
+    );
     let first = fake.traffic("web")[0].0.clone();
     let split = |second: i32| {
-        let mut body = web("web:2", "web-v2");
+        let mut body = web("gcr.io/demo/web:2", "web-v2");
         body["traffic"] = json!([
             {"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": first, "percent": 90},
             {"type": "TRAFFIC_TARGET_ALLOCATION_TYPE_REVISION", "revision": "web-v2",
@@ -187,12 +190,12 @@ fn a_named_revision_is_made_and_its_traffic_checked_then_served_once_ready() {
         body
     };
     assert_eq!(patch(&fake, &split(20)).error(), (400, "INVALID_ARGUMENT"));
-    let mut unknown = web("web:2", "");
+    let mut unknown = web("gcr.io/demo/web:2", "");
     unknown["traffic"] = json!([{"revision": "web-x", "percent": 100}]);
     let message = "Violation in UpdateServiceRequest.service.traffic[0].revision: Revision \
                    'web-x' does not exist.";
     assert_eq!(patch(&fake, &unknown).message(), message);
-    let mut system = web("web:2", "");
+    let mut system = web("gcr.io/demo/web:2", "");
     system["annotations"] = json!({"run.googleapis.com/ingress": "all"});
     assert_eq!(patch(&fake, &system).error(), (400, "INVALID_ARGUMENT"));
 
@@ -206,7 +209,7 @@ fn a_named_revision_is_made_and_its_traffic_checked_then_served_once_ready() {
     assert_eq!(newest, &format!("{WEB}/revisions/web-v2")[4..]);
 
     let hand = fake.patch_by_hand("web", |service| {
-        service["template"]["containers"][0]["image"] = json!("web:3");
+        service["template"]["containers"][0]["image"] = json!("gcr.io/demo/web:3");
     });
     let hand = hand.unwrap_or_default();
     let editor = json!("operator@example.com");
@@ -226,18 +229,26 @@ fn a_named_revision_is_made_and_its_traffic_checked_then_served_once_ready() {
 fn an_existing_service_or_a_revision_name_reused_with_another_template_is_a_conflict() {
     let fake = FakeRun::start();
     fake.set_polls_until_done(0);
-    let created = create(&fake, TokenKind::KeyFile, &web("web:1", "web-v1"));
+    let created = create(
+        &fake,
+        TokenKind::KeyFile,
+        &web("gcr.io/demo/web:1", "web-v1"),
+    );
     assert_eq!(created.status, 200);
-    let again = create(&fake, TokenKind::KeyFile, &web("web:1", "web-v1"));
+    let again = create(
+        &fake,
+        TokenKind::KeyFile,
+        &web("gcr.io/demo/web:1", "web-v1"),
+    );
     assert_eq!(again.error(), (409, "ALREADY_EXISTS"));
     assert_eq!(again.message(), "Resource 'web' already exists.");
-    let reused = patch(&fake, &web("web:2", "web-v1"));
+    let reused = patch(&fake, &web("gcr.io/demo/web:2", "web-v1"));
     let message = "Revision named 'web-v1' with different configuration already exists.";
     assert_eq!(
         (reused.error(), reused.message()),
         ((409, "ALREADY_EXISTS"), message)
     );
-    let mut stale = web("web:1", "web-v1");
+    let mut stale = web("gcr.io/demo/web:1", "web-v1");
     stale["etag"] = json!("\"stale\"");
     assert_eq!(patch(&fake, &stale).error(), (409, "ABORTED"));
 }
@@ -246,9 +257,12 @@ fn an_existing_service_or_a_revision_name_reused_with_another_template_is_a_conf
 fn a_crashing_image_fails_the_operation_and_leaves_the_traffic() {
     let fake = FakeRun::start();
     fake.set_polls_until_done(1);
-    wait(&fake, &create(&fake, TokenKind::KeyFile, &web("web:1", "")));
+    wait(
+        &fake,
+        &create(&fake, TokenKind::KeyFile, &web("gcr.io/demo/web:1", "")),
+    );
     let before = fake.traffic("web");
-    let done = wait(&fake, &patch(&fake, &web("web:crash", "")));
+    let done = wait(&fake, &patch(&fake, &web("gcr.io/demo/web:crash", "")));
     assert_eq!(done["error"]["code"], 9);
     let message = done["error"]["message"].as_str().unwrap_or_default();
     let expected = "is not ready and cannot serve traffic. The user-provided container failed";
@@ -460,7 +474,11 @@ fn an_aws_identity_gets_a_cloud_run_token_through_sts_then_impersonation() {
         .as_str()
         .is_some_and(|t| t.ends_with('Z')));
 
-    let written = create(&fake, TokenKind::Impersonated, &web("web:1", ""));
+    let written = create(
+        &fake,
+        TokenKind::Impersonated,
+        &web("gcr.io/demo/web:1", ""),
+    );
     assert_eq!(written.body["metadata"]["creator"], email.as_str());
     let kinds: Vec<_> = fake
         .requests()
@@ -498,4 +516,200 @@ fn the_metadata_server_wants_its_flavor_header() {
         .send()
         .expect("an answer");
     assert_eq!(project.text().unwrap_or_default(), "gannet-test");
+}
+
+/// A JWT the key file's key signs itself, its claims those of Google's client libraries
+/// (`iss` and `sub` the account, `aud` Cloud Run's) with `changes` (a `null` removes a claim).
+fn self_signed(fake: &FakeRun, changes: &Value) -> String {
+    let key_file: Value = serde_json::from_str(&fake.service_account_key()).unwrap_or_default();
+    let pem = key_file["private_key"].as_str().unwrap_or_default();
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(pem.as_bytes()).expect("an RSA key");
+    let now = std::time::UNIX_EPOCH
+        .elapsed()
+        .expect("a clock after 1970")
+        .as_secs();
+    let email = &key_file["client_email"];
+    let mut claims = json!({"iss": email, "sub": email, "aud": "https://run.googleapis.com/",
+                            "iat": now, "exp": now + 3600});
+    for (claim, value) in changes.as_object().into_iter().flatten() {
+        match value {
+            Value::Null => claims.as_object_mut().map(|c| c.remove(claim)),
+            value => claims
+                .as_object_mut()
+                .map(|c| c.insert(claim.clone(), value.clone())),
+        };
+    }
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = key_file["private_key_id"].as_str().map(String::from);
+    jsonwebtoken::encode(&header, &claims, &key).expect("a signed JWT")
+}
+
+#[test]
+fn a_self_signed_jwt_of_the_key_is_a_token_for_cloud_run_only() {
+    let fake = FakeRun::start();
+    let now = std::time::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_secs());
+    let other = "someone@else.iam.gserviceaccount.com";
+    for (case, changes, status) in [
+        ("Cloud Run's audience", json!({}), 404),
+        (
+            "a scope, no audience",
+            json!({"aud": null, "scope": SCOPE}),
+            404,
+        ),
+        (
+            "another API's audience",
+            json!({"aud": "https://pubsub.googleapis.com/"}),
+            401,
+        ),
+        ("another account", json!({ "iss": other }), 401),
+        (
+            "expired",
+            json!({"iat": now - 7200, "exp": now - 3600}),
+            401,
+        ),
+        ("longer than an hour", json!({"exp": now + 7200}), 401),
+    ] {
+        let jwt = self_signed(&fake, &changes);
+        let url = format!("{}{WEB}", fake.url());
+        let answer = send(Client::new().get(url).bearer_auth(jwt));
+        assert_eq!(answer.status, status, "{case}: {}", answer.body);
+    }
+    let kinds: Vec<_> = fake
+        .requests()
+        .iter()
+        .map(|r| r.authorization_kind)
+        .collect();
+    let signed = Some(TokenKind::SelfSignedJwt);
+    assert_eq!(kinds, [signed, signed, None, None, None, None]);
+    assert_eq!(
+        fake.token_requests(TokenKind::KeyFile),
+        0,
+        "no token asked for"
+    );
+}
+
+#[test]
+fn enums_are_stored_by_name_and_answered_as_numbers_to_whoever_asks() {
+    let fake = FakeRun::start();
+    fake.set_polls_until_done(0);
+    let mut body = web("gcr.io/demo/web:1", "");
+    body["ingress"] = json!(3);
+    body["template"]["executionEnvironment"] = json!(1);
+    assert_eq!(create(&fake, TokenKind::KeyFile, &body).status, 200);
+    let stored = fake.service("web").unwrap_or_default();
+    check(
+        &stored,
+        &[
+            ("/ingress", json!("INGRESS_TRAFFIC_INTERNAL_LOAD_BALANCER")),
+            (
+                "/template/executionEnvironment",
+                json!("EXECUTION_ENVIRONMENT_GEN1"),
+            ),
+        ],
+    );
+    let numbers = get(&fake, &format!("{WEB}?$alt=json;enum-encoding=int")).body;
+    check(
+        &numbers,
+        &[
+            ("/ingress", json!(3)),
+            ("/launchStage", json!(4)),
+            ("/terminalCondition/state", json!(4)),
+            ("/traffic/0/type", json!(1)),
+        ],
+    );
+    assert_eq!(
+        get(&fake, WEB).body["terminalCondition"]["state"],
+        "CONDITION_SUCCEEDED"
+    );
+
+    let mut unknown = web("gcr.io/demo/web:1", "");
+    unknown["ingress"] = json!(9);
+    let refused = patch(&fake, &unknown);
+    let message = "Invalid value at 'service.ingress' \
+                   (type.googleapis.com/google.cloud.run.v2.IngressTraffic), 9";
+    assert_eq!(
+        (refused.error(), refused.message()),
+        ((400, "INVALID_ARGUMENT"), message)
+    );
+    let mut misspelt = web("gcr.io/demo/web:1", "");
+    misspelt["template"]["containers"][0]["imag"] = json!("x");
+    let message = "Invalid JSON payload received. Unknown name \"imag\" at \
+                   'service.template.containers[0]': Cannot find field.";
+    assert_eq!(patch(&fake, &misspelt).message(), message);
+}
+
+#[test]
+fn a_rollout_ends_with_time_for_whoever_looks_unless_the_clock_is_held() {
+    let fake = FakeRun::start();
+    fake.set_polls_until_done(u32::MAX);
+    fake.set_rollout_time(std::time::Duration::from_millis(300));
+    let written = create(&fake, TokenKind::KeyFile, &web("gcr.io/demo/web:1", ""));
+    assert_eq!(get(&fake, WEB).body["reconciling"], true);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let settled = get(&fake, WEB).body;
+    assert_eq!(settled.get("reconciling"), None, "{settled}");
+    assert_eq!(settled["terminalCondition"]["state"], "CONDITION_SUCCEEDED");
+    let operation = format!("/v2/{}", written.body["name"].as_str().unwrap_or_default());
+    assert_eq!(get(&fake, &operation).body["done"], true);
+
+    fake.hold_operations(true);
+    assert_eq!(patch(&fake, &web("gcr.io/demo/web:2", "")).status, 200);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(get(&fake, WEB).body["reconciling"], true, "held");
+    fake.hold_operations(false);
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(get(&fake, WEB).body.get("reconciling"), None);
+}
+
+#[test]
+fn services_are_listed_by_page_and_deleted_by_their_operation() {
+    let fake = FakeRun::start();
+    fake.set_polls_until_done(1);
+    for id in ["web", "api", "db"] {
+        let path = format!("{SERVICES}?serviceId={id}");
+        let body = web("gcr.io/demo/web:1", "");
+        let created = call(&fake, Some(TokenKind::KeyFile), Method::POST, &path, &body);
+        wait(&fake, &created);
+    }
+    let first = get(&fake, &format!("{SERVICES}?pageSize=2")).body;
+    let names = |page: &Value| -> Vec<String> {
+        let services = page["services"].as_array().cloned().unwrap_or_default();
+        let names = services.iter().filter_map(|s| s["name"].as_str());
+        names
+            .map(|n| n.rsplit('/').next().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(names(&first), ["api", "db"]);
+    let token = first["nextPageToken"].as_str().unwrap_or_default();
+    let second = get(&fake, &format!("{SERVICES}?pageSize=2&pageToken={token}")).body;
+    assert_eq!(
+        (names(&second), second.get("nextPageToken")),
+        (vec!["web".into()], None)
+    );
+    let bad = get(&fake, &format!("{SERVICES}?pageToken=nope"));
+    assert_eq!(bad.error(), (400, "INVALID_ARGUMENT"));
+
+    let delete = |query: &str| {
+        let path = format!("{WEB}{query}");
+        call(
+            &fake,
+            Some(TokenKind::KeyFile),
+            Method::DELETE,
+            &path,
+            &Value::Null,
+        )
+    };
+    assert_eq!(delete("?etag=%22stale%22").error(), (409, "ABORTED"));
+    let dry = delete("?validateOnly=true");
+    assert_eq!(dry.body["done"], true);
+    assert!(
+        fake.service("web").is_some(),
+        "validateOnly deletes nothing"
+    );
+    let deleting = delete("");
+    assert_eq!(get(&fake, WEB).body["reconciling"], true);
+    let done = wait(&fake, &deleting);
+    assert!(done["response"]["deleteTime"].is_string(), "{done}");
+    assert_eq!(get(&fake, WEB).status, 404);
+    assert!(fake.revisions("web").is_empty());
 }
