@@ -410,6 +410,32 @@ fn a_change_by_hand_is_drift_named_by_object_and_field_and_a_controllers_field_i
     });
 }
 
+/// What the fake let through, a real server refuses: a ConfigMap whose `data` holds a number.
+/// The deployment fails at once naming the field (the server answers a server-side apply it
+/// cannot type with 500; gannet does not retry it), and the cluster keeps the running commit.
+#[test]
+fn a_manifest_the_real_schema_refuses_fails_the_deployment_naming_the_field() {
+    let lab = Lab::new(Duration::from_millis(200));
+    let first = lab.commit("", &files("web:1"), "add web");
+    let g = lab.start("{poll: 1m, resume: 1s}");
+    assert_eq!(deploy(&g, &first, "k8s-1").1["status"], "SUCCESS");
+    let mut bad = files("web:2");
+    bad.push((
+        "config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  a: 1\n".to_owned(),
+    ));
+    let second = lab.commit("", &bad, "web 2 with a number in a ConfigMap");
+    let (_, d) = deploy(&g, &second, "k8s-2");
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let reason = d["stages"][0]["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains(".data.a: expected string"), "{d}");
+    assert!(lab
+        .kube
+        .get("v1", "ConfigMap", Some("default"), "web")
+        .is_none());
+    assert_eq!(lab.image("web"), "web:1", "{d}");
+}
+
 const CANARY: &str = "  pipeline:\n    stages:\n      - name: K8S_CANARY_ROLLOUT\n        with: {replicas: 1}\n      - name: K8S_PRIMARY_ROLLOUT\n      - name: K8S_CANARY_CLEAN\n";
 
 /// Deploys `commit`, then checks that a canary pipeline ran (its copy was created and cleaned)

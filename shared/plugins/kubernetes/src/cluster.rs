@@ -354,6 +354,9 @@ fn to_value(object: DynamicObject) -> Result<Value, StepError> {
         .map_err(|e| StepError::permanent(format!("an object from the API server: {e}")))
 }
 
+/// What kube-apiserver says when a server-side apply does not fit the kind's schema.
+const UNTYPABLE_APPLY: &str = "failed to create typed patch object";
+
 /// A kube error as a step error: throttling, server errors and lost connections are retried
 /// (after the server's `retryAfterSeconds` when it gives one); the rest fail the stage with
 /// the server's words.
@@ -374,6 +377,14 @@ fn status_error(operation: String, status: &Status) -> StepError {
     } else {
         status.message.clone()
     };
+    // A real API server answers a server-side apply that does not fit the kind's schema (an
+    // unknown field, a number where a string belongs) with 500, not 4xx: retrying it never
+    // helps, so the stage fails with the server's words.
+    if code == 500 && message.contains(UNTYPABLE_APPLY) {
+        return StepError::permanent(format!(
+            "{operation}: the API server refused the manifest, which does not fit the kind's schema: {message}"
+        ));
+    }
     if code == 429 || code >= 500 {
         let error = StepError::transient(
             operation,
@@ -442,6 +453,25 @@ mod tests {
         }
         assert!(matches!(
             status_error("x".into(), &status(503, "ServiceUnavailable", json!({}))),
+            StepError::Transient { .. }
+        ));
+    }
+
+    /// kube-apiserver's answer to a server-side apply that does not fit the schema is a 500:
+    /// a failure of the stage with the server's words, never a retry.
+    #[test]
+    fn a_manifest_the_schema_refuses_fails_the_stage_though_the_server_says_500() {
+        let mut refused = status(500, "InternalError", json!({}));
+        refused.message = "failed to create typed patch object (/v1, Kind=ConfigMap) default/web: .data.a: expected string, got &value.valueUnstructured{Value:1}".into();
+        let e = status_error("apply ConfigMap/default/web".into(), &refused);
+        assert!(matches!(e, StepError::Permanent(_)), "{e:?}");
+        assert!(
+            e.reason().contains(".data.a: expected string"),
+            "{}",
+            e.reason()
+        );
+        assert!(matches!(
+            status_error("x".into(), &status(500, "InternalError", json!({}))),
             StepError::Transient { .. }
         ));
     }
