@@ -73,9 +73,12 @@ impl RealKube {
     /// why).
     pub fn start() -> RealKube {
         let dir = tempfile::tempdir().expect("a directory for the API server");
+        // With the owner's pid, the script's watchdog stops the servers should this process
+        // die before its Drop runs (a test killed by its harness).
         let out = Command::new(script())
             .arg("start")
             .arg(dir.path())
+            .env("GANNET_KUBE_OWNER_PID", std::process::id().to_string())
             .output()
             .expect("scripts/kube.sh runs");
         assert!(
