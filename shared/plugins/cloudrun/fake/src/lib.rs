@@ -69,6 +69,7 @@
 
 mod auth;
 mod error;
+mod google_client;
 mod http;
 mod resource;
 mod rollout;
@@ -83,6 +84,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use axum::http::Method;
 use base64::Engine;
+pub use google_client::run_google_client;
 use rand::Rng;
 use serde_json::Value;
 use time::format_description::BorrowedFormatItem;

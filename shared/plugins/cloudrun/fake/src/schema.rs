@@ -2,8 +2,10 @@
 //! own client describes (`tests/google_client.py schema`, google-cloud-run as
 //! scripts/gcloud-client.sh pins it; `tests/google_client.rs` checks the two agree). JSON is
 //! read and written with it as Google's JSON parser does: unknown fields refused, enums stored
-//! by name (a number is turned into its name), output-only fields on input ignored, and enums
-//! answered as numbers to a client that asks for `$alt=json;enum-encoding=int`.
+//! by name (a number is turned into its name), output-only fields on input ignored, a value at
+//! its proto3 default (`false`, `0`, `""`, an empty list or map, an enum's `..._UNSPECIFIED`)
+//! no value unless the field tracks presence, and enums answered as numbers to a client that
+//! asks for `$alt=json;enum-encoding=int`.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -40,6 +42,9 @@ pub(crate) struct Field {
     repeated: bool,
     #[serde(default)]
     pub(crate) output_only: bool,
+    /// Kept even at its default value (a oneof member, `optional`, a Timestamp or Duration).
+    #[serde(default)]
+    presence: bool,
 }
 
 #[derive(Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -102,7 +107,8 @@ pub(crate) fn json_name(message: &str, name: &str) -> Option<&'static str> {
 
 /// A written `message` made as Google's JSON parser makes it: an unknown field is refused, a
 /// `null` is no value, an enum number becomes its name (an unknown name or number is refused),
-/// and an output-only field is dropped. `at` is the path errors name (`service`).
+/// an output-only field is dropped, and so is a value at its proto3 default in a field without
+/// presence (as Google stores it: an empty map is no map). `at` is the path errors name.
 pub(crate) fn read_input(value: &mut Value, message: &str, at: &str) -> Result<(), Failure> {
     let Some(object) = value.as_object_mut() else {
         return Err(error::invalid_value(at, message, value));
@@ -132,10 +138,28 @@ pub(crate) fn read_input(value: &mut Value, message: &str, at: &str) -> Result<(
             }
             (false, _) => read_value(&mut child, field, &path)?,
         }
-        read.insert(field.name.clone(), child);
+        if field.presence || !is_default(&child, field) {
+            read.insert(field.name.clone(), child);
+        }
     }
     *object = read;
     Ok(())
+}
+
+/// True for proto3's default of a field: what Google's JSON leaves out.
+fn is_default(value: &Value, field: &Field) -> bool {
+    match value {
+        Value::Bool(set) => !set,
+        Value::Number(number) => number.as_f64() == Some(0.0),
+        Value::String(text) if field.kind == Kind::Enum => {
+            let enums = field.type_name.as_ref().and_then(|t| SCHEMA.enums.get(t));
+            enums.and_then(|e| e.get(text)) == Some(&0)
+        }
+        Value::String(text) => text.is_empty(),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(entries) => field.kind == Kind::Map && entries.is_empty(),
+        Value::Null => true,
+    }
 }
 
 fn read_value(value: &mut Value, field: &Field, at: &str) -> Result<(), Failure> {

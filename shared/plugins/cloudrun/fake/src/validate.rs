@@ -332,12 +332,13 @@ pub(crate) fn template_with_defaults(template: &Value) -> Value {
     default(&mut template, "scaling", json!({}));
     default(&mut template["scaling"], "maxInstanceCount", json!(100));
     for container in template["containers"].as_array_mut().into_iter().flatten() {
-        default(container, "resources", json!({}));
+        // CPU only during requests by default; but a container that sets its resources has it
+        // only if it says so (`cpuIdle`, whose `false` is no value).
+        default(container, "resources", json!({"cpuIdle": true}));
         let resources = &mut container["resources"];
         default(resources, "limits", json!({}));
         default(&mut resources["limits"], "cpu", json!("1000m"));
         default(&mut resources["limits"], "memory", json!("512Mi"));
-        default(resources, "cpuIdle", json!(true));
         default(container, "ports", json!([{"containerPort": 8080}]));
         for port in container["ports"].as_array_mut().into_iter().flatten() {
             default(port, "name", json!("http1"));

@@ -13,6 +13,10 @@ this script with that venv's python and asserts on what it prints: one JSON obje
         delete, validate_only, long-running operations waited on with operation.result(), a
         rollout watched through the service alone, revisions list and get, urls, and the values
         Google refuses.
+    google_client.py touch ENDPOINT SERVICE
+        Another client's write of a service gannet deployed: read it, record the client in its
+        `client` field, write it all back (enums as Google's client sends them, numbers) with
+        the key file of $KEY_FILE, wait for the operation; prints the service read again.
     google_client.py auth ENDPOINT PROJECT LOCATION MODE
         One list call with credentials as google-auth obtains them: MODE `token-grant` (the key
         file of $KEY_FILE refreshed at its token_uri, the OAuth2 JWT-bearer grant) or `metadata`
@@ -78,6 +82,10 @@ def schema():
                 entry["kind"] = "scalar"
             if field.is_repeated and entry["kind"] != "map":
                 entry["repeated"] = True
+            elif field.has_presence and entry["kind"] in ("scalar", "enum"):
+                # Set even at its default value (a oneof member, `optional`, a well-known
+                # type): proto3 keeps it; any other scalar at its default is no value.
+                entry["presence"] = True
             if field.name in outputs:
                 entry["outputOnly"] = True
             fields.append(entry)
@@ -284,6 +292,21 @@ def drive(endpoint, project, location):
     return seen
 
 
+# --------------------------------------------------------------------------- touch
+
+
+def touch(endpoint, name):
+    from google.oauth2 import service_account
+
+    with open(os.environ["KEY_FILE"]) as f:
+        credentials = service_account.Credentials.from_service_account_info(json.load(f))
+    services, _ = clients(endpoint, credentials)
+    current = services.get_service(name=name)
+    current.client = "google-cloud-run-python"
+    services.update_service(service=current).result(timeout=60)
+    return as_json(services.get_service(name=name))
+
+
 # --------------------------------------------------------------------------- auth
 
 
@@ -320,6 +343,8 @@ def main(argv):
         out = schema()
     elif argv[1:2] == ["drive"] and len(argv) == 5:
         out = drive(*argv[2:5])
+    elif argv[1:2] == ["touch"] and len(argv) == 4:
+        out = touch(*argv[2:4])
     elif argv[1:2] == ["auth"] and len(argv) == 6:
         out = auth(*argv[2:6])
     else:

@@ -7,100 +7,21 @@
 //! here. The Python runs with every proxy pointing at a closed port, so it cannot reach Google.
 //!
 //! The client's venv: `GANNET_GCLOUD_PYTHON` (`make test` sets it), else what
-//! `scripts/gcloud-client.sh path` installs.
+//! `scripts/gcloud-client.sh path` installs (see `run_google_client`).
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
-use gannet_cloudrun_fake::{FakeRun, Request, TokenKind};
+use gannet_cloudrun_fake::{run_google_client, FakeRun, Request, TokenKind};
 use serde_json::{json, Value};
 
 const PROJECT: &str = "gannet-test";
 const LOCATION: &str = "us-central1";
 const PARENT: &str = "projects/gannet-test/locations/us-central1";
-/// The driver must be done well within this.
-const LIMIT: Duration = Duration::from_secs(180);
 
-fn manifest_dir() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The python of the venv that holds Google's client.
-fn python() -> PathBuf {
-    if let Some(path) = std::env::var_os("GANNET_GCLOUD_PYTHON").filter(|p| !p.is_empty()) {
-        return PathBuf::from(path);
-    }
-    let script = manifest_dir()
-        .ancestors()
-        .map(|dir| dir.join("scripts/gcloud-client.sh"))
-        .find(|script| script.is_file())
-        .expect("scripts/gcloud-client.sh, which installs Google's client");
-    let output = Command::new(&script)
-        .arg("path")
-        .stdin(Stdio::null())
-        .output()
-        .expect("scripts/gcloud-client.sh runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "{} path: {stderr}",
-        script.display()
-    );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
-
-/// Runs `google_client.py ARGS` with only the environment given (and no way out of loopback);
-/// its JSON, or a panic with its stderr.
+/// Google's client run with `args`; its JSON, or a panic with its stderr.
 fn driver(args: &[&str], env: &[(&str, String)]) -> Value {
-    let home = tempfile::tempdir().expect("a HOME for the driver");
-    let home_path = home.path().to_string_lossy().into_owned();
-    let mut child = Command::new(python())
-        .arg(manifest_dir().join("tests/google_client.py"))
-        .args(args)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", &home_path)
-        // No gcloud configuration of the machine's, no stray credentials.
-        .env("CLOUDSDK_CONFIG", &home_path)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("HTTP_PROXY", "http://127.0.0.1:9")
-        .env("HTTPS_PROXY", "http://127.0.0.1:9")
-        .env("NO_PROXY", "127.0.0.1")
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the driver starts");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("the driver's status") {
-            break status;
-        }
-        if started.elapsed() > LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("google_client.py {args:?} did not finish within {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    let _ = child
-        .stdout
-        .take()
-        .map(|mut o| o.read_to_string(&mut stdout));
-    let _ = child
-        .stderr
-        .take()
-        .map(|mut e| e.read_to_string(&mut stderr));
-    assert!(
-        status.success(),
-        "google_client.py {args:?} failed:\n{stderr}"
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"))
+    run_google_client(args, env).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Asserts that each JSON pointer of `value` has its expected value (`null`: absent).
