@@ -9,9 +9,12 @@
 //! `encryption-key`; `containerConcurrency`, `timeoutSeconds`, `serviceAccountName`; each
 //! container's name, image, command, args, env (values and Secret Manager references), one
 //! port, resource limits, volume mounts, working directory, liveness and startup probes; and
-//! secret and in-memory volumes. What the platform fills in when `gcloud` exports a service
-//! (uid, generation, `serving.knative.dev/creator`, `status`, ...) is ignored. Anything else is
-//! an error naming the file, the line and the field: nothing is silently dropped.
+//! secret and in-memory volumes. Knative's defaults hold where the v2 API's differ: a container
+//! with resources gets `cpuIdle: true` unless `cpu-throttling` is `'false'`. A `false` or `0` is
+//! left out, as Cloud Run leaves out proto3's defaults. What the platform fills in when `gcloud`
+//! exports a service (uid, generation, `serving.knative.dev/creator`, `status`, ...) is
+//! ignored. Anything else is an error naming the file, the line and the field: nothing is
+//! silently dropped.
 //!
 //! `spec.template.metadata.name` and `spec.traffic` are gannet's to set, as they are PipeCD's:
 //! the revision is named `<service>-<image tag>-<commit7>` and the stages route the traffic.
@@ -464,15 +467,28 @@ fn map(at: &Locator<'_>, k: KService) -> Result<ServiceManifest, ManifestError> 
     }
     body.insert("annotations".into(), Value::Object(annotations));
     body.insert("template".into(), template(at, k.spec.template)?);
+    let mut body = Value::Object(body);
+    without_proto_defaults(&mut body);
     let image = body["template"]["containers"][0]["image"]
         .as_str()
         .unwrap_or_default()
         .to_owned();
-    Ok(ServiceManifest {
-        name,
-        image,
-        body: Value::Object(body),
-    })
+    Ok(ServiceManifest { name, image, body })
+}
+
+/// Leaves out every `false` and `0`, as Cloud Run does: in the v2 API they are a field's
+/// proto3 default, which it neither stores nor answers, so a manifest that says
+/// `cpu-throttling: 'false'` or `minScale: '0'` is compared with the live service as what
+/// Google keeps of it (none of the fields the mapping sets tracks presence).
+fn without_proto_defaults(value: &mut Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.retain(|_, v| !matches!(v, Value::Bool(false)) && v.as_f64() != Some(0.0));
+            fields.values_mut().for_each(without_proto_defaults);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_proto_defaults),
+        _ => {}
+    }
 }
 
 /// A label or annotation the user set, or `None` for one the platform fills in. The v2 API
@@ -711,8 +727,11 @@ fn container(
     if !c.resources.limits.is_empty() {
         resources.insert("limits".into(), json!(c.resources.limits));
     }
-    if let Some(idle) = cpu_idle {
-        resources.insert("cpuIdle".into(), json!(idle));
+    // Knative's default is CPU only during requests; in the v2 API a container that sets
+    // its resources has that only with `cpuIdle: true` (a `false` is left out, as Google
+    // leaves it out).
+    if cpu_idle.unwrap_or(true) {
+        resources.insert("cpuIdle".into(), json!(true));
     }
     if let Some(b) = boost {
         resources.insert("startupCpuBoost".into(), json!(b));
@@ -902,7 +921,8 @@ status:
                             {"name": "KEY", "valueSource": {"secretKeyRef": {"secret": "api-key", "version": "latest"}}},
                         ],
                         "ports": [{"containerPort": 9085}],
-                        "resources": {"limits": {"cpu": "1000m", "memory": "128Mi"}, "cpuIdle": false},
+                        // cpu-throttling 'false': CPU always allocated, `cpuIdle` left out.
+                        "resources": {"limits": {"cpu": "1000m", "memory": "128Mi"}},
                     }],
                 },
             })

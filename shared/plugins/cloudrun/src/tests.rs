@@ -554,6 +554,72 @@ async fn drift_names_an_image_or_a_traffic_split_changed_by_hand_and_ignores_the
 }
 
 #[tokio::test]
+async fn an_enum_another_client_wrote_as_a_number_is_read_by_name_and_is_no_drift() {
+    // Google's client libraries send enums as numbers; Cloud Run stores and answers them by
+    // name (the fake does too, tests/google_client.rs holds it to Google's client), so an
+    // ingress another client wrote is compared by its name with Git's.
+    let cloud = Cloud::new();
+    let internal = service("gcr.io/demo/web:v1").replacen(
+        "  name: web\n",
+        "  name: web\n  annotations:\n    run.googleapis.com/ingress: internal\n",
+        1,
+    );
+    let a = Commit::with_files('a', QUICK_SYNC, &[("service.yaml", internal.as_bytes())]);
+    deploy(&cloud, &a, None).await;
+    assert_eq!(drift(&cloud, &a).await, []);
+
+    // INGRESS_TRAFFIC_INTERNAL_ONLY is 2: the same value, as Google's Python client sends it.
+    let same = cloud.fake.patch_by_hand("web", |s| s["ingress"] = json!(2));
+    assert!(same.is_ok(), "{same:?}");
+    assert_eq!(cloud.service()["ingress"], "INGRESS_TRAFFIC_INTERNAL_ONLY");
+    assert_eq!(drift(&cloud, &a).await, [], "the same ingress is no drift");
+
+    let all = cloud.fake.patch_by_hand("web", |s| s["ingress"] = json!(1));
+    assert!(all.is_ok(), "{all:?}");
+    assert_eq!(
+        drift(&cloud, &a).await,
+        [(
+            "ingress".to_owned(),
+            "\"INGRESS_TRAFFIC_INTERNAL_ONLY\"".to_owned(),
+            "\"INGRESS_TRAFFIC_ALL\"".to_owned()
+        )]
+    );
+}
+
+#[tokio::test]
+async fn cpu_is_throttled_unless_the_manifest_says_not_and_either_way_is_in_sync() {
+    // Knative's default, which PipeCD's manifests (and `gcloud run services replace`) rely
+    // on, is CPU only during requests. In the v2 API a container that sets its resources has
+    // that only with `cpuIdle: true`, and Google's JSON leaves out a `false`.
+    let cloud = Cloud::new();
+    let a = commit('a', QUICK_SYNC, "gcr.io/demo/web:v1");
+    deploy(&cloud, &a, None).await;
+    let resources = &cloud.service()["template"]["containers"][0]["resources"];
+    assert_eq!(resources["cpuIdle"], true, "{resources}");
+    assert_eq!(drift(&cloud, &a).await, []);
+
+    let always = service("gcr.io/demo/web:v1").replacen(
+        "autoscaling.knative.dev/maxScale: '2'\n",
+        "autoscaling.knative.dev/maxScale: '2'\n        run.googleapis.com/cpu-throttling: 'false'\n        autoscaling.knative.dev/minScale: '0'\n",
+        1,
+    );
+    let b = Commit::with_files('b', QUICK_SYNC, &[("service.yaml", always.as_bytes())]);
+    let run = deploy(&cloud, &b, Some(&a)).await;
+    assert_status(&run, DeploymentStatus::Success);
+    let resources = &cloud.service()["template"]["containers"][0]["resources"];
+    assert_eq!(
+        resources.get("cpuIdle"),
+        None,
+        "CPU always allocated: {resources}"
+    );
+    assert_eq!(
+        drift(&cloud, &b).await,
+        [],
+        "a false or a 0 Google leaves out"
+    );
+}
+
+#[tokio::test]
 async fn workload_identity_federation_from_aws_deploys_as_the_impersonated_service_account() {
     let fake = FakeRun::start();
     fake.hold_operations(true);
