@@ -6,14 +6,15 @@
 //! Shown here: a quick sync, then a canary (PROMOTE 10 → WAIT → PROMOTE 100) with the fake's
 //! traffic checked after each stage; a SIGKILL of gannet mid-PROMOTE resumes without writing
 //! again; a stage failing after PROMOTE 10 rolls all traffic back to the running revision; an
-//! image and a traffic split changed by hand are drift naming the field; PipeCD's Cloud Run
+//! image and a traffic split changed by hand are drift naming the field; a write by Google's own
+//! client (google-cloud-run, which sends enums as numbers) is no drift; PipeCD's Cloud Run
 //! examples pass `config check` or name what is not supported.
 
 mod support;
 
 use std::time::Duration;
 
-use gannet_cloudrun_fake::FakeRun;
+use gannet_cloudrun_fake::{run_google_client, FakeRun};
 use serde_json::{json, Value};
 use support::{stage_named, Gannet, Repo, UpOptions};
 
@@ -28,10 +29,11 @@ struct Lab {
 }
 
 impl Lab {
-    /// Each operation is done after `polls` polls (gannet polls every 2 s).
-    fn new(polls: u32) -> Self {
+    /// Each rollout takes `rollout` (gannet polls every 2 s), however often it is polled.
+    fn new(rollout: Duration) -> Self {
         let fake = FakeRun::start();
-        fake.set_polls_until_done(polls);
+        fake.set_polls_until_done(u32::MAX);
+        fake.set_rollout_time(rollout);
         Self {
             fake,
             repo: Repo::new(),
@@ -55,15 +57,24 @@ impl Lab {
 
     /// Commits the app: its config (lines under `spec:`) and its service manifest.
     fn commit(&self, spec: &str, image: &str, message: &str) -> String {
+        self.commit_with(spec, "", image, message)
+    }
+
+    /// Commits the app, with `annotations` (lines) on its service.
+    fn commit_with(&self, spec: &str, annotations: &str, image: &str, message: &str) -> String {
         let config = format!(
             "apiVersion: pipecd.dev/v1beta1\nkind: CloudRunApp\nspec:\n  name: web\n{spec}"
         );
+        let annotations = match annotations {
+            "" => String::new(),
+            lines => format!("  annotations:\n{lines}"),
+        };
         let service = format!(
             "apiVersion: serving.knative.dev/v1
 kind: Service
 metadata:
   name: web
-spec:
+{annotations}spec:
   template:
     metadata:
       annotations:
@@ -133,7 +144,8 @@ const CANARY: &str = "  pipeline:
 
 #[test]
 fn a_canary_promotes_10_then_100_and_a_sigkill_mid_promote_resumes_without_writing_again() {
-    let lab = Lab::new(3);
+    // Long enough for gannet to be killed while the last PROMOTE's rollout runs.
+    let lab = Lab::new(Duration::from_secs(6));
     let first = lab.commit("", "gcr.io/demo/web:v1", "add web");
     let mut g = lab.start("{poll: 1m, resume: 1s}");
     let (_, d) = deploy(&g, &first, "run-1");
@@ -178,7 +190,7 @@ fn a_canary_promotes_10_then_100_and_a_sigkill_mid_promote_resumes_without_writi
 
 #[test]
 fn a_stage_failing_after_promote_10_rolls_all_traffic_back_to_the_running_revision() {
-    let lab = Lab::new(1);
+    let lab = Lab::new(Duration::from_secs(1));
     let first = lab.commit("", "gcr.io/demo/web:v1", "add web");
     let g = lab.start("{poll: 1m, resume: 1s}");
     assert_eq!(deploy(&g, &first, "run-1").1["status"], "SUCCESS");
@@ -214,7 +226,7 @@ fn a_stage_failing_after_promote_10_rolls_all_traffic_back_to_the_running_revisi
 
 #[test]
 fn an_image_or_a_traffic_split_changed_by_hand_is_out_of_sync_naming_the_field() {
-    let lab = Lab::new(1);
+    let lab = Lab::new(Duration::from_secs(1));
     let first = lab.commit("", "gcr.io/demo/web:v1", "add web");
     let g = lab.start("{poll: 1m, resume: 1s, drift: 1s}");
     assert_eq!(deploy(&g, &first, "run-1").1["status"], "SUCCESS");
@@ -267,6 +279,61 @@ fn an_image_or_a_traffic_split_changed_by_hand_is_out_of_sync_naming_the_field()
         (app["sync_status"] == "SYNCED").then_some(())
     });
     assert_eq!(lab.traffic(), [(revision("v1", &first), 100)]);
+}
+
+#[test]
+fn a_write_by_googles_own_client_with_enums_as_numbers_is_no_drift() {
+    let lab = Lab::new(Duration::from_secs(1));
+    let ingress = "    run.googleapis.com/ingress: internal\n";
+    let first = lab.commit_with("", ingress, "gcr.io/demo/web:v1", "add web");
+    let g = lab.start("{poll: 1m, resume: 1s, drift: 1s}");
+    assert_eq!(deploy(&g, &first, "run-1").1["status"], "SUCCESS");
+    g.wait_until(LIMIT, "a drift check finds the app in sync", || {
+        let app = g.app_view("web");
+        (app["sync_status"] == "SYNCED").then_some(())
+    });
+
+    // Another team's tool writes the service back with Google's Python client, recording
+    // itself in `client`: every enum goes as a number (`"ingress": 2`).
+    let key = lab.state.path().join("gcp-key.json");
+    let name = "projects/gannet-test/locations/us-central1/services/web";
+    let touched = run_google_client(
+        &["touch", &lab.fake.url(), name],
+        &[("KEY_FILE", key.to_string_lossy().into_owned())],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(touched["client"], "google-cloud-run-python");
+    let requests = lab.fake.requests();
+    let written = requests
+        .iter()
+        .rposition(|r| r.method == "PATCH")
+        .expect("the client's write");
+    assert_eq!(
+        requests[written]
+            .body
+            .as_ref()
+            .map(|b| b["ingress"].clone()),
+        Some(json!(2)),
+        "Google's client sends the enum as a number"
+    );
+    assert_eq!(
+        lab.fake.service("web").expect("web")["ingress"],
+        "INGRESS_TRAFFIC_INTERNAL_ONLY"
+    );
+
+    // Two drift checks later (one GET of the service each), the app is still in sync.
+    g.wait_until(LIMIT, "two drift checks after the write", || {
+        let requests = lab.fake.requests();
+        let reads = requests[written + 1..]
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with("/services/web"))
+            .count();
+        (reads >= 2).then_some(())
+    });
+    let app = g.app_view("web");
+    assert_eq!(app["sync_status"], "SYNCED", "{app}");
+    let drift = app["drift"].as_array().cloned().unwrap_or_default();
+    assert!(drift.is_empty(), "{app}");
 }
 
 #[test]
