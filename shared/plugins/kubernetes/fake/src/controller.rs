@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::kinds::Kind;
-use crate::store::{now, Change, State, Target};
+use crate::store::{now, Change, FieldValidation, State, Target};
 
 /// When the controller first saw each lagging Deployment, and at which generation.
 pub(crate) type Seen = HashMap<(String, String), (i64, Instant)>;
@@ -38,7 +38,13 @@ pub(crate) fn reconcile(state: &mut State, seen: &mut Seen, delay: Duration) {
         };
         let patch = Change::MergePatch(json!({ "status": status }));
         // A Deployment deleted or invalid meanwhile is simply skipped, as a controller would.
-        let _ = state.write(&target, "kube-controller-manager", patch, false);
+        let _ = state.write(
+            &target,
+            "kube-controller-manager",
+            patch,
+            FieldValidation::Drop,
+            false,
+        );
     }
 }
 

@@ -18,7 +18,7 @@ pub(crate) enum Scope {
 }
 
 /// The key fields of a list merged by key, or `None` for an atomic list.
-fn list_keys(path: &[String], crd: bool) -> Option<&'static [&'static str]> {
+pub(crate) fn list_keys(path: &[String], crd: bool) -> Option<&'static [&'static str]> {
     if crd {
         return None;
     }
@@ -46,7 +46,7 @@ fn atomic_map(path: &[String], crd: bool) -> bool {
 }
 
 /// The `k:{...}` segment of a list item (keys sorted, `protocol` defaulting to TCP).
-fn item_key<S: AsRef<str>>(item: &Value, keys: &[S]) -> Option<String> {
+pub(crate) fn item_key<S: AsRef<str>>(item: &Value, keys: &[S]) -> Option<String> {
     let mut parts = Vec::new();
     for key in keys {
         let key = key.as_ref();

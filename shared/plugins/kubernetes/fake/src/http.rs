@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::kinds::{self, Kind};
 use crate::status::{self, Failure};
-use crate::store::{Change, State, Target};
+use crate::store::{Change, FieldValidation, State, Target};
 use crate::{selector, Fault, Request};
 
 /// The state the server and the handle share.
@@ -154,15 +154,22 @@ fn serve(state: &mut State, request: &Incoming) -> Result<(u16, Value), Failure>
     let mut target = target(group, version, rest).ok_or_else(status::no_such_path)?;
     let dry_run = request.query("dryRun") == Some("All");
     let manager = request.query("fieldManager").unwrap_or(request.agent);
+    let validation = match request.query("fieldValidation") {
+        Some("Strict") => FieldValidation::Strict,
+        _ => FieldValidation::Drop,
+    };
     let collection = target.name.is_empty();
     match request.method.as_str() {
         "GET" if collection => {
             let selector = selector::parse(request.query("labelSelector").unwrap_or_default());
             let selector = selector.map_err(|message| status::bad_request(&message))?;
-            Ok((
-                200,
-                state.list(target.kind, target.namespace.as_deref(), &selector),
-            ))
+            let fields = selector::parse_fields(request.query("fieldSelector").unwrap_or_default());
+            let fields = fields.map_err(|message| status::bad_request(&message))?;
+            let mut list = state.list(target.kind, target.namespace.as_deref(), &selector);
+            if let Some(items) = list["items"].as_array_mut() {
+                items.retain(|item| selector::fields_match(&fields, item));
+            }
+            Ok((200, list))
         }
         "GET" => Ok((200, state.get(&target)?)),
         "POST" if collection && (target.namespace.is_some() || !target.kind.namespaced) => {
@@ -171,15 +178,18 @@ fn serve(state: &mut State, request: &Incoming) -> Result<(u16, Value), Failure>
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            state.write(&target, manager, Change::Create(body), dry_run)
+            state.write(&target, manager, Change::Create(body), validation, dry_run)
         }
         "PUT" if !collection => state.write(
             &target,
             manager,
             Change::Replace(json(request.body)?),
+            validation,
             dry_run,
         ),
-        "PATCH" if !collection => state.write(&target, manager, patch(request)?, dry_run),
+        "PATCH" if !collection => {
+            state.write(&target, manager, patch(request)?, validation, dry_run)
+        }
         "DELETE" if !collection && !target.status => {
             let options: Value = serde_json::from_slice(request.body).unwrap_or_default();
             let propagation = options["propagationPolicy"].as_str();
@@ -234,6 +244,8 @@ fn patch(request: &Incoming) -> Result<Change, Failure> {
         .trim()
     {
         "application/merge-patch+json" => Ok(Change::MergePatch(json(request.body)?)),
+        "application/strategic-merge-patch+json" => Ok(Change::StrategicMerge(json(request.body)?)),
+        "application/json-patch+json" => Ok(Change::JsonPatch(json(request.body)?)),
         "application/apply-patch+yaml" => {
             if request.query("fieldManager").is_none_or(str::is_empty) {
                 return Err(status::field_manager_required());

@@ -5,14 +5,24 @@
 //! - bearer-token auth (401 `Status` without it); discovery: `/version`, `/api`, `/api/v1`,
 //!   `/apis`, `/apis/{group}/{version}` for a fixed table of kinds (core, apps, autoscaling,
 //!   networking, batch, policy, rbac, and the Istio VirtualService/DestinationRule CRDs);
-//! - GET, LIST (`<Kind>List`, label selectors), POST, PUT (resourceVersion checked), PATCH as a
-//!   JSON merge patch or as **server-side apply** (field managers, conflicts and `force`,
-//!   removal of fields a manager stops applying, `managedFields` in FieldsV1), DELETE with
-//!   owner-reference propagation, `dryRun=All`, and the `/status` subresource;
+//! - GET, LIST (`<Kind>List`, label selectors, field selectors on `metadata.name` and
+//!   `metadata.namespace`, other fields refused with 400), POST, PUT (resourceVersion checked
+//!   when given, unconditional without), PATCH as a JSON merge patch, a strategic merge patch
+//!   (built-in kinds; lists merged by the keys below, `$patch`, `$setElementOrder`,
+//!   `$deleteFromPrimitiveList`), a JSON patch (RFC 6902) or **server-side apply** (field
+//!   managers, conflicts and `force`, removal of fields a manager stops applying,
+//!   `managedFields` in FieldsV1), DELETE with owner-reference propagation (`default`,
+//!   `kube-system` and `kube-public` refused with 403), `dryRun=All`, and the `/status`
+//!   subresource;
+//! - decoding against the built-in kinds' schemas (a compact copy of the real server's OpenAPI
+//!   v3, `src/schema.json`): a value of the wrong type (a number in a ConfigMap's `data`) is a
+//!   400, an unknown field is dropped, or a 400 with `fieldValidation=Strict`; a server-side
+//!   apply with either is a 500, as on the real server;
 //! - uid, creationTimestamp, a global resourceVersion, `metadata.generation` bumped on spec
 //!   changes, writes that change nothing storing nothing (a re-apply is a no-op);
 //! - a few real defaults (Deployment strategy and limits, pod spec and container fields,
-//!   Service type, cluster IP and ports) and a few real validations (422 `Invalid`);
+//!   Service type, cluster IP and ports) and a few real validations (422 `Invalid`, among
+//!   them a Service's `clusterIP` changed);
 //! - test helpers: direct reads, applies and merge patches as any manager, a request log,
 //!   injected faults (429 with `Retry-After`, 500, 503, ...), and a stand-in Deployment
 //!   controller that marks Deployments rolled out;
@@ -43,19 +53,28 @@
 //! It does **not** model: admission (webhooks, quotas, limit ranges), real controllers (no
 //! ReplicaSets or Pods are created, rollouts only as [`FakeKube::play_deployment_controller`]
 //! fakes them, no garbage collector beyond the delete propagation, no finalizers: Foreground
-//! deletes at once like Background), most defaulting, watches, aggregated discovery, OpenAPI,
-//! strategic merge patch and JSON patch (415), `generateName`, `deletecollection`, field
-//! selectors, pagination, conversion between versions (the Istio versions share one storage
-//! as-is), validation beyond the checks in this crate, and managedFields sent by clients
-//! (ignored). Unlike a real server, it wants the token on `/version` and discovery too.
+//! deletes at once like Background; a namespace is removed at once, never Terminating), most
+//! defaulting, watches, aggregated discovery, OpenAPI documents, protobuf, Table output,
+//! `/scale`, TLS (so kubectl 1.36, which sends no bearer token over plain HTTP, cannot reach
+//! it), the `Warning` header for dropped unknown fields, duplicate-field detection, schemas of
+//! custom resources (Istio objects take any field), the per-kind field selectors beyond
+//! `metadata.name` and `metadata.namespace`, `generateName`, `deletecollection`, pagination,
+//! conversion between versions (the Istio versions share one storage as-is), validation
+//! beyond the checks in this crate, and managedFields sent by clients (ignored). Unlike a real
+//! server, it wants the token on `/version` and discovery too.
+//!
+//! `tests/agrees_with_kube_apiserver.rs` runs the same calls against the fake and a real
+//! kube-apiserver ([`RealKube`]) and checks they have the same outcome.
 
 mod controller;
 mod fields;
 mod http;
 mod kinds;
 mod managed;
+mod patch;
 mod real;
 mod rules;
+mod schema;
 mod selector;
 mod status;
 mod store;
@@ -73,7 +92,7 @@ use tokio::sync::oneshot;
 
 use crate::http::{lock, Shared};
 use crate::kinds::Kind;
-use crate::store::{Change, State, Target};
+use crate::store::{Change, FieldValidation, State, Target};
 
 /// The fake's test-only debug endpoint: `GET` it (with the bearer token) for the request log
 /// so far as a JSON array, oldest first, of `{"method", "path", "query", "fieldManager",
@@ -306,7 +325,7 @@ impl FakeKube {
         let target = target_of(&object)?;
         let change = Change::Apply { object, force };
         self.state()
-            .write(&target, manager, change, false)
+            .write(&target, manager, change, FieldValidation::Drop, false)
             .map(|(_, object)| object)
     }
 
@@ -326,7 +345,7 @@ impl FakeKube {
         let target = target_of(&identity)?;
         let change = Change::MergePatch(patch);
         self.state()
-            .write(&target, manager, change, false)
+            .write(&target, manager, change, FieldValidation::Drop, false)
             .map(|(_, object)| object)
     }
 

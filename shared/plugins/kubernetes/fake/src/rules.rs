@@ -205,6 +205,13 @@ pub(crate) fn validate(kind: &Kind, object: &Value, old: Option<&Value>) -> Vec<
             if no_ports && !headless {
                 errors.push(FieldError::required("spec.ports"));
             }
+            let old_ip = old.map(|old| &old["spec"]["clusterIP"]);
+            if old_ip.is_some_and(|ip| ip.is_string() && *ip != spec["clusterIP"]) {
+                errors.push(FieldError::invalid(
+                    "spec.clusterIPs[0]",
+                    format!("[]string{{{}}}: may not change once set", spec["clusterIP"]),
+                ));
+            }
         }
         _ => {}
     }

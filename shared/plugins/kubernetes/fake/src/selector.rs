@@ -124,6 +124,50 @@ fn split_term(text: &str) -> Result<(&str, Op, Vec<&str>), String> {
     ))
 }
 
+/// The fields every kind can be selected by; a real server indexes a few more per kind
+/// (`spec.nodeName` of Pods, `type` of Secrets, ...), which the fake refuses.
+const SELECTABLE_FIELDS: [&str; 2] = ["metadata.name", "metadata.namespace"];
+
+/// Parses a `fieldSelector` query: comma-separated `f=v`, `f==v` and `f!=v` on the fields in
+/// [`SELECTABLE_FIELDS`]; any other field is refused as the real server refuses it.
+pub(crate) fn parse_fields(selector: &str) -> Result<Vec<Requirement>, String> {
+    let terms = selector.split(',').map(str::trim).filter(|t| !t.is_empty());
+    terms
+        .map(|text| {
+            let (key, op, values) = split_term(text)?;
+            if !matches!(op, Op::Equals | Op::NotEquals) {
+                return Err(format!(
+                    "invalid selector: '{selector}'; can't understand '{text}'"
+                ));
+            }
+            let key = key.trim();
+            if !SELECTABLE_FIELDS.contains(&key) {
+                return Err(format!("field label not supported: {key}"));
+            }
+            let values = values.into_iter().map(String::from).collect();
+            Ok(Requirement {
+                key: key.to_string(),
+                op,
+                values,
+            })
+        })
+        .collect()
+}
+
+/// Whether an object's selectable fields satisfy every requirement of a field selector.
+pub(crate) fn fields_match(requirements: &[Requirement], object: &Value) -> bool {
+    let metadata = &object["metadata"];
+    let mut fields = Map::new();
+    for (field, value) in SELECTABLE_FIELDS
+        .iter()
+        .zip([&metadata["name"], &metadata["namespace"]])
+    {
+        let value = value.as_str().unwrap_or_default();
+        fields.insert(field.to_string(), Value::from(value));
+    }
+    requirements.iter().all(|r| r.matches(&fields))
+}
+
 /// The requirements of a `LabelSelector` object (`matchLabels` and `matchExpressions`).
 pub(crate) fn from_object(selector: &Value) -> Vec<Requirement> {
     let mut requirements = Vec::new();

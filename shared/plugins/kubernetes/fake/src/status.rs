@@ -109,16 +109,26 @@ pub(crate) fn bad_request(message: &str) -> Failure {
     failure(400, "BadRequest", message, None)
 }
 
+/// 403 for deleting a namespace the server keeps (`default`, `kube-system`, `kube-public`),
+/// as the real server's NamespaceLifecycle admission refuses it.
+pub(crate) fn namespace_kept(name: &str) -> Failure {
+    let message = format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted");
+    let details = json!({"name": name, "kind": "namespaces"});
+    failure(403, "Forbidden", &message, Some(details))
+}
+
 /// 405 for a method the path does not serve.
 pub(crate) fn method_not_allowed() -> Failure {
     let message = "the server does not allow this method on the requested resource";
     failure(405, "MethodNotAllowed", message, None)
 }
 
-/// 415 for a PATCH that is neither a JSON merge patch nor an apply.
+/// 415 for a PATCH in no format the server reads (or a strategic merge patch of a custom
+/// resource, which has no patch strategies).
 pub(crate) fn unsupported_media_type() -> Failure {
     let message = "the body of the request was in an unknown format - accepted media types \
-        include: application/merge-patch+json, application/apply-patch+yaml";
+        include: application/json-patch+json, application/merge-patch+json, \
+        application/apply-patch+yaml, application/strategic-merge-patch+json";
     failure(415, "UnsupportedMediaType", message, None)
 }
 

@@ -14,9 +14,10 @@ use time::{OffsetDateTime, PrimitiveDateTime};
 use crate::fields::{self, FieldSet, Scope};
 use crate::kinds::Kind;
 use crate::managed::{self, Entry};
+use crate::schema::{self, Unknown};
 use crate::selector::{self, Requirement};
 use crate::status::{self, Failure};
-use crate::{rules, Fault, Request};
+use crate::{patch, rules, Fault, Request};
 
 /// The object a request is about.
 pub(crate) struct Target {
@@ -40,12 +41,28 @@ impl Target {
     }
 }
 
+/// What a write does with fields no schema declares (the `fieldValidation` query): `Strict`
+/// refuses the write, anything else (`Warn`, the default, or `Ignore`) drops them. A
+/// server-side apply refuses them either way, as a real server does.
+#[derive(Clone, Copy, PartialEq)]
+pub(crate) enum FieldValidation {
+    Strict,
+    Drop,
+}
+
 /// A write: POST, PUT, PATCH with a JSON merge patch, or PATCH with an applied configuration.
 pub(crate) enum Change {
     Create(Value),
     Replace(Value),
     MergePatch(Value),
-    Apply { object: Value, force: bool },
+    /// `application/strategic-merge-patch+json`.
+    StrategicMerge(Value),
+    /// `application/json-patch+json`: a list of RFC 6902 operations.
+    JsonPatch(Value),
+    Apply {
+        object: Value,
+        force: bool,
+    },
 }
 
 impl Change {
@@ -111,7 +128,14 @@ impl State {
                 status: false,
             };
             let object = json!({"metadata": {"name": name}});
-            let created = state.write(&target, "kube-apiserver", Change::Create(object), false);
+            let create = Change::Create(object);
+            let created = state.write(
+                &target,
+                "kube-apiserver",
+                create,
+                FieldValidation::Drop,
+                false,
+            );
             created.expect("the initial namespaces are valid");
         }
         state
@@ -186,6 +210,7 @@ impl State {
         target: &Target,
         manager: &str,
         change: Change,
+        validation: FieldValidation,
         dry_run: bool,
     ) -> Result<(u16, Value), Failure> {
         let kind = target.kind;
@@ -215,25 +240,50 @@ impl State {
             (_, None) if target.status => return Err(not_found()),
             (Change::Create(body), None) => request_object(target, body)?,
             (Change::Create(_), Some(_)) => return Err(status::already_exists(kind, &target.name)),
-            (Change::Replace(_) | Change::MergePatch(_), None) => return Err(not_found()),
+            (
+                Change::Replace(_)
+                | Change::MergePatch(_)
+                | Change::StrategicMerge(_)
+                | Change::JsonPatch(_),
+                None,
+            ) => return Err(not_found()),
             (Change::Replace(body), Some(old)) => {
-                check_precondition(target, &body, old, true)?;
+                check_precondition(target, &body, old)?;
                 request_object(target, body)?
             }
+            (Change::StrategicMerge(_), Some(_)) if kind.is_crd() => {
+                return Err(status::unsupported_media_type())
+            }
+            (Change::StrategicMerge(patch), Some(old)) => {
+                check_precondition(target, &patch, old)?;
+                let mut patched = old.clone();
+                patch::strategic_merge(&mut patched, &patch);
+                request_object(target, patched)?
+            }
+            (Change::JsonPatch(operations), Some(old)) => {
+                let mut whole = old.clone();
+                whole["apiVersion"] = json!(kind.api_version());
+                whole["kind"] = json!(kind.kind);
+                let patched = patch::json_patch(&whole, &operations)
+                    .map_err(|message| status::failure(422, "Invalid", &message, None))?;
+                check_precondition(target, &patched, old)?;
+                request_object(target, patched)?
+            }
             (Change::MergePatch(patch), Some(old)) => {
-                check_precondition(target, &patch, old, false)?;
+                check_precondition(target, &patch, old)?;
                 let mut patched = old.clone();
                 merge_patch(&mut patched, &patch);
                 request_object(target, patched)?
             }
             (Change::Apply { object, force }, old) => {
                 if let Some(old) = old {
-                    check_precondition(target, &object, old, false)?;
+                    check_precondition(target, &object, old)?;
                 }
                 let applied = request_object(target, object)?;
                 apply(target, &applied, force, old, &mut entries, acting.clone())?
             }
         };
+        let candidate = decode(target, candidate, acting.operation, validation)?;
         let mut object = match old {
             Some(old) if target.status => with_status(old.clone(), candidate.get("status")),
             _ if kind.status => with_status(candidate, old.and_then(|old| old.get("status"))),
@@ -294,6 +344,10 @@ impl State {
         dry_run: bool,
     ) -> Result<Value, Failure> {
         let kind = target.kind;
+        let kept = ["default", "kube-system", "kube-public"].contains(&target.name.as_str());
+        if kind.kind == "Namespace" && kept {
+            return Err(status::namespace_kept(&target.name));
+        }
         let key = Self::key(target);
         let stored = self
             .objects
@@ -428,26 +482,67 @@ fn request_object(target: &Target, mut body: Value) -> Result<Value, Failure> {
     Ok(body)
 }
 
-/// A write carrying `metadata.resourceVersion` must name the stored one; an update (PUT)
-/// must carry one.
-fn check_precondition(
+/// The object as the real server decodes it (see [`schema`]): a value of the wrong type is a
+/// 400 (a 500 for a server-side apply, whose typed conversion fails); an unknown field is
+/// dropped, or refused with a 400 under `fieldValidation=Strict` (always a 500 for an apply).
+fn decode(
     target: &Target,
-    body: &Value,
-    old: &Value,
-    required: bool,
-) -> Result<(), Failure> {
-    match body["metadata"].get("resourceVersion") {
-        None if required => {
-            let detail = "0x0: must be specified for an update".to_string();
-            let error = status::FieldError::invalid("metadata.resourceVersion", detail);
-            let kind = target.kind;
-            Err(status::invalid(
-                kind.kind,
-                kind.group,
-                &target.name,
-                &[error],
-            ))
+    mut object: Value,
+    operation: &str,
+    validation: FieldValidation,
+) -> Result<Value, Failure> {
+    let kind = target.kind;
+    let apply = operation == "Apply";
+    let unknown = if apply || validation == FieldValidation::Strict {
+        Unknown::Keep
+    } else {
+        Unknown::Drop
+    };
+    let findings = schema::check(kind, &mut object, unknown);
+    let gvk = format!("{}, Kind={}", kind.api_version(), kind.kind);
+    if apply {
+        let not_declared = findings
+            .unknown
+            .iter()
+            .map(|f| format!("{f}: field not declared in schema"));
+        if let Some(first) = findings
+            .wrong_type
+            .iter()
+            .cloned()
+            .chain(not_declared)
+            .next()
+        {
+            let message = format!("failed to create typed patch object ({gvk}): {first}");
+            let mut failure = status::failure(500, "", &message, None);
+            if let Some(map) = failure.as_object_mut() {
+                map.remove("reason");
+            }
+            return Err(failure);
         }
+    }
+    if let Some(first) = findings.wrong_type.first() {
+        let message = format!(
+            "{} in version \"{}\" cannot be handled as a {}: {first}",
+            kind.kind, kind.version, kind.kind
+        );
+        return Err(status::bad_request(&message));
+    }
+    if validation == FieldValidation::Strict && !findings.unknown.is_empty() {
+        let fields: Vec<String> = findings
+            .unknown
+            .iter()
+            .map(|f| format!("unknown field \"{}\"", f.trim_start_matches('.')))
+            .collect();
+        let message = format!("strict decoding error: {}", fields.join(", "));
+        return Err(status::bad_request(&message));
+    }
+    Ok(object)
+}
+
+/// A write carrying `metadata.resourceVersion` must name the stored one; one without it
+/// (a PUT too, for every kind served) is unconditional, as on a real server.
+fn check_precondition(target: &Target, body: &Value, old: &Value) -> Result<(), Failure> {
+    match body["metadata"].get("resourceVersion") {
         Some(version) if *version != old["metadata"]["resourceVersion"] => {
             Err(status::stale(target.kind, &target.name))
         }
