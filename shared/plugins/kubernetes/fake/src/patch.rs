@@ -247,3 +247,113 @@ fn remove(object: &mut Value, path: &[String]) -> Result<Value, Refused> {
     };
     removed.ok_or_else(|| missing(path))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn strategic_merge_patches_as_the_real_server_does() {
+        let live = json!({"metadata": {"labels": {"a": "1", "b": "2"}, "finalizers": ["x", "y"]},
+            "spec": {"containers": [{"name": "app", "image": "1", "args": ["-v"]},
+                                    {"name": "side", "image": "s"}]}});
+        let cases = [
+            // null removes a field; maps merge.
+            (
+                json!({"metadata": {"labels": {"a": null, "c": "3"}}}),
+                json!({"b": "2", "c": "3"}),
+                "/metadata/labels",
+            ),
+            // Lists without a merge key are replaced.
+            (
+                json!({"spec": {"containers": [{"name": "app", "args": ["-q"]}]}}),
+                json!(["-q"]),
+                "/spec/containers/0/args",
+            ),
+            (
+                json!({"$deleteFromPrimitiveList/finalizers": ["x"], "metadata": {}}),
+                json!(["x", "y"]),
+                "/metadata/finalizers",
+            ),
+            (
+                json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x"]}}),
+                json!(["y"]),
+                "/metadata/finalizers",
+            ),
+            // $setElementOrder orders a keyed list.
+            (
+                json!({"spec": {"$setElementOrder/containers": [{"name": "side"}, {"name": "app"}]}}),
+                json!("side"),
+                "/spec/containers/0/name",
+            ),
+            // $patch: replace replaces a map.
+            (
+                json!({"metadata": {"labels": {"$patch": "replace", "z": "9"}}}),
+                json!({"z": "9"}),
+                "/metadata/labels",
+            ),
+        ];
+        for (patch, expected, pointer) in cases {
+            let mut object = live.clone();
+            super::strategic_merge(&mut object, &patch);
+            assert_eq!(object.pointer(pointer), Some(&expected), "{patch}");
+        }
+    }
+
+    #[test]
+    fn json_patch_applies_every_operation_or_none() {
+        let live = json!({"a": {"b~c": 1, "d/e": 2}, "list": [1, 2]});
+        let cases = [
+            (
+                json!([{"op": "add", "path": "/list/-", "value": 3}]),
+                Some(json!([1, 2, 3])),
+                "/list",
+            ),
+            (
+                json!([{"op": "add", "path": "/list/0", "value": 0}]),
+                Some(json!([0, 1, 2])),
+                "/list",
+            ),
+            (
+                json!([{"op": "remove", "path": "/list/0"}]),
+                Some(json!([2])),
+                "/list",
+            ),
+            (
+                json!([{"op": "replace", "path": "/a/b~0c", "value": 5}]),
+                Some(json!(5)),
+                "/a/b~0c",
+            ),
+            (
+                json!([{"op": "move", "from": "/a/d~1e", "path": "/x"}]),
+                Some(json!(2)),
+                "/x",
+            ),
+            (
+                json!([{"op": "copy", "from": "/list", "path": "/y"}]),
+                Some(json!([1, 2])),
+                "/y",
+            ),
+            (
+                json!([{"op": "replace", "path": "/nothing", "value": 1}]),
+                None,
+                "",
+            ),
+            (json!([{"op": "remove", "path": "/list/5"}]), None, ""),
+            (
+                json!([{"op": "add", "path": "/z", "value": 1}, {"op": "test", "path": "/z", "value": 2}]),
+                None,
+                "",
+            ),
+        ];
+        for (patch, expected, pointer) in cases {
+            let patched = super::json_patch(&live, &patch);
+            match expected {
+                Some(value) => {
+                    assert_eq!(patched.unwrap().pointer(pointer), Some(&value), "{patch}")
+                }
+                None => assert!(patched.is_err(), "{patch}"),
+            }
+        }
+    }
+}
