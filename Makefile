@@ -144,9 +144,9 @@ bench: console
 bench-terraform: console
 	cargo bench -p gannet-cli --bench terraform
 
-## bench-kubernetes: K8S_SYNC of 100 manifests against the fake API server in its own process (API requests, gannet's and the server's CPU, drift's requests) next to kubectl apply --server-side; prints a markdown table (BENCHMARKS.md)
-bench-kubernetes:
-	cargo build --profile bench -p gannet-kube-fake --bin gannet-kube-fake
+## bench-kubernetes: K8S_SYNC of 100 manifests against a real kube-apiserver + etcd (scripts/kube.sh; BENCH_SERVER=fake for the fake API server) (API requests, gannet's and the server's CPU, drift's requests) next to kubectl apply --server-side; prints a markdown table (BENCHMARKS.md)
+bench-kubernetes: kube-ensure
+	if [ "$${BENCH_SERVER:-real}" = fake ]; then cargo build --profile bench -p gannet-kube-fake --bin gannet-kube-fake; fi
 	cargo bench -p gannet-plugin-kubernetes --bench sync
 
 ## bench-console: the web console's deployment page (10 stages, 5,000 log lines) in Chromium next to the same text as a static page; prints a markdown table (BENCHMARKS.md)

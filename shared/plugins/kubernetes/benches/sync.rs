@@ -1,15 +1,23 @@
-//! The Kubernetes benchmark: K8S_SYNC of an app of 100 manifests against the fake API server
-//! running as a process of its own, with every API request counted, gannet's CPU apart from the
-//! server's, and the drift check's requests; next to `kubectl apply --server-side` of the same
-//! manifests against another fake server of the same kind, in the same run.
+//! The Kubernetes benchmark: K8S_SYNC of an app of 100 manifests against a real kube-apiserver
+//! and etcd (or the fake API server, BENCH_SERVER=fake), with every API request counted, gannet's
+//! CPU apart from the server's, and the drift check's requests; next to `kubectl apply
+//! --server-side` of the same manifests against another server of the same kind, in the same run.
 //!
 //! - **The app**: 34 Deployments (with `pipecd.dev/variant: primary` in the selector and the
 //!   pod template, as PipeCD asks), 33 Services and 33 ConfigMaps, in 34 files, with
 //!   `quickSync.prune: true`: the quick sync is one K8S_SYNC stage.
-//! - **The server**: `gannet-kube-fake` (the fake crate's binary, found next to this benchmark
-//!   in the target directory, or at `$GANNET_KUBE_FAKE`), started per run and stopped by its
-//!   PID. It plays the Deployment controller with no delay (a Deployment is rolled out within
-//!   ~20 ms of its generation changing). Its request log is read from `GET /fake/requests`.
+//! - **The real server** (the default): kube-apiserver and etcd started by `scripts/kube.sh`
+//!   through [`RealKube`], a fresh one per side and run, stopped by its PIDs through the script.
+//!   No controller runs, so `RealKube` plays the Deployment controller (a list of every
+//!   Deployment every 100 ms, rolled-out statuses written through the status subresource) on
+//!   both sides' servers. Its threads run in this process; their CPU is left out of gannet's.
+//!   Requests come from the audit log (ResponseComplete events), less the server's own and the
+//!   stand-in's; kubectl's are told by their user agent. The server's CPU is the sum of its
+//!   processes' (DIR/pids) threads' on-CPU time from /proc/<pid>/task/*/schedstat (ns), etcd's
+//!   part shown apart.
+//! - **The fake** (BENCH_SERVER=fake): `gannet-kube-fake` (the fake crate's binary, found next
+//!   to this benchmark in the target directory, or at `$GANNET_KUBE_FAKE`), which plays the
+//!   Deployment controller with no delay; its request log is read from `GET /fake/requests`.
 //! - **gannet**: the plugin driven in this process, on a current-thread tokio runtime, through
 //!   the core's planner and state machine (`gannet_sdk::test_run`), each step delivered once.
 //!   A step that waits for the rollout answers `Continue`; the next step runs BENCH_POLL_MS
@@ -17,21 +25,23 @@
 //!   (creates everything) and (b) a sync of the same manifests at a new commit; then (c) the
 //!   drift check, `live_state` once. Wall time runs from the first step's start to the last
 //!   step's end; "in steps" leaves out the polls between steps. gannet's CPU is this process's
-//!   CLOCK_PROCESS_CPUTIME_ID (user + system of all its threads, what getrusage(RUSAGE_SELF)
-//!   counts, in ns); the server's is the sum of its threads' on-CPU time from
-//!   /proc/<pid>/task/*/schedstat (ns; /proc/<pid>/stat's utime + stime if schedstat is absent).
-//! - **kubectl**: `kubectl apply --server-side --validate=false -f <dir>` of the same 100
-//!   manifests ($KUBECTL, default `kubectl`), first with an empty discovery cache (creates
-//!   everything), then again (no change, warm cache). kubectl sends no credentials to a plain
-//!   HTTP server (client-go reads a kubeconfig's user only for TLS), so it reaches the fake
-//!   through a loopback proxy in this process that adds the bearer token; the proxy's CPU is
-//!   not kubectl's, and its hop is measured (GET /version, direct vs through the proxy). kubectl
-//!   does not wait for the rollout and does not prune: `--prune` is refused with
-//!   `--server-side`, and `kubectl rollout status` needs watches and field selectors, which
-//!   the fake does not serve. Its CPU is this process's RUSAGE_CHILDREN (10 ms ticks).
-//!   Without kubectl (or if it fails against the fake), its rows say n/a and why.
+//!   CLOCK_PROCESS_CPUTIME_ID (user + system of all its threads, in ns) less the stand-in
+//!   controller's threads.
+//! - **kubectl**: `kubectl apply --server-side -f <dir>` of the same 100 manifests ($KUBECTL;
+//!   default the real server's kubectl from `scripts/kube.sh path`, or `kubectl` for the fake),
+//!   first with an empty discovery cache (creates everything), then again (no change, warm
+//!   cache). Against the real TLS server it uses the script's kubeconfig and kubectl's default
+//!   validation (the server's). Against the fake, which has no OpenAPI, it runs with
+//!   `--validate=false`, and since kubectl sends no credentials to a plain HTTP server, through
+//!   a loopback proxy in this process that adds the bearer token (its hop is measured: GET
+//!   /version, direct vs through the proxy). kubectl does not wait for the rollout and does not
+//!   prune: `--prune` is refused with `--server-side`, and `kubectl rollout status` (which the
+//!   stand-in controller would let work on the real server) takes one Deployment per process,
+//!   so it is left out. Its CPU is this process's RUSAGE_CHILDREN (10 ms ticks). Without
+//!   kubectl (or if it fails), its rows say n/a and why.
 //!
-//! Settings (environment): BENCH_RUNS (7), BENCH_POLL_MS (20), KUBECTL, GANNET_KUBE_FAKE.
+//! Settings (environment): BENCH_SERVER (real | fake), BENCH_RUNS (7), BENCH_POLL_MS (20),
+//! KUBECTL, GANNET_KUBE_FAKE.
 
 #[path = "../../../../cli/benches/common/stats.rs"]
 mod stats;
@@ -48,7 +58,7 @@ use gannet_config::parse_app_config;
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
 use gannet_domain::duration::Millis;
 use gannet_domain::AppId;
-use gannet_kube_fake::{FakeKube, REQUESTS_PATH};
+use gannet_kube_fake::{tools_dir, FakeKube, RealKube, REQUESTS_PATH};
 use gannet_plugin_kubernetes::{DeployTarget, KubernetesPlugin};
 use gannet_sdk::plugin::{Faces, Live, LiveContext, LiveStates};
 use gannet_sdk::test_run::{Commit, Commits, Delivery, Platform, Run, APP};
@@ -63,6 +73,10 @@ const OBJECTS: usize = DEPLOYMENTS + SERVICES + CONFIG_MAPS;
 const KINDS: [&str; 3] = ["deployments", "services", "configmaps"];
 /// The bound on every wait: the server's start, a kubectl run, a sync.
 const LIMIT: Duration = Duration::from_secs(60);
+/// How long the audit log is given for a request's last event to be written.
+const AUDIT_SETTLE: Duration = Duration::from_millis(300);
+/// How long the idle server is watched.
+const IDLE: Duration = Duration::from_secs(1);
 /// GET /version requests per side when the proxy's hop is measured.
 const HOP_SAMPLES: usize = 200;
 
@@ -76,9 +90,20 @@ spec:
 
 fn main() {
     let runs = env_number("BENCH_RUNS", 7).max(1);
-    let poll = Duration::from_millis(env_number("BENCH_POLL_MS", 20) as u64);
-    let fake_bin = fake_binary();
-    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into());
+    let flavour = Flavour::from_env();
+    let setup = Setup {
+        flavour,
+        fake_bin: (flavour == Flavour::Fake).then(fake_binary),
+        runtime: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime"),
+        poll: Duration::from_millis(env_number("BENCH_POLL_MS", 20) as u64),
+    };
+    let kubectl = std::env::var("KUBECTL").unwrap_or_else(|_| match flavour {
+        Flavour::Real => tools_dir().join("kubectl").to_string_lossy().into_owned(),
+        Flavour::Fake => "kubectl".into(),
+    });
     let work = tempfile::tempdir().expect("a work directory");
     let files = manifests();
     let peer_dir = work.path().join("manifests");
@@ -92,15 +117,11 @@ fn main() {
         .collect();
     let first = Commit::with_files('a', APP_CONFIG, &as_bytes);
     let again = Commit::with_files('b', APP_CONFIG, &as_bytes);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime");
 
     let mut peer = Peer::check(&kubectl);
     eprintln!(
-        "K8S_SYNC of {OBJECTS} manifests against {} in its own process; {runs} runs; kubectl: {}",
-        fake_bin.display(),
+        "K8S_SYNC of {OBJECTS} manifests against {}; {runs} runs; kubectl: {}",
+        setup.describe(),
         peer.describe()
     );
     let mut samples = Vec::new();
@@ -115,9 +136,9 @@ fn main() {
         let order = if run % 2 == 0 { [0, 1] } else { [1, 0] };
         for side in order {
             if side == 0 {
-                gannet_run(&runtime, &fake_bin, &dir, &first, &again, poll, &mut sample);
+                gannet_run(&setup, &dir, &first, &again, &mut sample);
             } else {
-                peer.run(&runtime, &fake_bin, &dir, &peer_dir, &mut sample);
+                peer.run(&setup, &dir, &peer_dir, &mut sample);
             }
         }
         let machine = stats::machine_cpu_ms();
@@ -129,7 +150,7 @@ fn main() {
         eprintln!("run {}: {}", run + 1, sample.line());
         samples.push(sample);
     }
-    report(&samples, runs, poll, &peer);
+    report(&samples, runs, &setup, &peer);
 }
 
 /// The fake API server's binary: $GANNET_KUBE_FAKE, or next to this benchmark's directory.
@@ -283,20 +304,89 @@ fn process_cpu_ns_of(pid: u32) -> u64 {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fake API server, as a process
+// The API server, as processes of its own
 
-/// A running `gannet-kube-fake`, stopped by its PID when dropped.
+/// Which API server the benchmark runs against (BENCH_SERVER).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    /// kube-apiserver and etcd, started by `scripts/kube.sh` (the default).
+    Real,
+    /// `gannet-kube-fake` (BENCH_SERVER=fake).
+    Fake,
+}
+
+impl Flavour {
+    fn from_env() -> Flavour {
+        match std::env::var("BENCH_SERVER").as_deref() {
+            Ok("fake") => Flavour::Fake,
+            Ok("real") | Ok("") | Err(_) => Flavour::Real,
+            Ok(other) => panic!("BENCH_SERVER={other}: say `real` (the default) or `fake`"),
+        }
+    }
+}
+
+/// Whose requests a count is of: the server logs everyone's (the real one also its own and the
+/// stand-in controller's).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Gannet,
+    Kubectl,
+}
+
+/// One request the server logged, as the counts need it.
+struct Logged {
+    method: String,
+    path: String,
+    query: String,
+    apply: bool,
+    status: u64,
+}
+
+enum Backend {
+    Fake {
+        child: Child,
+        /// Kept open: the fake serves until its stdin closes.
+        _stdin: ChildStdin,
+        url: String,
+    },
+    Real(RealKube),
+}
+
+/// A running API server, stopped by its PIDs when dropped (the real one through
+/// `scripts/kube.sh stop`).
 struct Server {
-    child: Child,
-    /// Kept open: the server serves until its stdin closes.
-    _stdin: ChildStdin,
-    url: String,
+    backend: Backend,
     kubeconfig: PathBuf,
+    /// The server's processes: ("kube-apiserver", pid), ("etcd", pid), or the fake's one.
+    pids: Vec<(String, u32)>,
     cpu_at_start: u64,
 }
 
 impl Server {
-    fn start(bin: &Path, dir: &Path) -> Server {
+    fn start(flavour: Flavour, fake_bin: Option<&Path>, dir: &Path) -> Server {
+        let mut server = match flavour {
+            Flavour::Fake => Server::start_fake(fake_bin.expect("the fake's binary"), dir),
+            Flavour::Real => {
+                let real = RealKube::start();
+                let pids = std::fs::read_to_string(real.dir().join("pids"))
+                    .expect("scripts/kube.sh wrote DIR/pids")
+                    .lines()
+                    .filter_map(|l| l.split_once(' '))
+                    .filter_map(|(name, pid)| Some((name.to_owned(), pid.trim().parse().ok()?)))
+                    .collect();
+                Server {
+                    kubeconfig: real.write_kubeconfig(dir),
+                    backend: Backend::Real(real),
+                    pids,
+                    cpu_at_start: 0,
+                }
+            }
+        };
+        server.cpu_at_start = server.cpu_ns();
+        server
+    }
+
+    fn start_fake(bin: &Path, dir: &Path) -> Server {
         let kubeconfig = dir.join("kubeconfig");
         let mut child = Command::new(bin)
             .arg(&kubeconfig)
@@ -314,40 +404,107 @@ impl Server {
             let _ = tx.send(line);
         });
         let pid = child.id();
-        let line = rx.recv_timeout(LIMIT).unwrap_or_default();
-        let url = line.trim().to_owned();
-        let server = Server {
-            cpu_at_start: process_cpu_ns_of(pid),
-            child,
-            _stdin: stdin,
-            url,
-            kubeconfig,
-        };
+        let url = rx.recv_timeout(LIMIT).unwrap_or_default().trim().to_owned();
         assert!(
-            server.url.starts_with("http://"),
+            url.starts_with("http://"),
             "the fake server (pid {pid}) printed no URL"
         );
-        server
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn cpu_ns(&self) -> u64 {
-        process_cpu_ns_of(self.pid())
-    }
-
-    /// The server's request log so far (`GET /fake/requests`).
-    fn requests(&self) -> Vec<Value> {
-        let body = http_get(&self.url, REQUESTS_PATH);
-        match serde_json::from_str(&body) {
-            Ok(Value::Array(log)) => log,
-            _ => panic!("the request log is not a JSON array: {body}"),
+        Server {
+            backend: Backend::Fake {
+                child,
+                _stdin: stdin,
+                url,
+            },
+            kubeconfig,
+            pids: vec![("gannet-kube-fake".to_owned(), pid)],
+            cpu_at_start: 0,
         }
     }
 
-    /// Stops the server by its PID; answers the CPU it used since it started, in ms.
+    /// The fake's URL (plain HTTP), for the proxy kubectl needs.
+    fn fake_url(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Fake { url, .. } => Some(url),
+            Backend::Real(_) => None,
+        }
+    }
+
+    fn real(&self) -> Option<&RealKube> {
+        match &self.backend {
+            Backend::Real(real) => Some(real),
+            Backend::Fake { .. } => None,
+        }
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.pids.iter().map(|(_, pid)| *pid).collect()
+    }
+
+    /// All the server's processes' CPU time, in ns.
+    fn cpu_ns(&self) -> u64 {
+        self.pids
+            .iter()
+            .map(|(_, pid)| process_cpu_ns_of(*pid))
+            .sum()
+    }
+
+    /// The CPU time of the store alone (etcd; 0 for the fake), in ns.
+    fn store_cpu_ns(&self) -> u64 {
+        self.pids
+            .iter()
+            .filter(|(name, _)| name == "etcd")
+            .map(|(_, pid)| process_cpu_ns_of(*pid))
+            .sum()
+    }
+
+    /// The requests of `side` the server has logged so far, oldest first. The fake's log is
+    /// `GET /fake/requests`, one server per side. The real one's is its audit log
+    /// (ResponseComplete events, after a moment for the last to be written): the server's own
+    /// requests (user `system:apiserver`) and the stand-in controller's ([`by_stand_in`]) are
+    /// left out, kubectl's are those whose user agent starts with `kubectl/`, gannet's the rest. The audit log has no content type, so a PATCH naming a field manager on an object
+    /// (not its status) counts as an apply: the only patches either client sends here.
+    fn requests(&self, side: Side) -> Vec<Logged> {
+        match &self.backend {
+            Backend::Fake { url, .. } => {
+                let body = http_get(url, REQUESTS_PATH);
+                let Ok(Value::Array(log)) = serde_json::from_str(&body) else {
+                    panic!("the request log is not a JSON array: {body}");
+                };
+                log.iter()
+                    .map(|r| Logged {
+                        method: r["method"].as_str().unwrap_or_default().to_owned(),
+                        path: r["path"].as_str().unwrap_or_default().to_owned(),
+                        query: r["query"].as_str().unwrap_or_default().to_owned(),
+                        apply: r["contentType"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .starts_with("application/apply-patch"),
+                        status: r["status"].as_u64().unwrap_or(0),
+                    })
+                    .collect()
+            }
+            Backend::Real(real) => {
+                std::thread::sleep(AUDIT_SETTLE);
+                let text = std::fs::read_to_string(real.dir().join("audit.log"))
+                    .expect("the server's audit log");
+                text.lines()
+                    .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+                    .filter(|e| e["stage"] == "ResponseComplete")
+                    .filter(|e| e["user"]["username"] != "system:apiserver")
+                    .filter(|e| {
+                        let agent = e["userAgent"].as_str().unwrap_or_default();
+                        match side {
+                            Side::Kubectl => agent.starts_with("kubectl/"),
+                            Side::Gannet => !agent.starts_with("kubectl/") && !by_stand_in(e),
+                        }
+                    })
+                    .map(|e| audited(&e))
+                    .collect()
+            }
+        }
+    }
+
+    /// Stops the server by its PIDs; answers the CPU it used since it started, in ms.
     fn stop(mut self) -> f64 {
         let used = self.cpu_ns().saturating_sub(self.cpu_at_start) as f64 / 1e6;
         self.kill();
@@ -355,22 +512,59 @@ impl Server {
     }
 
     fn kill(&mut self) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
-            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        match &mut self.backend {
+            Backend::Fake { child, .. } => {
+                if matches!(child.try_wait(), Ok(None)) {
+                    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                    }
+                    let _ = child.wait();
+                }
+            }
+            // RealKube stops its server through the script when dropped.
+            Backend::Real(real) => real.stop_playing_deployment_controller(),
         }
-        let _ = self.child.wait();
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            self.kill();
-        }
+        self.kill();
     }
 }
 
-/// A GET of `path` with the bearer token, on a connection of its own; the body.
+/// Whether an audit event is the stand-in Deployment controller's: its list of every
+/// Deployment (no query) or its status writes (field manager `kube-controller-manager`).
+/// Neither client sends its user agent, so this is told by what it asks.
+fn by_stand_in(event: &Value) -> bool {
+    let uri = event["requestURI"].as_str().unwrap_or_default();
+    uri == "/apis/apps/v1/deployments" || uri.contains("fieldManager=kube-controller-manager")
+}
+
+/// An audit event as a logged request.
+fn audited(event: &Value) -> Logged {
+    let uri = event["requestURI"].as_str().unwrap_or_default();
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let verb = event["verb"].as_str().unwrap_or_default();
+    let method = match verb {
+        "create" => "POST",
+        "update" => "PUT",
+        "patch" => "PATCH",
+        "delete" | "deletecollection" => "DELETE",
+        _ => "GET",
+    };
+    Logged {
+        method: method.to_owned(),
+        path: path.to_owned(),
+        query: query.to_owned(),
+        apply: verb == "patch"
+            && query.split('&').any(|kv| kv.starts_with("fieldManager="))
+            && event["objectRef"]["subresource"].is_null(),
+        status: event["responseStatus"]["code"].as_u64().unwrap_or(0),
+    }
+}
+
+/// A GET of `path` with the fake's bearer token, on a connection of its own; the body.
 fn http_get(url: &str, path: &str) -> String {
     let address = url.trim_start_matches("http://");
     let mut stream = TcpStream::connect(address).expect("the fake server answers");
@@ -385,6 +579,44 @@ fn http_get(url: &str, path: &str) -> String {
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     assert!(head.starts_with("HTTP/1.1 200"), "GET {path}: {head}");
     body.to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The stand-in Deployment controller's CPU, left out of gannet's
+
+/// This process's threads, by id.
+fn own_threads() -> Vec<u32> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .filter_map(|t| t.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// gannet's CPU clock: this process's CPU less the threads that are not gannet's (the stand-in
+/// controller's, which runs in this process for the real server).
+#[derive(Clone, Default)]
+struct GannetClock {
+    not_gannet: Arc<Vec<u32>>,
+}
+
+impl GannetClock {
+    fn ns(&self) -> u64 {
+        let others: u64 = self
+            .not_gannet
+            .iter()
+            .map(|tid| {
+                std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next()?.parse().ok())
+                    .unwrap_or(0)
+            })
+            .sum();
+        process_cpu_ns().saturating_sub(others)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,14 +641,11 @@ struct Counts {
 }
 
 impl Counts {
-    fn of(requests: &[Value]) -> Counts {
+    fn of(requests: &[Logged]) -> Counts {
         let mut c = Counts::default();
         for r in requests {
-            let method = r["method"].as_str().unwrap_or_default();
-            let path = r["path"].as_str().unwrap_or_default();
-            let query = r["query"].as_str().unwrap_or_default();
-            let content_type = r["contentType"].as_str().unwrap_or_default();
-            if r["status"].as_u64().unwrap_or(0) >= 400 {
+            let (method, path, query) = (r.method.as_str(), r.path.as_str(), r.query.as_str());
+            if r.status >= 400 {
                 c.failed += 1;
             }
             let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
@@ -432,7 +661,7 @@ impl Counts {
             };
             match (method, plural) {
                 (_, None) if method == "GET" => c.discovery += 1,
-                ("PATCH", Some(_)) if content_type.starts_with("application/apply-patch") => {
+                ("PATCH", Some(_)) if r.apply => {
                     c.apply += 1;
                 }
                 ("GET", Some(plural)) if !named && !query.contains("watch=true") => {
@@ -474,7 +703,9 @@ impl Counts {
 #[derive(Clone)]
 struct Bench {
     plugin: Arc<KubernetesPlugin>,
-    server_pid: u32,
+    clock: GannetClock,
+    server_pids: Vec<u32>,
+    store_pids: Vec<u32>,
     poll: Duration,
     steps: Arc<Mutex<Vec<StepEnd>>>,
 }
@@ -484,6 +715,7 @@ struct StepEnd {
     at: Instant,
     gannet_cpu_ns: u64,
     server_cpu_ns: u64,
+    store_cpu_ns: u64,
     /// The poll slept after this step.
     slept: Duration,
 }
@@ -502,8 +734,9 @@ impl Platform for Bench {
     async fn after_step(&self) {
         let mut end = StepEnd {
             at: Instant::now(),
-            gannet_cpu_ns: process_cpu_ns(),
-            server_cpu_ns: process_cpu_ns_of(self.server_pid),
+            gannet_cpu_ns: self.clock.ns(),
+            server_cpu_ns: self.server_pids.iter().map(|p| process_cpu_ns_of(*p)).sum(),
+            store_cpu_ns: self.store_pids.iter().map(|p| process_cpu_ns_of(*p)).sum(),
             slept: Duration::ZERO,
         };
         tokio::time::sleep(self.poll).await;
@@ -523,7 +756,10 @@ struct Phase {
     in_steps_ms: f64,
     steps: usize,
     client_cpu_ms: f64,
+    /// All the server's processes (kube-apiserver and etcd, or the fake).
     server_cpu_ms: f64,
+    /// etcd's part of it (0 for the fake).
+    store_cpu_ms: f64,
     counts: Counts,
 }
 
@@ -535,11 +771,12 @@ struct Sample {
     /// `kubectl apply` with a cold discovery cache, then again with it warm; None when n/a.
     kubectl_first: Option<Phase>,
     kubectl_again: Option<Phase>,
-    /// GET /version directly and through the proxy, median µs.
+    /// GET /version directly and through the proxy, median µs (the fake only).
     hop_us: Option<(f64, f64)>,
     /// The servers' CPU, start to stop, in ms (for the noise figure).
     servers_ms: f64,
-    /// The server's idle CPU (its controller every 20 ms), ms per s.
+    /// The server's CPU while idle but for the Deployment controller (the fake's own pass
+    /// every 20 ms, or the stand-in's list every 100 ms), ms per s.
     server_idle_ms_per_s: f64,
     elsewhere_pct: f64,
 }
@@ -567,52 +804,103 @@ impl Sample {
     }
 }
 
-fn gannet_run(
-    runtime: &tokio::runtime::Runtime,
-    fake_bin: &Path,
-    dir: &Path,
-    first: &Commit,
-    again: &Commit,
+/// What every run shares: where the servers come from, the runtime, the poll.
+struct Setup {
+    flavour: Flavour,
+    fake_bin: Option<PathBuf>,
+    runtime: tokio::runtime::Runtime,
     poll: Duration,
-    sample: &mut Sample,
-) {
+}
+
+impl Setup {
+    /// kubectl's validation: the server's (`fieldValidation=Strict`, kubectl's default) on the
+    /// real server; none on the fake, which has no OpenAPI for kubectl to read.
+    fn kubectl_validate(&self) -> &'static [&'static str] {
+        match self.flavour {
+            Flavour::Real => &[],
+            Flavour::Fake => &["--validate=false"],
+        }
+    }
+
+    /// A server for one side of one run; for the real one, the stand-in Deployment controller
+    /// plays from the start (the fake plays its own). Answers the server and the threads the
+    /// stand-in added to this process.
+    fn describe(&self) -> String {
+        match (self.flavour, &self.fake_bin) {
+            (Flavour::Fake, Some(bin)) => format!(
+                "{} in its own process (its Deployment controller with no delay)",
+                bin.display()
+            ),
+            _ => format!(
+                "kube-apiserver and etcd from {} (scripts/kube.sh; the Deployment controller played by RealKube, a list every 100 ms)",
+                tools_dir().display()
+            ),
+        }
+    }
+
+    fn server(&self, dir: &Path) -> (Server, Vec<u32>) {
+        let before = own_threads();
+        let server = Server::start(self.flavour, self.fake_bin.as_deref(), dir);
+        if let Some(real) = server.real() {
+            real.play_deployment_controller(Duration::ZERO);
+        }
+        let added = own_threads()
+            .into_iter()
+            .filter(|t| !before.contains(t))
+            .collect();
+        (server, added)
+    }
+}
+
+fn gannet_run(setup: &Setup, dir: &Path, first: &Commit, again: &Commit, sample: &mut Sample) {
     let dir = dir.join("gannet");
     std::fs::create_dir_all(&dir).expect("a directory");
-    let server = Server::start(fake_bin, &dir);
-    // The server idle for 300 ms: its Deployment controller's pass every 20 ms.
+    let (server, not_gannet) = setup.server(&dir);
+    // The server idle but for its Deployment controller, for a second.
     let (idle_cpu, idle_start) = (server.cpu_ns(), Instant::now());
-    std::thread::sleep(Duration::from_millis(300));
+    std::thread::sleep(IDLE);
     sample.server_idle_ms_per_s =
         (server.cpu_ns() - idle_cpu) as f64 / 1e6 / idle_start.elapsed().as_secs_f64();
     let target = DeployTarget::kubeconfig("local", server.kubeconfig.to_string_lossy());
     let plugin = Arc::new(KubernetesPlugin::new(vec![target]));
-    sample.first = sync(runtime, &plugin, &server, poll, first, None);
-    sample.again = sync(runtime, &plugin, &server, poll, again, Some(first));
-    sample.drift = drift(runtime, &plugin, &server, again);
+    let clock = GannetClock {
+        not_gannet: Arc::new(not_gannet),
+    };
+    sample.first = sync(setup, &plugin, &clock, &server, first, None);
+    sample.again = sync(setup, &plugin, &clock, &server, again, Some(first));
+    sample.drift = drift(&setup.runtime, &plugin, &clock, &server, again);
     sample.servers_ms += server.stop();
 }
 
 /// One deployment of `target` (with `running` live), run to its end; the sync stage measured.
 fn sync(
-    runtime: &tokio::runtime::Runtime,
+    setup: &Setup,
     plugin: &Arc<KubernetesPlugin>,
+    clock: &GannetClock,
     server: &Server,
-    poll: Duration,
     target: &Commit,
     running: Option<&Commit>,
 ) -> Phase {
+    let store_pids = server
+        .pids
+        .iter()
+        .filter(|(name, _)| name == "etcd")
+        .map(|(_, pid)| *pid)
+        .collect();
     let bench = Bench {
         plugin: plugin.clone(),
-        server_pid: server.pid(),
-        poll,
+        clock: clock.clone(),
+        server_pids: server.pids(),
+        store_pids,
+        poll: setup.poll,
         steps: Arc::default(),
     };
     let mut run = Run::plan(bench.clone(), target, running);
-    let logged = server.requests().len();
-    let (gannet_cpu, server_cpu) = (process_cpu_ns(), server.cpu_ns());
+    let logged = server.requests(Side::Gannet).len();
+    let (gannet_cpu, server_cpu, store_cpu) = (clock.ns(), server.cpu_ns(), server.store_cpu_ns());
     let start = Instant::now();
     let commits = Commits { target, running };
-    let finished = runtime.block_on(async {
+    let finished = setup.runtime.block_on(async {
         tokio::time::timeout(LIMIT, run.run_all(&commits, Delivery::Once)).await
     });
     assert!(finished.is_ok(), "the sync took longer than {LIMIT:?}");
@@ -634,9 +922,10 @@ fn sync(
         wall_ms: wall.as_secs_f64() * 1e3,
         in_steps_ms: wall.saturating_sub(polls).as_secs_f64() * 1e3,
         steps: steps.len(),
-        client_cpu_ms: (last.gannet_cpu_ns - gannet_cpu) as f64 / 1e6,
+        client_cpu_ms: last.gannet_cpu_ns.saturating_sub(gannet_cpu) as f64 / 1e6,
         server_cpu_ms: last.server_cpu_ns.saturating_sub(server_cpu) as f64 / 1e6,
-        counts: Counts::of(&server.requests()[logged..]),
+        store_cpu_ms: last.store_cpu_ns.saturating_sub(store_cpu) as f64 / 1e6,
+        counts: Counts::of(&server.requests(Side::Gannet)[logged..]),
     }
 }
 
@@ -644,6 +933,7 @@ fn sync(
 fn drift(
     runtime: &tokio::runtime::Runtime,
     plugin: &Arc<KubernetesPlugin>,
+    clock: &GannetClock,
     server: &Server,
     head: &Commit,
 ) -> Phase {
@@ -651,8 +941,8 @@ fn drift(
     let text = std::fs::read_to_string(app_dir.join("app.pipecd.yaml")).expect("the config");
     let app = parse_app_config("app/app.pipecd.yaml", &text).expect("a valid config");
     let app_id = AppId::parse(APP).expect("the app id");
-    let logged = server.requests().len();
-    let (gannet_cpu, server_cpu) = (process_cpu_ns(), server.cpu_ns());
+    let logged = server.requests(Side::Gannet).len();
+    let (gannet_cpu, server_cpu, store_cpu) = (clock.ns(), server.cpu_ns(), server.store_cpu_ns());
     let start = Instant::now();
     let live = runtime.block_on(plugin.live_state(LiveContext {
         app_id: &app_id,
@@ -664,9 +954,10 @@ fn drift(
         jobs: &gannet_sdk::jobs::NoJobs,
     }));
     let wall = start.elapsed();
-    let (gannet_cpu, server_cpu) = (
-        process_cpu_ns() - gannet_cpu,
+    let (gannet_cpu, server_cpu, store_cpu) = (
+        clock.ns().saturating_sub(gannet_cpu),
         server.cpu_ns().saturating_sub(server_cpu),
+        server.store_cpu_ns().saturating_sub(store_cpu),
     );
     let Ok(Live::Read(state)) = live else {
         panic!("the drift check read nothing: {live:?}");
@@ -683,7 +974,8 @@ fn drift(
         steps: 1,
         client_cpu_ms: gannet_cpu as f64 / 1e6,
         server_cpu_ms: server_cpu as f64 / 1e6,
-        counts: Counts::of(&server.requests()[logged..]),
+        store_cpu_ms: store_cpu as f64 / 1e6,
+        counts: Counts::of(&server.requests(Side::Gannet)[logged..]),
     }
 }
 
@@ -739,31 +1031,32 @@ impl Peer {
         cmd
     }
 
-    fn run(
-        &mut self,
-        runtime: &tokio::runtime::Runtime,
-        fake_bin: &Path,
-        dir: &Path,
-        manifests: &Path,
-        sample: &mut Sample,
-    ) {
+    fn run(&mut self, setup: &Setup, dir: &Path, manifests: &Path, sample: &mut Sample) {
         if self.unavailable.is_some() {
             return;
         }
         let dir = dir.join("kubectl");
         std::fs::create_dir_all(&dir).expect("a directory");
-        let server = Server::start(fake_bin, &dir);
-        let proxy = auth_proxy(&server.url);
-        let kubeconfig = dir.join("kubeconfig-via-proxy");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {proxy}\n\
-                 contexts:\n- name: fake\n  context:\n    cluster: fake\n    namespace: default\n\
-                 current-context: fake\nusers: []\n"
-            ),
-        )
-        .expect("a kubeconfig");
+        // The stand-in controller plays here too, so the server does the same work aside.
+        let (server, _) = setup.server(&dir);
+        // kubectl sends no credentials to the fake's plain HTTP: a proxy adds the token.
+        let proxy = server.fake_url().map(auth_proxy);
+        let kubeconfig = match &proxy {
+            None => server.kubeconfig.clone(),
+            Some(proxy) => {
+                let kubeconfig = dir.join("kubeconfig-via-proxy");
+                std::fs::write(
+                    &kubeconfig,
+                    format!(
+                        "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {proxy}\n\
+                         contexts:\n- name: fake\n  context:\n    cluster: fake\n    namespace: default\n\
+                         current-context: fake\nusers: []\n"
+                    ),
+                )
+                .expect("a kubeconfig");
+                kubeconfig
+            }
+        };
         let cache = dir.join("cache");
         if self.version.is_none() {
             let out = stats::bounded(
@@ -782,12 +1075,15 @@ impl Peer {
             let _ = std::fs::remove_dir_all(&cache);
         }
         let apply = |what: &str| -> Result<Phase, String> {
-            let logged = server.requests().len();
-            let (children, server_cpu) = (children_cpu_ms(), server.cpu_ns());
+            let logged = server.requests(Side::Kubectl).len();
+            let (children, server_cpu, store_cpu) =
+                (children_cpu_ms(), server.cpu_ns(), server.store_cpu_ns());
             let start = Instant::now();
             let out = stats::bounded(
                 self.command(&kubeconfig, &cache)
-                    .args(["apply", "--server-side", "--validate=false", "-f"])
+                    .args(["apply", "--server-side"])
+                    .args(setup.kubectl_validate())
+                    .arg("-f")
                     .arg(manifests),
                 LIMIT,
                 what,
@@ -795,6 +1091,7 @@ impl Peer {
             let wall = start.elapsed();
             let cpu = children_cpu_ms() - children;
             let server_cpu = server.cpu_ns().saturating_sub(server_cpu);
+            let store_cpu = server.store_cpu_ns().saturating_sub(store_cpu);
             let applied = String::from_utf8_lossy(&out.stdout)
                 .lines()
                 .filter(|l| l.ends_with("serverside-applied"))
@@ -811,7 +1108,8 @@ impl Peer {
                 steps: 1,
                 client_cpu_ms: cpu as f64,
                 server_cpu_ms: server_cpu as f64 / 1e6,
-                counts: Counts::of(&server.requests()[logged..]),
+                store_cpu_ms: store_cpu as f64 / 1e6,
+                counts: Counts::of(&server.requests(Side::Kubectl)[logged..]),
             })
         };
         match apply("kubectl apply (cold cache)")
@@ -820,7 +1118,7 @@ impl Peer {
             Ok((first, again)) => {
                 sample.kubectl_first = Some(first);
                 sample.kubectl_again = Some(again);
-                sample.hop_us = Some(hop_cost(runtime, &server, &proxy));
+                sample.hop_us = proxy.map(|p| hop_cost(&setup.runtime, &server, &p));
             }
             Err(why) => {
                 eprintln!("kubectl: n/a ({why})");
@@ -969,10 +1267,11 @@ fn phase_row(label: &str, phases: &[&Phase], per_object: bool, stepped: bool) ->
         "–".to_owned()
     };
     format!(
-        "| {label} | {} | {in_steps} | {steps} | {} | {per_object_cpu} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {label} | {} | {in_steps} | {steps} | {} | {per_object_cpu} | {} | {} | {} | {} | {} | {} | {} | {} |",
         shown(&v(&|p| p.wall_ms), 1, " ms"),
         shown(&cpu, 1, " ms"),
         shown(&v(&|p| p.server_cpu_ms), 1, " ms"),
+        shown(&v(&|p| p.store_cpu_ms), 1, " ms"),
         n(&|c| c.apply),
         n(&|c| c.list),
         n(&|c| c.get),
@@ -1052,7 +1351,7 @@ fn verdict(phases: &[&Phase], applies: usize) -> (String, &'static str) {
     }
 }
 
-fn report(samples: &[Sample], runs: usize, poll: Duration, peer: &Peer) {
+fn report(samples: &[Sample], runs: usize, setup: &Setup, peer: &Peer) {
     let first: Vec<&Phase> = samples.iter().map(|s| &s.first).collect();
     let again: Vec<&Phase> = samples.iter().map(|s| &s.again).collect();
     let drift: Vec<&Phase> = samples.iter().map(|s| &s.drift).collect();
@@ -1067,13 +1366,14 @@ fn report(samples: &[Sample], runs: usize, poll: Duration, peer: &Peer) {
     let kubectl_ok = peer.unavailable.is_none() && k_first.len() == samples.len();
 
     println!(
-        "\nK8S_SYNC of {OBJECTS} manifests ({DEPLOYMENTS} Deployments, {SERVICES} Services, {CONFIG_MAPS} ConfigMaps; quickSync.prune) against gannet-kube-fake in its own process (Deployment controller with no delay), steps {} ms apart; kubectl: {}; medians of {runs} runs (min–max), {} cores\n",
-        poll.as_millis(),
+        "\nK8S_SYNC of {OBJECTS} manifests ({DEPLOYMENTS} Deployments, {SERVICES} Services, {CONFIG_MAPS} ConfigMaps; quickSync.prune) against {}, steps {} ms apart; kubectl: {}; medians of {runs} runs (min–max), {} cores\n",
+        setup.describe(),
+        setup.poll.as_millis(),
         peer.describe(),
         std::thread::available_parallelism().map_or(0, usize::from)
     );
-    println!("| phase | wall time | in steps (no polls) | steps | client CPU | client CPU per object | server CPU | applies | lists | GETs | discovery | deletes + other | requests |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| phase | wall time | in steps (no polls) | steps | client CPU | client CPU per object | server CPU | of which etcd | applies | lists | GETs | discovery | deletes + other | requests |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     println!(
         "{}",
         phase_row(
@@ -1122,7 +1422,7 @@ fn report(samples: &[Sample], runs: usize, poll: Duration, peer: &Peer) {
         );
     } else {
         println!(
-            "| kubectl apply --server-side | n/a ({}) | | | | | | | | | | | |",
+            "| kubectl apply --server-side | n/a ({}) | | | | | | | | | | | | |",
             peer.unavailable.as_deref().unwrap_or("no runs")
         );
     }
@@ -1147,12 +1447,14 @@ fn report(samples: &[Sample], runs: usize, poll: Duration, peer: &Peer) {
             ratio(&again, &k_again, &|p| p.client_cpu_ms)
         );
         let hops: Vec<(f64, f64)> = samples.iter().filter_map(|s| s.hop_us).collect();
-        println!(
+        if !hops.is_empty() {
+            println!(
             "\nkubectl reaches the fake through this benchmark's token-adding proxy: GET /version takes {} directly and {} through it (kube-rs, keep-alive), so the proxy adds about {} to each of kubectl's requests.",
             shown(&hops.iter().map(|h| h.0).collect::<Vec<_>>(), 0, " µs"),
             shown(&hops.iter().map(|h| h.1).collect::<Vec<_>>(), 0, " µs"),
             shown(&hops.iter().map(|h| h.1 - h.0).collect::<Vec<_>>(), 0, " µs"),
         );
+        }
     } else {
         println!(
             "| K8S_SYNC ÷ kubectl apply | n/a ({}) | n/a |",
@@ -1188,7 +1490,7 @@ fn report(samples: &[Sample], runs: usize, poll: Duration, peer: &Peer) {
         ),
     );
     println!(
-        "\nThe server idle (its Deployment controller's pass every 20 ms) used {} of CPU a second; machine CPU used by other work during the runs: {} of the 2 cores.",
+        "\nThe server idle but for the Deployment controller (the fake's pass every 20 ms, or the stand-in's list every 100 ms) used {} of CPU a second; machine CPU used by other work during the runs: {} of the 2 cores.",
         shown(&col(samples, |s| s.server_idle_ms_per_s), 1, " ms"),
         shown(&col(samples, |s| s.elsewhere_pct), 0, " %"),
     );
