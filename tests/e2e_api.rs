@@ -1104,12 +1104,6 @@ fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
             404,
             "not found",
         ),
-        // An app of scripts only has no live state to compare with.
-        (
-            "/apps/web/diff",
-            409,
-            "cannot compare web with its live state",
-        ),
         ("/apps/nosuch/diff", 404, "no application named nosuch"),
     ];
     for (path, status, words) in diffs {
@@ -1120,6 +1114,19 @@ fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
         assert!(error.contains(words), "{path}: {error}");
         assert_eq!(g.stored(), before, "GET {path} stored something");
     }
+    // An app of scripts only has no live state: its config is what compares, and at the
+    // running commit nothing differs. Nothing is stored either.
+    let before = g.stored();
+    let (got, answer) = g.get("/apps/web/diff");
+    assert_eq!(got, 200, "{answer}");
+    assert_eq!(answer["diff"]["status"], "SYNCED", "{answer}");
+    assert!(
+        answer["diff"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("its config is what compares")),
+        "{answer}"
+    );
+    assert_eq!(g.stored(), before, "the config diff stored something");
 
     // A second successful deployment; then a rollback with a key, twice: one deployment.
     let second = change_and_push(

@@ -9,7 +9,7 @@
 //! | `work/`      | start      | a copy of the app's directory: the job's working directory |
 //! | `claim`      | the job    | created (exclusively) by the process that runs the script  |
 //! | `pid`        | the job    | that process's id, which leads the job's session and group |
-//! | `output.log` | the job    | the script's stdout, and its stderr with each line marked  |
+//! | `output.log` | the job    | the script's stdout, and its stderr with each line marked (unmarked when it runs as another uid) |
 //! | `rc`         | the job    | the script's exit code, written the moment it ends         |
 //! | `exit`       | the job    | the same, once all of its stderr is in `output.log`        |
 //! | `stopped`    | cancel     | why gannet stopped it (`cancelled`, `timeout`, `output`)   |
@@ -77,13 +77,10 @@ pub const MARKER: &str = "GANNET_JOB";
 /// Where setsid(1) may be.
 const SETSID: [&str; 2] = ["/usr/bin/setsid", "/bin/setsid"];
 
-/// The job's first process: claims the run, records itself, runs the script (through the
-/// launcher that follows the job's directory in its arguments, if any), records its exit code.
-/// Standard output goes to `output.log` as it is; each line of standard error goes there
-/// after [`gannet_domain::ports::STDERR_MARK`] (`\036`), through a loop that ends when the last holder of the
-/// script's stderr closes it; then `rc` (written when the script ended) becomes `exit`. A
-/// background process that keeps stderr open is waited for [`RC_GRACE`] ([`recorded_end`]).
-/// Shell builtins only (the job's PATH is the user's to set) and `/bin/sh`.
+/// The job's first process: claims the run, records itself, then runs the script (through the
+/// launcher that follows the job's directory in its arguments, if any) as [`RUN_MARKED`] or
+/// [`RUN_PLAIN`] says, and records its exit code. Shell builtins only (the job's PATH is the
+/// user's to set) and `/bin/sh`.
 const WRAPPER: &str = r#"d=$1
 shift
 set -C
@@ -91,10 +88,23 @@ set -C
 set +C
 echo $$ >"$d/pid"
 cd "$d/work" || { echo 126 >"$d/exit"; exit 126; }
-{ "$@" /bin/sh "$d/script" </dev/null 2>&1 >&3 3>&-; echo $? >"$d/rc"; } 3>>"$d/output.log" | while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >>"$d/output.log"
+"#;
+
+/// Standard output goes to `output.log` as it is; each line of standard error goes there after
+/// [`gannet_domain::ports::STDERR_MARK`] (`\036`), through a loop that ends when the last
+/// holder of the script's stderr closes it; then `rc` (written when the script ended) becomes
+/// `exit`. A background process that keeps stderr open is waited for [`RC_GRACE`]
+/// ([`recorded_end`]).
+const RUN_MARKED: &str = r#"{ "$@" /bin/sh "$d/script" </dev/null 2>&1 >&3 3>&-; echo $? >"$d/rc"; } 3>>"$d/output.log" | while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >>"$d/output.log"
 read c <"$d/rc" && echo "$c" >"$d/exit"
 "#;
 
+/// For a job that runs as another uid: stdout and stderr both to `output.log`, unmarked. The
+/// pipe [`RUN_MARKED`] reads would be gannet's, and a script that reopens `/dev/stderr` (as
+/// `echo x >> /dev/stderr` does) could not; `output.log` is the job's own.
+const RUN_PLAIN: &str = r#""$@" /bin/sh "$d/script" </dev/null >>"$d/output.log" 2>&1
+echo $? >"$d/exit"
+"#;
 /// How long after its script ended a job waits for what it left in the background to close
 /// its standard error, before the script's exit code counts without it.
 const RC_GRACE: Duration = Duration::from_secs(2);
@@ -503,6 +513,12 @@ fn launch(
     env: &[(String, String)],
     sandbox: Option<&Sandbox>,
 ) -> io::Result<()> {
+    let run = if sandbox.is_some_and(|s| s.run_as.is_some()) {
+        RUN_PLAIN
+    } else {
+        RUN_MARKED
+    };
+    let wrapper = format!("{WRAPPER}{run}");
     let mut command = match SETSID.iter().find(|p| Path::new(p).is_file()) {
         // `-f`: always fork, so the session leader is a new process that init adopts.
         Some(setsid) => {
@@ -518,7 +534,7 @@ fn launch(
     };
     command
         .arg("-c")
-        .arg(WRAPPER)
+        .arg(wrapper)
         .arg("gannet-job")
         .arg(dir)
         .args(sandbox.map(|s| s.launcher_args(dir)).unwrap_or_default())
