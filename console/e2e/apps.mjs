@@ -87,13 +87,21 @@ export async function appStatus(browser) {
 }
 
 /** The diff block's status once it has loaded (not LOADING). */
-async function loadedDiff(scope, what) {
+async function loadedDiff(scope, what, notAt = null) {
   const diff = scope.getByTestId("diff");
-  await waitFor(
-    `${what} to load`,
-    async () => (await diff.count()) === 1 && (await diff.getAttribute("data-status")) !== "LOADING",
-    { detail: async () => ((await diff.count()) ? `it shows ${JSON.stringify(await diff.innerText())}` : "no diff shown") },
-  );
+  // With `notAt`, the diff shown before (at that commit) is still on the page until the new
+  // one starts loading, and clearing the commit field loads the head once before Compare
+  // loads it again: wait for one at another commit that stays loaded.
+  const loaded = async () =>
+    (await diff.count()) === 1 &&
+    (await diff.getAttribute("data-status")) !== "LOADING" &&
+    (notAt === null || (await diff.getAttribute("data-commit")) !== notAt);
+  const detail = async () => ((await diff.count()) ? `it shows ${JSON.stringify(await diff.innerText())}` : "no diff shown");
+  await waitFor(`${what} to load`, loaded, { detail });
+  if (notAt !== null) {
+    await scope.page().waitForTimeout(1000);
+    await waitFor(`${what} to load again`, loaded, { detail });
+  }
   return { status: await diff.getAttribute("data-status"), text: (await diff.innerText()).replace(/\s+/g, " ").trim(), diff };
 }
 
@@ -146,7 +154,8 @@ export async function syncDiff(browser) {
   }
   // The app page's own comparison with the branch head says what the panel will.
   await page.getByTestId("diff-compare").click();
-  await checkDiff(await loadedDiff(section, "the app page's diff at the branch head"), "the app page's diff", want);
+  const atHead = await loadedDiff(section, "the app page's diff at the branch head", want.same_as ?? null);
+  await checkDiff(atHead, "the app page's diff", want);
 
   await sync.click();
   const panel = page.getByTestId("sync-panel");
