@@ -4,15 +4,15 @@
 //! a terminal).
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use gannet_controller::{DeploymentView, StageView};
 
-use crate::client::{Client, LogLine, Unreachable};
+use crate::client::{Client, LogLine};
 use crate::exit::Exit;
 use crate::render::elapsed;
 use crate::suggest;
-use crate::wait::WaitOptions;
+use crate::wait::{Patience, WaitOptions};
 
 /// How often a followed log is looked at.
 const POLL: Duration = Duration::from_millis(500);
@@ -113,13 +113,12 @@ pub async fn follow(
     style: Style,
     options: &WaitOptions,
 ) -> anyhow::Result<Exit> {
-    let started = Instant::now();
+    let mut patience = Patience::new(options);
     let mut follower = Follower {
         client,
         style,
         after: HashMap::new(),
     };
-    let mut down_since: Option<Instant> = None;
     let mut last_seen = String::new();
     loop {
         match follower.round(id, only).await {
@@ -128,33 +127,32 @@ pub async fn follow(
                 return Ok(Exit::Success);
             }
             Ok(Round::Going(what)) => {
-                down_since = None;
+                patience.answered();
                 last_seen = what;
             }
-            Err(err) if err.chain().any(|e| e.is::<Unreachable>()) => {
-                let since = *down_since.get_or_insert_with(|| {
+            Err(err) if Patience::is_unreachable(&err) => {
+                let down = patience.unanswered();
+                if down.first {
                     eprintln!("{err:#}; retrying");
-                    Instant::now()
-                });
-                if since.elapsed() >= options.retry_for {
+                }
+                if let Some(down_for) = down.given_up_after {
                     eprintln!(
                         "gave up following the log of deployment {id}: the server was unreachable for {}",
-                        elapsed(since.elapsed())
+                        elapsed(down_for)
                     );
                     return Ok(Exit::Unreachable);
                 }
             }
             Err(err) => return Err(err),
         }
-        let waited = started.elapsed();
-        if waited >= options.timeout {
+        let Some(left) = patience.left() else {
             eprintln!(
                 "gave up after {}: {last_seen} (it goes on)",
                 elapsed(options.timeout)
             );
             return Ok(Exit::Timeout);
-        }
-        tokio::time::sleep(POLL.min(options.timeout - waited)).await;
+        };
+        tokio::time::sleep(POLL.min(left)).await;
     }
 }
 

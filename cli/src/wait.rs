@@ -30,6 +30,79 @@ pub struct WaitOptions {
     pub retry_for: Duration,
 }
 
+/// The bounds of one wait across its rounds: its timeout, counted from its start, and how
+/// long the server has been unreachable in a row (`retry_for`). Every loop that polls the API
+/// until something happens keeps one.
+pub struct Patience {
+    started: Instant,
+    down_since: Option<Instant>,
+    options: WaitOptions,
+}
+
+/// The server did not answer this round.
+pub struct Unanswered {
+    /// The first round in a row without an answer.
+    pub first: bool,
+    /// Set once it has been unreachable past `retry_for`: for how long.
+    pub given_up_after: Option<Duration>,
+}
+
+impl Patience {
+    pub fn new(options: &WaitOptions) -> Self {
+        Self {
+            started: Instant::now(),
+            down_since: None,
+            options: *options,
+        }
+    }
+
+    /// True for an error that says the server was not reached (worth another round).
+    pub fn is_unreachable(err: &anyhow::Error) -> bool {
+        err.chain().any(|e| e.is::<Unreachable>())
+    }
+
+    /// The server answered; true when it had been unreachable until now.
+    pub fn answered(&mut self) -> bool {
+        self.down_since.take().is_some()
+    }
+
+    /// The server did not answer.
+    pub fn unanswered(&mut self) -> Unanswered {
+        let first = self.down_since.is_none();
+        let since = *self.down_since.get_or_insert_with(Instant::now);
+        let down = since.elapsed();
+        Unanswered {
+            first,
+            given_up_after: (down >= self.options.retry_for).then_some(down),
+        }
+    }
+
+    /// True while the server is unreachable.
+    pub fn down(&self) -> bool {
+        self.down_since.is_some()
+    }
+
+    /// What is left of the timeout; `None` once it is up.
+    pub fn left(&self) -> Option<Duration> {
+        self.options
+            .timeout
+            .checked_sub(self.started.elapsed())
+            .filter(|d| !d.is_zero())
+    }
+
+    /// The bounds of a wait nested in this one: what is left of the timeout.
+    pub fn rest(&self) -> WaitOptions {
+        WaitOptions {
+            timeout: self.left().unwrap_or_default(),
+            retry_for: self.options.retry_for,
+        }
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.options.timeout
+    }
+}
+
 /// What the wait shows while it waits.
 pub enum Display {
     /// Nothing (`deployments wait`): the outcome line only.
@@ -132,15 +205,14 @@ pub async fn follow(
     options: &WaitOptions,
     display: Display,
 ) -> anyhow::Result<Outcome> {
-    let started = Instant::now();
+    let mut patience = Patience::new(options);
     let mut screen = Screen::new(display);
     let mut last: Option<DeploymentView> = None;
-    let mut down_since: Option<Instant> = None;
     let mut backoff = POLL;
     loop {
         match client.deployment(id).await {
             Ok(d) => {
-                if down_since.take().is_some() {
+                if patience.answered() {
                     screen.note("the server answers again");
                 }
                 backoff = POLL;
@@ -156,19 +228,19 @@ pub async fn follow(
                     });
                 }
             }
-            Err(err) if err.chain().any(|e| e.is::<Unreachable>()) => {
-                let since = *down_since.get_or_insert_with(|| {
+            Err(err) if Patience::is_unreachable(&err) => {
+                let down = patience.unanswered();
+                if down.first {
                     screen.note(&format!("{err:#}; retrying"));
-                    Instant::now()
-                });
-                if since.elapsed() >= options.retry_for {
+                }
+                if let Some(down_for) = down.given_up_after {
                     screen.finish();
                     return Ok(Outcome {
                         id: id.to_owned(),
                         last,
                         end: End::Unreachable(format!(
                             "the server was unreachable for {} ({err:#})",
-                            elapsed(since.elapsed())
+                            elapsed(down_for)
                         )),
                     });
                 }
@@ -179,17 +251,16 @@ pub async fn follow(
                 return Err(err);
             }
         }
-        let waited = started.elapsed();
-        if waited >= options.timeout {
+        let Some(left) = patience.left() else {
             screen.finish();
             return Ok(Outcome {
                 id: id.to_owned(),
                 last,
                 end: End::TimedOut(options.timeout),
             });
-        }
-        let pause = if down_since.is_some() { backoff } else { POLL };
-        tokio::time::sleep(pause.min(options.timeout - waited)).await;
+        };
+        let pause = if patience.down() { backoff } else { POLL };
+        tokio::time::sleep(pause.min(left)).await;
     }
 }
 
@@ -389,8 +460,7 @@ pub async fn app(
     options: &WaitOptions,
     display: Display,
 ) -> anyhow::Result<Exit> {
-    let started = Instant::now();
-    let mut down_since: Option<Instant> = None;
+    let mut patience = Patience::new(options);
     let mut display = Some(display);
     loop {
         let seen = async {
@@ -401,11 +471,8 @@ pub async fn app(
         .await;
         match seen {
             Ok((view, recent)) => {
-                down_since = None;
-                let left = WaitOptions {
-                    timeout: options.timeout.saturating_sub(started.elapsed()),
-                    retry_for: options.retry_for,
-                };
+                patience.answered();
+                let left = patience.rest();
                 match goal {
                     AppGoal::Commit(sha) => {
                         if let Some(d) = recent.iter().find(|d| d.commit.starts_with(sha)) {
@@ -458,26 +525,57 @@ pub async fn app(
                     }
                 }
             }
-            Err(err) if err.chain().any(|e| e.is::<Unreachable>()) => {
-                let since = *down_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= options.retry_for {
+            Err(err) if Patience::is_unreachable(&err) => {
+                if let Some(down_for) = patience.unanswered().given_up_after {
                     eprintln!(
                         "gave up waiting for {app}: the server was unreachable for {} ({err:#})",
-                        elapsed(since.elapsed())
+                        elapsed(down_for)
                     );
                     return Ok(Exit::Unreachable);
                 }
             }
             Err(err) => return Err(err),
         }
-        if started.elapsed() >= options.timeout {
+        let Some(left) = patience.left() else {
             let what = match goal {
                 AppGoal::Commit(sha) => format!("no deployment of commit {sha} for {app} yet"),
                 AppGoal::Idle => format!("{app} is not idle yet"),
             };
-            eprintln!("gave up after {}: {what}", elapsed(options.timeout));
+            eprintln!("gave up after {}: {what}", elapsed(patience.timeout()));
             return Ok(Exit::Timeout);
-        }
-        tokio::time::sleep(POLL.min(options.timeout.saturating_sub(started.elapsed()))).await;
+        };
+        tokio::time::sleep(POLL.min(left)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patience_counts_an_outage_from_its_first_miss_and_the_timeout_from_the_start() {
+        let options = WaitOptions {
+            timeout: Duration::from_secs(60),
+            retry_for: Duration::from_secs(60),
+        };
+        let mut p = Patience::new(&options);
+        assert!(!p.answered(), "nothing was down");
+        let miss = p.unanswered();
+        assert!(miss.first && miss.given_up_after.is_none());
+        assert!(p.down());
+        let again = p.unanswered();
+        assert!(!again.first && again.given_up_after.is_none());
+        assert!(p.answered(), "it had been down");
+        assert!(!p.down() && p.unanswered().first, "a new outage starts anew");
+        assert!(p.left().is_some_and(|l| l <= options.timeout));
+
+        let impatient = WaitOptions {
+            timeout: Duration::ZERO,
+            retry_for: Duration::ZERO,
+        };
+        let mut p = Patience::new(&impatient);
+        assert!(p.unanswered().given_up_after.is_some());
+        assert_eq!(p.left(), None);
+        assert_eq!(p.rest().timeout, Duration::ZERO);
     }
 }

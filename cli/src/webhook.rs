@@ -2,14 +2,12 @@
 //! secret from the environment, and POSTs it, so an installation can be tried end to end;
 //! with `--wait`, waits for what the push deploys, app by app, as `apps wait` does.
 
-use std::time::Instant;
-
 use anyhow::{bail, Context};
 use serde_json::json;
 
 use crate::client::Client;
 use crate::exit::Exit;
-use crate::wait::{self, AppGoal, Display, WaitOptions};
+use crate::wait::{self, AppGoal, Display, Patience, WaitOptions};
 
 #[derive(clap::Args)]
 pub struct PushArgs {
@@ -102,15 +100,12 @@ pub async fn wait(client: &Client, pushed: &Pushed, options: &WaitOptions) -> an
         );
         return Ok(Exit::Success);
     }
-    let started = Instant::now();
+    let patience = Patience::new(options);
     let mut first_failed = None;
     for app in &apps {
         let short = pushed.after.get(..7).unwrap_or(&pushed.after);
         eprintln!("waiting for {} at {short}", app.name);
-        let left = WaitOptions {
-            timeout: options.timeout.saturating_sub(started.elapsed()),
-            retry_for: options.retry_for,
-        };
+        let left = patience.rest();
         let goal = AppGoal::Commit(&pushed.after);
         let display = Display::for_stdout(false, false);
         let exit = wait::app(client, app.id.as_str(), goal, &left, display).await?;
