@@ -110,8 +110,8 @@ pub fn check(spec: &KubernetesSpec) -> Result<(), AppFileError> {
 
 /// The rendered manifests of the app whose files are `files`, or `None` when it has plain
 /// manifests (no chart, no kustomization).
+/// The caller has checked `spec` ([`check`], through `manifest::check_supported`).
 pub fn render(files: &AppFiles, spec: &KubernetesSpec) -> Result<Option<Rendered>, AppFileError> {
-    check(spec)?;
     let input = &spec.input;
     if let Some(chart) = &input.helm_chart {
         return helm(files, spec, chart).map(Some);
