@@ -566,7 +566,10 @@ mod tests {
         let again = p.unanswered();
         assert!(!again.first && again.given_up_after.is_none());
         assert!(p.answered(), "it had been down");
-        assert!(!p.down() && p.unanswered().first, "a new outage starts anew");
+        assert!(
+            !p.down() && p.unanswered().first,
+            "a new outage starts anew"
+        );
         assert!(p.left().is_some_and(|l| l <= options.timeout));
 
         let impatient = WaitOptions {
