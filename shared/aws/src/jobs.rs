@@ -94,7 +94,7 @@ phases:
         mkdir -p in out
         while IFS= read -r -d '' kv; do export "$kv"; done < env
         export GANNET_JOB_IN="$job/in" GANNET_JOB_OUT="$job/out"
-        (cd work && sh ../script </dev/null) 2> >(while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >&2)
+        (cd work && sh ../script </dev/null) 2> >(trap '' TERM; while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >&2)
         code=$?
         [ -z "${!-}" ] || wait "$!" 2>/dev/null
         { tar -cf out.tar -C out . && put "$out_url" out.tar; } || { echo "gannet: cannot keep job $GANNET_JOB's files" >&2; code=125; }

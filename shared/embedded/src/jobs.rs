@@ -94,8 +94,11 @@ cd "$d/work" || { echo 126 >"$d/exit"; exit 126; }
 /// [`gannet_domain::ports::STDERR_MARK`] (`\036`), through a loop that ends when the last
 /// holder of the script's stderr closes it; then `rc` (written when the script ended) becomes
 /// `exit`. A background process that keeps stderr open is waited for [`RC_GRACE`]
-/// ([`recorded_end`]).
-const RUN_MARKED: &str = r#"{ "$@" /bin/sh "$d/script" </dev/null 2>&1 >&3 3>&-; echo $? >"$d/rc"; } 3>>"$d/output.log" | while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done >>"$d/output.log"
+/// ([`recorded_end`]). The loop ignores SIGTERM: a stop signals the whole group, and a script
+/// cleaning up on SIGTERM (terraform releasing its state lock) must still have its stderr read,
+/// or its next line there (the shell's own `Terminated`) kills it with SIGPIPE; the loop ends
+/// when the last writer has, or with the group's SIGKILL after the grace.
+const RUN_MARKED: &str = r#"{ "$@" /bin/sh "$d/script" </dev/null 2>&1 >&3 3>&-; echo $? >"$d/rc"; } 3>>"$d/output.log" | { trap '' TERM; while IFS= read -r l || [ -n "$l" ]; do printf '\036%s\n' "$l"; done; } >>"$d/output.log"
 read c <"$d/rc" && echo "$c" >"$d/exit"
 "#;
 
