@@ -48,17 +48,16 @@ impl Layout {
             .collect();
         std::fs::write(self.tokens(), tokens).expect("tokens file");
         std::fs::set_permissions(self.tokens(), std::fs::Permissions::from_mode(0o600)).unwrap();
-        let port = free_port();
-        let config = self.path().join("gannet.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{file: tokens.yaml}}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\n    github: {GITHUB}\nintervals: {{poll: 1m, resume: 1s}}\n{jobs}",
-                repo.path().display()
-            ),
+        Gannet::start_raw(
+            self.path(),
+            |port| {
+                format!(
+                    "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\napi:\n  tokens: {{file: tokens.yaml}}\nrepos:\n  - id: shop\n    path: {}\n    branch: main\n    onFirstSight: deploy\n    github: {GITHUB}\nintervals: {{poll: 1m, resume: 1s}}\n{jobs}",
+                    repo.path().display()
+                )
+            },
+            &[],
         )
-        .expect("config");
-        Gannet::start_with_config(self.path(), &config, port, &[])
     }
 
     /// A script that tries each of gannet's files and says what it got.

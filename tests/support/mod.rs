@@ -177,6 +177,18 @@ pub struct Gannet {
     env: Vec<(String, String)>,
 }
 
+/// Where the harness reaches a plain-HTTP `gannet up`, without the port.
+const LOOPBACK: &str = "http://127.0.0.1";
+const LOOPBACK_IP: &str = "127.0.0.1";
+
+/// The harness's HTTP client for a plain-HTTP `gannet up`.
+fn plain_client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -188,20 +200,22 @@ pub fn free_port() -> u16 {
 impl Gannet {
     /// Writes a gannet.yaml for `repo` into `state_dir` and starts `gannet up`.
     pub fn start(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> Self {
-        let (config, port) = Self::write_config(repo, state_dir, opts);
-        Self::start_with_config(state_dir, &config, port, &opts.env)
+        Self::on_a_free_port(state_dir, LOOPBACK, plain_client(), &opts.env, |port| {
+            Self::write_config(repo, state_dir, opts, port)
+        })
     }
 
     /// Starts `gannet up` as a user would: in `state_dir`, with `--config gannet.yaml`, a
     /// relative path (and the config's own paths relative too).
     pub fn start_in_dir(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> Self {
-        let (_, port) = Self::write_config(repo, state_dir, opts);
-        Self::start_with_config(state_dir, Path::new("gannet.yaml"), port, &opts.env)
+        Self::on_a_free_port(state_dir, LOOPBACK, plain_client(), &opts.env, |port| {
+            Self::write_config(repo, state_dir, opts, port);
+            PathBuf::from("gannet.yaml")
+        })
     }
 
-    /// Writes `state_dir/gannet.yaml` for `repo` on a free port; returns its path and the port.
-    fn write_config(repo: &Repo, state_dir: &Path, opts: &UpOptions) -> (PathBuf, u16) {
-        let port = free_port();
+    /// Writes `state_dir/gannet.yaml` for `repo` listening on `port`; returns its path.
+    fn write_config(repo: &Repo, state_dir: &Path, opts: &UpOptions, port: u16) -> PathBuf {
         let config = state_dir.join("gannet.yaml");
         std::fs::write(
             &config,
@@ -214,7 +228,29 @@ impl Gannet {
             ),
         )
         .expect("write config");
-        (config, port)
+        config
+    }
+
+    /// Starts `gannet up` on the config `write` writes for a free port, reached at
+    /// `base:<port>`. A free port is only free until someone binds it: when another test's
+    /// server took it first (our process exits, unable to listen), it starts again on another.
+    fn on_a_free_port(
+        state_dir: &Path,
+        base: &str,
+        http: reqwest::blocking::Client,
+        env: &[(String, String)],
+        write: impl Fn(u16) -> PathBuf,
+    ) -> Self {
+        let mut last = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            let config = write(port);
+            match Self::launch(state_dir, &config, port, base, http.clone(), env) {
+                Ok(g) => return g,
+                Err(log) => last = log,
+            }
+        }
+        panic!("gannet up found no free port in 5 tries\n--- its last log ---\n{last}")
     }
 
     /// Starts `gannet up` again on the same config, state and extra environment (after a kill).
@@ -225,41 +261,29 @@ impl Gannet {
             self.url.clone(),
             self.env.clone(),
         );
+        let http = self.http.clone();
         drop(self);
-        let port: u16 = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("port");
-        Self::start_with_config(&state_dir, &config, port, &env)
+        let (base, port) = url.rsplit_once(':').expect("a url with a port");
+        let port = port.parse().expect("port");
+        Self::launch(&state_dir, &config, port, base, http, &env)
+            .unwrap_or_else(|log| panic!("gannet up did not start again\n--- its log ---\n{log}"))
     }
 
+    /// Starts `gannet up` on a config that listens on `port` on loopback.
     pub fn start_with_config(
         state_dir: &Path,
         config: &Path,
         port: u16,
         env: &[(String, String)],
     ) -> Self {
-        let http = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("client");
-        Self::launch(
-            state_dir,
-            config,
-            format!("http://127.0.0.1:{port}"),
-            http,
-            env,
-        )
+        Self::launch(state_dir, config, port, LOOPBACK, plain_client(), env)
+            .unwrap_or_else(|log| panic!("gannet up did not start\n--- its log ---\n{log}"))
     }
 
     /// Starts `gannet up` serving HTTPS (the config's `api.tls`), on a config the caller writes
     /// for the free port it is given. The harness reaches it as `https://localhost:<port>`,
     /// trusting only `ca` (a PEM certificate, such as [`test_certificate`]'s).
-    pub fn start_tls(state_dir: &Path, config: impl FnOnce(u16) -> String, ca: &Path) -> Self {
-        let port = free_port();
-        let path = state_dir.join("gannet.yaml");
-        std::fs::write(&path, config(port)).expect("write config");
+    pub fn start_tls(state_dir: &Path, config: impl Fn(u16) -> String, ca: &Path) -> Self {
         let ca = std::fs::read(ca).expect("read the CA");
         let http = reqwest::blocking::Client::builder()
             .timeout(Duration::from_secs(30))
@@ -267,27 +291,25 @@ impl Gannet {
             .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("a PEM CA"))
             .build()
             .expect("client");
-        Self::launch(
-            state_dir,
-            &path,
-            format!("https://localhost:{port}"),
-            http,
-            &[],
-        )
+        Self::on_a_free_port(state_dir, "https://localhost", http, &[], |port| {
+            let path = state_dir.join("gannet.yaml");
+            std::fs::write(&path, config(port)).expect("write config");
+            path
+        })
     }
 
+    /// Spawns `gannet up` and waits until it serves `base:port`. It is ours when our process
+    /// logged that address as its own; `Err` with its log when it exited first (the port was
+    /// taken).
     fn launch(
         state_dir: &Path,
         config: &Path,
-        url: String,
+        port: u16,
+        base: &str,
         http: reqwest::blocking::Client,
         env: &[(String, String)],
-    ) -> Self {
-        let port: u16 = url
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("port");
+    ) -> Result<Self, String> {
+        let url = format!("{base}:{port}");
         let log = state_dir.join(format!(
             "gannet-{}.log",
             Instant::now().elapsed().as_nanos() ^ u128::from(port)
@@ -311,7 +333,7 @@ impl Gannet {
             .stderr(log_file)
             .spawn()
             .expect("gannet up starts");
-        let g = Self {
+        let mut g = Self {
             child,
             url,
             state_dir: state_dir.to_owned(),
@@ -320,19 +342,29 @@ impl Gannet {
             http,
             env: env.to_vec(),
         };
-        g.wait_until(
-            Duration::from_secs(20),
-            "gannet up answers /healthz",
-            || {
-                g.http
+        // Its own log line, not just an answer on the port: another test's server may answer.
+        let listening = format!("addr={LOOPBACK_IP}:{port}");
+        let start = Instant::now();
+        loop {
+            if g.child.try_wait().expect("wait").is_some() {
+                return Err(g.log());
+            }
+            let up = g.log().contains(&listening)
+                && g.http
                     .get(format!("{}/healthz", g.url))
                     .send()
-                    .ok()
-                    .filter(|r| r.status().is_success())
-                    .map(|_| ())
-            },
-        );
-        g
+                    .is_ok_and(|r| r.status().is_success());
+            if up {
+                return Ok(g);
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "timed out after 20s waiting until gannet up serves {}\n--- gannet log ---\n{}",
+                g.url,
+                g.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// What gannet logged so far.
@@ -763,13 +795,14 @@ impl Gannet {
     /// Starts `gannet up` on a config the caller writes for the free port it is given.
     pub fn start_raw(
         state_dir: &Path,
-        config: impl FnOnce(u16) -> String,
+        config: impl Fn(u16) -> String,
         env: &[(String, String)],
     ) -> Self {
-        let port = free_port();
-        let path = state_dir.join("gannet.yaml");
-        std::fs::write(&path, config(port)).expect("write config");
-        Self::start_with_config(state_dir, &path, port, env)
+        Self::on_a_free_port(state_dir, LOOPBACK, plain_client(), env, |port| {
+            let path = state_dir.join("gannet.yaml");
+            std::fs::write(&path, config(port)).expect("write config");
+            path
+        })
     }
 
     /// Runs a client command against this server with extra environment variables.
