@@ -37,26 +37,38 @@ pub fn run(paths: &[PathBuf], json: bool) -> anyhow::Result<bool> {
 fn print_human(results: &[AppCheck]) {
     let mut unsupported = 0;
     let mut invalid = 0;
+    let mut warnings = 0;
+    let show = |e: &Issue, what: &str| {
+        let line = e.line.map(|l| format!("{l}:")).unwrap_or_default();
+        // A YAML syntax error is about no field; say so rather than print an empty one.
+        let field = if e.field.is_empty() {
+            "(syntax)"
+        } else {
+            e.field.as_str()
+        };
+        println!("{}:{line} {field}: {what}{}", e.file, e.message);
+    };
     for r in results {
         for e in &r.errors {
-            let line = e.line.map(|l| format!("{l}:")).unwrap_or_default();
-            // A YAML syntax error is about no field; say so rather than print an empty one.
-            let field = if e.field.is_empty() {
-                "(syntax)"
-            } else {
-                e.field.as_str()
-            };
-            println!("{}:{line} {field}: {}", e.file, e.message);
+            show(e, "");
             if e.unsupported {
                 unsupported += 1;
             } else {
                 invalid += 1;
             }
         }
+        for w in &r.warnings {
+            show(w, "warning: ");
+            warnings += 1;
+        }
     }
     let ok = results.iter().filter(|r| r.ok).count();
+    let warned = match warnings {
+        0 => String::new(),
+        n => format!(", {n} warning{}", if n == 1 { "" } else { "s" }),
+    };
     println!(
-        "{} app configs checked: {ok} ok, {} with problems ({invalid} errors, {unsupported} features not supported yet)",
+        "{} app configs checked: {ok} ok, {} with problems ({invalid} errors, {unsupported} features not supported yet){warned}",
         results.len(),
         results.len() - ok
     );

@@ -207,6 +207,14 @@ fn check_parsed(
     app_dir: Option<(&std::path::Path, &str)>,
     issues: &mut Issues,
 ) {
+    for (name, config) in &app.spec().plugins {
+        if config.get("pipeline").is_some() {
+            issues.warning(
+                &format!("spec.plugins.{name}.pipeline"),
+                "the pipeline is spec.pipeline: PipeCD and gannet ignore one under a plugin's settings, so this app runs the pipeline spec.pipeline gives, or a quick sync".to_owned(),
+            );
+        }
+    }
     // No platform plugin, or its fields do not read (reported with the stages).
     let Some((platform, files)) = check_stages(app, plugins, issues) else {
         return;

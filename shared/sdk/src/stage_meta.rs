@@ -9,6 +9,8 @@ use gannet_domain::ports::Metadata;
 pub struct StageMeta<'a> {
     io: &'a dyn StepIo,
     values: Metadata,
+    /// Prepended to every key with a `/`: one stage's part on one of several targets.
+    scope: String,
 }
 
 impl<'a> StageMeta<'a> {
@@ -16,18 +18,32 @@ impl<'a> StageMeta<'a> {
         Self {
             io,
             values: stage.metadata.clone(),
+            scope: String::new(),
         }
     }
 
+    /// The same metadata seen under `scope` (a deploy target's name): its keys are
+    /// `<scope>/<key>`, so a stage that runs on several targets keeps each one's progress.
+    pub fn scoped(io: &'a dyn StepIo, stage: &Stage, scope: &str) -> Self {
+        Self {
+            scope: format!("{scope}/"),
+            ..Self::new(io, stage)
+        }
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.scope)
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
+        self.values.get(&self.key(key)).map(String::as_str)
     }
 
     /// Persists `entries` now, then remembers them for the rest of the step.
     pub async fn save(&mut self, entries: &[(&str, String)]) -> Result<(), StepError> {
         let entries: Metadata = entries
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .map(|(k, v)| (self.key(k), v.clone()))
             .collect();
         self.io.save_metadata(entries.clone()).await?;
         self.values.extend(entries);

@@ -30,6 +30,7 @@ mod eks;
 mod fields;
 mod kinds;
 pub mod manifest;
+mod multi;
 mod objects;
 mod options;
 mod patch;
@@ -66,6 +67,7 @@ use serde_json::{json, Value};
 
 pub use cluster::{field_manager, LEGACY_FIELD_MANAGER};
 pub use manifest::{Manifest, ObjectRef};
+pub use multi::{MulticlusterPlugin, SPEC as MULTICLUSTER_SPEC};
 pub use objects::{
     app_label, ANNOTATION_COMMIT, ANNOTATION_RESOURCE_KEY, ANNOTATION_VARIANT, LABEL_APPLICATION,
     LABEL_MANAGED_BY, MANAGED_BY,
@@ -186,7 +188,8 @@ pub(crate) fn load_at(dir: &Path, app: &AppId) -> Result<(KubernetesSpec, Vec<Ma
 
 /// True for a stage of this plugin that changes the cluster (not a rollback).
 fn is_forward(stage: &Stage) -> bool {
-    !stage.rollback && stage.name != STAGE_ROLLBACK && STAGES.contains(&stage.name.as_str())
+    let name = base_name(&stage.name);
+    !stage.rollback && name != STAGE_ROLLBACK && STAGES.contains(&&*name)
 }
 
 impl Plugin for KubernetesPlugin {
@@ -263,57 +266,7 @@ impl Plugin for KubernetesPlugin {
         ctx: &PlanContext<'_>,
         read: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), AppFileError> {
-        let spec = manifest::spec_of(ctx.app)?;
-        match ctx.app_dir {
-            Some(dir) => {
-                let files = AppFiles::at(dir, ctx.app_path().unwrap_or_default());
-                let manifests = manifest::read_all(&files, &spec)?;
-                // Each canary's patches find their manifest and field now, not mid-pipeline.
-                for (i, stage) in ctx.app.stages().iter().enumerate() {
-                    if stage.name != STAGE_CANARY_ROLLOUT {
-                        continue;
-                    }
-                    let Ok(opts) = options::rollout(&stage.with, true) else {
-                        continue;
-                    };
-                    patch::apply(&mut manifests.clone(), &opts.patches).map_err(|e| {
-                        AppFileError::in_config(
-                            format!("spec.pipeline.stages[{i}].with.patches"),
-                            e,
-                        )
-                    })?;
-                }
-            }
-            None => {
-                manifest::check_supported(&spec)?;
-                for file in &spec.input.manifests {
-                    let rel = file.trim_start_matches("./");
-                    // A directory reads as nothing here: the stage checks its files.
-                    if let Some(text) = read(rel) {
-                        manifest::parse(rel, &text)?;
-                    }
-                }
-            }
-        }
-        let podselector = spec
-            .traffic_routing
-            .as_ref()
-            .is_none_or(|t| t.method == TrafficRoutingMethod::PodSelector);
-        for (i, stage) in ctx.app.stages().iter().enumerate() {
-            if stage.name != STAGE_TRAFFIC_ROUTING || !podselector {
-                continue;
-            }
-            let split = serde_json::from_value::<RoutingOptions>(stage.with.clone())
-                .ok()
-                .and_then(|o| o.split().ok());
-            if let Some(split) = split.filter(|s| s.only().is_none()) {
-                return Err(AppFileError::in_config(
-                    format!("spec.pipeline.stages[{i}].with"),
-                    format!("traffic routing by podselector switches the Service's selector, so one variant takes all traffic; {split} needs spec.trafficRouting.method: istio"),
-                ));
-            }
-        }
-        Ok(())
+        check_spec(ctx, &manifest::spec_of(ctx.app)?, read)
     }
 
     /// PipeCD's rule ([`strategy`]): a commit that changes a workload's pod template, a
@@ -321,38 +274,8 @@ impl Plugin for KubernetesPlugin {
     /// running commit's manifests with this commit's, so it needs both directories; without
     /// them (or on a first deployment) the planner's own rules decide.
     fn determine_strategy(&self, ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
-        ctx.running_commit?;
-        let (dir, running_dir, config_file, app_path) = (
-            ctx.app_dir?,
-            ctx.running_app_dir?,
-            ctx.config_file()?,
-            ctx.app_path()?,
-        );
-        let spec = manifest::spec_of(ctx.app).ok()?;
-        let target = manifest::load(&AppFiles::at(dir, app_path), &spec).ok()?;
-        let running = gannet_sdk::tree::read(
-            running_dir,
-            config_file,
-            gannet_config::bounded::MAX_BYTES as u64,
-        )
-        .map_err(|e| format!("its config {e}"))
-        .and_then(|text| {
-            gannet_config::parse_app_config(config_file, &text).map_err(|e| e.to_string())
-        })
-        .and_then(|cfg| manifest::spec_of(&cfg).map_err(|e| e.to_string()))
-        .and_then(|running_spec| {
-            manifest::load(&AppFiles::at(running_dir, app_path), &running_spec)
-                .map(|m| (running_spec, m))
-                .map_err(|e| e.to_string())
-        });
-        Some(match running {
-            Ok((running_spec, running)) => {
-                strategy::decide(&running, &running_spec, &target, &spec)
-            }
-            Err(why) => (
-                SyncStrategy::Pipeline,
-                format!("the running commit's manifests cannot be compared ({why})"),
-            ),
+        decide_strategy(ctx, &|dir| {
+            manifest::spec_of(&config_at(ctx, dir)?).map_err(|e| e.to_string())
         })
     }
 
@@ -387,6 +310,97 @@ impl Plugin for KubernetesPlugin {
     }
 }
 
+/// The app config of the checkout whose app directory is `dir` (this commit's, or the
+/// running commit's), read as planning reads it.
+pub(crate) fn config_at(ctx: &PlanContext<'_>, dir: &Path) -> Result<AppConfig, String> {
+    let config_file = ctx.config_file().ok_or("the config's path is not known")?;
+    let text = gannet_sdk::tree::read(dir, config_file, gannet_config::bounded::MAX_BYTES as u64)
+        .map_err(|e| format!("its config {e}"))?;
+    gannet_config::parse_app_config(config_file, &text).map_err(|e| e.to_string())
+}
+
+/// What planning can check of one cluster's `spec`: every manifest a stage would apply (with
+/// the app's directory: those found in it by default and in listed directories too; without
+/// it, the files the config lists); each canary's patches; and that podselector routing
+/// stages send all traffic to one variant.
+pub(crate) fn check_spec(
+    ctx: &PlanContext<'_>,
+    spec: &KubernetesSpec,
+    read: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), AppFileError> {
+    match ctx.app_dir {
+        Some(dir) => {
+            let files = AppFiles::at(dir, ctx.app_path().unwrap_or_default());
+            let manifests = manifest::read_all(&files, spec)?;
+            // Each canary's patches find their manifest and field now, not mid-pipeline.
+            for (i, stage) in ctx.app.stages().iter().enumerate() {
+                if base_name(&stage.name) != STAGE_CANARY_ROLLOUT {
+                    continue;
+                }
+                let Ok(opts) = options::rollout(&multi::own_options(&stage.with), true) else {
+                    continue;
+                };
+                patch::apply(&mut manifests.clone(), &opts.patches).map_err(|e| {
+                    AppFileError::in_config(format!("spec.pipeline.stages[{i}].with.patches"), e)
+                })?;
+            }
+        }
+        None => {
+            manifest::check_supported(spec)?;
+            for file in &spec.input.manifests {
+                let rel = file.trim_start_matches("./");
+                // A directory reads as nothing here: the stage checks its files.
+                if let Some(text) = read(rel) {
+                    manifest::parse(rel, &text)?;
+                }
+            }
+        }
+    }
+    let podselector = spec
+        .traffic_routing
+        .as_ref()
+        .is_none_or(|t| t.method == TrafficRoutingMethod::PodSelector);
+    for (i, stage) in ctx.app.stages().iter().enumerate() {
+        if base_name(&stage.name) != STAGE_TRAFFIC_ROUTING || !podselector {
+            continue;
+        }
+        let split = serde_json::from_value::<RoutingOptions>(multi::own_options(&stage.with))
+            .ok()
+            .and_then(|o| o.split().ok());
+        if let Some(split) = split.filter(|s| s.only().is_none()) {
+            return Err(AppFileError::in_config(
+                format!("spec.pipeline.stages[{i}].with"),
+                format!("traffic routing by podselector switches the Service's selector, so one variant takes all traffic; {split} needs spec.trafficRouting.method: istio"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// PipeCD's rule for one cluster, with the spec `spec_at` reads in this commit's and the
+/// running commit's checkouts.
+pub(crate) fn decide_strategy(
+    ctx: &PlanContext<'_>,
+    spec_at: &dyn Fn(&Path) -> Result<KubernetesSpec, String>,
+) -> Option<(SyncStrategy, String)> {
+    ctx.running_commit?;
+    let (dir, running_dir, app_path) = (ctx.app_dir?, ctx.running_app_dir?, ctx.app_path()?);
+    let spec = spec_at(dir).ok()?;
+    let target = manifest::load(&AppFiles::at(dir, app_path), &spec).ok()?;
+    let running = spec_at(running_dir).and_then(|running_spec| {
+        manifest::load(&AppFiles::at(running_dir, app_path), &running_spec)
+            .map(|m| (running_spec, m))
+            .map_err(|e| e.to_string())
+    });
+    Some(match running {
+        Ok((running_spec, running)) => strategy::decide(&running, &running_spec, &target, &spec),
+        Err(why) => (
+            SyncStrategy::Pipeline,
+            format!("the running commit's manifests cannot be compared ({why})"),
+        ),
+    })
+}
+
 impl Presenter for KubernetesPlugin {
     fn summary(&self, stage: &Stage) -> String {
         match stage.name.as_str() {
@@ -419,102 +433,143 @@ impl Presenter for KubernetesPlugin {
 #[async_trait]
 impl Steps for KubernetesPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
-        let d = ctx.deployment;
-        let stage = ctx.stage;
-        let rolling_back = stage.name == STAGE_ROLLBACK;
-        let started: Vec<&Stage> = d
-            .stages
-            .iter()
-            .filter(|s| is_forward(s) && s.started_at.is_some())
-            .collect();
-        if rolling_back && started.is_empty() {
-            ctx.io
-                .log("No Kubernetes stage of this deployment started; nothing to roll back")
-                .await;
-            return Ok(StepOutcome::Done(StageResult::Success));
+        if let Some(done) = nothing_to_roll_back(&ctx).await {
+            return Ok(done);
         }
-        let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
-            (Some(dir), Some(commit)) => load_at(dir, &d.app)
-                .map(|(spec, m)| (spec, m, commit.clone()))
-                .map_err(|e| {
-                    format!(
-                        "the running commit {}'s manifests do not load: {e}",
-                        commit.short()
-                    )
-                }),
-            _ => {
-                Err("this is the app's first deployment, so there is no running commit".to_owned())
-            }
-        };
+        let app = &ctx.deployment.app;
         // This commit's config names the deploy target, even for a rollback.
-        let config = load_app_config(ctx.app_dir, &d.app)
-            .map_err(|e| StepError::permanent(e.to_string()))?;
-        let this_spec = manifest::spec_of(&config);
-        let (spec, manifests, commit) = if rolling_back {
-            let (mut spec, manifests, commit) = running.clone().map_err(|why| {
-                StepError::permanent(format!(
-                    "cannot roll back: {why}; the cluster is left as this deployment made it"
-                ))
-            })?;
-            // Traffic goes back the way this deployment's routing stages sent it away.
-            if let Ok(this) = this_spec {
-                spec.traffic_routing = this.traffic_routing.or(spec.traffic_routing);
-            }
-            (spec, manifests, commit)
-        } else {
-            let spec = this_spec.map_err(|e| StepError::permanent(e.to_string()))?;
-            let manifests = manifest::load(&AppFiles::new(ctx.app_dir, &d.app), &spec)
-                .map_err(|e| StepError::permanent(e.to_string()))?;
-            (spec, manifests, d.commit.sha.clone())
-        };
+        let config =
+            load_app_config(ctx.app_dir, app).map_err(|e| StepError::permanent(e.to_string()))?;
         let cluster = self.cluster_for(&config).await?;
-        if !rolling_back {
-            // Every object's kind is found on the cluster before anything is applied, so a
-            // kind the cluster does not serve fails the stage before it touches the cluster.
-            for m in &manifests {
-                cluster.kind(&m.api_version, &m.kind).await.map_err(|e| {
-                    if matches!(e, StepError::Transient { .. }) {
-                        e
-                    } else {
-                        StepError::permanent(format!(
-                            "{}:{}: kind {} ({}) is not served by the cluster, so nothing was applied: {e}",
-                            m.file, m.line, m.kind, m.api_version
-                        ))
-                    }
-                })?;
-            }
-        }
-        let mut step = Step {
-            ctx: &ctx,
-            cluster: &cluster,
-            spec,
-            manifests,
-            commit,
-            app_label: app_label(&d.app),
-            meta: StageMeta::new(ctx.io, stage),
-            running: running.map(|(_, m, _)| m),
+        let spec_at = |dir: &Path| {
+            let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
+            manifest::spec_of(&config).map_err(|e| e.to_string())
         };
-        match stage.name.as_str() {
-            STAGE_SYNC => {
-                let o: SyncOptions = stage_options::parse(&stage.with).map_err(|e| {
-                    StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
-                })?;
-                stages::sync(&mut step, o).await
-            }
-            STAGE_CANARY_ROLLOUT => stages::variant_rollout(&mut step, Variant::Canary).await,
-            STAGE_BASELINE_ROLLOUT => stages::variant_rollout(&mut step, Variant::Baseline).await,
-            STAGE_PRIMARY_ROLLOUT => stages::primary(&mut step).await,
-            STAGE_TRAFFIC_ROUTING => stages::route(&mut step).await,
-            STAGE_CANARY_CLEAN => stages::clean(&mut step, Variant::Canary).await,
-            STAGE_BASELINE_CLEAN => stages::clean(&mut step, Variant::Baseline).await,
-            STAGE_ROLLBACK => {
-                let routed = started.iter().any(|s| s.name == STAGE_TRAFFIC_ROUTING);
-                stages::rollback(&mut step, routed).await
-            }
-            other => Err(StepError::permanent(format!(
-                "the kubernetes plugin does not run stage {other}"
-            ))),
+        let meta = StageMeta::new(ctx.io, ctx.stage);
+        run_on_cluster(&ctx, &cluster, meta, &spec_at).await
+    }
+}
+
+/// The stages of this deployment's that changed a cluster, and started.
+fn started_forward<'d>(ctx: &StepContext<'d>) -> Vec<&'d Stage> {
+    ctx.deployment
+        .stages
+        .iter()
+        .filter(|s| is_forward(s) && s.started_at.is_some())
+        .collect()
+}
+
+/// A rollback when no stage of the deployment touched a cluster: done, saying so.
+async fn nothing_to_roll_back(ctx: &StepContext<'_>) -> Option<StepOutcome> {
+    if base_name(&ctx.stage.name) != STAGE_ROLLBACK || !started_forward(ctx).is_empty() {
+        return None;
+    }
+    ctx.io
+        .log("No Kubernetes stage of this deployment started; nothing to roll back")
+        .await;
+    Some(StepOutcome::Done(StageResult::Success))
+}
+
+/// The stage's name as this plugin's single-cluster stages name it (`K8S_MULTI_SYNC` is
+/// `K8S_SYNC` run on each target).
+pub(crate) fn base_name(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.strip_prefix("K8S_MULTI_") {
+        Some(rest) => format!("K8S_{rest}").into(),
+        None => name.into(),
+    }
+}
+
+/// Runs the step's stage on one cluster. `spec_at` reads the app's Kubernetes spec in a
+/// checkout (this commit's, or the running commit's for a rollback); the manifests it names
+/// are read from there.
+pub(crate) async fn run_on_cluster(
+    ctx: &StepContext<'_>,
+    cluster: &Cluster,
+    meta: StageMeta<'_>,
+    spec_at: &(dyn Fn(&Path) -> Result<KubernetesSpec, String> + Sync),
+) -> Result<StepOutcome, StepError> {
+    let d = ctx.deployment;
+    let stage = ctx.stage;
+    let name = base_name(&stage.name);
+    let rolling_back = name == STAGE_ROLLBACK;
+    let load = |dir: &Path| {
+        let spec = spec_at(dir)?;
+        let manifests =
+            manifest::load(&AppFiles::new(dir, &d.app), &spec).map_err(|e| e.to_string())?;
+        Ok::<_, String>((spec, manifests))
+    };
+    let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
+        (Some(dir), Some(commit)) => load(dir)
+            .map(|(spec, m)| (spec, m, commit.clone()))
+            .map_err(|e| {
+                format!(
+                    "the running commit {}'s manifests do not load: {e}",
+                    commit.short()
+                )
+            }),
+        _ => Err("this is the app's first deployment, so there is no running commit".to_owned()),
+    };
+    let (spec, manifests, commit) = if rolling_back {
+        let (mut spec, manifests, commit) = running.clone().map_err(|why| {
+            StepError::permanent(format!(
+                "cannot roll back: {why}; the cluster is left as this deployment made it"
+            ))
+        })?;
+        // Traffic goes back the way this deployment's routing stages sent it away.
+        if let Ok(this) = spec_at(ctx.app_dir) {
+            spec.traffic_routing = this.traffic_routing.or(spec.traffic_routing);
         }
+        (spec, manifests, commit)
+    } else {
+        let (spec, manifests) = load(ctx.app_dir).map_err(StepError::permanent)?;
+        // Every object's kind is found on the cluster before anything is applied, so a
+        // kind the cluster does not serve fails the stage before it touches the cluster.
+        for m in &manifests {
+            cluster.kind(&m.api_version, &m.kind).await.map_err(|e| {
+                if matches!(e, StepError::Transient { .. }) {
+                    e
+                } else {
+                    StepError::permanent(format!(
+                        "{}:{}: kind {} ({}) is not served by the cluster, so nothing was applied: {e}",
+                        m.file, m.line, m.kind, m.api_version
+                    ))
+                }
+            })?;
+        }
+        (spec, manifests, d.commit.sha.clone())
+    };
+    let mut step = Step {
+        ctx,
+        cluster,
+        spec,
+        manifests,
+        commit,
+        app_label: app_label(&d.app),
+        meta,
+        running: running.map(|(_, m, _)| m),
+    };
+    match &*name {
+        STAGE_SYNC => {
+            let o: SyncOptions = stage_options::parse(&stage.with).map_err(|e| {
+                StepError::permanent(format!("stage {}: invalid with.{e}", stage.id))
+            })?;
+            stages::sync(&mut step, o).await
+        }
+        STAGE_CANARY_ROLLOUT => stages::variant_rollout(&mut step, Variant::Canary).await,
+        STAGE_BASELINE_ROLLOUT => stages::variant_rollout(&mut step, Variant::Baseline).await,
+        STAGE_PRIMARY_ROLLOUT => stages::primary(&mut step).await,
+        STAGE_TRAFFIC_ROUTING => stages::route(&mut step).await,
+        STAGE_CANARY_CLEAN => stages::clean(&mut step, Variant::Canary).await,
+        STAGE_BASELINE_CLEAN => stages::clean(&mut step, Variant::Baseline).await,
+        STAGE_ROLLBACK => {
+            let routed = started_forward(ctx)
+                .iter()
+                .any(|s| base_name(&s.name) == STAGE_TRAFFIC_ROUTING);
+            stages::rollback(&mut step, routed).await
+        }
+        other => Err(StepError::permanent(format!(
+            "the kubernetes plugin does not run stage {other}"
+        ))),
     }
 }
 
@@ -529,5 +584,7 @@ impl LiveStates for KubernetesPlugin {
     }
 }
 
+#[cfg(test)]
+mod multi_tests;
 #[cfg(test)]
 mod tests;

@@ -101,14 +101,29 @@ fn error(file: &str, line: Option<usize>, field: &str, message: impl Into<String
 /// The app's Kubernetes spec: a `KubernetesApp`'s, or `spec.plugins.kubernetes` of an
 /// `Application`.
 pub fn spec_of(app: &AppConfig) -> Result<KubernetesSpec, AppFileError> {
-    if app.kind != AppKind::Application {
-        return Ok(app.platform_spec()?);
+    let (spec, at) = if app.kind != AppKind::Application {
+        (
+            app.platform_spec::<KubernetesSpec>()?,
+            "spec.input.multiTargets",
+        )
+    } else {
+        match app.plugin_config("kubernetes") {
+            None => return Ok(KubernetesSpec::default()),
+            Some(v) => (
+                serde_json::from_value(v.clone()).map_err(|e| {
+                    AppFileError::in_config("spec.plugins.kubernetes", e.to_string())
+                })?,
+                "spec.plugins.kubernetes.input.multiTargets",
+            ),
+        }
+    };
+    if !spec.input.multi_targets.is_empty() {
+        return Err(AppFileError::in_config(
+            at,
+            "deploying to several clusters is the kubernetes_multicluster plugin's: put the app's Kubernetes fields under spec.plugins.kubernetes_multicluster",
+        ));
     }
-    match app.plugin_config("kubernetes") {
-        None => Ok(KubernetesSpec::default()),
-        Some(v) => serde_json::from_value(v.clone())
-            .map_err(|e| AppFileError::in_config("spec.plugins.kubernetes", e.to_string())),
-    }
+    Ok(spec)
 }
 
 /// What gannet does not build: charts that are not in the repository, kustomize options

@@ -36,6 +36,30 @@ pub struct KubernetesInput {
     /// Deprecated in PipeCD in favour of `spec.planner.autoRollback`; honoured when set.
     pub auto_rollback: Option<bool>,
     pub auto_create_namespace: bool,
+    /// The kubernetes_multicluster plugin's targets, each with its own manifests.
+    pub multi_targets: Vec<MultiTarget>,
+}
+
+/// One cluster of a kubernetes_multicluster app (`spec.plugins.kubernetes_multicluster.input
+/// .multiTargets[i]`): which deploy target, and the manifests it gets instead of the app's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct MultiTarget {
+    pub target: MultiTargetName,
+    /// Empty means the app's `input.manifests`.
+    pub manifests: Vec<String>,
+    /// PipeCD's pinned kubectl: gannet talks to the API itself, so the value is only accepted.
+    pub kubectl_version: String,
+    pub kustomize_dir: String,
+    pub kustomize_version: String,
+    pub kustomize_options: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MultiTargetName {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

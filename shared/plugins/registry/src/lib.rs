@@ -15,6 +15,7 @@ const ALL: &[PluginSpec] = &[
     gannet_plugin_ecs::SPEC,
     gannet_plugin_terraform::SPEC,
     gannet_plugin_kubernetes::SPEC,
+    gannet_plugin_kubernetes::MULTICLUSTER_SPEC,
     gannet_plugin_cloudrun::SPEC,
     gannet_plugin_analysis::SPEC,
     // Last: its phases run the stages of the plugins above (SCRIPT_RUN, ANALYSIS).
