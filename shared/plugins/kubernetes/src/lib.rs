@@ -331,7 +331,8 @@ pub(crate) fn check_spec(
     match ctx.app_dir {
         Some(dir) => {
             let files = AppFiles::at(dir, ctx.app_path().unwrap_or_default());
-            let manifests = manifest::read_all(&files, spec)?;
+            // The directory is known: an app with nothing to apply fails as its stage would.
+            let manifests = manifest::load(&files, spec)?;
             // Each canary's patches find their manifest and field now, not mid-pipeline.
             for (i, stage) in ctx.app.stages().iter().enumerate() {
                 if base_name(&stage.name) != STAGE_CANARY_ROLLOUT {
