@@ -1,44 +1,150 @@
-//! The plugin against the fake API server (`gannet-kube-fake`: a fake, on loopback, reached
-//! through a kubeconfig and kube-rs exactly as a real cluster is). Deployments run through the
-//! core's planner and state machine one step at a time (`gannet_sdk::test_run`), most with
-//! every step delivered twice; the API server's objects are checked after each stage.
+//! The plugin against an API server on loopback, reached through a kubeconfig and kube-rs
+//! exactly as a cluster is: the fake (`gannet-kube-fake`), and for the tests that matter most
+//! (prune, canary with Istio routing, rollback from the middle, fields of other managers) a
+//! real kube-apiserver too (`RealKube`, built by `scripts/kube.sh`). Deployments run through
+//! the core's planner and state machine one step at a time (`gannet_sdk::test_run`), most with
+//! every step delivered twice; the API server's objects are checked after each stage. Only the
+//! fake can inject faults (5xx, throttling) and record content types.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use gannet_config::parse_app_config;
 use gannet_domain::deployment::{DeploymentStatus, Stage, StageStatus};
 use gannet_domain::{AppId, GoDuration};
-use gannet_kube_fake::{FakeKube, Fault};
+use gannet_kube_fake::{FakeKube, Fault, RealKube, Request};
 use gannet_sdk::plugin::{Faces, Live, LiveStates, StepError};
 use gannet_sdk::test_run::{live_context, Commit, Commits, Delivery, Platform, Run, APP};
 use serde_json::{json, Value};
 
 use crate::{DeployTarget, KubernetesPlugin};
 
-/// The fake API server, and the plugin reaching it through a kubeconfig.
+/// The API server a test runs against.
+#[derive(Clone)]
+enum Server {
+    Fake(FakeKube),
+    /// A real kube-apiserver. Its client blocks, so each call runs on a thread of its own,
+    /// off the test's runtime.
+    Real(Arc<RealKube>),
+}
+
+/// Runs `f` (a blocking call to the real server) on a thread of its own.
+fn blocking<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|s| s.spawn(f).join().expect("the call's thread"))
+}
+
+impl Server {
+    fn get(&self, api_version: &str, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
+        match self {
+            Self::Fake(f) => f.get(api_version, kind, ns, name),
+            Self::Real(r) => blocking(|| r.get(api_version, kind, ns, name)),
+        }
+    }
+
+    fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
+        match self {
+            Self::Fake(f) => f.list(api_version, kind),
+            Self::Real(r) => blocking(|| r.list(api_version, kind)),
+        }
+    }
+
+    fn apply_as(&self, manager: &str, object: Value, force: bool) -> Result<Value, Value> {
+        match self {
+            Self::Fake(f) => f.apply_as(manager, object, force),
+            Self::Real(r) => blocking(|| r.apply_as(manager, object, force)),
+        }
+    }
+
+    fn merge_patch_as(
+        &self,
+        manager: &str,
+        (api_version, kind, name): (&str, &str, &str),
+        patch: Value,
+    ) -> Result<Value, Value> {
+        let ns = Some("default");
+        match self {
+            Self::Fake(f) => f.merge_patch_as(manager, api_version, kind, ns, name, patch),
+            Self::Real(r) => {
+                blocking(|| r.merge_patch_as(manager, api_version, kind, ns, name, patch))
+            }
+        }
+    }
+
+    fn requests(&self) -> Vec<Request> {
+        match self {
+            Self::Fake(f) => f.requests(),
+            Self::Real(r) => blocking(|| r.requests()),
+        }
+    }
+
+    /// The Deployment controller acts once: every rollout in progress finishes.
+    async fn finish_rollouts(&self) {
+        match self {
+            Self::Fake(f) => {
+                f.play_deployment_controller(Duration::ZERO);
+                tokio::time::sleep(Duration::from_millis(60)).await;
+                f.stop_playing_deployment_controller();
+            }
+            Self::Real(r) => {
+                blocking(|| r.play_deployment_controller(Duration::ZERO));
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                blocking(|| r.stop_playing_deployment_controller());
+            }
+        }
+    }
+}
+
+/// The API server, and the plugin reaching it through a kubeconfig.
 #[derive(Clone)]
 struct Kube {
-    fake: FakeKube,
+    server: Server,
     plugin: Arc<KubernetesPlugin>,
+    /// Applies counted before [`Kube::applies`] counts from here.
+    applies_before: Arc<AtomicUsize>,
     _dir: Arc<tempfile::TempDir>,
 }
 
 impl Kube {
+    /// On the fake.
     fn new() -> Self {
         let fake = FakeKube::start();
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = fake.write_kubeconfig(dir.path());
+        Self::on(Server::Fake(fake), kubeconfig, dir)
+    }
+
+    /// On a real kube-apiserver, with Istio's CRDs installed.
+    fn real() -> Self {
+        let (real, dir) = blocking(|| {
+            let real = RealKube::start();
+            real.install_istio_crds();
+            (real, tempfile::tempdir().expect("temp dir"))
+        });
+        let kubeconfig = real.write_kubeconfig(dir.path());
+        Self::on(Server::Real(Arc::new(real)), kubeconfig, dir)
+    }
+
+    fn on(server: Server, kubeconfig: std::path::PathBuf, dir: tempfile::TempDir) -> Self {
         let target = DeployTarget::kubeconfig("local", kubeconfig.to_string_lossy());
         Self {
-            fake,
+            server,
             plugin: Arc::new(KubernetesPlugin::new(vec![target])),
+            applies_before: Arc::new(AtomicUsize::new(0)),
             _dir: Arc::new(dir),
         }
     }
 
+    /// The fake, for what only it does (faults, content types).
+    fn fake(&self) -> &FakeKube {
+        match &self.server {
+            Server::Fake(f) => f,
+            Server::Real(_) => panic!("this test needs the fake"),
+        }
+    }
+
     fn get(&self, api_version: &str, kind: &str, name: &str) -> Option<Value> {
-        self.fake.get(api_version, kind, Some("default"), name)
+        self.server.get(api_version, kind, Some("default"), name)
     }
 
     fn deployment(&self, name: &str) -> Value {
@@ -53,10 +159,14 @@ impl Kube {
             .to_owned()
     }
 
+    /// The names of the objects of a kind in `default`, but the API server's own (the
+    /// `kubernetes` Service a real one keeps there).
     fn names(&self, api_version: &str, kind: &str) -> Vec<String> {
-        self.fake
+        self.server
             .list(api_version, kind)
             .iter()
+            .filter(|o| o["metadata"]["namespace"] == "default")
+            .filter(|o| o["metadata"]["labels"]["component"] != "apiserver")
             .map(|o| {
                 o["metadata"]["name"]
                     .as_str()
@@ -66,16 +176,47 @@ impl Kube {
             .collect()
     }
 
+    /// Server-side applies by the app since the last [`Kube::count_applies_from_now`]. (The
+    /// real server's audit log has no content types: an apply is a PATCH by the app's field
+    /// manager, which applies only.)
     fn applies(&self) -> usize {
-        self.fake
+        self.all_applies() - self.applies_before.load(Ordering::Relaxed)
+    }
+
+    fn count_applies_from_now(&self) {
+        self.applies_before
+            .store(self.all_applies(), Ordering::Relaxed);
+    }
+
+    fn all_applies(&self) -> usize {
+        let manager = own_manager();
+        self.server
             .requests()
             .iter()
+            .filter(|r| r.method == "PATCH" && r.field_manager.as_deref() == Some(&manager))
             .filter(|r| {
-                r.method == "PATCH"
-                    && r.content_type.as_deref() == Some("application/apply-patch+yaml")
+                r.content_type.is_none()
+                    || r.content_type.as_deref() == Some("application/apply-patch+yaml")
             })
             .count()
     }
+}
+
+/// A test case run twice: on the fake, and on a real kube-apiserver.
+macro_rules! on_both {
+    ($case:ident) => {
+        mod $case {
+            #[tokio::test]
+            async fn on_the_fake() {
+                super::$case(super::Kube::new()).await
+            }
+
+            #[tokio::test]
+            async fn on_kube_apiserver() {
+                super::$case(super::Kube::real()).await
+            }
+        }
+    };
 }
 
 impl Platform for Kube {
@@ -91,7 +232,7 @@ impl Platform for Kube {
     async fn state(&self, _: &gannet_domain::deployment::Deployment) -> Vec<Value> {
         let mut out = Vec::new();
         for (api_version, kind) in KINDS {
-            for o in self.fake.list(api_version, kind) {
+            for o in self.server.list(api_version, kind) {
                 let m = &o["metadata"];
                 out.push(json!([
                     kind,
@@ -110,9 +251,7 @@ impl Platform for Kube {
     /// The Deployment controller acts between steps only (never between a step and its
     /// repeat): a stage's first step sees its rollout in progress, a later one sees it done.
     async fn after_step(&self) {
-        self.fake.play_deployment_controller(Duration::ZERO);
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        self.fake.stop_playing_deployment_controller();
+        self.server.finish_rollouts().await;
     }
 }
 
@@ -298,11 +437,12 @@ fn weights(kube: &Kube) -> Vec<(String, u64)> {
         .collect()
 }
 
-#[tokio::test]
-async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes_only_its_own() {
-    let kube = Kube::new();
+on_both!(quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes_only_its_own);
+async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes_only_its_own(
+    kube: Kube,
+) {
     // Not gannet's: applied by another tool, and never to be touched.
-    kube.fake
+    kube.server
         .apply_as(
             "someone-else",
             json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -354,7 +494,7 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
         .any(|m| m["manager"] == own_manager() && m["operation"] == "Apply"));
 
     // The next commit drops the ConfigMap: it is pruned; the one gannet never applied stays.
-    kube.fake.clear_requests();
+    kube.count_applies_from_now();
     let b = web('b', QUICK_SYNC, "web:2", 2);
     let run = deploy(&kube, &b, Some(&a), Delivery::Twice).await;
     assert_status(&run, DeploymentStatus::Success);
@@ -368,19 +508,23 @@ async fn quick_sync_applies_with_pipecds_labels_waits_for_the_rollout_and_prunes
         kube.applies(),
         2,
         "one apply per object, each step delivered twice: {:#?}",
-        kube.fake.requests()
+        kube.server.requests()
     );
 
-    // The same manifests at a new commit: nothing changes, no new generation.
+    // The same manifests at a new commit: only the commit annotation changes, which a
+    // Deployment counts as a new generation (its controller copies annotations to its
+    // ReplicaSets); its spec stays as it was.
     let c = web('c', QUICK_SYNC, "web:2", 2);
+    let before = kube.deployment("web");
     let run = deploy(&kube, &c, Some(&b), Delivery::Once).await;
     assert_eq!(run.deployment.status, DeploymentStatus::Success);
-    assert_eq!(kube.deployment("web")["metadata"]["generation"], 2);
+    let after = kube.deployment("web");
+    assert_eq!(after["spec"], before["spec"]);
+    assert_eq!(after["metadata"]["generation"], 3);
 }
 
-#[tokio::test]
-async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_should() {
-    let kube = Kube::new();
+on_both!(canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_should);
+async fn canary_istio_routing_primary_and_clean_each_leave_the_cluster_as_they_should(kube: Kube) {
     let files = |image: &str| {
         vec![
             ("deployment.yaml", deployment(image, 4)),
@@ -595,10 +739,12 @@ async fn a_canarys_patches_change_its_copies_only() {
     assert_eq!(greeting("web-config").as_deref(), Some("hello"));
 }
 
-#[tokio::test]
+on_both!(
+    a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_traffic_on_the_primary
+);
 async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_traffic_on_the_primary(
+    kube: Kube,
 ) {
-    let kube = Kube::new();
     let a = deployed(&kube).await;
 
     // podselector: the Service selects the canary's pods, then the primary rollout fails (the
@@ -678,22 +824,16 @@ async fn a_failure_after_the_canary_rolls_back_to_the_running_commit_with_all_tr
     );
 }
 
-#[tokio::test]
-async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_hand_is_taken_back() {
-    let kube = Kube::new();
+on_both!(a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_hand_is_taken_back);
+async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_hand_is_taken_back(
+    kube: Kube,
+) {
     let a = deployed(&kube).await;
 
     // By hand: `kubectl edit` sets another image. The next sync takes it back, and says so.
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand"}]}}}});
-    kube.fake
-        .merge_patch_as(
-            "kubectl-edit",
-            "apps/v1",
-            "Deployment",
-            Some("default"),
-            "web",
-            patch,
-        )
+    kube.server
+        .merge_patch_as("kubectl-edit", ("apps/v1", "Deployment", "web"), patch)
         .expect("patch");
     let b = web('b', QUICK_SYNC, "web:1", 2);
     let run = deploy(&kube, &b, Some(&a), Delivery::Once).await;
@@ -708,13 +848,10 @@ async fn a_field_another_manager_owns_fails_the_sync_by_name_and_a_change_by_han
 
     // A controller (an HPA) owns the replicas: a commit that sets them fails, naming the field
     // and the manager, and changes nothing.
-    kube.fake
+    kube.server
         .merge_patch_as(
             "kube-controller-manager",
-            "apps/v1",
-            "Deployment",
-            Some("default"),
-            "web",
+            ("apps/v1", "Deployment", "web"),
             json!({"spec": {"replicas": 5}}),
         )
         .expect("patch");
@@ -790,7 +927,7 @@ async fn objects_an_older_gannet_applied_under_one_manager_are_taken_over_by_the
     // What an older gannet left: the app's ConfigMap with gannet's labels, applied as `gannet`,
     // with a key Git has since dropped.
     let label = crate::app_label(&AppId::parse(APP).expect("app id"));
-    kube.fake
+    kube.fake()
         .apply_as(
             crate::LEGACY_FIELD_MANAGER,
             json!({"apiVersion": "v1", "kind": "ConfigMap",
@@ -843,7 +980,7 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
     };
     let config = check(&a);
     let dir = a.app_dir();
-    kube.fake.clear_requests();
+    kube.fake().clear_requests();
     let live = kube
         .plugin
         .live_state(live_context(&app_id, &config, &dir, &a.sha))
@@ -857,15 +994,15 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
     // One list per kind: the app's three, and Secrets (listed for every app, to see one
     // that Git dropped).
     assert_eq!(
-        kube.fake.requests().len(),
+        kube.fake().requests().len(),
         4,
         "one list per kind: {:#?}",
-        kube.fake.requests()
+        kube.fake().requests()
     );
 
     // An HPA's replicas are the HPA's; an image set by hand, a port changed by hand in an
     // ignored field, a ConfigMap deleted by hand are drift or not as they should be.
-    kube.fake
+    kube.fake()
         .merge_patch_as(
             "kube-controller-manager",
             "apps/v1",
@@ -876,7 +1013,7 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
         )
         .unwrap();
     let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:hand", "ports": [{"containerPort": 8080}]}]}}}});
-    kube.fake
+    kube.fake()
         .merge_patch_as(
             "kubectl-edit",
             "apps/v1",
@@ -886,7 +1023,7 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
             patch,
         )
         .unwrap();
-    kube.fake
+    kube.fake()
         .merge_patch_as(
             "kubectl-edit",
             "v1",
@@ -916,7 +1053,7 @@ async fn drift_names_the_object_and_field_and_ignores_other_managers_and_default
     // Git drops the ConfigMap; a Deployment in Git is missing live.
     let b = web('b', &app_yaml, "web:1", 2);
     let (config, dir) = (check(&b), b.app_dir());
-    kube.fake.merge_patch_as("kubectl-edit", "apps/v1", "Deployment", Some("default"), "web", json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:1", "ports": [{"containerPort": 8080}]}]}}}})).unwrap();
+    kube.fake().merge_patch_as("kubectl-edit", "apps/v1", "Deployment", Some("default"), "web", json!({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "web:1", "ports": [{"containerPort": 8080}]}]}}}})).unwrap();
     let live = kube
         .plugin
         .live_state(live_context(&app_id, &config, &dir, &b.sha))
@@ -954,7 +1091,7 @@ async fn a_secrets_drift_names_the_field_and_never_shows_a_value() {
         "stringData compares as the data it is stored as: {drift:?}"
     );
 
-    kube.fake
+    kube.fake()
         .merge_patch_as(
             "kubectl-edit",
             "v1",
@@ -982,7 +1119,7 @@ async fn sync_step(kube: &Kube, c: &Commit) -> Result<gannet_sdk::plugin::StepOu
 #[tokio::test]
 async fn throttling_is_retried_after_the_time_the_api_server_asks_for() {
     let kube = Kube::new();
-    kube.fake.inject(Fault {
+    kube.fake().inject(Fault {
         method: Some("PATCH".into()),
         path_contains: "/deployments/".into(),
         status: 429,
@@ -1022,10 +1159,10 @@ async fn a_namespace_that_does_not_exist_fails_clearly_unless_auto_created() {
     let run = deploy(&kube, &a, None, Delivery::Twice).await;
     assert_status(&run, DeploymentStatus::Success);
     assert!(kube
-        .fake
+        .fake()
         .get("apps/v1", "Deployment", Some("shop"), "web")
         .is_some());
-    assert!(kube.fake.get("v1", "Namespace", None, "shop").is_some());
+    assert!(kube.fake().get("v1", "Namespace", None, "shop").is_some());
 }
 
 #[test]

@@ -306,7 +306,13 @@ impl State {
         }
         if kind.generation {
             let previous = old.map(|old| old["metadata"]["generation"].as_i64().unwrap_or(1));
-            let changed = old.is_some_and(|old| spec(old) != spec(&object));
+            // A Deployment's annotations count too: the Deployment controller copies them to
+            // its ReplicaSets (kube-apiserver's apps/v1 Deployment strategy).
+            let annotations = |o: &Value| o["metadata"]["annotations"].clone();
+            let changed = old.is_some_and(|old| {
+                spec(old) != spec(&object)
+                    || (kind.kind == "Deployment" && annotations(old) != annotations(&object))
+            });
             object["metadata"]["generation"] = json!(previous.unwrap_or(1) + i64::from(changed));
         }
         if acting.operation == "Update" {

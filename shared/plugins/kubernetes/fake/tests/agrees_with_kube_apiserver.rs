@@ -317,6 +317,22 @@ const CASES: &[Case] = &[
             json!({"code": code, "reason": body["reason"]})
         },
     ),
+    (
+        "a Deployment's new annotation is a new generation, a ConfigMap's label is not",
+        |s| {
+            let path = format!("{DEPLOYMENTS}/annotated?fieldManager=t");
+            let mut web = deployment("annotated", "nginx:1");
+            s.call("PATCH", &path, Some((APPLY, web.clone())));
+            web["metadata"]["annotations"] = json!({"pipecd.dev/commit-hash": "b"});
+            let (_, annotated) = s.call("PATCH", &path, Some((APPLY, web.clone())));
+            web["metadata"]["labels"] = json!({"team": "x"});
+            let (_, labelled) = s.call("PATCH", &path, Some((APPLY, web)));
+            json!([
+                annotated["metadata"]["generation"],
+                labelled["metadata"]["generation"]
+            ])
+        },
+    ),
     // Last: on a server that lets it happen, nothing can be created in default after it.
     ("deleting namespace default is refused", |s| {
         let (code, body) = s.call("DELETE", "/api/v1/namespaces/default", None);
