@@ -740,27 +740,15 @@ fn pipecds_multicluster_examples_deploy_each_clusters_manifests_to_two_real_api_
         return;
     };
     let lab = TwoClusters::new(Duration::from_millis(200));
-    let mut files = Vec::new();
-    for example in [
-        "v1/kubernetes-multicluster/simple",
-        "v1/kubernetes-multicluster/multi-sources-template-none",
-        "v0/kubernetes_multicluster/canary",
-    ] {
-        let root = examples.join(example);
-        for entry in walk(&root) {
-            let rel = entry
-                .strip_prefix(&examples)
-                .expect("inside")
-                .display()
-                .to_string();
-            files.push((rel, std::fs::read_to_string(&entry).expect("read")));
-        }
-    }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_str()))
-        .collect();
-    let commit = lab.repo.commit(&refs, "PipeCD's multicluster examples");
+    let commit = commit_examples(
+        &lab.repo,
+        &examples,
+        &[
+            "v1/kubernetes-multicluster/simple",
+            "v1/kubernetes-multicluster/multi-sources-template-none",
+            "v0/kubernetes_multicluster/canary",
+        ],
+    );
     // PipeCD's names for the clusters: cluster1 and cluster-us are `a`, the others `b`.
     let g = lab.start(&[
         ("cluster1", true),
@@ -792,6 +780,23 @@ fn pipecds_multicluster_examples_deploy_each_clusters_manifests_to_two_real_api_
         TwoClusters::deployments(&lab.b),
         ["canary-multicluster", "cluster2", "simple"]
     );
+}
+
+/// Commits the examples in `dirs` (under `examples`) at the same paths; returns the commit.
+fn commit_examples(repo: &Repo, examples: &std::path::Path, dirs: &[&str]) -> String {
+    let mut files = Vec::new();
+    for dir in dirs {
+        for path in walk(&examples.join(dir)) {
+            let rel = path.strip_prefix(examples).expect("inside");
+            let text = std::fs::read_to_string(&path).expect("read");
+            files.push((rel.display().to_string(), text));
+        }
+    }
+    let refs: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, t)| (n.as_str(), t.as_str()))
+        .collect();
+    repo.commit(&refs, &format!("PipeCD's examples: {}", dirs.join(", ")))
 }
 
 /// Every file under `dir`, in order.
@@ -924,22 +929,12 @@ fn pipecds_kubernetes_examples_that_check_deploy_to_the_real_api_server() {
 
     let lab = Lab::new(Duration::from_millis(200));
     lab.kube.install_istio_crds();
-    let mut files = Vec::new();
-    for app in ok.iter().map(String::as_str).chain(["v0/local-modules"]) {
-        for path in walk(&examples.join(app)) {
-            let rel = path
-                .strip_prefix(&examples)
-                .expect("inside")
-                .display()
-                .to_string();
-            files.push((rel, std::fs::read_to_string(&path).expect("read")));
-        }
-    }
-    let refs: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, t)| (n.as_str(), t.as_str()))
-        .collect();
-    let commit = lab.repo.commit(&refs, "PipeCD's Kubernetes examples");
+    let dirs: Vec<&str> = ok.iter().map(String::as_str).collect();
+    let commit = commit_examples(
+        &lab.repo,
+        &examples,
+        &[&dirs[..], &["v0/local-modules"]].concat(),
+    );
     // The analysis provider analysis-by-metrics names (a first deployment never asks it).
     let g = lab.start_with(
         "{poll: 1m, resume: 1s}",
