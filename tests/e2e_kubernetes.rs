@@ -948,8 +948,24 @@ fn pipecds_kubernetes_examples_that_check_deploy_to_the_real_api_server() {
             .expect("config")
             .contains("WAIT_APPROVAL")
     };
+    // One seals a secret for PipeCD's key, which this gannet does not hold: it fails naming
+    // the secret, before anything is applied.
+    let sealed = |app: &str| {
+        std::fs::read_to_string(examples.join(app).join("app.pipecd.yaml"))
+            .expect("config")
+            .contains("encryptedSecrets:")
+    };
     for app in &ok {
-        if gated(app) {
+        if sealed(app) {
+            let d = ended(&g, app, &commit);
+            assert_eq!(d["status"], "FAILURE", "{d}");
+            assert!(
+                d["stages"][0]["status_reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(": spec.encryption: the app seals secrets")),
+                "{d}"
+            );
+        } else if gated(app) {
             let d = g.wait_until(LIMIT, &format!("{app} waits for approval"), || {
                 let d = g
                     .deployments()
@@ -975,7 +991,97 @@ fn pipecds_kubernetes_examples_that_check_deploy_to_the_real_api_server() {
                 .map(str::to_owned)
         })
         .collect();
-    for app in ok.iter().filter(|a| !gated(a)) {
+    for app in ok.iter().filter(|a| !gated(a) && !sealed(a)) {
         assert!(apps.contains(&app_id(app)), "{app}: {apps:?}");
     }
+}
+
+/// A new RSA private key in PKCS#8 PEM, as `openssl genpkey -algorithm RSA` writes one.
+fn private_key() -> String {
+    use rsa::pkcs8::{EncodePrivateKey, LineEnding};
+    let key = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).expect("a key");
+    key.to_pkcs8_pem(LineEnding::LF).expect("pem").to_string()
+}
+
+const SEALED_SECRET: &str = "apiVersion: v1
+kind: Secret
+metadata:
+  name: web-db
+stringData:
+  password: \"{{ .encryptedSecrets.password }}\"
+";
+
+/// PipeCD's sealed secrets: `gannet encrypt` seals with the server's public key, a push
+/// deploys the Secret with the value, which no stage log, API answer or checkout holds; a
+/// secret sealed for another key fails the deployment naming it, with nothing applied.
+#[test]
+fn a_sealed_secret_is_deployed_opened_and_never_shown() {
+    let lab = Lab::new(Duration::from_millis(200));
+    let key = private_key();
+    let opts_env = [("GANNET_SEALING_KEY".to_owned(), key.clone())];
+    let opts = UpOptions {
+        extra_config: format!(
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  kubernetes:\n    deployTargets:\n      - name: local\n        kubeConfigPath: {}\n",
+            lab.kubeconfig.display()
+        ),
+        env: opts_env.to_vec(),
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&lab.repo, lab.state.path(), &opts);
+    let plain = "pa55-w0rd-only-in-the-secret";
+    let input = lab.state.path().join("password.txt");
+    std::fs::write(&input, plain).expect("write");
+    let run = g.cli_env(&["encrypt", "--input-file", &input.to_string_lossy()], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let sealed = run.stdout.trim().to_owned();
+    assert!(!sealed.contains(plain) && sealed.len() > 300, "{sealed}");
+
+    let spec = |sealed: &str| {
+        format!("  encryption:\n    encryptedSecrets:\n      password: {sealed}\n    decryptionTargets:\n      - secret.yaml\n")
+    };
+    let mut all = files("web:1");
+    all.push(("secret.yaml", SEALED_SECRET.to_owned()));
+    let first = lab.commit(&spec(&sealed), &all, "web with a sealed password");
+    let (id, d) = deploy(&g, &first, "sealed-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let secret = lab
+        .kube
+        .get("v1", "Secret", Some("default"), "web-db")
+        .expect("the Secret");
+    let stored = secret["data"]["password"].as_str().expect("data");
+    assert_eq!(
+        stored,
+        base64::Engine::encode(&base64::engine::general_purpose::STANDARD, plain)
+    );
+    // Nowhere else: the checkout, the API's answers, the stage logs, the sealed copies.
+    let text = std::fs::read_to_string(lab.repo.path().join(APP).join("secret.yaml")).unwrap();
+    assert!(text.contains("{{ .encryptedSecrets.password }}"));
+    let shown = format!(
+        "{}{:?}{}",
+        g.deployment(&id),
+        logs(&g, &id, &d, "K8S_SYNC"),
+        g.log()
+    );
+    assert!(!shown.contains(plain), "the value shows: {shown}");
+    let sealed_dir = lab.state.path().join("state/sealed");
+    let left = std::fs::read_dir(&sealed_dir).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "no private copy is left after the steps");
+
+    // Sealed for another key (PipeCD's own example is): the deployment fails naming the
+    // secret, and the Secret keeps its value.
+    let other = gannet_sdk::sealed::SealingKey::from_pem(&private_key()).expect("a key");
+    let foreign = gannet_sdk::sealed::seal(&other.public_pem(), "another-value").expect("seal");
+    let second = lab.commit(&spec(&foreign), &all, "a password sealed for another key");
+    let (_, d) = deploy(&g, &second, "sealed-2");
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let reason = d["stages"][0]["status_reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("spec.encryption.encryptedSecrets.password cannot be opened"),
+        "{d}"
+    );
+    let secret = lab
+        .kube
+        .get("v1", "Secret", Some("default"), "web-db")
+        .unwrap();
+    assert_eq!(secret["data"]["password"].as_str(), Some(stored));
 }

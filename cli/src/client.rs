@@ -346,6 +346,12 @@ impl Client {
         .await
     }
 
+    /// The public key apps seal secrets for (PKIX PEM).
+    pub async fn public_key(&self) -> anyhow::Result<String> {
+        self.call(self.http.get(self.url("/secrets/public-key")), "publicKey")
+            .await
+    }
+
     pub async fn cancel(
         &self,
         id: &str,

@@ -166,6 +166,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Seal a secret for an app's spec.encryption.encryptedSecrets, as `pipectl encrypt`
+    /// does: the text from stdin (or --input-file), for the server's public key (or
+    /// --public-key).
+    #[command(
+        after_help = "Examples:\n  printf %s \"$DB_PASSWORD\" | gannet encrypt\n  gannet encrypt --input-file service-account.json --public-key gannet-public.pem\nPaste the output under spec.encryption.encryptedSecrets.<name>, and write\n{{ .encryptedSecrets.<name> }} where it goes in a file of spec.encryption.decryptionTargets."
+    )]
+    Encrypt {
+        /// Read the secret from this file instead of stdin.
+        #[arg(long, value_name = "FILE")]
+        input_file: Option<PathBuf>,
+        /// Seal for this public key (PEM) instead of asking the server for its own.
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
+    },
     /// Check PipeCD app configs and the manifests they reference (no server needed).
     Config {
         #[command(subcommand)]
@@ -437,6 +451,33 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
                 .rollback(&app, to.as_deref(), start.request())
                 .await?;
             return started(&client, d, &start, "rollback").await;
+        }
+        Command::Encrypt {
+            input_file,
+            public_key,
+        } => {
+            let text = match &input_file {
+                Some(path) => std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?,
+                None => {
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+                        .map_err(|e| anyhow::anyhow!("cannot read the secret from stdin: {e}"))?;
+                    text
+                }
+            };
+            anyhow::ensure!(
+                !text.is_empty(),
+                "the secret is empty: give it on stdin or with --input-file"
+            );
+            let key = match &public_key {
+                Some(path) => std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?,
+                None => server.client()?.public_key().await?,
+            };
+            let sealed = gannet_sdk::sealed::seal(&key, &text)
+                .map_err(|e| anyhow::anyhow!("the public key {e}"))?;
+            println!("{sealed}");
         }
         Command::Cancel {
             deployment,

@@ -61,6 +61,17 @@ struct RawConfig {
     /// How jobs are confined (`jobs.runAs`, `jobs.sandbox`).
     #[serde(default)]
     jobs: crate::jobs::RawJobs,
+    /// gannet's key for PipeCD's sealed secrets (`spec.encryption`).
+    #[serde(default)]
+    secret_management: Option<RawSecretManagement>,
+}
+
+/// `secretManagement`: where gannet's private key for sealed secrets is (never this file).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawSecretManagement {
+    private_key_file: Option<PathBuf>,
+    private_key_env: Option<String>,
 }
 
 /// `api`: who may call the JSON API, and the names the server is reached by.
@@ -223,6 +234,8 @@ pub struct UpConfig {
     pub delivery: Delivery,
     /// How jobs are kept from gannet's config, tokens and state.
     pub jobs: crate::jobs::JobsConfig,
+    /// The key apps' sealed secrets open with (`secretManagement`).
+    pub sealing_key: Option<gannet_sdk::sealed::SealingKey>,
 }
 
 impl UpConfig {
@@ -459,8 +472,39 @@ impl UpConfig {
                 Delivery::Once
             },
             jobs,
+            sealing_key: match &raw.secret_management {
+                Some(sm) => Some(sealing_key(sm, base, env)?),
+                None => None,
+            },
         })
     }
+}
+
+/// The private key `secretManagement` names: a file only its owner can read, or a variable.
+fn sealing_key(
+    sm: &RawSecretManagement,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<gannet_sdk::sealed::SealingKey, String> {
+    let (at, pem) = match (&sm.private_key_file, &sm.private_key_env) {
+        (Some(file), None) => {
+            let path = base.join(file);
+            let at = format!("secretManagement.privateKeyFile: {}", path.display());
+            (at, read_private_file("secretManagement.privateKeyFile", &path)?)
+        }
+        (None, Some(var)) => (
+            format!("secretManagement.privateKeyEnv: {var}"),
+            env(var).filter(|v| !v.trim().is_empty()).ok_or_else(|| {
+                format!("secretManagement.privateKeyEnv: environment variable {var} is not set; export the private key (PEM) there")
+            })?,
+        ),
+        _ => {
+            return Err(
+                "secretManagement: give privateKeyFile or privateKeyEnv, one of them".to_owned(),
+            )
+        }
+    };
+    gannet_sdk::sealed::SealingKey::from_pem(&pem).map_err(|e| format!("{at} {e}"))
 }
 
 /// Where gannet.yaml holds a setting both runtimes take (the shared check's errors begin
@@ -492,7 +536,7 @@ fn api_tokens(
         (Some(file), None) => {
             let path = base.join(file);
             (
-                read_tokens_file(&path)?,
+                read_private_file("api.tokens.file", &path)?,
                 format!("api.tokens.file {}", path.display()),
             )
         }
@@ -521,10 +565,11 @@ fn api_tokens(
     Ok(tokens)
 }
 
-/// A tokens file: private to its owner, and not too large.
-fn read_tokens_file(path: &Path) -> Result<String, String> {
+/// A file holding a secret (the tokens file, a private key), named by `field`: private to its
+/// owner, and not too large.
+fn read_private_file(field: &str, path: &Path) -> Result<String, String> {
     use std::os::unix::fs::PermissionsExt;
-    let at = |message: String| format!("api.tokens.file: {}: {message}", path.display());
+    let at = |message: String| format!("{field}: {}: {message}", path.display());
     let meta = std::fs::metadata(path).map_err(|e| at(e.to_string()))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -868,7 +913,7 @@ plugins:
             ("api: {headerTimeout: 10ms}", "api.headerTimeout: 10ms is too short"),
             (
                 "plugins: {lamda: {}}",
-                "plugins.lamda: no compiled-in plugin is named \"lamda\"; did you mean `lambda`? (compiled in: wait, wait-approval, script-run, lambda, ecs, terraform, kubernetes, cloudrun, analysis, lifecycle)",
+                "plugins.lamda: no compiled-in plugin is named \"lamda\"; did you mean `lambda`? (compiled in: wait, wait-approval, script-run, lambda, ecs, terraform, kubernetes, kubernetes_multicluster, cloudrun, analysis, lifecycle)",
             ),
             (
                 "plugins: {appengine: {deployTargets: []}}",

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gannet_controller::http::Access;
-use gannet_controller::Controller;
+use gannet_controller::{Controller, Sealing};
 use gannet_domain::ports::{Clock, Queue};
 use gannet_domain::GoDuration;
 use gannet_embedded::{ProcessJobs, RuntimeOptions, SqliteRuntime, SystemClock};
@@ -105,6 +105,11 @@ pub async fn run_until(
         cfg.settings.clone(),
     )
     .with_jobs(Arc::new(jobs.clone()));
+    let controller = match cfg.sealing_key {
+        // The private copies of steps with sealed secrets: under the state, which no job reads.
+        Some(key) => controller.with_sealing(Sealing::new(key, state_dir.join("sealed"))),
+        None => controller,
+    };
 
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

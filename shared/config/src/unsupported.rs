@@ -26,12 +26,6 @@ impl Unsupported {
 pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
     let spec = app.spec();
     let mut out = Vec::new();
-    if spec.encryption.is_some() {
-        out.push(Unsupported::new(
-            "spec.encryption",
-            "sealed secrets (encryptedSecrets, decryptionTargets) are not supported yet",
-        ));
-    }
     if spec.attachment.is_some() {
         out.push(Unsupported::new(
             "spec.attachment",

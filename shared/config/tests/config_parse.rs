@@ -194,7 +194,6 @@ spec:
     assert_eq!(
         unsupported,
         [
-            "spec.encryption",
             "spec.attachment",
             "spec.eventWatcher",
             "spec.postSync.chain",

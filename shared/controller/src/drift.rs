@@ -246,10 +246,26 @@ impl Controller {
                 reason,
             )));
         }
+        // Sealed secrets are opened as a step opens them, so Git's side is what a deployment
+        // applies; the values are redacted from what is found.
+        let app_dir = match crate::sealing::unseal(
+            inner.sealing.as_ref(),
+            &app.id,
+            root.join(app.id.dir()),
+        ) {
+            Ok(dir) => dir,
+            Err(err) => {
+                return Ok(Examined::Done(Finding::new(
+                    SyncStatus::Unknown,
+                    format!("cannot read the live state: {}", err.reason()),
+                )))
+            }
+        };
+        let values = app_dir.values().to_vec();
         let ctx = LiveContext {
             app_id: &app.id,
             app: &cfg,
-            app_dir: &root.join(app.id.dir()),
+            app_dir: &app_dir.dir,
             head: &head,
             last_deployed: app.last_deployment_finished_at,
             now: inner.clock.now(),
@@ -263,6 +279,7 @@ impl Controller {
             }
             Ok(Live::Pending { what }) => return Ok(Examined::Pending { what }),
             Ok(Live::Read(live)) => {
+                let live = crate::sealing::redact_live(live, &values);
                 let status = if live.drift.is_empty() {
                     SyncStatus::Synced
                 } else {
@@ -277,7 +294,10 @@ impl Controller {
             // Permission or validation errors will not pass by retrying: say so on the app.
             Err(err @ StepError::Permanent(_)) => Finding::new(
                 SyncStatus::Unknown,
-                format!("cannot read the live state: {}", err.reason()),
+                format!(
+                    "cannot read the live state: {}",
+                    gannet_sdk::sealed::redact(&err.reason(), &values)
+                ),
             ),
             Err(source @ StepError::Transient { .. }) => {
                 return Err(HandlerError::Live {

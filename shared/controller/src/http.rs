@@ -102,6 +102,7 @@ pub fn router(controller: Controller, access: Access, console: Option<Console>) 
         .route("/api/v1/apps", get(list_apps))
         .route("/api/v1/apps/{app}", get(show_app))
         .route("/api/v1/whoami", get(whoami))
+        .route("/api/v1/secrets/public-key", get(public_key))
         .route("/api/v1/apps/{app}/sync", post(sync))
         .route("/api/v1/apps/{app}/rollback", post(rollback))
         .route("/api/v1/apps/{app}/pause", post(pause))
@@ -472,6 +473,20 @@ async fn whoami(Extension(caller): Extension<Caller>) -> ApiResult<serde_json::V
             "approve": caller.role.allows(Need::Approve),
         },
     })))
+}
+
+/// The public key apps seal secrets for (`gannet encrypt` reads it): any caller may read it.
+async fn public_key(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
+    let key = s.controller.sealing_public_key().ok_or_else(|| {
+        ApiError::NotFound(
+            "this gannet has no key for sealed secrets: set secretManagement in gannet.yaml".into(),
+        )
+    })?;
+    Ok(Json(json!({ "publicKey": key })))
 }
 
 async fn rollback(

@@ -10,6 +10,8 @@ use gannet_sdk::jobs::{JobRunner, NoJobs};
 use gannet_sdk::plugin::Plugins;
 use tracing::Instrument;
 
+pub use sealing::Sealing;
+
 mod api;
 mod apps;
 mod console;
@@ -20,6 +22,7 @@ pub mod http;
 mod notify;
 mod plan;
 mod resume;
+mod sealing;
 mod settings;
 mod settle;
 mod slack;
@@ -71,6 +74,8 @@ struct Inner {
     remote_diff: Option<Arc<dyn RemoteDiff>>,
     /// How many commits a branch head is ahead of a commit, per pair already asked.
     ahead: Arc<std::sync::Mutex<AheadCounts>>,
+    /// gannet's key for PipeCD's sealed secrets, when it has one.
+    sealing: Option<Arc<Sealing>>,
 }
 
 type AheadCounts = std::collections::HashMap<
@@ -106,6 +111,7 @@ impl Controller {
                 bus: None,
                 remote_diff: None,
                 ahead: Arc::default(),
+                sealing: None,
             }),
         }
     }
@@ -128,6 +134,17 @@ impl Controller {
     pub fn with_jobs(mut self, jobs: Arc<dyn JobRunner>) -> Self {
         Arc::make_mut(&mut self.inner).jobs = jobs;
         self
+    }
+
+    /// The same controller, opening apps' sealed secrets (`spec.encryption`) with `sealing`.
+    pub fn with_sealing(mut self, sealing: Sealing) -> Self {
+        Arc::make_mut(&mut self.inner).sealing = Some(Arc::new(sealing));
+        self
+    }
+
+    /// The public key apps seal secrets for (PKIX PEM), when gannet has a key.
+    pub fn sealing_public_key(&self) -> Option<String> {
+        self.inner.sealing.as_ref().map(|s| s.key.public_pem())
     }
 
     pub fn settings(&self) -> &Settings {

@@ -19,6 +19,7 @@ use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepIo, StepOutcom
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use crate::sealing;
 use crate::trigger::notify;
 use crate::{error_chain, Controller, HandlerError};
 
@@ -173,19 +174,52 @@ impl Controller {
                 stage.name
             )));
         };
-        let app_dir = self.app_dir(d, &d.commit.sha).await?;
+        // An app's sealed secrets are opened into a private copy of each checkout, which goes
+        // when the step ends; the values never reach what the step leaves behind.
+        let sealing = inner.sealing.as_ref();
+        let checkout = self.app_dir(d, &d.commit.sha).await?;
+        let app_dir = match sealing::unseal(sealing, &d.app, checkout.clone()) {
+            Ok(dir) => dir,
+            // A rollback applies the running commit, whose secrets open below; this commit's
+            // that do not (the reason the deployment failed) must not stop it.
+            Err(err) if stage.rollback => {
+                io.log(&format!(
+                    "This commit's sealed secrets are not opened for the rollback: {}",
+                    err.reason()
+                ))
+                .await;
+                sealing::AppDir {
+                    dir: checkout,
+                    unsealed: None,
+                }
+            }
+            Err(err) => return Err(err),
+        };
         let running_app_dir = match &d.running_commit {
-            Some(sha) => Some(self.app_dir(d, sha).await?),
+            Some(sha) => Some(sealing::unseal(
+                sealing,
+                &d.app,
+                self.app_dir(d, sha).await?,
+            )?),
             None => None,
+        };
+        let values: Vec<String> = [Some(&app_dir), running_app_dir.as_ref()]
+            .into_iter()
+            .flatten()
+            .flat_map(|a| a.values().iter().cloned())
+            .collect();
+        let redacting = sealing::Redacting {
+            io,
+            values: values.clone(),
         };
         let now = inner.clock.now();
         let ctx = StepContext {
             deployment: d,
             stage,
-            app_dir: &app_dir,
-            running_app_dir: running_app_dir.as_deref(),
+            app_dir: &app_dir.dir,
+            running_app_dir: running_app_dir.as_ref().map(|a| a.dir.as_path()),
             now,
-            io,
+            io: if values.is_empty() { io } else { &redacting },
             jobs: inner.jobs.as_ref(),
         };
         let deadline = [
@@ -201,7 +235,12 @@ impl Controller {
         let deadline = budget.map_or(deadline, |budget| deadline.min(budget));
         let steps = plugin.steps()?;
         match tokio::time::timeout(deadline, steps.execute_step(ctx)).await {
-            Ok(result) => result,
+            Ok(Ok(StepOutcome::Done(StageResult::Failure { reason }))) => {
+                Ok(StepOutcome::Done(StageResult::Failure {
+                    reason: gannet_sdk::sealed::redact(&reason, &values),
+                }))
+            }
+            Ok(result) => result.map_err(|e| sealing::redact_error(e, &values)),
             // A deadline passed mid-step (the stage's, the deployment's or the invocation's):
             // the next step's check ends the stage, or the next invocation goes on with it.
             Err(_) => Ok(StepOutcome::Continue {

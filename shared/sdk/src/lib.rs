@@ -13,6 +13,7 @@ pub mod planner;
 pub mod plugin;
 pub mod presentation;
 pub mod registry;
+pub mod sealed;
 pub mod stage_meta;
 pub mod stage_options;
 pub mod targets;

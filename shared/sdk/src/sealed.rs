@@ -1,0 +1,479 @@
+//! PipeCD's sealed secrets (`spec.encryption`): values encrypted for gannet's public key and
+//! kept in Git, decrypted only into the files `decryptionTargets` names, in a private copy of
+//! the checkout that lives as long as one step ([`Unsealed`]).
+//!
+//! The scheme is PipeCD's (its `HybridEncrypter`, after Bitnami's sealed secrets), so a secret
+//! encrypted for a piped decrypts here with the same private key: base64 (standard, padded) of
+//! the RSA ciphertext's length (2 bytes, big-endian), the RSA-OAEP (SHA-256, no label)
+//! encryption of a random 32-byte key, and the AES-256-GCM encryption of the text under that
+//! key with a zero nonce (the key is used once). The key pair is PipeCD's too: an RSA private
+//! key in PKCS#8 PEM (`openssl genpkey -algorithm RSA`), and its public key in PKIX PEM.
+//!
+//! In a decryption target, `{{ .encryptedSecrets.NAME }}` is replaced by the secret's value,
+//! as PipeCD's template renders it; any other template action is refused naming the file and
+//! line, so a file never reaches a platform half rendered.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use gannet_config::SecretEncryption;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+use rsa::pkcs1::DecodeRsaPrivateKey;
+use rsa::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey, LineEnding};
+use rsa::traits::PublicKeyParts;
+use rsa::{Oaep, RsaPrivateKey, RsaPublicKey};
+
+use crate::tree;
+
+/// The smallest RSA key accepted, in bits (PipeCD's default is 2048).
+const MIN_KEY_BITS: usize = 2048;
+
+/// The largest sealed value read, in bytes of base64 (a secret is a credential, not a file).
+const MAX_SEALED: usize = 256 * 1024;
+
+/// Why a key or a sealed value does not open.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    #[error(
+        "is not an RSA private key in PEM (PKCS#8 `PRIVATE KEY` or PKCS#1 `RSA PRIVATE KEY`): {0}"
+    )]
+    PrivateKey(String),
+    #[error("is not an RSA public key in PEM (`PUBLIC KEY`): {0}")]
+    PublicKey(String),
+    #[error("is a {0}-bit key; gannet takes RSA keys of 2048 bits or more")]
+    WeakKey(usize),
+    #[error("is not base64 ({0})")]
+    Base64(String),
+    #[error("is {0} bytes long; a sealed secret is at most 256 KiB")]
+    TooLarge(usize),
+    #[error("is too short to be a sealed secret")]
+    TooShort,
+    #[error("cannot be opened with gannet's private key: it was encrypted for another key, or it is corrupt")]
+    WrongKey,
+    #[error("was altered after it was encrypted (its AES-GCM tag does not match)")]
+    Corrupt,
+    #[error("is not UTF-8 text once decrypted")]
+    NotText,
+}
+
+/// gannet's private key for sealed secrets.
+pub struct SealingKey {
+    private: RsaPrivateKey,
+}
+
+impl std::fmt::Debug for SealingKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SealingKey({} bits)", self.private.size() * 8)
+    }
+}
+
+impl SealingKey {
+    /// The key in `pem`: PKCS#8 (as `openssl genpkey` and PipeCD write it) or PKCS#1.
+    pub fn from_pem(pem: &str) -> Result<Self, SealError> {
+        let pem = pem.trim();
+        let private = RsaPrivateKey::from_pkcs8_pem(pem)
+            .or_else(|e| RsaPrivateKey::from_pkcs1_pem(pem).map_err(|_| e))
+            .map_err(|e| SealError::PrivateKey(e.to_string()))?;
+        let bits = private.size() * 8;
+        if bits < MIN_KEY_BITS {
+            return Err(SealError::WeakKey(bits));
+        }
+        Ok(Self { private })
+    }
+
+    /// The public key, PKIX PEM: what `gannet encrypt` and PipeCD's tooling encrypt with.
+    pub fn public_pem(&self) -> String {
+        RsaPublicKey::from(&self.private)
+            .to_public_key_pem(LineEnding::LF)
+            .unwrap_or_default()
+    }
+
+    /// The text `sealed` holds.
+    pub fn open(&self, sealed: &str) -> Result<String, SealError> {
+        let sealed = sealed.trim();
+        if sealed.len() > MAX_SEALED {
+            return Err(SealError::TooLarge(sealed.len()));
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(sealed)
+            .map_err(|e| SealError::Base64(e.to_string()))?;
+        let [hi, lo, rest @ ..] = bytes.as_slice() else {
+            return Err(SealError::TooShort);
+        };
+        let rsa_len = usize::from(u16::from_be_bytes([*hi, *lo]));
+        if rest.len() < rsa_len {
+            return Err(SealError::TooShort);
+        }
+        let (wrapped, body) = rest.split_at(rsa_len);
+        let key = self
+            .private
+            .decrypt(Oaep::new::<sha2::Sha256>(), wrapped)
+            .map_err(|_| SealError::WrongKey)?;
+        let cipher = aes(&key).ok_or(SealError::WrongKey)?;
+        let mut body = body.to_vec();
+        let text = cipher
+            .open_in_place(zero_nonce(), Aad::empty(), &mut body)
+            .map_err(|_| SealError::Corrupt)?;
+        String::from_utf8(text.to_vec()).map_err(|_| SealError::NotText)
+    }
+}
+
+/// AES-256-GCM under `key` (32 bytes).
+fn aes(key: &[u8]) -> Option<LessSafeKey> {
+    UnboundKey::new(&AES_256_GCM, key)
+        .ok()
+        .map(LessSafeKey::new)
+}
+
+/// The key is random and used once, so the nonce is zero (as PipeCD's is).
+fn zero_nonce() -> Nonce {
+    Nonce::assume_unique_for_key([0; 12])
+}
+
+/// `text` sealed for the public key `public_pem` (PKIX PEM), as PipeCD seals it.
+pub fn seal(public_pem: &str, text: &str) -> Result<String, SealError> {
+    let public = RsaPublicKey::from_public_key_pem(public_pem.trim())
+        .map_err(|e| SealError::PublicKey(e.to_string()))?;
+    let bits = public.size() * 8;
+    if bits < MIN_KEY_BITS {
+        return Err(SealError::WeakKey(bits));
+    }
+    let mut rng = rsa::rand_core::OsRng;
+    let mut key = [0u8; 32];
+    rsa::rand_core::RngCore::fill_bytes(&mut rng, &mut key);
+    let wrapped = public
+        .encrypt(&mut rng, Oaep::new::<sha2::Sha256>(), &key)
+        .map_err(|e| SealError::PublicKey(e.to_string()))?;
+    let cipher = aes(&key).ok_or(SealError::Corrupt)?;
+    let mut body = text.as_bytes().to_vec();
+    cipher
+        .seal_in_place_append_tag(zero_nonce(), Aad::empty(), &mut body)
+        .map_err(|_| SealError::Corrupt)?;
+    let len = u16::try_from(wrapped.len()).map_err(|_| SealError::TooShort)?;
+    let mut out = len.to_be_bytes().to_vec();
+    out.extend_from_slice(&wrapped);
+    out.extend_from_slice(&body);
+    Ok(base64::engine::general_purpose::STANDARD.encode(out))
+}
+
+/// A private copy of a checkout with the app's decryption targets rendered: removed (with
+/// the plaintext in it) when dropped.
+#[derive(Debug)]
+pub struct Unsealed {
+    root: PathBuf,
+    /// The values decrypted, for [`redact`].
+    pub values: Vec<String>,
+}
+
+impl Drop for Unsealed {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+impl Unsealed {
+    /// The copy's root: the checkout's root, rendered.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// Copies the checkout at `checkout` into a new directory under `under` (hard links, so the
+/// copy is cheap and the checkout is never written), and renders the app's (at `app_dir`,
+/// relative to the checkout's root) decryption targets there with the secrets `key` opens.
+/// The error names the field or the file, never a value.
+pub fn unseal(
+    checkout: &Path,
+    app_dir: &str,
+    encryption: &SecretEncryption,
+    key: &SealingKey,
+    under: &Path,
+) -> Result<Unsealed, String> {
+    let mut secrets = BTreeMap::new();
+    for (name, sealed) in &encryption.encrypted_secrets {
+        let value = key
+            .open(sealed)
+            .map_err(|e| format!("spec.encryption.encryptedSecrets.{name} {e}"))?;
+        secrets.insert(name.as_str(), value);
+    }
+    std::fs::create_dir_all(under).map_err(|e| format!("{}: {e}", under.display()))?;
+    restrict(under);
+    let root = tempdir_in(under)?;
+    let unsealed = Unsealed {
+        root,
+        values: secrets
+            .values()
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .collect(),
+    };
+    link_tree(checkout, &unsealed.root).map_err(|e| format!("copying the checkout: {e}"))?;
+    let app = unsealed.root.join(app_dir);
+    for (i, target) in encryption.decryption_targets.iter().enumerate() {
+        let field = format!("spec.encryption.decryptionTargets[{i}]");
+        let rel = target.trim_start_matches("./");
+        let text =
+            tree::read(&app, rel, tree_limit()).map_err(|e| format!("{field}: {target} {e}"))?;
+        let rendered = render(&text, &secrets).map_err(|e| format!("{field}: {target}:{e}"))?;
+        let path = app.join(rel);
+        // A new file in place of the link: the checkout's own stays as Git has it.
+        std::fs::remove_file(&path).map_err(|e| format!("{field}: {target}: {e}"))?;
+        write_private(&path, &rendered).map_err(|e| format!("{field}: {target}: {e}"))?;
+    }
+    Ok(unsealed)
+}
+
+fn tree_limit() -> u64 {
+    gannet_config::bounded::MAX_BYTES as u64
+}
+
+/// `text` with each `{{ .encryptedSecrets.NAME }}` replaced by the secret; `Err` names the
+/// line (`12: …`) of an unknown name or another template action.
+fn render(text: &str, secrets: &BTreeMap<&str, String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let line = text.len() - rest.len() + start;
+        let line = text[..line].matches('\n').count() + 1;
+        let after = &rest[start + 2..];
+        let end = after
+            .find("}}")
+            .ok_or_else(|| format!("{line}: a template action is not closed with }}}}"))?;
+        let action = after[..end].trim_matches(|c: char| c.is_whitespace() || c == '-');
+        let name = action
+            .strip_prefix(".encryptedSecrets.")
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-'))
+            .ok_or_else(|| {
+                format!("{line}: only {{{{ .encryptedSecrets.NAME }}}} is rendered in a decryption target, not {{{{ {action} }}}}")
+            })?;
+        let value = secrets.get(name).ok_or_else(|| {
+            format!("{line}: {{{{ .encryptedSecrets.{name} }}}} names no secret of spec.encryption.encryptedSecrets")
+        })?;
+        out.push_str(value);
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `text` with every value of `values` replaced by `***`: what a log line, a metadata value or
+/// a drift field may show of a step that unsealed them.
+pub fn redact(text: &str, values: &[String]) -> String {
+    let mut out = text.to_owned();
+    for v in values {
+        if out.contains(v.as_str()) {
+            out = out.replace(v.as_str(), "***");
+        }
+    }
+    out
+}
+
+/// Owner-only access to `dir` (best effort: it may be the caller's to set).
+fn restrict(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+}
+
+/// A new directory under `under`, named at random, owner-only.
+fn tempdir_in(under: &Path) -> Result<PathBuf, String> {
+    for _ in 0..16 {
+        let mut name = [0u8; 8];
+        rsa::rand_core::RngCore::fill_bytes(&mut rsa::rand_core::OsRng, &mut name);
+        let dir = under.join(hex::encode(name));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                restrict(&dir);
+                return Ok(dir);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("{}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "{}: no free name for a private copy",
+        under.display()
+    ))
+}
+
+/// `from`'s tree under `to`: directories made, files hard-linked (copied across file systems),
+/// symbolic links kept as links, `.git` left out.
+fn link_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == ".git" {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        let kind = entry.file_type()?;
+        if kind.is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if kind.is_dir() {
+            std::fs::create_dir(&dst)?;
+            link_tree(&src, &dst)?;
+        } else if std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `text` to a new file only its owner can read.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rsa::pkcs8::EncodePrivateKey;
+
+    fn new_key() -> (SealingKey, String) {
+        let private = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).expect("key");
+        let pem = private
+            .to_pkcs8_pem(LineEnding::LF)
+            .expect("pem")
+            .to_string();
+        let key = SealingKey::from_pem(&pem).expect("a key");
+        let public = key.public_pem();
+        (key, public)
+    }
+
+    #[test]
+    fn a_sealed_value_opens_with_the_key_only_and_an_altered_one_is_refused() {
+        let (key, public) = new_key();
+        let sealed = seal(&public, "s3cr3t: with 'quotes'\n").unwrap();
+        assert_eq!(key.open(&sealed).unwrap(), "s3cr3t: with 'quotes'\n");
+        assert_ne!(
+            seal(&public, "x").unwrap(),
+            seal(&public, "x").unwrap(),
+            "a new key each time"
+        );
+
+        let (other, _) = new_key();
+        assert_eq!(other.open(&sealed), Err(SealError::WrongKey));
+        let mut bytes = base64::engine::general_purpose::STANDARD
+            .decode(&sealed)
+            .unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        let altered = base64::engine::general_purpose::STANDARD.encode(bytes);
+        assert_eq!(key.open(&altered), Err(SealError::Corrupt));
+        assert_eq!(key.open("AQ=="), Err(SealError::TooShort));
+        assert!(matches!(key.open("not base64!"), Err(SealError::Base64(_))));
+        assert!(matches!(
+            key.open(&"A".repeat(300_000)),
+            Err(SealError::TooLarge(_))
+        ));
+        assert!(matches!(
+            SealingKey::from_pem("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----"),
+            Err(SealError::PrivateKey(_))
+        ));
+        let small = RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 1024).unwrap();
+        let small = small.to_pkcs8_pem(LineEnding::LF).unwrap();
+        assert_eq!(
+            SealingKey::from_pem(&small).unwrap_err(),
+            SealError::WeakKey(1024)
+        );
+        assert!(!format!("{key:?}").contains("PRIVATE"));
+    }
+
+    #[test]
+    fn targets_are_rendered_in_a_private_copy_and_the_checkout_is_untouched() {
+        let (key, public) = new_key();
+        let checkout = tempfile::tempdir().unwrap();
+        let app = checkout.path().join("apps/web");
+        std::fs::create_dir_all(&app).unwrap();
+        let template =
+            "password: \"{{ .encryptedSecrets.password }}\"\ntoken: {{.encryptedSecrets.token}}\n";
+        std::fs::write(app.join("secret.yaml"), template).unwrap();
+        std::fs::write(
+            app.join("other.yaml"),
+            "plain: {{ .encryptedSecrets.password }}\n",
+        )
+        .unwrap();
+        std::fs::create_dir(checkout.path().join(".git")).unwrap();
+        let encryption = SecretEncryption {
+            encrypted_secrets: [
+                ("password".to_owned(), seal(&public, "hunter2").unwrap()),
+                ("token".to_owned(), seal(&public, "t0k").unwrap()),
+            ]
+            .into(),
+            decryption_targets: vec!["./secret.yaml".to_owned()],
+        };
+        let under = tempfile::tempdir().unwrap();
+        let unsealed =
+            unseal(checkout.path(), "apps/web", &encryption, &key, under.path()).unwrap();
+        let copy = unsealed.root().join("apps/web");
+        assert_eq!(
+            std::fs::read_to_string(copy.join("secret.yaml")).unwrap(),
+            "password: \"hunter2\"\ntoken: t0k\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(copy.join("other.yaml")).unwrap(),
+            "plain: {{ .encryptedSecrets.password }}\n",
+            "only the targets are rendered"
+        );
+        assert_eq!(
+            std::fs::read_to_string(app.join("secret.yaml")).unwrap(),
+            template
+        );
+        assert!(!unsealed.root().join(".git").exists());
+        assert_eq!(redact("x hunter2 y t0k", &unsealed.values), "x *** y ***");
+        let root = unsealed.root().to_owned();
+        drop(unsealed);
+        assert!(!root.exists(), "the plaintext goes with the copy");
+
+        // A wrong key names the secret; an unknown name or another action names the line.
+        let (other, _) = new_key();
+        let e = unseal(
+            checkout.path(),
+            "apps/web",
+            &encryption,
+            &other,
+            under.path(),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("spec.encryption.encryptedSecrets.password cannot be opened"),
+            "{e}"
+        );
+        std::fs::write(
+            app.join("secret.yaml"),
+            "a: 1\nb: {{ .encryptedSecrets.nope }}\n",
+        )
+        .unwrap();
+        let e = unseal(checkout.path(), "apps/web", &encryption, &key, under.path()).unwrap_err();
+        assert!(
+            e.starts_with("spec.encryption.decryptionTargets[0]: ./secret.yaml:2: "),
+            "{e}"
+        );
+        std::fs::write(app.join("secret.yaml"), "{{ .Values.x }}").unwrap();
+        let e = unseal(checkout.path(), "apps/web", &encryption, &key, under.path()).unwrap_err();
+        assert!(e.contains("not {{ .Values.x }}"), "{e}");
+        // A target outside the app, or a link out of the repository, is refused.
+        let outside = SecretEncryption {
+            decryption_targets: vec!["../../etc/passwd".to_owned()],
+            ..encryption.clone()
+        };
+        let e = unseal(checkout.path(), "apps/web", &outside, &key, under.path()).unwrap_err();
+        assert!(
+            e.starts_with("spec.encryption.decryptionTargets[0]: ../../etc/passwd "),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_dir(under.path()).unwrap().count(),
+            0,
+            "no copy is left behind"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+module gannet.test/pipecd-seal
+
+go 1.22
