@@ -1011,9 +1011,10 @@ stringData:
   password: \"{{ .encryptedSecrets.password }}\"
 ";
 
-/// PipeCD's sealed secrets: `gannet encrypt` seals with the server's public key, a push
-/// deploys the Secret with the value, which no stage log, API answer or checkout holds; a
-/// secret sealed for another key fails the deployment naming it, with nothing applied.
+/// PipeCD's sealed secrets and attachments: `gannet encrypt` seals with the server's public
+/// key, a push deploys the Secret with the value, which no stage log, API answer or checkout
+/// holds, and a ConfigMap filled in from an attachment; a secret sealed for another key fails
+/// the deployment naming it, with nothing applied.
 #[test]
 fn a_sealed_secret_is_deployed_opened_and_never_shown() {
     let lab = Lab::new(Duration::from_millis(200));
@@ -1036,11 +1037,17 @@ fn a_sealed_secret_is_deployed_opened_and_never_shown() {
     let sealed = run.stdout.trim().to_owned();
     assert!(!sealed.contains(plain) && sealed.len() > 300, "{sealed}");
 
+    // With an attachment too: a ConfigMap filled in from a file of the app.
     let spec = |sealed: &str| {
-        format!("  encryption:\n    encryptedSecrets:\n      password: {sealed}\n    decryptionTargets:\n      - secret.yaml\n")
+        format!("  encryption:\n    encryptedSecrets:\n      password: {sealed}\n    decryptionTargets:\n      - secret.yaml\n  attachment:\n    sources:\n      settings: settings.conf\n    targets:\n      - config.yaml\n")
     };
     let mut all = files("web:1");
     all.push(("secret.yaml", SEALED_SECRET.to_owned()));
+    all.push(("settings.conf", "mode=fast".to_owned()));
+    all.push((
+        "config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-settings\ndata:\n  settings: \"{{ .attachment.settings }}\"\n".to_owned(),
+    ));
     let first = lab.commit(&spec(&sealed), &all, "web with a sealed password");
     let (id, d) = deploy(&g, &first, "sealed-1");
     assert_eq!(d["status"], "SUCCESS", "{d}");
@@ -1053,6 +1060,11 @@ fn a_sealed_secret_is_deployed_opened_and_never_shown() {
         stored,
         base64::Engine::encode(&base64::engine::general_purpose::STANDARD, plain)
     );
+    let settings = lab
+        .kube
+        .get("v1", "ConfigMap", Some("default"), "web-settings")
+        .expect("the ConfigMap");
+    assert_eq!(settings["data"]["settings"], "mode=fast");
     // Nowhere else: the checkout, the API's answers, the stage logs, the sealed copies.
     let text = std::fs::read_to_string(lab.repo.path().join(APP).join("secret.yaml")).unwrap();
     assert!(text.contains("{{ .encryptedSecrets.password }}"));

@@ -105,11 +105,10 @@ pub async fn run_until(
         cfg.settings.clone(),
     )
     .with_jobs(Arc::new(jobs.clone()));
-    let controller = match cfg.sealing_key {
-        // The private copies of steps with sealed secrets: under the state, which no job reads.
-        Some(key) => controller.with_sealing(Sealing::new(key, state_dir.join("sealed"))),
-        None => controller,
-    };
+    // The private copies of steps with sealed secrets or attachments: under the state, which
+    // no job reads.
+    let controller =
+        controller.with_sealing(Sealing::new(cfg.sealing_key, state_dir.join("sealed")));
 
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

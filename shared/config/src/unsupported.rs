@@ -26,12 +26,6 @@ impl Unsupported {
 pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
     let spec = app.spec();
     let mut out = Vec::new();
-    if spec.attachment.is_some() {
-        out.push(Unsupported::new(
-            "spec.attachment",
-            "attachments are not supported yet",
-        ));
-    }
     if !spec.event_watcher.is_empty() {
         out.push(Unsupported::new(
             "spec.eventWatcher",

@@ -194,7 +194,6 @@ spec:
     assert_eq!(
         unsupported,
         [
-            "spec.attachment",
             "spec.eventWatcher",
             "spec.postSync.chain",
             "spec.trigger.onChain",

@@ -10,6 +10,7 @@ use gannet_sdk::jobs::{JobRunner, NoJobs};
 use gannet_sdk::plugin::Plugins;
 use tracing::Instrument;
 
+use gannet_sdk::sealed::SealingKey;
 pub use sealing::Sealing;
 
 mod api;
@@ -74,7 +75,7 @@ struct Inner {
     remote_diff: Option<Arc<dyn RemoteDiff>>,
     /// How many commits a branch head is ahead of a commit, per pair already asked.
     ahead: Arc<std::sync::Mutex<AheadCounts>>,
-    /// gannet's key for PipeCD's sealed secrets, when it has one.
+    /// gannet's key for PipeCD's sealed secrets, and where apps' templates are filled in.
     sealing: Option<Arc<Sealing>>,
 }
 
@@ -136,7 +137,8 @@ impl Controller {
         self
     }
 
-    /// The same controller, opening apps' sealed secrets (`spec.encryption`) with `sealing`.
+    /// The same controller, filling in apps' templates (`spec.encryption` with `sealing`'s
+    /// key, `spec.attachment`) in private copies under `sealing`'s directory.
     pub fn with_sealing(mut self, sealing: Sealing) -> Self {
         Arc::make_mut(&mut self.inner).sealing = Some(Arc::new(sealing));
         self
@@ -144,7 +146,8 @@ impl Controller {
 
     /// The public key apps seal secrets for (PKIX PEM), when gannet has a key.
     pub fn sealing_public_key(&self) -> Option<String> {
-        self.inner.sealing.as_ref().map(|s| s.key.public_pem())
+        let sealing = self.inner.sealing.as_ref()?;
+        sealing.key.as_ref().map(SealingKey::public_pem)
     }
 
     pub fn settings(&self) -> &Settings {

@@ -15,17 +15,18 @@ use gannet_sdk::plugin::{StepError, StepIo};
 use gannet_sdk::sealed::{self, SealingKey, Unsealed};
 use gannet_sdk::tree::load_app_config;
 
-/// gannet's key for sealed secrets, and where the private copies of a step live.
+/// gannet's key for sealed secrets (when it has one), and where the private copies of a step
+/// live.
 #[derive(Debug)]
 pub struct Sealing {
-    pub key: SealingKey,
+    pub key: Option<SealingKey>,
     /// Under gannet's state (or the function's `/tmp`): wiped at start, so a crash leaves no
     /// plaintext behind for long.
     pub dir: PathBuf,
 }
 
 impl Sealing {
-    pub fn new(key: SealingKey, dir: PathBuf) -> Self {
+    pub fn new(key: Option<SealingKey>, dir: PathBuf) -> Self {
         // Copies a crash left behind go now.
         let _ = std::fs::remove_dir_all(&dir);
         Self { key, dir }
@@ -54,27 +55,38 @@ pub(crate) fn unseal(
     app_dir: PathBuf,
 ) -> Result<AppDir, StepError> {
     // A config that does not load is the plugin's to report.
-    let encryption = load_app_config(&app_dir, app)
-        .ok()
-        .and_then(|c| c.spec().encryption.clone());
-    let Some(encryption) = encryption else {
+    let Ok(config) = load_app_config(&app_dir, app) else {
         return Ok(AppDir {
             dir: app_dir,
             unsealed: None,
         });
     };
-    let sealing = sealing.ok_or_else(|| {
-        StepError::permanent(
-            "spec.encryption: the app seals secrets, and this gannet has no key to open them: set secretManagement in gannet.yaml (docs: README, Sealed secrets)",
-        )
-    })?;
+    let templates = sealed::Templates {
+        encryption: config.spec().encryption.as_ref(),
+        attachment: config.spec().attachment.as_ref(),
+    };
+    if templates.is_empty() {
+        return Ok(AppDir {
+            dir: app_dir,
+            unsealed: None,
+        });
+    }
     let depth = app.dir().split('/').filter(|c| !c.is_empty()).count();
     let checkout = app_dir
         .ancestors()
         .nth(depth)
         .ok_or_else(|| StepError::permanent("the checkout's root is not known"))?;
-    let unsealed = sealed::unseal(checkout, app.dir(), &encryption, &sealing.key, &sealing.dir)
-        .map_err(StepError::permanent)?;
+    let unsealed = sealed::unseal(
+        checkout,
+        app.dir(),
+        templates,
+        sealing.and_then(|s| s.key.as_ref()),
+        &sealing.map_or_else(
+            || std::env::temp_dir().join("gannet-sealed"),
+            |s| s.dir.clone(),
+        ),
+    )
+    .map_err(StepError::permanent)?;
     Ok(AppDir {
         dir: unsealed.root().join(app.dir()),
         unsealed: Some(unsealed),

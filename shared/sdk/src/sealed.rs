@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use gannet_config::SecretEncryption;
+use gannet_config::{Attachment, SecretEncryption};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use rsa::pkcs1::DecodeRsaPrivateKey;
 use rsa::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePublicKey, LineEnding};
@@ -179,23 +179,42 @@ impl Unsealed {
     }
 }
 
+/// What an app's files are filled in from: its sealed secrets (`spec.encryption`) and its
+/// attachments (`spec.attachment`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Templates<'a> {
+    pub encryption: Option<&'a SecretEncryption>,
+    pub attachment: Option<&'a Attachment>,
+}
+
+impl Templates<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.encryption.is_none() && self.attachment.is_none()
+    }
+}
+
 /// Copies the checkout at `checkout` into a new directory under `under` (hard links, so the
-/// copy is cheap and the checkout is never written), and renders the app's (at `app_dir`,
-/// relative to the checkout's root) decryption targets there with the secrets `key` opens.
-/// The error names the field or the file, never a value.
+/// copy is cheap and the checkout is never written), and fills in the app's (at `app_dir`,
+/// relative to the checkout's root) templates there, as PipeCD does: first each decryption
+/// target with the secrets `key` opens, then, at last, each attachment target with the
+/// attachments' contents (a decrypted file may be one). The error names the field or the file,
+/// never a value.
 pub fn unseal(
     checkout: &Path,
     app_dir: &str,
-    encryption: &SecretEncryption,
-    key: &SealingKey,
+    templates: Templates<'_>,
+    key: Option<&SealingKey>,
     under: &Path,
 ) -> Result<Unsealed, String> {
     let mut secrets = BTreeMap::new();
-    for (name, sealed) in &encryption.encrypted_secrets {
-        let value = key
-            .open(sealed)
-            .map_err(|e| format!("spec.encryption.encryptedSecrets.{name} {e}"))?;
-        secrets.insert(name.as_str(), value);
+    if let Some(encryption) = templates.encryption {
+        let key = key.ok_or("spec.encryption: the app seals secrets, and this gannet has no key to open them: set secretManagement in gannet.yaml (docs: README, Sealed secrets)")?;
+        for (name, sealed) in &encryption.encrypted_secrets {
+            let value = key
+                .open(sealed)
+                .map_err(|e| format!("spec.encryption.encryptedSecrets.{name} {e}"))?;
+            secrets.insert(name.clone(), value);
+        }
     }
     std::fs::create_dir_all(under).map_err(|e| format!("{}: {e}", under.display()))?;
     restrict(under);
@@ -210,48 +229,115 @@ pub fn unseal(
     };
     link_tree(checkout, &unsealed.root).map_err(|e| format!("copying the checkout: {e}"))?;
     let app = unsealed.root.join(app_dir);
-    for (i, target) in encryption.decryption_targets.iter().enumerate() {
-        let field = format!("spec.encryption.decryptionTargets[{i}]");
-        let rel = target.trim_start_matches("./");
-        let text =
-            tree::read(&app, rel, tree_limit()).map_err(|e| format!("{field}: {target} {e}"))?;
-        let rendered = render(&text, &secrets).map_err(|e| format!("{field}: {target}:{e}"))?;
-        let path = app.join(rel);
-        // A new file in place of the link: the checkout's own stays as Git has it.
-        std::fs::remove_file(&path).map_err(|e| format!("{field}: {target}: {e}"))?;
-        write_private(&path, &rendered).map_err(|e| format!("{field}: {target}: {e}"))?;
+    let attachment_targets: Vec<&str> = templates
+        .attachment
+        .map(|a| {
+            a.targets
+                .iter()
+                .map(|t| t.trim_start_matches("./"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(encryption) = templates.encryption {
+        for (i, target) in encryption.decryption_targets.iter().enumerate() {
+            let rel = target.trim_start_matches("./");
+            // An attachment target's own actions are filled in next.
+            let later: &[&str] = if attachment_targets.contains(&rel) {
+                &[ATTACHMENT]
+            } else {
+                &[]
+            };
+            let field = format!("spec.encryption.decryptionTargets[{i}]");
+            fill(&app, &field, target, (ENCRYPTED, &secrets), later)?;
+        }
+    }
+    if let Some(attachment) = templates.attachment {
+        let mut contents = BTreeMap::new();
+        for (name, source) in &attachment.sources {
+            let text = tree::read(&app, source.trim_start_matches("./"), tree_limit())
+                .map_err(|e| format!("spec.attachment.sources.{name}: {source} {e}"))?;
+            contents.insert(name.clone(), text);
+        }
+        for (i, target) in attachment.targets.iter().enumerate() {
+            let field = format!("spec.attachment.targets[{i}]");
+            fill(&app, &field, target, (ATTACHMENT, &contents), &[])?;
+        }
     }
     Ok(unsealed)
+}
+
+/// The namespaces of template actions: `{{ .encryptedSecrets.NAME }}`, `{{ .attachment.NAME }}`.
+const ENCRYPTED: &str = "encryptedSecrets";
+const ATTACHMENT: &str = "attachment";
+
+/// Fills in the file `target` of `app` (named by `field`) with `vars`, leaving the actions of
+/// the namespaces in `later` as they are; writes it as a new file in place of the link.
+fn fill(
+    app: &Path,
+    field: &str,
+    target: &str,
+    vars: (&str, &BTreeMap<String, String>),
+    later: &[&str],
+) -> Result<(), String> {
+    let rel = target.trim_start_matches("./");
+    let text = tree::read(app, rel, tree_limit()).map_err(|e| format!("{field}: {target} {e}"))?;
+    let rendered = render(&text, vars, later).map_err(|e| format!("{field}: {target}:{e}"))?;
+    let path = app.join(rel);
+    // A new file in place of the link: the checkout's own stays as Git has it.
+    std::fs::remove_file(&path).map_err(|e| format!("{field}: {target}: {e}"))?;
+    write_private(&path, &rendered).map_err(|e| format!("{field}: {target}: {e}"))
 }
 
 fn tree_limit() -> u64 {
     gannet_config::bounded::MAX_BYTES as u64
 }
 
-/// `text` with each `{{ .encryptedSecrets.NAME }}` replaced by the secret; `Err` names the
-/// line (`12: …`) of an unknown name or another template action.
-fn render(text: &str, secrets: &BTreeMap<&str, String>) -> Result<String, String> {
+/// `text` with each `{{ .NAMESPACE.NAME }}` of `vars`' namespace replaced by its value, and
+/// those of the namespaces in `later` left as written; `Err` names the line (`12: …`) of an
+/// unknown name or any other template action.
+fn render(
+    text: &str,
+    (namespace, vars): (&str, &BTreeMap<String, String>),
+    later: &[&str],
+) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
         out.push_str(&rest[..start]);
-        let line = text.len() - rest.len() + start;
-        let line = text[..line].matches('\n').count() + 1;
+        let at = text.len() - rest.len() + start;
+        let line = text[..at].matches('\n').count() + 1;
         let after = &rest[start + 2..];
         let end = after
             .find("}}")
             .ok_or_else(|| format!("{line}: a template action is not closed with }}}}"))?;
         let action = after[..end].trim_matches(|c: char| c.is_whitespace() || c == '-');
-        let name = action
-            .strip_prefix(".encryptedSecrets.")
-            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-'))
-            .ok_or_else(|| {
-                format!("{line}: only {{{{ .encryptedSecrets.NAME }}}} is rendered in a decryption target, not {{{{ {action} }}}}")
+        let (space, name) = action
+            .strip_prefix('.')
+            .and_then(|a| a.split_once('.'))
+            .filter(|(_, n)| {
+                !n.is_empty()
+                    && n.chars()
+                        .all(|c| c.is_alphanumeric() || c == '_' || c == '-')
+            })
+            .unwrap_or(("", ""));
+        if later.contains(&space) {
+            out.push_str(&rest[start..start + 2 + end + 2]);
+        } else if space == namespace {
+            let value = vars.get(name).ok_or_else(|| {
+                format!(
+                    "{line}: {{{{ .{namespace}.{name} }}}} names nothing in {}",
+                    match namespace {
+                        ENCRYPTED => "spec.encryption.encryptedSecrets",
+                        _ => "spec.attachment.sources",
+                    }
+                )
             })?;
-        let value = secrets.get(name).ok_or_else(|| {
-            format!("{line}: {{{{ .encryptedSecrets.{name} }}}} names no secret of spec.encryption.encryptedSecrets")
-        })?;
-        out.push_str(value);
+            out.push_str(value);
+        } else {
+            return Err(format!(
+                "{line}: only {{{{ .{namespace}.NAME }}}} is filled in here, not {{{{ {action} }}}}"
+            ));
+        }
         rest = &after[end + 2..];
     }
     out.push_str(rest);
@@ -387,6 +473,92 @@ mod tests {
         assert!(!format!("{key:?}").contains("PRIVATE"));
     }
 
+    fn sealed(encryption: &SecretEncryption) -> Templates<'_> {
+        Templates {
+            encryption: Some(encryption),
+            attachment: None,
+        }
+    }
+
+    #[test]
+    fn attachments_are_filled_in_last_with_decrypted_sources_and_need_no_key() {
+        let (key, public) = new_key();
+        let checkout = tempfile::tempdir().unwrap();
+        let app = checkout.path().join("app");
+        std::fs::create_dir_all(&app).unwrap();
+        std::fs::write(
+            app.join("config.yaml"),
+            "db: \"{{ .encryptedSecrets.db }}\"\n",
+        )
+        .unwrap();
+        std::fs::write(
+            app.join("taskdef.yaml"),
+            "command: [\"echo {{ .attachment.config }}\"]\nsecret: {{ .encryptedSecrets.db }}\n",
+        )
+        .unwrap();
+        let encryption = SecretEncryption {
+            encrypted_secrets: [("db".to_owned(), seal(&public, "s3").unwrap())].into(),
+            decryption_targets: vec!["config.yaml".into(), "taskdef.yaml".into()],
+        };
+        let attachment = Attachment {
+            sources: [("config".to_owned(), "config.yaml".to_owned())].into(),
+            targets: vec!["taskdef.yaml".into()],
+        };
+        let under = tempfile::tempdir().unwrap();
+        let both = Templates {
+            encryption: Some(&encryption),
+            attachment: Some(&attachment),
+        };
+        let unsealed = unseal(checkout.path(), "app", both, Some(&key), under.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(unsealed.root().join("app/taskdef.yaml")).unwrap(),
+            "command: [\"echo db: \"s3\"\n\"]\nsecret: s3\n"
+        );
+        // Attachments alone need no key; a source that is missing is named.
+        let only = Templates {
+            encryption: None,
+            attachment: Some(&attachment),
+        };
+        std::fs::write(app.join("taskdef.yaml"), "x: {{ .attachment.config }}\n").unwrap();
+        let unsealed = unseal(checkout.path(), "app", only, None, under.path()).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(unsealed.root().join("app/taskdef.yaml")).unwrap(),
+            "x: db: \"{{ .encryptedSecrets.db }}\"\n\n"
+        );
+        assert!(unsealed.values.is_empty());
+        let missing = Attachment {
+            sources: [("config".to_owned(), "nope.yaml".to_owned())].into(),
+            ..attachment.clone()
+        };
+        let e = unseal(
+            checkout.path(),
+            "app",
+            Templates {
+                encryption: None,
+                attachment: Some(&missing),
+            },
+            None,
+            under.path(),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("spec.attachment.sources.config: nope.yaml "),
+            "{e}"
+        );
+        let e = unseal(
+            checkout.path(),
+            "app",
+            sealed(&encryption),
+            None,
+            under.path(),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("spec.encryption: the app seals secrets"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn targets_are_rendered_in_a_private_copy_and_the_checkout_is_untouched() {
         let (key, public) = new_key();
@@ -411,8 +583,14 @@ mod tests {
             decryption_targets: vec!["./secret.yaml".to_owned()],
         };
         let under = tempfile::tempdir().unwrap();
-        let unsealed =
-            unseal(checkout.path(), "apps/web", &encryption, &key, under.path()).unwrap();
+        let unsealed = unseal(
+            checkout.path(),
+            "apps/web",
+            sealed(&encryption),
+            Some(&key),
+            under.path(),
+        )
+        .unwrap();
         let copy = unsealed.root().join("apps/web");
         assert_eq!(
             std::fs::read_to_string(copy.join("secret.yaml")).unwrap(),
@@ -438,8 +616,8 @@ mod tests {
         let e = unseal(
             checkout.path(),
             "apps/web",
-            &encryption,
-            &other,
+            sealed(&encryption),
+            Some(&other),
             under.path(),
         )
         .unwrap_err();
@@ -452,20 +630,41 @@ mod tests {
             "a: 1\nb: {{ .encryptedSecrets.nope }}\n",
         )
         .unwrap();
-        let e = unseal(checkout.path(), "apps/web", &encryption, &key, under.path()).unwrap_err();
+        let e = unseal(
+            checkout.path(),
+            "apps/web",
+            sealed(&encryption),
+            Some(&key),
+            under.path(),
+        )
+        .unwrap_err();
         assert!(
             e.starts_with("spec.encryption.decryptionTargets[0]: ./secret.yaml:2: "),
             "{e}"
         );
         std::fs::write(app.join("secret.yaml"), "{{ .Values.x }}").unwrap();
-        let e = unseal(checkout.path(), "apps/web", &encryption, &key, under.path()).unwrap_err();
+        let e = unseal(
+            checkout.path(),
+            "apps/web",
+            sealed(&encryption),
+            Some(&key),
+            under.path(),
+        )
+        .unwrap_err();
         assert!(e.contains("not {{ .Values.x }}"), "{e}");
         // A target outside the app, or a link out of the repository, is refused.
         let outside = SecretEncryption {
             decryption_targets: vec!["../../etc/passwd".to_owned()],
             ..encryption.clone()
         };
-        let e = unseal(checkout.path(), "apps/web", &outside, &key, under.path()).unwrap_err();
+        let e = unseal(
+            checkout.path(),
+            "apps/web",
+            sealed(&outside),
+            Some(&key),
+            under.path(),
+        )
+        .unwrap_err();
         assert!(
             e.starts_with("spec.encryption.decryptionTargets[0]: ../../etc/passwd "),
             "{e}"

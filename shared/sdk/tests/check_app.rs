@@ -115,7 +115,7 @@ fn check_table() {
             vec!["9:spec.pipeline.stages[0].with.duration", "10:spec.pipeline.stages[1].name (unsupported)", "11:spec.pipeline.stages[2].name", "14:spec.pipeline.stages[3].with.runn"],
             vec![],
         ),
-        ("platform not compiled in, features unsupported", app("LambdaApp", "  attachment:\n    sources: {k: v}\n    targets: [function.yaml]\n"), vec![("function.yaml", FUNCTION)], vec!["5:spec.attachment (unsupported)", "2:kind (unsupported)"], vec![]),
+        ("platform not compiled in, features unsupported", app("LambdaApp", "  eventWatcher:\n    - matcher: {name: image}\n"), vec![("function.yaml", FUNCTION)], vec!["5:spec.eventWatcher (unsupported)", "2:kind (unsupported)"], vec![]),
         ("nothing to deploy", app("Application", ""), vec![], vec!["3:spec"], vec![]),
     ];
     for (case, yaml, files, errors, warnings) in cases {

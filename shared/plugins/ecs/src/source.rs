@@ -219,18 +219,15 @@ pub(crate) fn check_app(
             } else {
                 format!("{field}.taskDefinitionFile")
             };
-            // With attachments or sealed secrets the manifests are templates that PipeCD fills
-            // in before reading them; gannet supports neither, so it cannot judge the file.
+            // With attachments or sealed secrets the manifests are templates, filled in at each
+            // step; planning reads them as Git has them, so a template must keep them valid.
             let templated = app.spec().attachment.is_some() || app.spec().encryption.is_some();
             let message = if templated {
-                format!("{} (the manifest is filled in from spec.attachment or spec.encryption, which gannet does not support yet)", e.message)
+                format!("{} (read as written in Git; spec.attachment and spec.encryption fill in their {{{{ … }}}} at each step, so keep each in a string)", e.message)
             } else {
                 e.message
             };
-            Err(AppFileError {
-                unsupported: templated,
-                ..error(named_by, e.file, e.line, e.field, message)
-            })
+            Err(error(named_by, e.file, e.line, e.field, message))
         }
         Err(SourceError::Missing { field, file }) => Err(error(
             field,
