@@ -27,6 +27,7 @@ mod cluster;
 mod configs;
 mod drift;
 mod eks;
+mod fetch;
 mod fields;
 mod kinds;
 pub mod manifest;
@@ -34,6 +35,7 @@ mod multi;
 mod objects;
 mod options;
 mod patch;
+pub mod remote;
 mod render;
 mod rollout;
 mod routing;
@@ -145,6 +147,8 @@ impl Target {
 #[derive(Debug, Default)]
 pub struct KubernetesPlugin {
     targets: Vec<Target>,
+    /// Where charts and kustomize bases are fetched from ([`remote`]).
+    remotes: remote::Remotes,
 }
 
 impl KubernetesPlugin {
@@ -157,7 +161,14 @@ impl KubernetesPlugin {
                     cluster: tokio::sync::Mutex::new(None),
                 })
                 .collect(),
+            remotes: remote::Remotes::default(),
         }
+    }
+
+    /// The plugin, fetching charts and bases as `remotes` allows.
+    pub fn with_remotes(mut self, remotes: remote::Remotes) -> Self {
+        self.remotes = remotes;
+        self
     }
 
     async fn cluster_for(&self, app: &AppConfig) -> Result<Arc<Cluster>, StepError> {
@@ -173,8 +184,8 @@ pub const SPEC: PluginSpec = PluginSpec::platform::<KubernetesPlugin>(NAME);
 
 impl FromSettings for KubernetesPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
-        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
-        Ok(KubernetesPlugin::new(targets))
+        let (targets, remotes) = remote::from_settings(settings)?;
+        Ok(KubernetesPlugin::new(targets).with_remotes(remotes))
     }
 }
 
@@ -266,7 +277,16 @@ impl Plugin for KubernetesPlugin {
         ctx: &PlanContext<'_>,
         read: &dyn Fn(&str) -> Option<String>,
     ) -> Result<(), AppFileError> {
-        check_spec(ctx, &manifest::spec_of(ctx.app)?, read)
+        let spec = manifest::spec_of(ctx.app)?;
+        let files = ctx
+            .app_dir
+            .map(|dir| AppFiles::at(dir, ctx.app_path().unwrap_or_default()));
+        // A chart or base fetched from elsewhere: its fields are checked here, and the
+        // manifests its job renders when a stage runs.
+        if self.remotes.source(files.as_ref(), &spec)?.is_some() {
+            return manifest::check_supported(&spec);
+        }
+        check_spec(ctx, &spec, read)
     }
 
     /// PipeCD's rule ([`strategy`]): a commit that changes a workload's pod template, a
@@ -274,6 +294,16 @@ impl Plugin for KubernetesPlugin {
     /// running commit's manifests with this commit's, so it needs both directories; without
     /// them (or on a first deployment) the planner's own rules decide.
     fn determine_strategy(&self, ctx: &PlanContext<'_>) -> Option<(SyncStrategy, String)> {
+        let spec = manifest::spec_of(ctx.app).ok()?;
+        let files = ctx
+            .app_dir
+            .map(|dir| AppFiles::at(dir, ctx.app_path().unwrap_or_default()));
+        if let Ok(Some(source)) = self.remotes.source(files.as_ref(), &spec) {
+            return Some((
+                SyncStrategy::Pipeline,
+                format!("the {source} is fetched and rendered when a stage runs, so its manifests cannot be compared with the running commit's while planning"),
+            ));
+        }
         decide_strategy(ctx, &|dir| {
             manifest::spec_of(&config_at(ctx, dir)?).map_err(|e| e.to_string())
         })
@@ -446,8 +476,13 @@ impl Steps for KubernetesPlugin {
             let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
             manifest::spec_of(&config).map_err(|e| e.to_string())
         };
+        // Charts and bases fetched from elsewhere are rendered by a job first.
+        let rendered = match fetch::trees(&ctx, &self.remotes).await? {
+            Ok(rendered) => rendered,
+            Err(outcome) => return Ok(outcome),
+        };
         let meta = StageMeta::new(ctx.io, ctx.stage);
-        run_on_cluster(&ctx, &cluster, meta, &spec_at).await
+        run_on_cluster(&ctx, &cluster, meta, &spec_at, &rendered).await
     }
 }
 
@@ -488,19 +523,24 @@ pub(crate) async fn run_on_cluster(
     cluster: &Cluster,
     meta: StageMeta<'_>,
     spec_at: &(dyn Fn(&Path) -> Result<KubernetesSpec, String> + Sync),
+    rendered: &fetch::Rendered,
 ) -> Result<StepOutcome, StepError> {
     let d = ctx.deployment;
     let stage = ctx.stage;
     let name = base_name(&stage.name);
     let rolling_back = name == STAGE_ROLLBACK;
-    let load = |dir: &Path| {
+    let load = |dir: &Path, tree: fetch::Tree| {
         let spec = spec_at(dir)?;
-        let manifests =
-            manifest::load(&AppFiles::new(dir, &d.app), &spec).map_err(|e| e.to_string())?;
+        let manifests = match rendered.of(tree) {
+            Some(m) => m.clone()?,
+            None => {
+                manifest::load(&AppFiles::new(dir, &d.app), &spec).map_err(|e| e.to_string())?
+            }
+        };
         Ok::<_, String>((spec, manifests))
     };
     let running = match (ctx.running_app_dir, d.running_commit.as_ref()) {
-        (Some(dir), Some(commit)) => load(dir)
+        (Some(dir), Some(commit)) => load(dir, fetch::Tree::Running)
             .map(|(spec, m)| (spec, m, commit.clone()))
             .map_err(|e| {
                 format!(
@@ -522,7 +562,8 @@ pub(crate) async fn run_on_cluster(
         }
         (spec, manifests, commit)
     } else {
-        let (spec, manifests) = load(ctx.app_dir).map_err(StepError::permanent)?;
+        let (spec, manifests) =
+            load(ctx.app_dir, fetch::Tree::This).map_err(StepError::permanent)?;
         // Every object's kind is found on the cluster before anything is applied, so a
         // kind the cluster does not serve fails the stage before it touches the cluster.
         for m in &manifests {
@@ -579,7 +620,24 @@ impl LiveStates for KubernetesPlugin {
     /// The live objects gannet applied for the app against the manifests at the branch head.
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let cluster = self.cluster_for(ctx.app).await?;
-        let (spec, manifests) = load_at(ctx.app_dir, ctx.app_id).map_err(StepError::permanent)?;
+        let (spec, manifests) = match fetch::for_live(&ctx, &self.remotes).await? {
+            fetch::Render::Local => {
+                load_at(ctx.app_dir, ctx.app_id).map_err(StepError::permanent)?
+            }
+            fetch::Render::Running(_) => {
+                return Ok(Live::Pending {
+                    what: "the app's chart or bases are fetched and rendered by a job".into(),
+                })
+            }
+            fetch::Render::Rendered(m) => {
+                let config = load_app_config(ctx.app_dir, ctx.app_id)
+                    .map_err(|e| StepError::permanent(e.to_string()))?;
+                let spec =
+                    manifest::spec_of(&config).map_err(|e| StepError::permanent(e.to_string()))?;
+                (spec, m)
+            }
+            fetch::Render::Failed(why) => return Err(StepError::permanent(why)),
+        };
         let state = drift::read(&cluster, ctx.app_id, ctx.app, &spec, &manifests).await?;
         Ok(Live::Read(state))
     }

@@ -357,6 +357,14 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
     Ok(out)
 }
 
+/// The objects a render job printed, as one file named `source`: the same YAML limits and
+/// checks as a manifest file, and no object twice.
+pub(crate) fn parse_rendered(source: &str, text: &str) -> Result<Vec<Manifest>, AppFileError> {
+    let out = parse(source, text)?;
+    check_unique(&out)?;
+    Ok(out)
+}
+
 /// Two documents must not describe the same object.
 fn check_unique(manifests: &[Manifest]) -> Result<(), AppFileError> {
     for (i, m) in manifests.iter().enumerate() {
@@ -534,16 +542,24 @@ mod tests {
     }
 
     #[test]
-    fn remote_charts_and_options_that_run_code_are_named_as_unsupported() {
+    fn value_files_from_urls_and_options_that_run_code_are_named_as_unsupported() {
+        // A chart from a repository is rendered by a job ([`crate::fetch`]); a value file
+        // fetched from a URL is not supported.
         let mut remote = spec(&[]);
         remote.input.helm_chart = Some(crate::spec::HelmChart {
-            repository: "https://charts.example.com".into(),
+            repository: "internal".into(),
             name: "web".into(),
+            version: "1.0.0".into(),
             ..crate::spec::HelmChart::default()
+        });
+        check_supported(&remote).unwrap();
+        remote.input.helm_options = Some(crate::spec::HelmOptions {
+            value_files: vec!["https://example.com/values.yaml".into()],
+            ..crate::spec::HelmOptions::default()
         });
         let e = check_supported(&remote).unwrap_err();
         assert!(
-            e.unsupported && e.named_by == "spec.input.helmChart.repository",
+            e.unsupported && e.named_by == "spec.input.helmOptions.valueFiles[0]",
             "{e:?}"
         );
         let mut exec = spec(&[]);

@@ -409,7 +409,9 @@ impl Steps for MulticlusterPlugin {
             }
             let spec_at = |dir: &Path| spec_in(dir, &ctx, name);
             let outcome = match target.cluster().await {
-                Ok(cluster) => crate::run_on_cluster(&one, &cluster, meta, &spec_at).await,
+                Ok(cluster) => {
+                    crate::run_on_cluster(&one, &cluster, meta, &spec_at, &Default::default()).await
+                }
                 Err(e) => Err(e),
             };
             match outcome {

@@ -13,10 +13,10 @@
 //!   every symbolic link in the chart must stay inside the repository (Helm follows links
 //!   when it loads a chart, so one could otherwise put a host file into a manifest); value
 //!   files and `setFiles` are read the same checked way; a chart from a repository or a git
-//!   remote is reported as not supported yet (fetching runs as a job: not built);
+//!   remote is fetched and rendered by a job instead ([`crate::fetch`]), never here;
 //! - a kustomization whose resources, bases and components are local paths inside the
-//!   repository, each kustomization on the way checked for links that leave it; a remote base
-//!   is reported as not supported yet; `kustomizeOptions` may only hold options that read
+//!   repository, each kustomization on the way checked for links that leave it; one with a
+//!   remote base is built by a job instead; `kustomizeOptions` may only hold options that read
 //!   nothing more (PipeCD passes them as flags: `--enable-exec`, `--enable-helm` or
 //!   `--load-restrictor LoadRestrictionsNone` would run code or read outside the directory).
 
@@ -63,18 +63,6 @@ fn unsupported(field: &str, message: &str) -> AppFileError {
 pub fn check(spec: &KubernetesSpec) -> Result<(), AppFileError> {
     let input = &spec.input;
     if let Some(chart) = &input.helm_chart {
-        if !chart.git_remote.is_empty() {
-            return Err(unsupported(
-                "spec.input.helmChart.gitRemote",
-                "a chart from another git repository is not supported yet: put the chart in this repository and give its path",
-            ));
-        }
-        if !chart.repository.is_empty() || !chart.name.is_empty() {
-            return Err(unsupported(
-                "spec.input.helmChart.repository",
-                "a chart from a chart repository is not supported yet: put the chart in this repository (helm pull --untar) and give its path",
-            ));
-        }
         let remote_values = input
             .helm_options
             .iter()
@@ -86,7 +74,9 @@ pub fn check(spec: &KubernetesSpec) -> Result<(), AppFileError> {
                 "a value file fetched from a URL is not supported yet: put it in this repository",
             ));
         }
-        if chart.path.is_empty() {
+        let remote =
+            !chart.git_remote.is_empty() || !chart.repository.is_empty() || !chart.name.is_empty();
+        if chart.path.is_empty() && !remote {
             return Err(in_config(
                 "spec.input.helmChart.path",
                 "names the chart's directory, relative to the app's directory",
@@ -114,6 +104,12 @@ pub fn check(spec: &KubernetesSpec) -> Result<(), AppFileError> {
 pub fn render(files: &AppFiles, spec: &KubernetesSpec) -> Result<Option<Rendered>, AppFileError> {
     let input = &spec.input;
     if let Some(chart) = &input.helm_chart {
+        if !chart.git_remote.is_empty() || !chart.repository.is_empty() {
+            return Err(in_config(
+                "spec.input.helmChart",
+                "is fetched and rendered by a job when a stage runs, not here",
+            ));
+        }
         return helm(files, spec, chart).map(Some);
     }
     let app_dir = files.in_repo(".").unwrap_or_default();
@@ -134,6 +130,29 @@ fn helm(
     let field = "spec.input.helmChart.path";
     let chart_dir = local_dir(files, &chart.path, field)?;
     links_stay_inside(files.root(), &chart_dir).map_err(|e| in_config(field, e))?;
+    let root = files.root();
+    let mut args = helm_args(
+        files,
+        spec,
+        root.join(&chart_dir).display().to_string(),
+        |rel| root.join(rel).display().to_string(),
+    )?;
+    args.insert(0, "template".into());
+    let source = format!("helm template (chart {})", chart.path);
+    let text =
+        run(&tool("helm", "GANNET_HELM"), &args, files.root()).map_err(|e| in_config(field, e))?;
+    Ok(Rendered { source, text })
+}
+
+/// `helm template`'s arguments after `template`, as PipeCD gives them: the release, `chart`,
+/// the namespace and `spec.input.helmOptions`, each local file checked and named by `at` (given
+/// its path relative to the repository root).
+pub(crate) fn helm_args(
+    files: &AppFiles,
+    spec: &KubernetesSpec,
+    chart: String,
+    at: impl Fn(&str) -> String,
+) -> Result<Vec<String>, AppFileError> {
     let options = spec.input.helm_options.clone().unwrap_or_default();
     let release = if options.release_name.is_empty() {
         "release".to_owned()
@@ -147,27 +166,26 @@ fn helm(
     };
     // As PipeCD runs it: no hooks (a chart's tests are not the app), CRDs included.
     let mut args: Vec<String> = vec![
-        "template".into(),
         "--no-hooks".into(),
         "--include-crds".into(),
         release,
-        files.root().join(&chart_dir).display().to_string(),
+        chart,
         "--namespace".into(),
         namespace.into(),
     ];
     for (i, f) in options.value_files.iter().enumerate() {
-        let at = format!("spec.input.helmOptions.valueFiles[{i}]");
+        let field = format!("spec.input.helmOptions.valueFiles[{i}]");
         args.push("--values".into());
-        args.push(local_file(files, f, &at)?.display().to_string());
+        args.push(at(&local_file(files, f, &field)?));
     }
     for (k, v) in &options.set_values {
         args.push("--set".into());
         args.push(format!("{k}={v}"));
     }
     for (k, f) in &options.set_files {
-        let at = format!("spec.input.helmOptions.setFiles.{k}");
+        let field = format!("spec.input.helmOptions.setFiles.{k}");
         args.push("--set-file".into());
-        args.push(format!("{k}={}", local_file(files, f, &at)?.display()));
+        args.push(format!("{k}={}", at(&local_file(files, f, &field)?)));
     }
     for v in &options.api_versions {
         args.push("--api-versions".into());
@@ -177,20 +195,31 @@ fn helm(
         args.push("--kube-version".into());
         args.push(options.kube_version.clone());
     }
-    let source = format!("helm template (chart {})", chart.path);
-    let text =
-        run(&tool("helm", "GANNET_HELM"), &args, files.root()).map_err(|e| in_config(field, e))?;
-    Ok(Rendered { source, text })
+    Ok(args)
 }
 
-fn kustomize(files: &AppFiles, spec: &KubernetesSpec) -> Result<Rendered, AppFileError> {
+/// The remote bases and resources of the app's kustomization and every local one it names
+/// (each as the kustomization file naming it and the entry), its local paths checked; `None`
+/// when the app has no kustomization.
+pub(crate) fn kustomize_remotes(
+    files: &AppFiles,
+) -> Result<Option<Vec<(String, String)>>, AppFileError> {
     let app_dir = files.in_repo(".").unwrap_or_default();
+    let kustomized = KUSTOMIZATIONS
+        .iter()
+        .any(|n| files.root().join(&app_dir).join(n).is_file());
+    if !kustomized {
+        return Ok(None);
+    }
     let mut seen = Vec::new();
-    check_kustomization(files.root(), &app_dir, &mut seen)?;
-    let mut args = vec![
-        "build".to_owned(),
-        files.root().join(&app_dir).display().to_string(),
-    ];
+    let mut remotes = Vec::new();
+    check_kustomization(files.root(), &app_dir, &mut seen, &mut remotes)?;
+    Ok(Some(remotes))
+}
+
+/// `kustomize build`'s arguments: the app's directory (as `dir` names it) and the options.
+pub(crate) fn kustomize_args(spec: &KubernetesSpec, dir: String) -> Vec<String> {
+    let mut args = vec!["build".to_owned(), dir];
     for (option, value) in &spec.input.kustomize_options {
         let flag = option.trim_start_matches('-');
         args.push(if value.is_empty() {
@@ -199,6 +228,19 @@ fn kustomize(files: &AppFiles, spec: &KubernetesSpec) -> Result<Rendered, AppFil
             format!("--{flag}={value}")
         });
     }
+    args
+}
+
+fn kustomize(files: &AppFiles, spec: &KubernetesSpec) -> Result<Rendered, AppFileError> {
+    let app_dir = files.in_repo(".").unwrap_or_default();
+    let remotes = kustomize_remotes(files)?.unwrap_or_default();
+    if let Some((file, entry)) = remotes.first() {
+        return Err(in_config(
+            KUSTOMIZE_FIELD,
+            format!("{file}: the remote base {entry} is fetched and rendered by a job when a stage runs, not here"),
+        ));
+    }
+    let args = kustomize_args(spec, files.root().join(&app_dir).display().to_string());
     let text = run(&tool("kustomize", "GANNET_KUSTOMIZE"), &args, files.root())
         .map_err(|e| in_config(KUSTOMIZE_FIELD, e))?;
     Ok(Rendered {
@@ -215,8 +257,13 @@ const KUSTOMIZE_FIELD: &str = "spec.input.kustomizeVersion";
 
 /// The kustomization in `dir` (relative to `root`) and every local one it names: each
 /// directory's links stay inside the repository, every path names a place inside it, and no
-/// entry is remote (that one is reported as not supported yet).
-fn check_kustomization(root: &Path, dir: &str, seen: &mut Vec<String>) -> Result<(), AppFileError> {
+/// remote entry is followed (each is added to `remotes`).
+fn check_kustomization(
+    root: &Path,
+    dir: &str,
+    seen: &mut Vec<String>,
+    remotes: &mut Vec<(String, String)>,
+) -> Result<(), AppFileError> {
     let bad = |e: String| in_config(KUSTOMIZE_FIELD, e);
     if seen.iter().any(|d| d == dir) {
         return Ok(());
@@ -251,10 +298,8 @@ fn check_kustomization(root: &Path, dir: &str, seen: &mut Vec<String>) -> Result
                 continue;
             };
             if is_remote(entry) {
-                return Err(unsupported(
-                    KUSTOMIZE_FIELD,
-                    &format!("{rel}: {key} names the remote base {entry}, which is not supported yet: put the base in this repository"),
-                ));
+                remotes.push((rel.clone(), entry.to_owned()));
+                continue;
             }
             let target = tree::in_repo(dir, entry).ok_or_else(|| {
                 bad(format!(
@@ -264,7 +309,7 @@ fn check_kustomization(root: &Path, dir: &str, seen: &mut Vec<String>) -> Result
             let found =
                 tree::resolve(root, &target).map_err(|e| bad(format!("{rel}: {entry} {e}")))?;
             if found.is_dir {
-                check_kustomization(root, &found.path, seen)?;
+                check_kustomization(root, &found.path, seen, remotes)?;
             }
         }
     }
@@ -301,15 +346,15 @@ fn local_dir(files: &AppFiles, rel: &str, field: &str) -> Result<String, AppFile
 }
 
 /// `rel` (relative to the app's directory) as a regular file inside the repository, read the
-/// checked way; its real path.
-fn local_file(files: &AppFiles, rel: &str, field: &str) -> Result<PathBuf, AppFileError> {
+/// checked way; its real path relative to the repository root.
+fn local_file(files: &AppFiles, rel: &str, field: &str) -> Result<String, AppFileError> {
     files
         .read(rel)
         .map_err(|e| in_config(field, format!("{rel} {e}")))?;
     let found = files
         .resolve(rel)
         .map_err(|e| in_config(field, format!("{rel} {e}")))?;
-    Ok(files.root().join(found.path))
+    Ok(found.path)
 }
 
 /// Every symbolic link under `dir` (relative to `root`) leads to a place inside `root`.
@@ -340,7 +385,7 @@ fn links_stay_inside(root: &Path, dir: &str) -> Result<(), String> {
 }
 
 /// The binary `name`: the file `env` names, or `name` looked up on `PATH`.
-fn tool(name: &str, env: &str) -> PathBuf {
+pub(crate) fn tool(name: &str, env: &str) -> PathBuf {
     std::env::var_os(env)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
