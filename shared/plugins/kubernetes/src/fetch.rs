@@ -317,6 +317,9 @@ fail() { { printf '%s\n' "$1"; tail -n 5 "$w/err"; } > "$GANNET_JOB_OUT/error.tx
                     format!("{}/{name}", repo.name)
                 }
                 ChartSource::Oci(registry) => format!("{registry}/{name}"),
+                ChartSource::Unchecked(repo) => {
+                    return Err(format!("chart repository {repo:?} is not configured: add it to gannet.yaml under plugins.kubernetes.chartRepositories"));
+                }
             };
             let mut args = vec!["template".to_owned()];
             args.extend(render::helm_args(files, spec, chart, values).map_err(bad)?);

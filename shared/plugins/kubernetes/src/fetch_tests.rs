@@ -430,3 +430,27 @@ async fn a_kustomization_on_a_remote_git_base_builds_in_a_job() {
     let e = refused.remotes.source(Some(&files), &spec).unwrap_err();
     assert!(e.to_string().contains("allowFileRemotes"), "{e}");
 }
+
+#[tokio::test]
+async fn a_chart_repository_gannet_yaml_does_not_configure_fails_the_stage_naming_it() {
+    // With no chart repository configured (as `config check` runs), the name is accepted
+    // while planning; the stage says what to configure, and no job runs.
+    let lab = Lab::new(Remotes::default());
+    let dir = lab.app(&[(
+        "app.pipecd.yaml",
+        &app_yaml("    helmChart: {repository: nowhere, name: web, version: 0.1.0}\n"),
+    )]);
+    let (result, io) = lab.sync(&dir).await;
+    let StageResult::Failure { reason } = result else {
+        panic!("{result:?}: {:#?}", io.logs());
+    };
+    assert!(
+        reason.contains("chart repository \"nowhere\" is not configured"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("plugins.kubernetes.chartRepositories"),
+        "{reason}"
+    );
+    assert_eq!(lab.jobs_started(), 0);
+}

@@ -17,6 +17,10 @@
 //! allowFileRemotes: false                   # file:// git remotes, for tests and local mirrors
 //! ```
 //!
+//! A repository name is checked against these settings when any are configured; `config
+//! check`, which reads no gannet.yaml, accepts any name, and a stage fails naming one that is
+//! not configured.
+//!
 //! Git remotes (a chart's `gitRemote`, a kustomize base) are `https://` (no credentials in the
 //! URL), plain `http://` to a loopback host, `ssh://` or `git@host:path`; `file://` only with
 //! `allowFileRemotes` (it reads repositories on gannet's own machine).
@@ -187,6 +191,9 @@ pub(crate) enum ChartSource {
     Repository(ChartRepository),
     /// An OCI registry (`oci://host/path`), the chart at `<path>/<name>`.
     Oci(String),
+    /// A repository name, checked by no settings: gannet.yaml configures no chart repository,
+    /// or `config check` runs without it. A stage fails saying it is not configured.
+    Unchecked(String),
 }
 
 /// What a job fetches and renders.
@@ -224,6 +231,11 @@ impl std::fmt::Display for Source {
                 name,
                 version,
             } => write!(f, "chart {name} {version} from {registry}"),
+            Self::Chart {
+                from: ChartSource::Unchecked(repo),
+                name,
+                version,
+            } => write!(f, "chart {name} {version} from chart repository {repo}"),
             Self::GitChart {
                 remote,
                 git_ref,
@@ -341,6 +353,13 @@ impl Remotes {
                 .iter()
                 .find(|r| r.name == chart.repository);
             let Some(found) = found else {
+                if self.chart_repositories.is_empty() {
+                    return Ok(Source::Chart {
+                        from: ChartSource::Unchecked(chart.repository.clone()),
+                        name: chart.name.clone(),
+                        version: chart.version.clone(),
+                    });
+                }
                 let known: Vec<&str> = self
                     .chart_repositories
                     .iter()
