@@ -629,12 +629,8 @@ fn pipecds_kubernetes_examples_pass_config_check_or_name_what_is_unsupported() {
                 e["unsupported"], true,
                 "an example is reported invalid: {app}"
             );
-            // Charts and bases fetched from elsewhere, sealed secrets and log analysis
-            // (another issue's), SMI.
-            let known = field == "spec.input.helmChart.repository"
-                || field == "spec.input.helmChart.gitRemote"
-                || (field == "spec.input.kustomizeVersion" && message.contains("remote base"))
-                || field == "spec.encryption"
+            // Sealed secrets and log analysis (another issue's), SMI.
+            let known = field == "spec.encryption"
                 || field.ends_with("with.logs")
                 || message.contains("smi")
                 || message.contains("SMI");
@@ -654,6 +650,10 @@ fn pipecds_kubernetes_examples_pass_config_check_or_name_what_is_unsupported() {
         "canary-patch",
         "helm-local-chart",
         "kustomize-local-base",
+        // Fetched and rendered by a job when a stage runs.
+        "helm-remote-chart",
+        "helm-remote-git-chart",
+        "kustomize-remote-base",
     ] {
         assert!(
             ok.iter().any(|o| o == example),
@@ -914,6 +914,9 @@ fn pipecds_kubernetes_examples_that_check_deploy_to_the_real_api_server() {
     let dir = examples.join("v0/kubernetes");
     let run = support::run_gannet(&["config", "check", "--json", &dir.to_string_lossy()], &env);
     let report: Value = serde_json::from_str(&run.stdout).expect("json report");
+    // Those whose chart or base is fetched from the internet (ghcr.io, github.com) pass the
+    // check and are left out here: the tests never reach the internet (the remote sources
+    // are deployed from loopback servers in a_chart_from_a_loopback_chart_repository_...).
     let ok: Vec<String> = report["apps"]
         .as_array()
         .expect("apps")
@@ -924,6 +927,7 @@ fn pipecds_kubernetes_examples_that_check_deploy_to_the_real_api_server() {
             let app = path.parent()?.strip_prefix(&examples).ok()?;
             Some(app.display().to_string())
         })
+        .filter(|app| !app.contains("-remote-"))
         .collect();
     assert!(ok.len() >= 12, "{report}");
 
@@ -1096,4 +1100,111 @@ fn a_sealed_secret_is_deployed_opened_and_never_shown() {
         .get("v1", "Secret", Some("default"), "web-db")
         .unwrap();
     assert_eq!(secret["data"]["password"].as_str(), Some(stored));
+}
+
+/// A chart repository on loopback: `helm package` and `helm repo index` of the chart `web`
+/// (one Deployment, its image from the values), served by Python's `http.server`, stopped by
+/// its PID when dropped.
+struct ChartServer {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl ChartServer {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let chart = dir.path().join("web");
+        std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
+        std::fs::write(
+            chart.join("Chart.yaml"),
+            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
+        )
+        .expect("Chart.yaml");
+        std::fs::write(chart.join("values.yaml"), "image: web:1\n").expect("values");
+        std::fs::write(
+            chart.join("templates/deployment.yaml"),
+            deployment("{{ .Values.image }}"),
+        )
+        .expect("template");
+        let helm = gannet_kube_fake::tools_dir().join("helm");
+        let helm_run = |args: &[&str]| {
+            let out = std::process::Command::new(&helm)
+                .args(args)
+                .current_dir(dir.path())
+                .env("HOME", dir.path())
+                .output()
+                .expect("helm");
+            assert!(out.status.success(), "helm {args:?}: {out:?}");
+        };
+        helm_run(&["package", "web", "-d", "served"]);
+        helm_run(&["repo", "index", "served", "--url", &url]);
+        let child = std::process::Command::new("python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+            ])
+            .current_dir(dir.path().join("served"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the chart server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Self {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for ChartServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// PipeCD's `helmChart: {repository, name, version}`: the chart repository gannet.yaml
+/// configures (`plugins.kubernetes.chartRepositories`) is on loopback; `gannet up` renders the
+/// chart in a job, with the app's values, and deploys it to the real API server.
+#[test]
+fn a_chart_from_a_loopback_chart_repository_deploys_through_a_render_job() {
+    let charts = ChartServer::start();
+    let lab = Lab::new(Duration::from_millis(200));
+    let first = lab.commit(
+        "  input:\n    helmChart: {repository: local, name: web, version: 0.1.0}\n    helmOptions: {releaseName: web, valueFiles: [values.yaml]}\n",
+        &[("values.yaml", "image: web:2\n".to_owned())],
+        "web from the chart repository",
+    );
+    let g = lab.start_with(
+        "{poll: 1m, resume: 1s}",
+        &format!(
+            "    chartRepositories:\n      - {{name: local, address: '{}'}}\n",
+            charts.url
+        ),
+    );
+    let (id, d) = deploy(&g, &first, "chart-1");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.image("web"), "web:2");
+    let log = logs(&g, &id, &d, "K8S_SYNC").join("\n");
+    assert!(
+        log.contains("Rendered this commit's chart web 0.1.0 from chart repository local"),
+        "{log}"
+    );
 }
