@@ -682,3 +682,53 @@ fn automatic_deployments_of_a_gated_lambda_app_wait_for_the_approval() {
     );
     assert_eq!(lab.g.deployments().len(), before, "nothing stored");
 }
+
+/// PipeCD's CUSTOM_SYNC on a LambdaApp (its `sam deploy` example's shape, with no function
+/// manifest): the commands run as a job with their `env`, their output in the stage log; a
+/// commit whose CUSTOM_SYNC fails rolls back by running the running commit's CUSTOM_SYNC.
+#[test]
+fn custom_sync_runs_the_commands_and_its_rollback_runs_the_running_commits() {
+    let repo = Repo::new();
+    let config = |run: &str| {
+        format!("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: sam\n  planner:\n    alwaysUsePipeline: true\n  pipeline:\n    stages:\n      - name: CUSTOM_SYNC\n        with:\n          env:\n            AWS_PROFILE: sample\n          run: |\n{run}")
+    };
+    let first = repo.commit(
+        &[(
+            &format!("{APP_DIR}/app.pipecd.yaml"),
+            &config("            echo \"sam deploy v1 --profile $AWS_PROFILE\"\n"),
+        )],
+        "custom sync v1",
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let g = Gannet::start(&repo, state.path(), &UpOptions::default());
+    let id = g.deployment_of(&first, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let sync = stage_named(&d, "CUSTOM_SYNC");
+    let log = g.stage_log(&id, sync["id"].as_str().expect("id"));
+    assert!(
+        log.iter().any(|l| l == "sam deploy v1 --profile sample"),
+        "{log:#?}"
+    );
+
+    g.wait_unlocked("sam", LIMIT);
+    let second = repo.commit(
+        &[(
+            &format!("{APP_DIR}/app.pipecd.yaml"),
+            &config("            echo \"sam deploy v2\"\n            exit 3\n"),
+        )],
+        "custom sync v2, which fails",
+    );
+    let (status, body) = g.push(&second, "custom-2");
+    assert_eq!(status, 202, "{body}");
+    let id = g.deployment_of(&second, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let rollback = stage_named(&d, "CUSTOM_SYNC_ROLLBACK");
+    assert_eq!(rollback["status"], "SUCCESS", "{d}");
+    let log = g.stage_log(&id, rollback["id"].as_str().expect("id"));
+    assert!(
+        log.iter().any(|l| l == "sam deploy v1 --profile sample"),
+        "the running commit's commands: {log:#?}"
+    );
+}

@@ -239,6 +239,11 @@ impl Controller {
                 why: format!("no compiled-in plugin deploys {} apps", cfg.kind.as_str()),
             });
         };
+        if cfg.syncs_with_custom_commands() {
+            return Ok(Examined::NotWatched {
+                why: "the app syncs with its own commands (CUSTOM_SYNC), so its live state is not compared with Git".to_owned(),
+            });
+        }
         // The files the config names (a function manifest) must be valid too.
         if let Some(reason) = manifest_issues(path, &text, app.id.dir(), &root, &inner.plugins) {
             return Ok(Examined::Done(Finding::new(

@@ -258,6 +258,8 @@ fn check_stages<'p>(
         issues.unsupported(&u.field, u.message);
     }
     let platform = match (app.platform(), plugins.platform_for(app)) {
+        // Its own commands deploy it: the platform's files are not read (see the planner).
+        (Some(_), Some(_)) if app.syncs_with_custom_commands() => None,
         (Some(_), Some(platform)) => match platform.app_files(app) {
             Ok(files) => Some((platform, files)),
             Err(e) => {

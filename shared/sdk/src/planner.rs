@@ -267,7 +267,7 @@ fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
     let app = input.app;
     let ctx = input.context();
     let platform = platform_plugin(app, input.plugins)?;
-    if let Some(p) = platform {
+    if let Some(p) = platform.filter(|_| !app.syncs_with_custom_commands()) {
         p.app_files(app).map_err(PlanError::InvalidAppFile)?;
         p.check_app(&ctx, input.read)
             .map_err(PlanError::InvalidAppFile)?;
@@ -408,6 +408,13 @@ fn choose_strategy(
     } else {
         trigger.commander.clone()
     };
+    if app.syncs_with_custom_commands() {
+        // The platform's quick sync is not how this app deploys (PipeCD's custom sync).
+        return Ok((
+            SyncStrategy::Pipeline,
+            "the app syncs with its own commands (CUSTOM_SYNC)".to_owned(),
+        ));
+    }
     match trigger.strategy {
         SyncStrategy::QuickSync if app.has_pipeline() && app.planner().always_use_pipeline => {
             return Ok((

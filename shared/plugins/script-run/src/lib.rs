@@ -14,6 +14,11 @@
 //! A rollback stage runs in the app's directory at the running commit (the commit being
 //! returned to), or at the deployment's commit on a first deployment. As PipeCD documents, a
 //! rollback runs only for SCRIPT_RUN stages that started.
+//!
+//! CUSTOM_SYNC (`run`, `envs`, `timeout`) syncs the app with the user's own commands (a `sam
+//! deploy`) instead of the platform's stages, run the same way; its rollback (the hidden
+//! CUSTOM_SYNC_ROLLBACK, as PipeCD plans it) runs the running commit's CUSTOM_SYNC in the
+//! running commit's directory, so the app goes back the way it came.
 
 mod context;
 mod options;
@@ -31,15 +36,20 @@ use gannet_sdk::plugin::{
     StepOutcome, Steps, StopContext,
 };
 use gannet_sdk::registry::{FromSettings, PluginSettings, PluginSpec};
+use gannet_sdk::stage_options;
 use serde_json::Value;
 
 use crate::context::{context_env, RunKind};
-use crate::options::{ScriptOptions, DEFAULT_TIMEOUT};
+use crate::options::{CustomSyncRollback, ScriptOptions, DEFAULT_TIMEOUT};
 
 /// The stage that runs `with.run`.
 pub const STAGE_SCRIPT_RUN: &str = "SCRIPT_RUN";
 /// The hidden stage that runs a SCRIPT_RUN's `with.onRollback`.
 pub const STAGE_SCRIPT_RUN_ROLLBACK: &str = "SCRIPT_RUN_ROLLBACK";
+/// PipeCD's stage that syncs with the user's commands.
+pub const STAGE_CUSTOM_SYNC: &str = "CUSTOM_SYNC";
+/// The hidden stage that runs the running commit's CUSTOM_SYNC.
+pub const STAGE_CUSTOM_SYNC_ROLLBACK: &str = "CUSTOM_SYNC_ROLLBACK";
 
 pub use gannet_sdk::jobs::BASE_ENV;
 
@@ -98,9 +108,29 @@ impl FromSettings for ScriptRunPlugin {
     }
 }
 
-/// The hidden rollback stages for the SCRIPT_RUN stages in `planned` that set `onRollback`.
+/// The hidden rollback stages for the SCRIPT_RUN stages in `planned` that set `onRollback`,
+/// and one for each CUSTOM_SYNC.
 fn rollback_stages_for(planned: &[Stage]) -> Vec<Stage> {
-    planned
+    let custom = planned
+        .iter()
+        .filter(|s| s.name == STAGE_CUSTOM_SYNC && !s.rollback)
+        .map(|s| {
+            let with = CustomSyncRollback {
+                rollback_of: s.id.to_string(),
+            };
+            let mut stage = Stage::planned(
+                StageId::rollback(s.id.as_str()),
+                STAGE_CUSTOM_SYNC_ROLLBACK,
+                s.index,
+                stage_options::to_value(&with),
+            );
+            stage.desc = "Run the running commit's CUSTOM_SYNC".to_owned();
+            stage.rollback = true;
+            stage.visible = false;
+            stage.timeout = s.timeout;
+            stage
+        });
+    let scripts = planned
         .iter()
         .filter(|s| s.name == STAGE_SCRIPT_RUN && !s.rollback)
         .filter_map(|s| {
@@ -124,8 +154,8 @@ fn rollback_stages_for(planned: &[Stage]) -> Vec<Stage> {
             stage.visible = false;
             stage.timeout = s.timeout;
             Some(stage)
-        })
-        .collect()
+        });
+    scripts.chain(custom).collect()
 }
 
 impl Plugin for ScriptRunPlugin {
@@ -134,10 +164,21 @@ impl Plugin for ScriptRunPlugin {
     }
 
     fn stage_names(&self) -> &'static [&'static str] {
-        &[STAGE_SCRIPT_RUN, STAGE_SCRIPT_RUN_ROLLBACK]
+        &[
+            STAGE_SCRIPT_RUN,
+            STAGE_SCRIPT_RUN_ROLLBACK,
+            STAGE_CUSTOM_SYNC,
+            STAGE_CUSTOM_SYNC_ROLLBACK,
+        ]
     }
 
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
+        if name == STAGE_CUSTOM_SYNC_ROLLBACK {
+            return Err(StageConfigError::new(
+                "",
+                "CUSTOM_SYNC_ROLLBACK is added by gannet to undo a CUSTOM_SYNC; it cannot be configured",
+            ));
+        }
         ScriptOptions::parse(name, with).map(|o| o.to_value())
     }
 
@@ -157,8 +198,16 @@ impl Presenter for ScriptRunPlugin {}
 impl Steps for ScriptRunPlugin {
     async fn execute_step(&self, ctx: StepContext<'_>) -> Result<StepOutcome, StepError> {
         let stage = ctx.stage;
-        let opts = ScriptOptions::parse(&stage.name, &stage.with)
-            .map_err(|e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id)))?;
+        let invalid = |e| StepError::permanent(format!("stage {}: invalid with.{e}", stage.id));
+        let opts = if stage.name == STAGE_CUSTOM_SYNC_ROLLBACK {
+            let undo = CustomSyncRollback::parse(&stage.with).map_err(invalid)?;
+            match running_custom_sync(&ctx, &undo)? {
+                Some(opts) => opts,
+                None => return Ok(StepOutcome::Done(StageResult::Success)),
+            }
+        } else {
+            ScriptOptions::parse(&stage.name, &stage.with).map_err(invalid)?
+        };
         let follow = Follow::of_step(&ctx);
         let limit = stage.timeout.min(opts.timeout);
         let elapsed = ctx.now.since(stage.started_at.unwrap_or(ctx.now));
@@ -215,7 +264,7 @@ impl ScriptRunPlugin {
         limit: GoDuration,
         elapsed: GoDuration,
     ) -> Result<Option<Progress>, StepError> {
-        let kind = if ctx.stage.name == STAGE_SCRIPT_RUN_ROLLBACK {
+        let kind = if ctx.stage.rollback {
             RunKind::Rollback
         } else {
             RunKind::Forward
@@ -263,6 +312,54 @@ impl ScriptRunPlugin {
         };
         follow.start(spec, ctx.now).await.map(Some)
     }
+}
+
+/// The running commit's CUSTOM_SYNC, run by a CUSTOM_SYNC_ROLLBACK: `None` when the stage it
+/// undoes never ran (nothing to undo). As in PipeCD, a first deployment has nothing to go back
+/// to, and the running commit's pipeline must hold exactly one CUSTOM_SYNC.
+fn running_custom_sync(
+    ctx: &StepContext<'_>,
+    undo: &CustomSyncRollback,
+) -> Result<Option<ScriptOptions>, StepError> {
+    let undone = ctx
+        .deployment
+        .stages
+        .iter()
+        .find(|s| s.id.as_str() == undo.rollback_of);
+    if undone.is_some_and(|s| never_ran(s.status)) {
+        return Ok(None);
+    }
+    let (Some(dir), Some(commit)) = (ctx.running_app_dir, &ctx.deployment.running_commit) else {
+        return Err(StepError::permanent(
+            "cannot roll back the CUSTOM_SYNC: this is the app's first deployment, so there is no running commit to go back to",
+        ));
+    };
+    let config = gannet_sdk::tree::load_app_config(dir, &ctx.deployment.app).map_err(|e| {
+        StepError::permanent(format!(
+            "the running commit {}'s config: {e}",
+            commit.short()
+        ))
+    })?;
+    let syncs: Vec<_> = config
+        .stages()
+        .iter()
+        .filter(|s| s.name == STAGE_CUSTOM_SYNC)
+        .collect();
+    let [sync] = syncs.as_slice() else {
+        return Err(StepError::permanent(format!(
+            "cannot roll back the CUSTOM_SYNC: the running commit {} has {} CUSTOM_SYNC stages, not one",
+            commit.short(),
+            syncs.len()
+        )));
+    };
+    ScriptOptions::parse(STAGE_CUSTOM_SYNC, &sync.with)
+        .map(Some)
+        .map_err(|e| {
+            StepError::permanent(format!(
+                "the running commit {}'s CUSTOM_SYNC: invalid with.{e}",
+                commit.short()
+            ))
+        })
 }
 
 /// True when a stage never started, so its effects need no undoing.

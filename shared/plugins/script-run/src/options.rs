@@ -1,5 +1,6 @@
-//! The `with` of SCRIPT_RUN (`run`, `env`, `timeout`, `onRollback`, as PipeCD names them) and
-//! of the hidden SCRIPT_RUN_ROLLBACK stage (`run`, `env`, `timeout`, `rollbackOf`).
+//! The `with` of SCRIPT_RUN (`run`, `env`, `timeout`, `onRollback`, as PipeCD names them), of
+//! the hidden SCRIPT_RUN_ROLLBACK stage (`run`, `env`, `timeout`, `rollbackOf`), of CUSTOM_SYNC
+//! (`run`, `envs`, `timeout`) and of the hidden CUSTOM_SYNC_ROLLBACK (`rollbackOf`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,7 +12,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::STAGE_SCRIPT_RUN_ROLLBACK;
+use crate::{STAGE_CUSTOM_SYNC, STAGE_SCRIPT_RUN_ROLLBACK};
 
 /// PipeCD's default for `timeout`.
 pub(crate) const DEFAULT_TIMEOUT: GoDuration = GoDuration::from_secs(6 * 3600);
@@ -42,6 +43,33 @@ struct Rollback {
     timeout: Option<GoDuration>,
     #[serde(default)]
     rollback_of: Option<String>,
+}
+
+/// CUSTOM_SYNC's options as written. PipeCD names the variables `envs`; its own example writes
+/// `env` (which PipeCD drops without a word), so gannet reads that as `envs`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CustomSync {
+    #[serde(default)]
+    run: Option<String>,
+    #[serde(default, alias = "env")]
+    envs: Option<BTreeMap<String, EnvValue>>,
+    #[serde(default)]
+    timeout: Option<GoDuration>,
+}
+
+/// CUSTOM_SYNC_ROLLBACK's options, as gannet plans them: the CUSTOM_SYNC stage it undoes (the
+/// script is the running commit's CUSTOM_SYNC, read when it runs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CustomSyncRollback {
+    pub(crate) rollback_of: String,
+}
+
+impl CustomSyncRollback {
+    pub(crate) fn parse(with: &Value) -> Result<Self, StageConfigError> {
+        stage_options::parse(with)
+    }
 }
 
 /// An `env` value: a string, or a number or boolean taken as its text (which PipeCD, a map
@@ -96,12 +124,19 @@ pub(crate) struct ScriptOptions {
 impl ScriptOptions {
     /// Parses the `with` of a stage named `name`.
     pub(crate) fn parse(name: &str, with: &Value) -> Result<Self, StageConfigError> {
-        let (run, env, timeout, on_rollback, rollback_of) = if name == STAGE_SCRIPT_RUN_ROLLBACK {
-            let r: Rollback = stage_options::parse(with)?;
-            (r.run, r.env, r.timeout, None, r.rollback_of)
-        } else {
-            let f: Forward = stage_options::parse(with)?;
-            (f.run, f.env, f.timeout, f.on_rollback, None)
+        let (run, env, timeout, on_rollback, rollback_of) = match name {
+            STAGE_SCRIPT_RUN_ROLLBACK => {
+                let r: Rollback = stage_options::parse(with)?;
+                (r.run, r.env, r.timeout, None, r.rollback_of)
+            }
+            STAGE_CUSTOM_SYNC => {
+                let c: CustomSync = stage_options::parse(with)?;
+                (c.run, c.envs, c.timeout, None, None)
+            }
+            _ => {
+                let f: Forward = stage_options::parse(with)?;
+                (f.run, f.env, f.timeout, f.on_rollback, None)
+            }
         };
         let run = run
             .filter(|run| !run.trim().is_empty())

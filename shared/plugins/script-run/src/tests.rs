@@ -750,3 +750,119 @@ async fn a_script_runs_in_a_session_of_its_own() {
     );
     assert_ne!(sid, own_sid, "the script shares gannet's session");
 }
+
+/// A running CUSTOM_SYNC stage with `with` validated.
+fn custom_sync(with: Value) -> Stage {
+    let mut stage = Stage::test("sync", "CUSTOM_SYNC").running_since(NOW);
+    stage.with = ScriptRunPlugin::default()
+        .validate_stage("CUSTOM_SYNC", &with)
+        .unwrap();
+    stage
+}
+
+#[tokio::test]
+async fn custom_sync_runs_once_though_each_step_comes_twice_and_takes_pipecds_env_too() {
+    let marks = tempfile::tempdir().unwrap();
+    let mark = marks.path().join("runs");
+    let stage = custom_sync(json!({
+        "run": format!("echo \"$AWS_PROFILE\" >> {}", mark.display()),
+        "env": {"AWS_PROFILE": "sample"},
+    }));
+    assert_eq!(
+        stage.with["env"],
+        json!({"AWS_PROFILE": "sample"}),
+        "env is read as envs"
+    );
+    let alone = Alone::new(&stage);
+    let io = Recorder::default();
+    let began = Instant::now();
+    let outcome = loop {
+        let now = u64::try_from(began.elapsed().as_millis()).unwrap();
+        let first = alone.step(&stage, &io, now).await.unwrap();
+        let again = alone.step(&stage, &io, now).await.unwrap();
+        assert_eq!(first, again, "a step delivered twice answers the same");
+        match first {
+            StepOutcome::Continue { .. } if began.elapsed() < LIMIT => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            done => break done,
+        }
+    };
+    assert_eq!(outcome, SUCCESS, "{:?}", io.logs());
+    assert_eq!(
+        std::fs::read_to_string(&mark).unwrap(),
+        "sample\n",
+        "one run"
+    );
+
+    for (with, says) in [
+        (json!({}), "run"),
+        (json!({"run": "x", "envs": {"A=B": "1"}}), "env.A=B"),
+        (json!({"run": "x", "onRollback": "y"}), "onRollback"),
+    ] {
+        let e = ScriptRunPlugin::default()
+            .validate_stage("CUSTOM_SYNC", &with)
+            .unwrap_err();
+        assert!(e.field.starts_with(says), "{with}: {e:?}");
+    }
+    assert!(ScriptRunPlugin::default()
+        .validate_stage("CUSTOM_SYNC_ROLLBACK", &json!({}))
+        .is_err());
+}
+
+#[tokio::test]
+async fn a_custom_syncs_rollback_runs_the_running_commits_custom_sync_there() {
+    let forward = custom_sync(json!({"run": "echo forward"})).finished(StageStatus::Failure);
+    let rollback = rollback_of(&forward);
+    assert_eq!(rollback.name, "CUSTOM_SYNC_ROLLBACK");
+    let mut deployment = Deployment::test().with_stages(vec![forward.clone(), rollback.clone()]);
+    let (app, running) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = deployment
+        .app
+        .config_path()
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        running.path().join(&config),
+        "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: web\n  pipeline:\n    stages:\n      - name: CUSTOM_SYNC\n        with:\n          envs: {V: \"1\"}\n          run: echo \"back to $V in $(cat which.txt)\"\n",
+    )
+    .unwrap();
+    std::fs::write(running.path().join("which.txt"), "the running commit").unwrap();
+
+    // A first deployment has nothing to go back to.
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    let e = step_in(&rollback, &deployment, dirs, &io)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("first deployment"), "{e}");
+
+    deployment.running_commit = Some(gannet_domain::CommitSha::parse(&"b".repeat(40)).unwrap());
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: app.path(),
+        running: Some(running.path()),
+    };
+    let outcome = step_in(&rollback, &deployment, dirs, &io).await.unwrap();
+    assert_eq!(outcome, SUCCESS, "{:?}", io.logs());
+    assert_eq!(output(&io), ["back to 1 in the running commit"]);
+
+    // A CUSTOM_SYNC that never ran has nothing to undo.
+    let mut not_run = forward;
+    not_run.status = StageStatus::NotStartedYet;
+    let deployment = Deployment::test().with_stages(vec![not_run, rollback.clone()]);
+    let io = Recorder::default();
+    let dirs = Dirs {
+        app: app.path(),
+        running: None,
+    };
+    assert_eq!(
+        step_in(&rollback, &deployment, dirs, &io).await.unwrap(),
+        SUCCESS
+    );
+}
