@@ -62,14 +62,19 @@ pub(crate) enum Render {
     Failed(String),
 }
 
-/// The app's spec and its remote source in `dir`, if it has one.
+/// The app's spec and its remote source in `dir`, if it has one; why that source may not be
+/// fetched. A config that does not load is left to the caller, which reports it.
 fn source_at(
     dir: &Path,
     app: &AppId,
     remotes: &Remotes,
 ) -> Result<Option<(KubernetesSpec, AppFiles, Source)>, String> {
-    let config = load_app_config(dir, app).map_err(|e| e.to_string())?;
-    let spec = manifest::spec_of(&config).map_err(|e| e.to_string())?;
+    let Ok(config) = load_app_config(dir, app) else {
+        return Ok(None);
+    };
+    let Ok(spec) = manifest::spec_of(&config) else {
+        return Ok(None);
+    };
     let files = AppFiles::new(dir, app);
     let source = remotes
         .source(Some(&files), &spec)
@@ -89,14 +94,17 @@ pub(crate) async fn for_step(
     let (spec, files, source) = match source_at(dir, &d.app, remotes) {
         Ok(Some(found)) => found,
         Ok(None) => return Ok(Render::Local),
-        // The step loads the config again and reports it.
-        Err(_) if tree == Tree::This => return Ok(Render::Local),
         Err(why) => return Ok(Render::Failed(why)),
     };
+    let commit = match tree {
+        Tree::This => Some(&d.commit.sha),
+        Tree::Running => d.running_commit.as_ref(),
+    };
     let key = JobKey::of(&[
-        (d.id.as_str(), 40),
-        (ctx.stage.id.as_str(), 20),
+        (d.id.as_str(), 36),
+        (ctx.stage.id.as_str(), 16),
         (tree.name(), 7),
+        (commit.map_or("", |c| c.as_str()), 8),
     ]);
     let render = run(ctx.jobs, &key, &spec, &files, &source).await?;
     let logged = format!("{META_LOGGED}.{}", tree.name());

@@ -236,6 +236,11 @@ impl Lab {
 
     /// K8S_SYNC of the app in `dir`, every step delivered twice, to its end.
     async fn sync(&self, dir: &Path) -> (StageResult, RecordingIo) {
+        self.sync_at(dir, 'a').await
+    }
+
+    /// [`Lab::sync`] of the commit whose sha is `digit` 40 times.
+    async fn sync_at(&self, dir: &Path, digit: char) -> (StageResult, RecordingIo) {
         let mut stage = Stage::test("k8s-sync", STAGE_SYNC).running_since(NOW);
         stage.with = self
             .plugin
@@ -244,18 +249,31 @@ impl Lab {
         stage.timeout = GoDuration::from_secs(600);
         let mut d = Deployment::test().with_stages(vec![stage]);
         d.app = AppId::parse("demo:web/app.pipecd.yaml").unwrap();
+        d.commit.sha = gannet_domain::CommitSha::parse(&digit.to_string().repeat(40)).unwrap();
+        d.id = gannet_domain::ids::DeploymentId::parse(&format!("web-{digit}")).unwrap();
+        self.run(&d, 0, dir, None).await
+    }
+
+    /// Stage `stage_index` of `d`, every step delivered twice, to its end.
+    async fn run(
+        &self,
+        d: &Deployment,
+        stage_index: usize,
+        dir: &Path,
+        running_dir: Option<&Path>,
+    ) -> (StageResult, RecordingIo) {
         let io = RecordingIo::default();
         let deadline = Instant::now() + Duration::from_secs(90);
         loop {
             let mut outcomes = Vec::new();
             for _ in 0..2 {
-                let mut stage = d.stages[0].clone();
+                let mut stage = d.stages[stage_index].clone();
                 stage.metadata.extend(io.saved());
                 let ctx = StepContext {
-                    deployment: &d,
+                    deployment: d,
                     stage: &stage,
                     app_dir: dir,
-                    running_app_dir: None,
+                    running_app_dir: running_dir,
                     now: Millis(NOW),
                     io: &io,
                     jobs: &self.jobs,
@@ -453,4 +471,100 @@ async fn a_chart_repository_gannet_yaml_does_not_configure_fails_the_stage_namin
         "{reason}"
     );
     assert_eq!(lab.jobs_started(), 0);
+}
+
+#[tokio::test]
+async fn live_state_is_pending_while_its_render_job_runs_then_compares_the_rendered_objects() {
+    use gannet_sdk::plugin::{Live, LiveContext, LiveStates};
+
+    let server = ChartServer::start();
+    let lab = Lab::new(repository(&server));
+    let dir = lab.app(&[(
+        "app.pipecd.yaml",
+        &app_yaml("    helmChart: {repository: local, name: web, version: 0.1.0}\n    helmOptions: {releaseName: shop}\n"),
+    )]);
+    let (result, io) = lab.sync(&dir).await;
+    assert_eq!(result, StageResult::Success, "{:#?}", io.logs());
+    let jobs_of_the_sync = lab.jobs_started();
+
+    let app_id = AppId::parse("demo:web/app.pipecd.yaml").unwrap();
+    let text = std::fs::read_to_string(dir.join("app.pipecd.yaml")).unwrap();
+    let app = gannet_config::parse_app_config("web/app.pipecd.yaml", &text).unwrap();
+    let head = gannet_domain::CommitSha::parse(&"a".repeat(40)).unwrap();
+    let check = || LiveContext {
+        app_id: &app_id,
+        app: &app,
+        app_dir: &dir,
+        head: &head,
+        last_deployed: None,
+        now: Millis(NOW),
+        jobs: &lab.jobs,
+    };
+    let first = lab.plugin.live_state(check()).await.expect("live state");
+    assert!(matches!(first, Live::Pending { .. }), "{first:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let state = loop {
+        match lab.plugin.live_state(check()).await.expect("live state") {
+            Live::Read(state) => break state,
+            Live::Pending { .. } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(Instant::now() < deadline, "the render job did not end");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(state.drift.is_empty(), "{:?}", state.drift);
+    assert_eq!(state.resources.len(), 1, "{:?}", state.resources);
+    assert_eq!(
+        lab.jobs_started(),
+        jobs_of_the_sync + 1,
+        "one render job per check window"
+    );
+}
+
+#[tokio::test]
+async fn a_rollback_renders_the_running_commits_chart_in_its_own_job() {
+    let server = ChartServer::start();
+    let lab = Lab::new(repository(&server));
+    let chart = "    helmChart: {repository: local, name: web, version: 0.1.0}\n    helmOptions: {releaseName: shop, valueFiles: [values.yaml]}\n";
+    let running = lab.app(&[
+        ("app.pipecd.yaml", &app_yaml(chart)),
+        ("values.yaml", "image: web:1\n"),
+    ]);
+    let (result, io) = lab.sync(&running).await;
+    assert_eq!(result, StageResult::Success, "{:#?}", io.logs());
+    // This commit's chart takes web:2 (a sync that then failed); the rollback goes back.
+    let this = lab.tmp.path().join("next/web");
+    for (rel, text) in [
+        ("app.pipecd.yaml", app_yaml(chart)),
+        ("values.yaml", "image: web:2\n".into()),
+    ] {
+        write(&this, rel, &text);
+    }
+    let (result, io) = lab.sync_at(&this, 'c').await;
+    assert_eq!(result, StageResult::Success, "{:#?}", io.logs());
+    assert_eq!(lab.image("shop").as_deref(), Some("web:2"));
+    let jobs_before = lab.jobs_started();
+
+    let mut sync = Stage::test("k8s-sync-2", STAGE_SYNC).running_since(NOW);
+    sync.with = json!({});
+    let mut rollback = Stage::test("k8s-rollback", crate::STAGE_ROLLBACK).running_since(NOW);
+    rollback.timeout = GoDuration::from_secs(600);
+    let mut d = Deployment::test().with_stages(vec![sync, rollback]);
+    d.app = AppId::parse("demo:web/app.pipecd.yaml").unwrap();
+    d.id = gannet_domain::ids::DeploymentId::parse("web-c").unwrap();
+    d.commit.sha = gannet_domain::CommitSha::parse(&"c".repeat(40)).unwrap();
+    d.running_commit = Some(gannet_domain::CommitSha::parse(&"a".repeat(40)).unwrap());
+    let (result, io) = lab.run(&d, 1, &this, Some(&running)).await;
+    assert_eq!(result, StageResult::Success, "{:#?}", io.logs());
+    assert_eq!(lab.image("shop").as_deref(), Some("web:1"));
+    assert_eq!(
+        lab.jobs_started(),
+        jobs_before + 1,
+        "the running commit's render only"
+    );
+    let logs = io.logs().join("\n");
+    assert!(
+        logs.contains("Rendered the running commit's chart web 0.1.0"),
+        "{logs}"
+    );
 }
