@@ -11,7 +11,8 @@
 //! a change by hand is drift named by object and field while a controller's field is not, and
 //! a sync puts it back; PipeCD's Kubernetes examples pass `config check` or name what is not
 //! supported, and those that pass deploy; the multicluster examples deploy to two API servers,
-//! and a canary on one of them survives a SIGKILL.
+//! and a canary on one of them survives a SIGKILL; a chart from a chart repository on loopback
+//! is rendered by a job and deployed.
 
 mod support;
 

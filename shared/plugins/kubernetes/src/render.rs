@@ -107,7 +107,7 @@ pub fn render(files: &AppFiles, spec: &KubernetesSpec) -> Result<Option<Rendered
         if !chart.git_remote.is_empty() || !chart.repository.is_empty() {
             return Err(in_config(
                 "spec.input.helmChart",
-                "is fetched and rendered by a job when a stage runs, not here",
+                "is fetched and rendered by a job when a stage of the kubernetes plugin runs; kubernetes_multicluster does not fetch charts yet",
             ));
         }
         return helm(files, spec, chart).map(Some);
@@ -237,7 +237,7 @@ fn kustomize(files: &AppFiles, spec: &KubernetesSpec) -> Result<Rendered, AppFil
     if let Some((file, entry)) = remotes.first() {
         return Err(in_config(
             KUSTOMIZE_FIELD,
-            format!("{file}: the remote base {entry} is fetched and rendered by a job when a stage runs, not here"),
+            format!("{file}: the remote base {entry} is fetched and built by a job when a stage of the kubernetes plugin runs; kubernetes_multicluster does not fetch bases yet"),
         ));
     }
     let args = kustomize_args(spec, files.root().join(&app_dir).display().to_string());
