@@ -260,7 +260,10 @@ fn pipecds_examples_pass_the_check() {
                 // so reads the default taskdef.json, which it does not ship.
                 if dir.ends_with("attachment") {
                     let err = result.expect_err("a command that is not a list");
-                    assert!(!err.unsupported && err.message.contains("expected a list"), "{err}");
+                    assert!(
+                        !err.unsupported && err.message.contains("expected a list"),
+                        "{err}"
+                    );
                 } else if dir.ends_with("wait-approval") {
                     let err = result.expect_err("no taskdef.json");
                     assert_eq!(err.file, "taskdef.json");
