@@ -192,12 +192,6 @@ impl AppConfig {
         !self.spec.stages.is_empty()
     }
 
-    /// True when the pipeline syncs with the user's own commands (PipeCD's `CUSTOM_SYNC`): the
-    /// platform's manifests are then neither read, checked nor compared with the live state.
-    pub fn syncs_with_custom_commands(&self) -> bool {
-        self.spec.stages.iter().any(|s| s.name == "CUSTOM_SYNC")
-    }
-
     pub fn planner(&self) -> PlannerOptions {
         self.spec.planner
     }

@@ -239,7 +239,7 @@ impl Controller {
                 why: format!("no compiled-in plugin deploys {} apps", cfg.kind.as_str()),
             });
         };
-        if cfg.syncs_with_custom_commands() {
+        if inner.plugins.synced_by_its_own_stage(&cfg) {
             return Ok(Examined::NotWatched {
                 why: "the app syncs with its own commands (CUSTOM_SYNC), so its live state is not compared with Git".to_owned(),
             });

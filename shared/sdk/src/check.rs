@@ -259,7 +259,7 @@ fn check_stages<'p>(
     }
     let platform = match (app.platform(), plugins.platform_for(app)) {
         // Its own commands deploy it: the platform's files are not read (see the planner).
-        (Some(_), Some(_)) if app.syncs_with_custom_commands() => None,
+        (Some(_), Some(_)) if plugins.synced_by_its_own_stage(app) => None,
         (Some(_), Some(platform)) => match platform.app_files(app) {
             Ok(files) => Some((platform, files)),
             Err(e) => {

@@ -267,7 +267,7 @@ fn plan_deploying_stages(input: &PlanInput<'_>) -> Result<Plan, PlanError> {
     let app = input.app;
     let ctx = input.context();
     let platform = platform_plugin(app, input.plugins)?;
-    if let Some(p) = platform.filter(|_| !app.syncs_with_custom_commands()) {
+    if let Some(p) = platform.filter(|_| !input.plugins.synced_by_its_own_stage(app)) {
         p.app_files(app).map_err(PlanError::InvalidAppFile)?;
         p.check_app(&ctx, input.read)
             .map_err(PlanError::InvalidAppFile)?;
@@ -408,7 +408,7 @@ fn choose_strategy(
     } else {
         trigger.commander.clone()
     };
-    if app.syncs_with_custom_commands() {
+    if input.plugins.synced_by_its_own_stage(app) {
         // The platform's quick sync is not how this app deploys (PipeCD's custom sync).
         return Ok((
             SyncStrategy::Pipeline,

@@ -361,6 +361,13 @@ pub trait Plugin: Presenter + Send + Sync {
         false
     }
 
+    /// True when a stage named `stage` deploys the app itself, in place of its platform's
+    /// stages (PipeCD's CUSTOM_SYNC): such an app always runs its pipeline, and its platform's
+    /// manifests are neither read at planning nor compared with the live state.
+    fn syncs_in_place_of_the_platform(&self, _stage: &str) -> bool {
+        false
+    }
+
     /// The name of the stage that runs the lifecycle phase `kind` ([`crate::lifecycle`]), when
     /// this plugin runs the phases.
     fn phase_stage(&self, _kind: crate::lifecycle::PhaseKind) -> Option<&'static str> {
@@ -535,6 +542,15 @@ impl Plugins {
     /// The platform plugin that deploys `app`, if one is compiled in.
     pub fn platform_for(&self, app: &AppConfig) -> Option<&Faces> {
         self.list.iter().find(|p| p.deploys(app))
+    }
+
+    /// True when a stage of `app`'s pipeline deploys it in place of its platform's stages
+    /// ([`Plugin::syncs_in_place_of_the_platform`]).
+    pub fn synced_by_its_own_stage(&self, app: &AppConfig) -> bool {
+        app.stages().iter().any(|s| {
+            self.for_stage(&s.name)
+                .is_some_and(|p| p.syncs_in_place_of_the_platform(&s.name))
+        })
     }
 
     /// True when a stage named `name` waits for approvals.

@@ -172,6 +172,11 @@ impl Plugin for ScriptRunPlugin {
         ]
     }
 
+    /// CUSTOM_SYNC deploys the app with the user's commands.
+    fn syncs_in_place_of_the_platform(&self, stage: &str) -> bool {
+        stage == STAGE_CUSTOM_SYNC
+    }
+
     fn validate_stage(&self, name: &str, with: &Value) -> Result<Value, StageConfigError> {
         if name == STAGE_CUSTOM_SYNC_ROLLBACK {
             return Err(StageConfigError::new(
