@@ -1001,13 +1001,6 @@ fn pipecds_kubernetes_examples_that_check_deploy_to_the_real_api_server() {
     }
 }
 
-/// A new RSA private key in PKCS#8 PEM, as `openssl genpkey -algorithm RSA` writes one.
-fn private_key() -> String {
-    use rsa::pkcs8::{EncodePrivateKey, LineEnding};
-    let key = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).expect("a key");
-    key.to_pkcs8_pem(LineEnding::LF).expect("pem").to_string()
-}
-
 const SEALED_SECRET: &str = "apiVersion: v1
 kind: Secret
 metadata:
@@ -1023,7 +1016,7 @@ stringData:
 #[test]
 fn a_sealed_secret_is_deployed_opened_and_never_shown() {
     let lab = Lab::new(Duration::from_millis(200));
-    let key = private_key();
+    let key = support::private_key();
     let opts_env = [("GANNET_SEALING_KEY".to_owned(), key.clone())];
     let opts = UpOptions {
         extra_config: format!(
@@ -1086,7 +1079,7 @@ fn a_sealed_secret_is_deployed_opened_and_never_shown() {
 
     // Sealed for another key (PipeCD's own example is): the deployment fails naming the
     // secret, and the Secret keeps its value.
-    let other = gannet_sdk::sealed::SealingKey::from_pem(&private_key()).expect("a key");
+    let other = gannet_sdk::sealed::SealingKey::from_pem(&support::private_key()).expect("a key");
     let foreign = gannet_sdk::sealed::seal(&other.public_pem(), "another-value").expect("seal");
     let second = lab.commit(&spec(&foreign), &all, "a password sealed for another key");
     let (_, d) = deploy(&g, &second, "sealed-2");

@@ -709,3 +709,59 @@ fn pipecds_terraform_examples_pass_config_check_or_name_what_is_unsupported() {
         "{ok:?}"
     );
 }
+
+/// A sealed secret reaches terraform through a decryption target (`*.auto.tfvars`), and the
+/// value terraform prints in its plan is `***` in the stage log.
+#[test]
+fn a_sealed_variable_reaches_terraform_and_its_plan_output_is_redacted() {
+    let lab = Lab::new("sealed");
+    let key = support::private_key();
+    let public = gannet_sdk::sealed::SealingKey::from_pem(&key)
+        .expect("a key")
+        .public_pem();
+    let plain = "tf-pa55-only-in-the-state";
+    let sealed = gannet_sdk::sealed::seal(&public, plain).expect("seal");
+    let spec = format!(
+        "  input:\n    vars: [\"image=nginx:1\"]\n  encryption:\n    encryptedSecrets:\n      password: {sealed}\n    decryptionTargets:\n      - secret.auto.tfvars\n"
+    );
+    let config =
+        format!("apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: infra\n{spec}");
+    let main_tf = lab.main_tf(
+        "variable \"password\" {\n  type = string\n}\n\nresource \"terraform_data\" \"pw\" {\n  input = var.password\n}\n",
+    );
+    let commit = lab.repo.commit(
+        &[
+            (&format!("{APP}/app.pipecd.yaml"), &config),
+            (&format!("{APP}/main.tf"), &main_tf),
+            (
+                &format!("{APP}/secret.auto.tfvars"),
+                "password = \"{{ .encryptedSecrets.password }}\"\n",
+            ),
+        ],
+        "a sealed variable",
+    );
+    let opts = UpOptions {
+        extra_config: format!(
+            "intervals: {DEFAULTS}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {}\n",
+            lab.target_env()
+        ),
+        env: vec![("GANNET_SEALING_KEY".to_owned(), key)],
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&lab.repo, lab.state.path(), &opts);
+    let (id, d) = deploy(&g, &commit, "tf-sealed");
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(lab.input_of("pw"), plain, "terraform got the value");
+    let log = logs(&g, &id, &d, "TERRAFORM_SYNC");
+    let text = log.join("\n");
+    assert!(
+        !text.contains(plain),
+        "the value shows in the stage log: {text}"
+    );
+    assert!(
+        log.iter()
+            .any(|l| l.trim_start().starts_with("+ input") && l.ends_with("= \"***\"")),
+        "terraform's plan line, redacted: {text}"
+    );
+    assert!(!g.log().contains(plain));
+}

@@ -1039,3 +1039,11 @@ impl Gannet {
             .expect("gannet runs")
     }
 }
+
+/// A new RSA private key in PKCS#8 PEM, as `openssl genpkey -algorithm RSA` writes one (for
+/// sealed secrets).
+pub fn private_key() -> String {
+    use rsa::pkcs8::{EncodePrivateKey, LineEnding};
+    let key = rsa::RsaPrivateKey::new(&mut rsa::rand_core::OsRng, 2048).expect("a key");
+    key.to_pkcs8_pem(LineEnding::LF).expect("pem").to_string()
+}
