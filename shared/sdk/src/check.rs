@@ -207,6 +207,14 @@ fn check_parsed(
     app_dir: Option<(&std::path::Path, &str)>,
     issues: &mut Issues,
 ) {
+    // Sealed secrets' and attachments' templates name what they fill in (no key needed).
+    let templates = crate::sealed::Templates {
+        encryption: app.spec().encryption.as_ref(),
+        attachment: app.spec().attachment.as_ref(),
+    };
+    for (field, message) in crate::sealed::check(templates, read) {
+        issues.error(&field, message);
+    }
     for (name, config) in &app.spec().plugins {
         if config.get("pipeline").is_some() {
             issues.warning(

@@ -266,6 +266,93 @@ pub fn unseal(
     Ok(unsealed)
 }
 
+/// What is wrong with the app's templates as Git has them, each as (field, message): a target
+/// or source that does not read, a `{{ … }}` naming nothing, another template action. `read`
+/// reads a file of the app's directory. No key is needed: only the names are checked.
+pub fn check(
+    templates: Templates<'_>,
+    read: &dyn Fn(&str) -> Result<String, tree::TreeError>,
+) -> Vec<(String, String)> {
+    let mut problems = Vec::new();
+    let attachment_targets: Vec<&str> = templates
+        .attachment
+        .map(|a| {
+            a.targets
+                .iter()
+                .map(|t| t.trim_start_matches("./"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let names = |keys: Vec<&String>| -> BTreeMap<String, String> {
+        keys.into_iter()
+            .map(|k| (k.clone(), String::new()))
+            .collect()
+    };
+    fn check_target(
+        problems: &mut Vec<(String, String)>,
+        read: &dyn Fn(&str) -> Result<String, tree::TreeError>,
+        (field, target): (String, &str),
+        vars: (&str, &BTreeMap<String, String>),
+        later: &[&str],
+    ) {
+        match read(target.trim_start_matches("./")) {
+            Ok(text) => {
+                if let Err(e) = render(&text, vars, later) {
+                    problems.push((field, format!("{target}:{e}")));
+                }
+            }
+            Err(e) => problems.push((field, format!("{target} {e}"))),
+        }
+    }
+    if let Some(e) = templates.encryption {
+        let secrets = names(e.encrypted_secrets.keys().collect());
+        for (i, target) in e.decryption_targets.iter().enumerate() {
+            let rel = target.trim_start_matches("./");
+            let later: &[&str] = if attachment_targets.contains(&rel) {
+                &[ATTACHMENT]
+            } else {
+                &[]
+            };
+            let field = format!("spec.encryption.decryptionTargets[{i}]");
+            check_target(
+                &mut problems,
+                read,
+                (field, target),
+                (ENCRYPTED, &secrets),
+                later,
+            );
+        }
+    }
+    if let Some(a) = templates.attachment {
+        let sources = names(a.sources.keys().collect());
+        // A target may also be a decryption target: its secrets are filled in before.
+        let encrypted: &[&str] = if templates.encryption.is_some() {
+            &[ENCRYPTED]
+        } else {
+            &[]
+        };
+        for (i, target) in a.targets.iter().enumerate() {
+            let field = format!("spec.attachment.targets[{i}]");
+            check_target(
+                &mut problems,
+                read,
+                (field, target),
+                (ATTACHMENT, &sources),
+                encrypted,
+            );
+        }
+        for (name, source) in &a.sources {
+            if let Err(e) = read(source.trim_start_matches("./")) {
+                problems.push((
+                    format!("spec.attachment.sources.{name}"),
+                    format!("{source} {e}"),
+                ));
+            }
+        }
+    }
+    problems
+}
+
 /// The namespaces of template actions: `{{ .encryptedSecrets.NAME }}`, `{{ .attachment.NAME }}`.
 const ENCRYPTED: &str = "encryptedSecrets";
 const ATTACHMENT: &str = "attachment";
@@ -557,6 +644,54 @@ mod tests {
             e.starts_with("spec.encryption: the app seals secrets"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_templates_are_checked_by_name_without_a_key() {
+        let files: BTreeMap<&str, &str> = [
+            (
+                "secret.yaml",
+                "a: \"{{ .encryptedSecrets.db }}\"\nb: {{ .attachment.conf }}\n",
+            ),
+            ("bad.yaml", "x: 1\ny: {{ .encryptedSecrets.nope }}\n"),
+            ("conf.txt", "mode=fast"),
+        ]
+        .into();
+        let read = |rel: &str| {
+            files
+                .get(rel)
+                .map(|t| (*t).to_owned())
+                .ok_or(tree::TreeError::NotFound)
+        };
+        let encryption = SecretEncryption {
+            encrypted_secrets: [("db".to_owned(), "sealed".to_owned())].into(),
+            decryption_targets: vec!["secret.yaml".into(), "bad.yaml".into(), "gone.yaml".into()],
+        };
+        let attachment = Attachment {
+            sources: [
+                ("conf".to_owned(), "conf.txt".to_owned()),
+                ("x".to_owned(), "nope.txt".to_owned()),
+            ]
+            .into(),
+            targets: vec!["secret.yaml".into()],
+        };
+        let both = Templates {
+            encryption: Some(&encryption),
+            attachment: Some(&attachment),
+        };
+        let problems = check(both, &read);
+        let fields: Vec<&str> = problems.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.encryption.decryptionTargets[1]",
+                "spec.encryption.decryptionTargets[2]",
+                "spec.attachment.sources.x"
+            ],
+            "{problems:?}"
+        );
+        assert!(problems[0].1.starts_with("bad.yaml:2: "), "{problems:?}");
+        assert_eq!(problems[1].1, "gone.yaml does not exist");
     }
 
     #[test]
