@@ -187,10 +187,60 @@ pub struct Templates<'a> {
     pub attachment: Option<&'a Attachment>,
 }
 
-impl Templates<'_> {
+impl<'a> Templates<'a> {
     pub fn is_empty(&self) -> bool {
         self.encryption.is_none() && self.attachment.is_none()
     }
+
+    /// The files to fill in, in PipeCD's order: each decryption target with the secrets,
+    /// then, at last, each attachment target with the attachments. Each leaves alone the
+    /// actions of a later pass; with `as_in_git` (checking files no pass has touched), an
+    /// attachment target leaves the secrets' too.
+    fn fills(&self, as_in_git: bool) -> Vec<Fill<'a>> {
+        let attachment_targets: Vec<&str> = self
+            .attachment
+            .map(|a| a.targets.iter().map(|t| relative(t)).collect())
+            .unwrap_or_default();
+        let decrypting = self.encryption.iter().flat_map(|e| {
+            e.decryption_targets
+                .iter()
+                .enumerate()
+                .map(|(i, target)| Fill {
+                    field: format!("spec.encryption.decryptionTargets[{i}]"),
+                    target,
+                    namespace: ENCRYPTED,
+                    later: if attachment_targets.contains(&relative(target)) {
+                        &[ATTACHMENT]
+                    } else {
+                        &[]
+                    },
+                })
+        });
+        let sealed_too = as_in_git && self.encryption.is_some();
+        let attaching = self.attachment.iter().flat_map(|a| {
+            a.targets.iter().enumerate().map(move |(i, target)| Fill {
+                field: format!("spec.attachment.targets[{i}]"),
+                target,
+                namespace: ATTACHMENT,
+                later: if sealed_too { &[ENCRYPTED] } else { &[] },
+            })
+        });
+        decrypting.chain(attaching).collect()
+    }
+}
+
+/// One file of the app to fill in: the field naming it, the file, the namespace of the
+/// actions filled in, and the namespaces left for a later pass.
+struct Fill<'a> {
+    field: String,
+    target: &'a str,
+    namespace: &'static str,
+    later: &'static [&'static str],
+}
+
+/// A path the app config names, relative to the app's directory (PipeCD writes `./x` too).
+fn relative(path: &str) -> &str {
+    path.trim_start_matches("./")
 }
 
 /// Copies the checkout at `checkout` into a new directory under `under` (hard links, so the
@@ -229,39 +279,19 @@ pub fn unseal(
     };
     link_tree(checkout, &unsealed.root).map_err(|e| format!("copying the checkout: {e}"))?;
     let app = unsealed.root.join(app_dir);
-    let attachment_targets: Vec<&str> = templates
-        .attachment
-        .map(|a| {
-            a.targets
-                .iter()
-                .map(|t| t.trim_start_matches("./"))
-                .collect()
-        })
-        .unwrap_or_default();
-    if let Some(encryption) = templates.encryption {
-        for (i, target) in encryption.decryption_targets.iter().enumerate() {
-            let rel = target.trim_start_matches("./");
-            // An attachment target's own actions are filled in next.
-            let later: &[&str] = if attachment_targets.contains(&rel) {
-                &[ATTACHMENT]
-            } else {
-                &[]
-            };
-            let field = format!("spec.encryption.decryptionTargets[{i}]");
-            fill(&app, &field, target, (ENCRYPTED, &secrets), later)?;
-        }
-    }
-    if let Some(attachment) = templates.attachment {
-        let mut contents = BTreeMap::new();
-        for (name, source) in &attachment.sources {
-            let text = tree::read(&app, source.trim_start_matches("./"), tree_limit())
-                .map_err(|e| format!("spec.attachment.sources.{name}: {source} {e}"))?;
-            contents.insert(name.clone(), text);
-        }
-        for (i, target) in attachment.targets.iter().enumerate() {
-            let field = format!("spec.attachment.targets[{i}]");
-            fill(&app, &field, target, (ATTACHMENT, &contents), &[])?;
-        }
+    // Attachments are read when their pass comes, after the secrets' (a decrypted file may be
+    // attached).
+    let mut contents: Option<BTreeMap<String, String>> = None;
+    for f in templates.fills(false) {
+        let vars = if f.namespace == ENCRYPTED {
+            &secrets
+        } else {
+            match &mut contents {
+                Some(read) => &*read,
+                none => &*none.insert(attachments(&app, templates.attachment)?),
+            }
+        };
+        fill(&app, &f.field, f.target, (f.namespace, vars), f.later)?;
     }
     Ok(unsealed)
 }
@@ -274,83 +304,64 @@ pub fn check(
     read: &dyn Fn(&str) -> Result<String, tree::TreeError>,
 ) -> Vec<(String, String)> {
     let mut problems = Vec::new();
-    let attachment_targets: Vec<&str> = templates
-        .attachment
-        .map(|a| {
-            a.targets
-                .iter()
-                .map(|t| t.trim_start_matches("./"))
-                .collect()
-        })
-        .unwrap_or_default();
     let names = |keys: Vec<&String>| -> BTreeMap<String, String> {
         keys.into_iter()
             .map(|k| (k.clone(), String::new()))
             .collect()
     };
-    fn check_target(
-        problems: &mut Vec<(String, String)>,
-        read: &dyn Fn(&str) -> Result<String, tree::TreeError>,
-        (field, target): (String, &str),
-        vars: (&str, &BTreeMap<String, String>),
-        later: &[&str],
-    ) {
-        match read(target.trim_start_matches("./")) {
+    let secrets = names(
+        templates
+            .encryption
+            .iter()
+            .flat_map(|e| e.encrypted_secrets.keys())
+            .collect(),
+    );
+    let sources = names(
+        templates
+            .attachment
+            .iter()
+            .flat_map(|a| a.sources.keys())
+            .collect(),
+    );
+    for f in templates.fills(true) {
+        let vars = if f.namespace == ENCRYPTED {
+            &secrets
+        } else {
+            &sources
+        };
+        match read(relative(f.target)) {
             Ok(text) => {
-                if let Err(e) = render(&text, vars, later) {
-                    problems.push((field, format!("{target}:{e}")));
+                if let Err(e) = render(&text, (f.namespace, vars), f.later) {
+                    problems.push((f.field, format!("{}:{e}", f.target)));
                 }
             }
-            Err(e) => problems.push((field, format!("{target} {e}"))),
+            Err(e) => problems.push((f.field, format!("{} {e}", f.target))),
         }
     }
-    if let Some(e) = templates.encryption {
-        let secrets = names(e.encrypted_secrets.keys().collect());
-        for (i, target) in e.decryption_targets.iter().enumerate() {
-            let rel = target.trim_start_matches("./");
-            let later: &[&str] = if attachment_targets.contains(&rel) {
-                &[ATTACHMENT]
-            } else {
-                &[]
-            };
-            let field = format!("spec.encryption.decryptionTargets[{i}]");
-            check_target(
-                &mut problems,
-                read,
-                (field, target),
-                (ENCRYPTED, &secrets),
-                later,
-            );
-        }
-    }
-    if let Some(a) = templates.attachment {
-        let sources = names(a.sources.keys().collect());
-        // A target may also be a decryption target: its secrets are filled in before.
-        let encrypted: &[&str] = if templates.encryption.is_some() {
-            &[ENCRYPTED]
-        } else {
-            &[]
-        };
-        for (i, target) in a.targets.iter().enumerate() {
-            let field = format!("spec.attachment.targets[{i}]");
-            check_target(
-                &mut problems,
-                read,
-                (field, target),
-                (ATTACHMENT, &sources),
-                encrypted,
-            );
-        }
-        for (name, source) in &a.sources {
-            if let Err(e) = read(source.trim_start_matches("./")) {
-                problems.push((
-                    format!("spec.attachment.sources.{name}"),
-                    format!("{source} {e}"),
-                ));
-            }
+    for (name, source) in templates.attachment.iter().flat_map(|a| &a.sources) {
+        if let Err(e) = read(relative(source)) {
+            problems.push((
+                format!("spec.attachment.sources.{name}"),
+                format!("{source} {e}"),
+            ));
         }
     }
     problems
+}
+
+/// The contents of the attachments' sources, by name, read in the (private copy of the) app's
+/// directory `app`.
+fn attachments(
+    app: &Path,
+    attachment: Option<&Attachment>,
+) -> Result<BTreeMap<String, String>, String> {
+    let mut contents = BTreeMap::new();
+    for (name, source) in attachment.iter().flat_map(|a| &a.sources) {
+        let text = tree::read(app, relative(source), tree_limit())
+            .map_err(|e| format!("spec.attachment.sources.{name}: {source} {e}"))?;
+        contents.insert(name.clone(), text);
+    }
+    Ok(contents)
 }
 
 /// The namespaces of template actions: `{{ .encryptedSecrets.NAME }}`, `{{ .attachment.NAME }}`.
@@ -366,7 +377,7 @@ fn fill(
     vars: (&str, &BTreeMap<String, String>),
     later: &[&str],
 ) -> Result<(), String> {
-    let rel = target.trim_start_matches("./");
+    let rel = relative(target);
     let text = tree::read(app, rel, tree_limit()).map_err(|e| format!("{field}: {target} {e}"))?;
     let rendered = render(&text, vars, later).map_err(|e| format!("{field}: {target}:{e}"))?;
     let path = app.join(rel);
