@@ -1099,90 +1099,18 @@ fn a_sealed_secret_is_deployed_opened_and_never_shown() {
     assert_eq!(secret["data"]["password"].as_str(), Some(stored));
 }
 
-/// A chart repository on loopback: `helm package` and `helm repo index` of the chart `web`
-/// (one Deployment, its image from the values), served by Python's `http.server`, stopped by
-/// its PID when dropped.
-struct ChartServer {
-    child: std::process::Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl ChartServer {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let url = format!("http://127.0.0.1:{port}");
-        let chart = dir.path().join("web");
-        std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
-        std::fs::write(
-            chart.join("Chart.yaml"),
-            "apiVersion: v2\nname: web\nversion: 0.1.0\n",
-        )
-        .expect("Chart.yaml");
-        std::fs::write(chart.join("values.yaml"), "image: web:1\n").expect("values");
-        std::fs::write(
-            chart.join("templates/deployment.yaml"),
-            deployment("{{ .Values.image }}"),
-        )
-        .expect("template");
-        let helm = gannet_kube_fake::tools_dir().join("helm");
-        let helm_run = |args: &[&str]| {
-            let out = std::process::Command::new(&helm)
-                .args(args)
-                .current_dir(dir.path())
-                .env("HOME", dir.path())
-                .output()
-                .expect("helm");
-            assert!(out.status.success(), "helm {args:?}: {out:?}");
-        };
-        helm_run(&["package", "web", "-d", "served"]);
-        helm_run(&["repo", "index", "served", "--url", &url]);
-        let child = std::process::Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .current_dir(dir.path().join("served"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("python3 -m http.server");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the chart server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self {
-            child,
-            url,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for ChartServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// PipeCD's `helmChart: {repository, name, version}`: the chart repository gannet.yaml
 /// configures (`plugins.kubernetes.chartRepositories`) is on loopback; `gannet up` renders the
 /// chart in a job, with the app's values, and deploys it to the real API server.
 #[test]
 fn a_chart_from_a_loopback_chart_repository_deploys_through_a_render_job() {
-    let charts = ChartServer::start();
+    // `web`: one Deployment, its image from the values.
+    let template = deployment("{{ .Values.image }}");
+    let charts = gannet_kube_fake::ChartServer::start(&[gannet_kube_fake::Chart {
+        name: "web",
+        version: "0.1.0",
+        template: &template,
+    }]);
     let lab = Lab::new(Duration::from_millis(200));
     let first = lab.commit(
         "  input:\n    helmChart: {repository: local, name: web, version: 0.1.0}\n    helmOptions: {releaseName: web, valueFiles: [values.yaml]}\n",

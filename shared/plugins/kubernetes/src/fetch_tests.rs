@@ -3,16 +3,15 @@
 //! and applied to the fake API server: every step delivered twice starts one job; a fetch
 //! that fails or an output past the YAML limits fails the stage with nothing applied.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gannet_domain::deployment::{Deployment, Stage};
 use gannet_domain::duration::Millis;
 use gannet_domain::{AppId, GoDuration};
 use gannet_embedded::ProcessJobs;
-use gannet_kube_fake::FakeKube;
+use gannet_kube_fake::{Chart, ChartServer, FakeKube};
 use gannet_sdk::fixture::RecordingIo;
 use gannet_sdk::plugin::{Plugin, StageResult, StepContext, StepOutcome, Steps};
 use serde_json::json;
@@ -72,89 +71,26 @@ fn write(root: &Path, rel: &str, text: &str) {
 
 const TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: {{ .Values.image }}\n";
 
-/// A chart `name` at `version` in `dir`, whose one template is `template`.
-fn chart(dir: &Path, name: &str, version: &str, template: &str) {
-    write(
-        dir,
-        &format!("{name}/Chart.yaml"),
-        &format!("apiVersion: v2\nname: {name}\nversion: {version}\n"),
+/// The test's chart repository: `web` (one Deployment) and `deep` (output nested deeper than
+/// gannet's YAML limit), both 0.1.0.
+fn chart_server() -> ChartServer {
+    let deep = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: deep}}\ndata: {}{}\n",
+        "{a: ".repeat(80),
+        "x".to_owned() + &"}".repeat(80)
     );
-    write(dir, &format!("{name}/values.yaml"), "image: web:1\n");
-    write(dir, &format!("{name}/templates/main.yaml"), template);
-}
-
-/// A chart repository on loopback: `helm package` and `helm repo index`, served by Python's
-/// `http.server`, stopped by its PID when dropped.
-struct ChartServer {
-    child: Child,
-    url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl ChartServer {
-    fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = format!("http://127.0.0.1:{port}");
-        let src = dir.path().join("src");
-        chart(&src, "web", "0.1.0", TEMPLATE);
-        // A chart whose output nests deeper than gannet's YAML limit.
-        let deep = format!(
-            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: deep}}\ndata: {}{}\n",
-            "{a: ".repeat(80),
-            "x".to_owned() + &"}".repeat(80)
-        );
-        chart(&src, "deep", "0.1.0", &deep);
-        let served = dir.path().join("served");
-        std::fs::create_dir_all(&served).unwrap();
-        let helm = tool("helm");
-        for c in ["web", "deep"] {
-            sh(
-                dir.path(),
-                &helm,
-                &["package", &src.join(c).to_string_lossy(), "-d", "served"],
-            );
-        }
-        sh(
-            dir.path(),
-            &helm,
-            &["repo", "index", "served", "--url", &url],
-        );
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-            ])
-            .current_dir(&served)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("python3 http.server");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the chart server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Self {
-            child,
-            url,
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for ChartServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    ChartServer::start(&[
+        Chart {
+            name: "web",
+            version: "0.1.0",
+            template: TEMPLATE,
+        },
+        Chart {
+            name: "deep",
+            version: "0.1.0",
+            template: &deep,
+        },
+    ])
 }
 
 /// A bare git repository at `<tmp>/<name>.git` holding `files`, tagged `v1`.
@@ -320,7 +256,7 @@ fn app_yaml(input: &str) -> String {
 
 #[tokio::test]
 async fn a_chart_from_a_chart_repository_renders_in_one_job_with_the_apps_values() {
-    let server = ChartServer::start();
+    let server = chart_server();
     let lab = Lab::new(repository(&server));
     let dir = lab.app(&[
         (
@@ -342,7 +278,7 @@ async fn a_chart_from_a_chart_repository_renders_in_one_job_with_the_apps_values
 
 #[tokio::test]
 async fn a_chart_version_the_repository_lacks_fails_naming_it_and_applies_nothing() {
-    let server = ChartServer::start();
+    let server = chart_server();
     let lab = Lab::new(repository(&server));
     let dir = lab.app(&[(
         "app.pipecd.yaml",
@@ -360,7 +296,7 @@ async fn a_chart_version_the_repository_lacks_fails_naming_it_and_applies_nothin
 
 #[tokio::test]
 async fn a_rendered_chart_past_the_yaml_limits_is_refused() {
-    let server = ChartServer::start();
+    let server = chart_server();
     let lab = Lab::new(repository(&server));
     let dir = lab.app(&[(
         "app.pipecd.yaml",
@@ -477,7 +413,7 @@ async fn a_chart_repository_gannet_yaml_does_not_configure_fails_the_stage_namin
 async fn live_state_is_pending_while_its_render_job_runs_then_compares_the_rendered_objects() {
     use gannet_sdk::plugin::{Live, LiveContext, LiveStates};
 
-    let server = ChartServer::start();
+    let server = chart_server();
     let lab = Lab::new(repository(&server));
     let dir = lab.app(&[(
         "app.pipecd.yaml",
@@ -523,7 +459,7 @@ async fn live_state_is_pending_while_its_render_job_runs_then_compares_the_rende
 
 #[tokio::test]
 async fn a_rollback_renders_the_running_commits_chart_in_its_own_job() {
-    let server = ChartServer::start();
+    let server = chart_server();
     let lab = Lab::new(repository(&server));
     let chart = "    helmChart: {repository: local, name: web, version: 0.1.0}\n    helmOptions: {releaseName: shop, valueFiles: [values.yaml]}\n";
     let running = lab.app(&[

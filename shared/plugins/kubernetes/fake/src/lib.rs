@@ -66,6 +66,7 @@
 //! `tests/agrees_with_kube_apiserver.rs` runs the same calls against the fake and a real
 //! kube-apiserver ([`RealKube`]) and checks they have the same outcome.
 
+mod charts;
 mod controller;
 mod fields;
 mod http;
@@ -79,6 +80,7 @@ mod selector;
 mod status;
 mod store;
 
+pub use charts::{Chart, ChartServer};
 pub use real::{tools_dir, RealKube};
 
 use std::future::IntoFuture;
