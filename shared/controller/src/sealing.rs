@@ -13,7 +13,7 @@ use gannet_domain::ids::AppId;
 use gannet_domain::ports::Metadata;
 use gannet_sdk::plugin::{StepError, StepIo};
 use gannet_sdk::sealed::{self, SealingKey, Unsealed};
-use gannet_sdk::tree::load_app_config;
+use gannet_sdk::tree::AppFiles;
 
 /// gannet's key for sealed secrets (when it has one), and where the private copies of a step
 /// live.
@@ -45,8 +45,8 @@ impl AppDir {
     }
 }
 
-/// The app's directory `app_dir` (in a checkout), or, when its config has `spec.encryption`,
-/// the same directory in a private copy with the decryption targets rendered. An app that
+/// The app's directory `app_dir` (in a checkout), or, when its config has `spec.encryption`
+/// or `spec.attachment`, the same directory in a private copy with its templates filled in. An app that
 /// seals secrets on a gannet with no key, or whose secrets do not open, fails permanently,
 /// naming the field: nothing is applied.
 pub(crate) fn unseal(
@@ -54,22 +54,31 @@ pub(crate) fn unseal(
     app: &AppId,
     app_dir: PathBuf,
 ) -> Result<AppDir, StepError> {
-    // A config that does not load is the plugin's to report.
-    let Ok(config) = load_app_config(&app_dir, app) else {
-        return Ok(AppDir {
-            dir: app_dir,
+    let plain = |dir: PathBuf| {
+        Ok(AppDir {
+            dir,
             unsealed: None,
-        });
+        })
+    };
+    // Every step comes here: the config's text is read, and parsed only when it could have
+    // templates. A config that does not load is the plugin's to report.
+    let config_path = app.config_path();
+    let file_name = config_path.rsplit('/').next().unwrap_or(config_path);
+    let Ok(text) = AppFiles::new(&app_dir, app).read(file_name) else {
+        return plain(app_dir);
+    };
+    if !text.contains("encryption") && !text.contains("attachment") {
+        return plain(app_dir);
+    }
+    let Ok(config) = gannet_config::parse_app_config(config_path, &text) else {
+        return plain(app_dir);
     };
     let templates = sealed::Templates {
         encryption: config.spec().encryption.as_ref(),
         attachment: config.spec().attachment.as_ref(),
     };
     if templates.is_empty() {
-        return Ok(AppDir {
-            dir: app_dir,
-            unsealed: None,
-        });
+        return plain(app_dir);
     }
     let depth = app.dir().split('/').filter(|c| !c.is_empty()).count();
     let checkout = app_dir
