@@ -347,6 +347,44 @@ impl Client {
     }
 
     /// The public key apps seal secrets for (PKIX PEM).
+    /// The newest chains (at most `limit`), in one of `statuses` when given.
+    pub async fn chains(
+        &self,
+        statuses: &[gannet_domain::chain::ChainStatus],
+        limit: usize,
+    ) -> anyhow::Result<Vec<gannet_controller::ChainView>> {
+        let mut query = vec![("limit", limit.to_string())];
+        if !statuses.is_empty() {
+            let list: Vec<&str> = statuses.iter().map(|s| s.as_str()).collect();
+            query.push(("status", list.join(",")));
+        }
+        let req = self.http.get(self.url("/chains")).query(&query);
+        self.call(req, "chains").await
+    }
+
+    pub async fn chain(&self, id: &str) -> anyhow::Result<gannet_controller::ChainView> {
+        self.call(
+            self.http.get(self.url(&format!("/chains/{}", encode(id)))),
+            "chain",
+        )
+        .await
+    }
+
+    pub async fn cancel_chain(
+        &self,
+        id: &str,
+        by: Option<&str>,
+    ) -> anyhow::Result<gannet_controller::ChainView> {
+        let body = json!({ "by": by });
+        self.call(
+            self.http
+                .post(self.url(&format!("/chains/{}/cancel", encode(id))))
+                .json(&body),
+            "chain",
+        )
+        .await
+    }
+
     pub async fn public_key(&self) -> anyhow::Result<String> {
         self.call(self.http.get(self.url("/secrets/public-key")), "publicKey")
             .await

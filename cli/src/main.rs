@@ -3,6 +3,7 @@
 
 mod apps;
 mod apps_watch;
+mod chains;
 mod check;
 mod client;
 mod complete;
@@ -98,6 +99,12 @@ enum Command {
     Deployments {
         #[command(subcommand)]
         command: DeploymentsCommand,
+    },
+    /// Deployment chains (an app's `spec.postSync.chain`): their blocks, apps and
+    /// deployments; cancel one.
+    Chains {
+        #[command(subcommand)]
+        command: chains::ChainsCommand,
     },
     /// Deploy an application's branch head now.
     #[command(
@@ -438,6 +445,7 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         }
         Command::Apps { command } => return apps::run(&server, command).await,
         Command::Deployments { command } => return deployments::run(&server, command).await,
+        Command::Chains { command } => return chains::run(&server, command).await,
         Command::Sync { app, force, start } => {
             let client = server.client()?;
             let d = client

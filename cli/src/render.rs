@@ -47,7 +47,7 @@ pub enum Columns {
 
 impl Columns {
     /// `text`'s first line, cut to `max` characters unless wide.
-    fn fit(self, text: &str, max: usize) -> String {
+    pub(crate) fn fit(self, text: &str, max: usize) -> String {
         match self {
             Self::Normal => shorten(text, max),
             Self::Wide => text.lines().next().unwrap_or("").to_owned(),

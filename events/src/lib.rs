@@ -10,7 +10,7 @@ use gannet_domain::app::App;
 use gannet_domain::deployment::{Deployment, DeploymentStatus, GateSkip};
 use gannet_domain::duration::{GoDuration, Millis};
 use gannet_domain::ports::{Outgoing, QueueName};
-use gannet_domain::{AppId, CommitSha, DeploymentId, RepoId};
+use gannet_domain::{AppId, ChainId, CommitSha, DeploymentId, RepoId};
 use serde::{Deserialize, Serialize};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
@@ -54,6 +54,9 @@ pub enum Message {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         head: Option<CommitSha>,
     },
+    /// Move a deployment chain on: start its next block, or end it. Rides the plan queue (its
+    /// handler needs what the plan handler's does: the store, git and the plan queue).
+    Chain { chain: ChainId },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -77,7 +80,7 @@ impl Message {
     pub fn queue(&self) -> QueueName {
         match self {
             Self::Trigger { .. } => QueueName::Trigger,
-            Self::Plan { .. } => QueueName::Plan,
+            Self::Plan { .. } | Self::Chain { .. } => QueueName::Plan,
             Self::Step { .. } => QueueName::Stage,
             Self::Notify { .. } => QueueName::Notify,
             Self::DriftCheck { .. } => QueueName::Drift,
@@ -114,6 +117,7 @@ impl Message {
             Self::Step { deployment, seq } => Some(format!("step:{deployment}:{seq}")),
             Self::Notify { .. } => None,
             Self::DriftCheck { app, .. } => Some(format!("drift:{app}")),
+            Self::Chain { chain } => Some(format!("chain:{chain}")),
         }
     }
 

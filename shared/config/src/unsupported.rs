@@ -32,18 +32,6 @@ pub(super) fn find(app: &AppConfig) -> Vec<Unsupported> {
             "event watchers are not supported yet",
         ));
     }
-    if spec.post_sync.as_ref().is_some_and(|p| p.chain.is_some()) {
-        out.push(Unsupported::new(
-            "spec.postSync.chain",
-            "deployment chains are not supported yet",
-        ));
-    }
-    if !spec.trigger.on_chain.disabled {
-        out.push(Unsupported::new(
-            "spec.trigger.onChain",
-            "deployment chains are not supported yet, so onChain never triggers this app",
-        ));
-    }
     out
 }
 

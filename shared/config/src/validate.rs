@@ -66,6 +66,17 @@ pub(super) fn generic(spec: &GenericSpec) -> Result<(), Located> {
                     "set at least one of name, kind or labels",
                 ));
             }
+            let kinds = gannet_domain::chain::CHAIN_KINDS.map(|(k, _)| k);
+            if !m.kind.is_empty() && !kinds.contains(&m.kind.as_str()) {
+                return Err(Located::new(
+                    format!("spec.postSync.chain.applications[{i}].kind"),
+                    format!(
+                        "unknown application kind {:?}; one of {}",
+                        m.kind,
+                        kinds.join(", ")
+                    ),
+                ));
+            }
         }
     }
     if let Some(d) = &spec.drift_detection {

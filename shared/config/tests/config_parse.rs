@@ -193,11 +193,7 @@ spec:
         .collect();
     assert_eq!(
         unsupported,
-        [
-            "spec.eventWatcher",
-            "spec.postSync.chain",
-            "spec.trigger.onChain",
-        ],
+        ["spec.eventWatcher"],
         "driftDetection.ignoreFields depends on the platform (its plugin says), and Slack receivers honour notification.mentions"
     );
 }
@@ -273,6 +269,8 @@ fn errors_name_file_line_and_field() {
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  trigger:\n    onCommit:\n      paths:\n        - ok/*\n        - \"[z-a]\"\n", "app.pipecd.yaml:9: spec.trigger.onCommit.paths[1]: invalid path pattern \"[z-a]\": invalid character class range, the start must be <= the end"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  commitMatcher:\n    pipeline: \"(unclosed\"\n", "app.pipecd.yaml:6: spec.commitMatcher.pipeline: invalid regular expression \"(unclosed\": unclosed group"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  notification:\n    mentions:\n      - event: DEPLOYED\n", "app.pipecd.yaml:7: spec.notification.mentions[0].event: unknown event \"DEPLOYED\"; use \"*\" or one such as DEPLOYMENT_SUCCEEDED"),
+        ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  postSync:\n    chain:\n      applications:\n        - kind: LAMBDA\n        - name: y\n          kind: Lambda\n", "app.pipecd.yaml:10: spec.postSync.chain.applications[1].kind: unknown application kind \"Lambda\"; one of KUBERNETES, TERRAFORM, LAMBDA, CLOUDRUN, ECS"),
+        ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  postSync:\n    chain:\n      applications:\n        - labels: {}\n", "app.pipecd.yaml:8: spec.postSync.chain.applications[0]: set at least one of name, kind or labels"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: x\n  encryption:\n    encryptedSecrets: {a: b}\n", "app.pipecd.yaml:5: spec.encryption.decryptionTargets: must not be empty"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: x\n  plugins:\n    ecs: {}\n    lambda: {}\n", "app.pipecd.yaml:5: spec.plugins: several platform plugins are configured (ecs, lambda); name the one that deploys the app in spec.plugin"),
         ("apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: x\n  input: {}\n", "app.pipecd.yaml:5: spec.input: unknown field `input` for kind Application"),

@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use gannet_domain::callers::{Caller, CallerError, Callers, Credentials, Need};
+use gannet_domain::chain::ChainStatus;
 use gannet_domain::deployment::{CancelMode, DeploymentStatus};
 use gannet_domain::report::cut;
 use serde::Deserialize;
@@ -113,6 +114,9 @@ pub fn router(controller: Controller, access: Access, console: Option<Console>) 
         .route("/api/v1/deployments/{id}/cancel", post(cancel))
         .route("/api/v1/deployments/{id}/approve", post(approve))
         .route("/api/v1/deployments/{id}/stages/{stage}/logs", get(logs))
+        .route("/api/v1/chains", get(list_chains))
+        .route("/api/v1/chains/{id}", get(show_chain))
+        .route("/api/v1/chains/{id}/cancel", post(cancel_chain))
         .layer(DefaultBodyLimit::max(MAX_API_BODY))
         .route_layer(middleware::from_fn_with_state(state.clone(), guard));
     let mut app = Router::new()
@@ -582,6 +586,67 @@ async fn cancel(
     let d = s.controller.cancel(&id, mode, &caller.name).await?;
     audit("cancelled", &d.app, &caller, &d.id);
     Ok(Json(json!({ "deployment": d })))
+}
+
+#[derive(Deserialize)]
+struct ChainQuery {
+    /// Comma-separated statuses; every status when absent.
+    status: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn list_chains(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Query(q): Query<ChainQuery>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
+    let mut statuses = Vec::new();
+    for status in q.status.iter().flat_map(|s| s.split(',')) {
+        let found = ChainStatus::ALL
+            .into_iter()
+            .find(|st| st.as_str().eq_ignore_ascii_case(status))
+            .ok_or_else(|| {
+                ApiError::BadRequest(format!(
+                    "unknown chain status {}; use RUNNING, SUCCESS, FAILURE or CANCELLED",
+                    cut(status, 40)
+                ))
+            })?;
+        statuses.push(found);
+    }
+    let limit = q.limit.unwrap_or(50).clamp(1, 1000);
+    let chains = s.controller.list_chains(statuses, limit).await?;
+    Ok(Json(json!({ "chains": chains })))
+}
+
+async fn show_chain(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Read)?;
+    Ok(Json(json!({"chain": s.controller.chain_view(&id).await?})))
+}
+
+async fn cancel_chain(
+    State(s): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+    body: Option<Json<CancelBody>>,
+) -> ApiResult<serde_json::Value> {
+    require(&caller, Need::Deploy)?;
+    let body = body.map(|Json(b)| b).unwrap_or_default();
+    as_caller(&caller, "by", body.by.as_deref())?;
+    if body.no_rollback {
+        return Err(ApiError::BadRequest(
+            "no_rollback: a chain's deployments are cancelled with their rollback; cancel one \
+             deployment to skip it"
+                .into(),
+        ));
+    }
+    let chain = s.controller.cancel_chain(&id, &caller.name).await?;
+    audit("chain cancelled", &chain.app, &caller, &chain.id);
+    Ok(Json(json!({ "chain": chain })))
 }
 
 #[derive(Deserialize, Default)]

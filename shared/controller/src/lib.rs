@@ -15,6 +15,7 @@ pub use sealing::Sealing;
 
 mod api;
 mod apps;
+mod chain;
 mod console;
 mod diff;
 mod drift;
@@ -35,6 +36,7 @@ mod webhook;
 
 pub use api::{ApiError, AppView, DeploymentView, PauseView, StageView, SyncRequest};
 pub use apps::RollbackRequest;
+pub use chain::{BlockView, ChainView};
 pub use console::{routes as console_routes, Console, ConsoleFile};
 pub use diff::{answer_diff, diff_from_answer, DiffView, RemoteDiff};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
@@ -234,6 +236,7 @@ impl Controller {
             Message::Step { deployment, seq } => self.step(&deployment, seq, deadline).await,
             Message::Notify { event } => self.notify(&event).await,
             Message::DriftCheck { app, head } => self.drift_check(&app, head.as_ref()).await,
+            Message::Chain { chain } => self.advance_chain(&chain).await,
         }
     }
 }
@@ -243,7 +246,7 @@ impl Controller {
 fn record_subject(message: &Message) {
     let span = tracing::Span::current();
     match message {
-        Message::Trigger { .. } => {}
+        Message::Trigger { .. } | Message::Chain { .. } => {}
         Message::Plan { app } | Message::DriftCheck { app, .. } => {
             span.record("app", app.as_str());
         }

@@ -376,6 +376,18 @@ mod tests {
         async fn deployments(&self, _: &DeploymentFilter) -> Result<Vec<Deployment>, StoreError> {
             Ok(self.0.lock().unwrap().values().cloned().collect())
         }
+        async fn chain(
+            &self,
+            _: &gannet_domain::ChainId,
+        ) -> Result<Option<gannet_domain::chain::Chain>, StoreError> {
+            Ok(None)
+        }
+        async fn chains(
+            &self,
+            _: &gannet_domain::ports::ChainFilter,
+        ) -> Result<Vec<gannet_domain::chain::Chain>, StoreError> {
+            Ok(Vec::new())
+        }
         async fn append_log(
             &self,
             _: &DeploymentId,

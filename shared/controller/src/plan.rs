@@ -9,6 +9,7 @@
 use gannet_config as config;
 use gannet_config::bounded;
 use gannet_domain::app::{App, LastResult, SyncStatus};
+use gannet_domain::chain::ChainMatcher;
 use gannet_domain::deployment::NotificationMention;
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
 use gannet_domain::duration::Millis;
@@ -130,8 +131,9 @@ impl Controller {
         planned.blocked_by = None;
         planned.running_commit = app.running_commit.clone();
         match self.build_plan(app, &planned).await? {
-            Ok((plan, mentions)) => {
-                planned.mentions = mentions;
+            Ok((plan, kept)) => {
+                planned.mentions = kept.mentions;
+                planned.chain_next = kept.chain_next;
                 planned.status = DeploymentStatus::Planned;
                 planned.status_reason = String::new();
                 planned.strategy = Some(plan.strategy);
@@ -181,7 +183,7 @@ impl Controller {
         &self,
         app: &App,
         d: &Deployment,
-    ) -> Result<Result<(planner::Plan, Vec<NotificationMention>), String>, HandlerError> {
+    ) -> Result<Result<(planner::Plan, Kept), String>, HandlerError> {
         let inner = &self.inner;
         let path = app.id.config_path();
         let Some(bytes) = inner.git.read_file(&app.repo, &d.commit.sha, path).await? else {
@@ -253,14 +255,27 @@ impl Controller {
             running_app_dir: running_app_dir.as_deref(),
             config_path: Some(path),
         };
-        let mentions = cfg
-            .spec()
-            .notification
-            .as_ref()
-            .map(|n| n.mentions.clone())
-            .unwrap_or_default();
+        let spec = cfg.spec();
+        let kept = Kept {
+            mentions: spec
+                .notification
+                .as_ref()
+                .map(|n| n.mentions.clone())
+                .unwrap_or_default(),
+            chain_next: spec
+                .post_sync
+                .iter()
+                .flat_map(|p| p.chain.iter())
+                .flat_map(|c| &c.applications)
+                .map(|m| ChainMatcher {
+                    name: m.name.clone(),
+                    kind: m.kind.clone(),
+                    labels: m.labels.clone(),
+                })
+                .collect(),
+        };
         Ok(planner::plan(&input)
-            .map(|plan| (plan, mentions))
+            .map(|plan| (plan, kept))
             .map_err(|e| e.to_string()))
     }
 
@@ -292,6 +307,14 @@ impl Controller {
         }
         Ok(())
     }
+}
+
+/// What a deployment keeps of its config when it is planned.
+struct Kept {
+    /// `spec.notification.mentions`.
+    mentions: Vec<NotificationMention>,
+    /// `spec.postSync.chain.applications`.
+    chain_next: Vec<ChainMatcher>,
 }
 
 /// Releases the lock of a finished (or vanished) deployment and records its outcome. A
@@ -344,6 +367,7 @@ pub(crate) fn put_deployment(
 ) {
     next.seq = stored.seq + 1;
     next.updated_at = now;
+    crate::chain::on_deployment_change(changes, stored, &next, now);
     changes.writes.push(Write::PutDeployment {
         deployment: Box::new(next),
         expect: Expect::Version(stored.seq),

@@ -12,12 +12,15 @@ use crate::{Controller, HandlerError};
 pub struct Resumed {
     pub steps: usize,
     pub plans: usize,
+    /// Running chains, each sent a message to move on.
+    pub chains: usize,
 }
 
 impl Controller {
     /// Re-sends the message that moves each stranded deployment on: a step message for an
     /// active deployment past its due time plus one resume interval, a plan message for an
-    /// app with PENDING deployments or a finished lock holder. Dedupe keys and the `seq`
+    /// app with PENDING deployments or a finished lock holder, a chain message for each
+    /// running chain. Dedupe keys and the `seq`
     /// check make a needless re-send harmless.
     pub async fn resume(&self) -> Result<Resumed, HandlerError> {
         let inner = &self.inner;
@@ -70,6 +73,13 @@ impl Controller {
             plan_apps
                 .into_iter()
                 .map(|app| Message::Plan { app }.outgoing()),
+        );
+        let chains = self.running_chains().await?;
+        resumed.chains = chains.len();
+        changes.send.extend(
+            chains
+                .into_iter()
+                .map(|chain| Message::Chain { chain }.outgoing()),
         );
         if !changes.is_empty() {
             inner.store.apply(changes).await?;

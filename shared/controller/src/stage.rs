@@ -353,6 +353,7 @@ impl Controller {
                 changes.send.push(stage_event(kind, next, i, now));
             }
         }
+        crate::chain::on_deployment_change(&mut changes, stored, next, now);
         changes.writes.push(Write::PutDeployment {
             deployment: Box::new(t.deployment),
             expect: Expect::Version(stored.seq),

@@ -299,6 +299,8 @@ pub(crate) fn pending_deployment(
         blocked_by: None,
         mentions: Vec::new(),
         rollback_of: None,
+        chain: None,
+        chain_next: Vec::new(),
     }
 }
 

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::chain::{ChainLink, ChainMatcher};
 use crate::duration::{GoDuration, Millis};
 use crate::ids::{AppId, CommitSha, DeploymentId, StageId};
 
@@ -278,6 +279,13 @@ pub struct Deployment {
     /// one deploys again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollback_of: Option<DeploymentId>,
+    /// The chain this deployment was started by, and its block there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<ChainLink>,
+    /// The apps to deploy once this one succeeds (the config's `spec.postSync.chain` at the
+    /// deployment's commit, kept when it is planned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain_next: Vec<ChainMatcher>,
 }
 
 impl Deployment {

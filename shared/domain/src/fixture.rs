@@ -55,6 +55,8 @@ impl Deployment {
             blocked_by: None,
             mentions: Vec::new(),
             rollback_of: None,
+            chain: None,
+            chain_next: Vec::new(),
         }
     }
 

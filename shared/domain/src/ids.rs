@@ -54,6 +54,10 @@ string_id!(
     DeploymentId
 );
 string_id!(
+    /// A deployment chain: named after the deployment whose success started it.
+    ChainId
+);
+string_id!(
     /// A stage within one deployment: the config's `id`, or `stage-N` by index.
     StageId
 );
@@ -167,6 +171,19 @@ impl DeploymentId {
 
     pub fn parse(value: &str) -> Result<Self, IdError> {
         check_token("deployment id", value)?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl ChainId {
+    /// The chain that deployment `first` starts when it succeeds (at most one per deployment).
+    pub fn of(first: &DeploymentId) -> Self {
+        let id = first.as_str();
+        Self(format!("c-{}", id.strip_prefix("d-").unwrap_or(id)))
+    }
+
+    pub fn parse(value: &str) -> Result<Self, IdError> {
+        check_token("chain id", value)?;
         Ok(Self(value.to_owned()))
     }
 }

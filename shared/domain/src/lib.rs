@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod callers;
+pub mod chain;
 pub mod deployment;
 pub mod drift;
 pub mod duration;
@@ -15,4 +16,4 @@ pub mod ports;
 pub mod report;
 
 pub use duration::GoDuration;
-pub use ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+pub use ids::{AppId, ChainId, CommitSha, DeploymentId, RepoId, StageId};

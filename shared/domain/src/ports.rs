@@ -12,9 +12,10 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::app::{App, RepoState};
+use crate::chain::{Chain, ChainStatus};
 use crate::deployment::{Deployment, DeploymentStatus};
 use crate::duration::{GoDuration, Millis};
-use crate::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+use crate::ids::{AppId, ChainId, CommitSha, DeploymentId, RepoId, StageId};
 
 /// Boxed error source, so adapters keep their own error types behind the port.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -24,7 +25,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 pub enum Expect {
     /// The item must not exist yet.
     Absent,
-    /// The stored item's version (`App::version`, `RepoState::version`, `Deployment::seq`)
+    /// The stored item's version (`App::version`, `RepoState::version`, `Deployment::seq`,
+    /// `Chain::version`)
     /// must equal this.
     Version(u64),
     /// No condition.
@@ -43,6 +45,10 @@ pub enum Write {
     },
     PutDeployment {
         deployment: Box<Deployment>,
+        expect: Expect,
+    },
+    PutChain {
+        chain: Box<Chain>,
         expect: Expect,
     },
     /// Records a webhook delivery id; conflicts if it was recorded before.
@@ -114,6 +120,15 @@ impl DeploymentCursor {
     }
 }
 
+/// Which chains to list, newest (by `created_at`, then id) first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChainFilter {
+    /// Empty means every status.
+    pub statuses: Vec<ChainStatus>,
+    /// At most this many. `None` for all.
+    pub limit: Option<usize>,
+}
+
 /// One line of a stage's log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
@@ -180,6 +195,10 @@ pub trait Store: Send + Sync {
     async fn deployment(&self, id: &DeploymentId) -> Result<Option<Deployment>, StoreError>;
     /// Deployments matching the filter, newest (by `created_at`, then id) first.
     async fn deployments(&self, filter: &DeploymentFilter) -> Result<Vec<Deployment>, StoreError>;
+
+    async fn chain(&self, id: &ChainId) -> Result<Option<Chain>, StoreError>;
+    /// Chains matching the filter, newest (by `created_at`, then id) first.
+    async fn chains(&self, filter: &ChainFilter) -> Result<Vec<Chain>, StoreError>;
 
     /// Appends lines to a stage's log, numbering them after the lines already there.
     async fn append_log(

@@ -5,7 +5,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::OpenError;
 
 /// The schema this code writes. Bump it, and add a step to [`migrate`], when a table changes.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS apps (
@@ -66,6 +66,19 @@ CREATE TABLE IF NOT EXISTS dead_letters (
 CREATE INDEX IF NOT EXISTS dead_letters_by_queue ON dead_letters (queue, id);
 ";
 
+/// Version 2: deployment chains.
+const SCHEMA_V2: &str = "
+CREATE TABLE IF NOT EXISTS chains (
+    id         TEXT PRIMARY KEY,
+    status     TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    body       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chains_newest ON chains (created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS chains_by_status ON chains (status, created_at DESC, id DESC);
+";
+
 /// Creates the tables, or brings an older file up to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     let migrate_err = |source| OpenError::Migrate { source };
@@ -82,6 +95,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
         });
     }
     tx.execute_batch(SCHEMA_V1).map_err(migrate_err)?;
+    tx.execute_batch(SCHEMA_V2).map_err(migrate_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(migrate_err)?;
     tx.commit().map_err(migrate_err)

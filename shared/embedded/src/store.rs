@@ -2,10 +2,13 @@
 
 use async_trait::async_trait;
 use gannet_domain::app::{App, RepoState};
+use gannet_domain::chain::Chain;
 use gannet_domain::deployment::Deployment;
 use gannet_domain::duration::Millis;
-use gannet_domain::ids::{AppId, DeploymentId, RepoId, StageId};
-use gannet_domain::ports::{Changes, DeploymentFilter, Expect, LogLine, Store, StoreError, Write};
+use gannet_domain::ids::{AppId, ChainId, DeploymentId, RepoId, StageId};
+use gannet_domain::ports::{
+    ChainFilter, Changes, DeploymentFilter, Expect, LogLine, Store, StoreError, Write,
+};
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
@@ -22,6 +25,7 @@ enum Table {
     Apps,
     Repos,
     Deployments,
+    Chains,
 }
 
 impl Table {
@@ -30,6 +34,7 @@ impl Table {
             Self::Apps => "app",
             Self::Repos => "repo",
             Self::Deployments => "deployment",
+            Self::Chains => "chain",
         }
     }
 
@@ -38,6 +43,7 @@ impl Table {
             Self::Apps => "SELECT version FROM apps WHERE id = ?1",
             Self::Repos => "SELECT version FROM repos WHERE id = ?1",
             Self::Deployments => "SELECT seq FROM deployments WHERE id = ?1",
+            Self::Chains => "SELECT version FROM chains WHERE id = ?1",
         }
     }
 }
@@ -124,6 +130,23 @@ fn apply_write(tx: &Transaction<'_>, write: &Write) -> Result<(), DbError> {
                 body
             ])?;
         }
+        Write::PutChain { chain: c, expect } => {
+            check_expect(tx, Table::Chains, c.id.as_str(), *expect)?;
+            let body = encode(|| format!("chain {}", c.id), c)?;
+            tx.prepare_cached(
+                "INSERT INTO chains (id, status, created_at, version, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (id) DO UPDATE SET status = excluded.status,
+                   created_at = excluded.created_at, version = excluded.version, body = excluded.body",
+            )?
+            .execute(params![
+                c.id.as_str(),
+                c.status.as_str(),
+                int(c.created_at.0),
+                int(c.version),
+                body
+            ])?;
+        }
         Write::RecordDelivery { id, at } => {
             let inserted = tx
                 .prepare_cached(
@@ -192,6 +215,36 @@ fn query_deployments(
         let id: String = row.get(0)?;
         let body: String = row.get(1)?;
         out.push(decode(|| format!("deployment {id}"), &body)?);
+    }
+    Ok(out)
+}
+
+fn query_chains(conn: &Connection, filter: &ChainFilter) -> Result<Vec<Chain>, DbError> {
+    let mut sql = String::from("SELECT id, body FROM chains");
+    let mut args: Vec<Value> = Vec::new();
+    if !filter.statuses.is_empty() {
+        let slots: Vec<String> = filter
+            .statuses
+            .iter()
+            .map(|status| {
+                args.push(Value::Text(status.as_str().to_owned()));
+                format!("?{}", args.len())
+            })
+            .collect();
+        sql.push_str(&format!(" WHERE status IN ({})", slots.join(", ")));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC");
+    if let Some(limit) = filter.limit {
+        args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(args))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let body: String = row.get(1)?;
+        out.push(decode(|| format!("chain {id}"), &body)?);
     }
     Ok(out)
 }
@@ -267,6 +320,20 @@ impl Store for SqliteRuntime {
         self.read(move |conn| query_deployments(conn, &filter))
             .await
             .map_err(|e| e.into_store("list deployments"))
+    }
+
+    async fn chain(&self, id: &ChainId) -> Result<Option<Chain>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.read(move |conn| get_item(conn, "SELECT body FROM chains WHERE id = ?1", "chain", &id))
+            .await
+            .map_err(|e| e.into_store("get chain"))
+    }
+
+    async fn chains(&self, filter: &ChainFilter) -> Result<Vec<Chain>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| query_chains(conn, &filter))
+            .await
+            .map_err(|e| e.into_store("list chains"))
     }
 
     async fn append_log(

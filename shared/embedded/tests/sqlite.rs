@@ -131,6 +131,32 @@ async fn release_leases_redelivers_at_once_after_a_crash() {
 }
 
 #[tokio::test]
+async fn a_version_1_file_gains_the_chains_table_and_keeps_its_deployments() {
+    let db = Db::new();
+    let store = db.open();
+    let d = deployment_fixture("d-1", "web").build();
+    store
+        .apply(Changes {
+            writes: vec![Write::PutDeployment {
+                deployment: Box::new(d.clone()),
+                expect: Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("write");
+    drop(store);
+    let raw = db.raw();
+    raw.execute_batch("DROP TABLE chains; PRAGMA user_version = 1;")
+        .expect("make it a version 1 file");
+    drop(raw);
+    let store = db.open();
+    assert_eq!(store.deployment(&d.id).await.expect("read"), Some(d));
+    let chains = store.chains(&Default::default()).await.expect("chains");
+    assert!(chains.is_empty());
+}
+
+#[tokio::test]
 async fn file_is_wal_with_a_schema_version() {
     let db = Db::new();
     drop(db.open());
@@ -141,7 +167,7 @@ async fn file_is_wal_with_a_schema_version() {
     let version: i64 = raw
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!((mode.as_str(), version), ("wal", 1));
+    assert_eq!((mode.as_str(), version), ("wal", 2));
 
     raw.pragma_update(None, "user_version", 7)
         .expect("set version");
@@ -152,7 +178,7 @@ async fn file_is_wal_with_a_schema_version() {
             opened,
             Err(OpenError::SchemaTooNew {
                 found: 7,
-                supported: 1
+                supported: 2
             })
         ),
         "{opened:?}"

@@ -77,6 +77,11 @@ fn prepare(write: &Write, delivery_days: u64) -> Result<Prepared, StoreError> {
             condition: condition(*expect),
             what: expecting(format!("deployment {}", deployment.id), *expect),
         },
+        Write::PutChain { chain, expect } => Prepared {
+            item: keys::chain_item(chain)?,
+            condition: condition(*expect),
+            what: expecting(format!("chain {}", chain.id), *expect),
+        },
         // A delivery past its TTL may linger until DynamoDB removes it; it no longer counts.
         Write::RecordDelivery { id, at } => Prepared {
             item: keys::delivery_item(id, *at, delivery_days),

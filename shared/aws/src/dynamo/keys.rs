@@ -5,9 +5,10 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use gannet_domain::app::{App, RepoState};
+use gannet_domain::chain::{Chain, ChainStatus};
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
 use gannet_domain::duration::Millis;
-use gannet_domain::ids::{AppId, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{AppId, ChainId, DeploymentId, RepoId, StageId};
 use gannet_domain::ports::{LogLine, StoreError};
 use serde::de::DeserializeOwned;
 
@@ -53,6 +54,10 @@ impl Key {
 
     pub(crate) fn deployment(id: &DeploymentId) -> Self {
         Self::new(deployment_partition(id), "DEPLOYMENT".to_owned())
+    }
+
+    pub(crate) fn chain(id: &ChainId) -> Self {
+        Self::new(format!("CHAIN#{id}"), "CHAIN".to_owned())
     }
 
     pub(crate) fn delivery(id: &str) -> Self {
@@ -112,6 +117,14 @@ pub(crate) fn log_sort_key(stage: &StageId, seq: u64) -> String {
 
 pub(crate) fn app_key(app: &AppId) -> String {
     format!("APP#{app}")
+}
+
+/// Every chain sits in one partition of the `by-app` index, newest first.
+pub(crate) const CHAINS_KEY: &str = "CHAINS";
+
+/// A chain's partition in the `by-status` index.
+pub(crate) fn chain_status_key(status: ChainStatus) -> String {
+    format!("CHAIN_STATUS#{}", status.as_str())
 }
 
 pub(crate) fn status_key(status: DeploymentStatus) -> String {
@@ -188,6 +201,19 @@ pub(crate) fn deployment_item(deployment: &Deployment) -> Result<Item, StoreErro
     item.insert(STATUS_KEY.to_owned(), s(status_key(deployment.status)));
     item.insert(CREATED_KEY.to_owned(), s(created_key(deployment)));
     item.insert(STATUS.to_owned(), s(deployment.status.as_str()));
+    Ok(item)
+}
+
+pub(crate) fn chain_item(chain: &Chain) -> Result<Item, StoreError> {
+    let key = Key::chain(&chain.id);
+    let body = encode(chain, &key)?;
+    let mut item = versioned(&key, chain.version, body);
+    item.insert(APP_KEY.to_owned(), s(CHAINS_KEY));
+    item.insert(STATUS_KEY.to_owned(), s(chain_status_key(chain.status)));
+    item.insert(
+        CREATED_KEY.to_owned(),
+        s(format!("{:020}#{}", chain.created_at.0, chain.id)),
+    );
     Ok(item)
 }
 

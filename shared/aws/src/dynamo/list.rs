@@ -1,13 +1,17 @@
-//! Listings: every app (one partition, ordered by id) and deployments through the `by-app`
-//! and `by-status` indexes, fetched whole with BatchGetItem.
+//! Listings: every app (one partition, ordered by id), and deployments and chains through the
+//! `by-app` and `by-status` indexes, fetched whole with BatchGetItem. Chains share the indexes:
+//! all of them in the `by-app` partition `CHAINS`, each status in a `by-status` partition of
+//! its own.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::KeysAndAttributes;
 use gannet_domain::app::App;
+use gannet_domain::chain::Chain;
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
-use gannet_domain::ports::{DeploymentFilter, StoreError};
+use gannet_domain::ports::{ChainFilter, DeploymentFilter, StoreError};
+use serde::de::DeserializeOwned;
 
 use super::keys::{
     self, Item, Key, APP_KEY, BY_APP, BY_STATUS, CREATED_KEY, PK, STATUS, STATUS_KEY,
@@ -114,12 +118,49 @@ impl DynamoStore {
         };
         hits.sort_by(|a, b| b.created.cmp(&a.created));
         hits.truncate(limit);
-        let found = self.batch_get(&hits).await?;
+        let found: Vec<Deployment> = self.batch_get(&hits).await?;
         // The index may lag the table: keep only what still matches.
         Ok(found
             .into_iter()
             .filter(|d| filter.app.as_ref().is_none_or(|app| &d.app == app))
             .filter(|d| statuses.is_empty() || statuses.contains(&d.status))
+            .collect())
+    }
+
+    pub(crate) async fn list_chains(&self, filter: &ChainFilter) -> Result<Vec<Chain>, StoreError> {
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let partitions = if filter.statuses.is_empty() {
+            vec![(BY_APP, APP_KEY, keys::CHAINS_KEY.to_owned())]
+        } else {
+            let mut statuses = filter.statuses.clone();
+            statuses.sort_by_key(|s| s.as_str());
+            statuses.dedup();
+            statuses
+                .into_iter()
+                .map(|s| (BY_STATUS, STATUS_KEY, keys::chain_status_key(s)))
+                .collect()
+        };
+        let mut hits = Vec::new();
+        for (index, key_attribute, key) in partitions {
+            let query = IndexQuery {
+                index,
+                key_attribute,
+                key,
+                statuses: &[],
+                before: None,
+            };
+            hits.extend(self.query_index(&query, limit).await?);
+        }
+        hits.sort_by(|a, b| b.created.cmp(&a.created));
+        hits.truncate(limit);
+        let found: Vec<Chain> = self.batch_get(&hits).await?;
+        // The index may lag the table: keep only what still matches.
+        Ok(found
+            .into_iter()
+            .filter(|c| filter.statuses.is_empty() || filter.statuses.contains(&c.status))
             .collect())
     }
 
@@ -166,7 +207,7 @@ impl DynamoStore {
                 .set_exclusive_start_key(start.take())
                 .send()
                 .await
-                .map_err(|e| unavailable("query deployments index", e))?;
+                .map_err(|e| unavailable("query an index", e))?;
             for item in out.items() {
                 let (Some(key), Some(created)) = (Key::of(item), keys::text(item, CREATED_KEY))
                 else {
@@ -189,9 +230,9 @@ impl DynamoStore {
         Ok(hits)
     }
 
-    /// The deployments at `hits`, read consistently, in the order of `hits`; any deleted since
-    /// the index was read are left out.
-    async fn batch_get(&self, hits: &[Hit]) -> Result<Vec<Deployment>, StoreError> {
+    /// The items at `hits`, read consistently, in the order of `hits`; any deleted since the
+    /// index was read are left out.
+    async fn batch_get<T: DeserializeOwned>(&self, hits: &[Hit]) -> Result<Vec<T>, StoreError> {
         let mut found: HashMap<Key, Item> = HashMap::new();
         for chunk in hits.chunks(BATCH_GET_KEYS) {
             let mut pending: Vec<Item> = chunk.iter().map(|h| h.key.item()).collect();
@@ -213,7 +254,7 @@ impl DynamoStore {
                     .request_items(&self.table, request)
                     .send()
                     .await
-                    .map_err(|e| unavailable("batch get deployments", e))?;
+                    .map_err(|e| unavailable("batch get items", e))?;
                 let items = out.responses().and_then(|r| r.get(&self.table));
                 for item in items.into_iter().flatten() {
                     if let Some(key) = Key::of(item) {
@@ -226,7 +267,7 @@ impl DynamoStore {
             }
             if !pending.is_empty() {
                 return Err(StoreError::Unavailable {
-                    operation: "batch get deployments",
+                    operation: "batch get items",
                     source: format!("{} keys still unprocessed after retries", pending.len())
                         .into(),
                 });

@@ -12,10 +12,13 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::Client;
 use gannet_domain::app::{App, RepoState};
+use gannet_domain::chain::Chain;
 use gannet_domain::deployment::Deployment;
 use gannet_domain::duration::Millis;
-use gannet_domain::ids::{AppId, DeploymentId, RepoId, StageId};
-use gannet_domain::ports::{Changes, DeploymentFilter, LogLine, Queue, Store, StoreError};
+use gannet_domain::ids::{AppId, ChainId, DeploymentId, RepoId, StageId};
+use gannet_domain::ports::{
+    ChainFilter, Changes, DeploymentFilter, LogLine, Queue, Store, StoreError,
+};
 use serde::de::DeserializeOwned;
 
 pub use apply::ChangeSetError;
@@ -152,6 +155,14 @@ impl Store for DynamoStore {
 
     async fn deployments(&self, filter: &DeploymentFilter) -> Result<Vec<Deployment>, StoreError> {
         self.list_deployments(filter).await
+    }
+
+    async fn chain(&self, id: &ChainId) -> Result<Option<Chain>, StoreError> {
+        self.get(Key::chain(id), "get chain").await
+    }
+
+    async fn chains(&self, filter: &ChainFilter) -> Result<Vec<Chain>, StoreError> {
+        self.list_chains(filter).await
     }
 
     async fn append_log(

@@ -1,13 +1,14 @@
-//! Builders for the items the suites store: apps, repositories and deployments.
+//! Builders for the items the suites store: apps, repositories, deployments and chains.
 
 use std::collections::BTreeMap;
 
 use gannet_domain::app::{App, RepoState};
+use gannet_domain::chain::{Chain, ChainMatcher};
 use gannet_domain::deployment::{
     Commit, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_domain::duration::{GoDuration, Millis};
-use gannet_domain::ids::{AppId, CommitSha, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{AppId, ChainId, CommitSha, DeploymentId, RepoId, StageId};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -40,6 +41,22 @@ pub fn repo_fixture(id: &str) -> RepoState {
         updated_at: Millis(1),
         version: 0,
     }
+}
+
+/// A RUNNING chain `id` created at `at`, version 0, started by a deployment of app `web`,
+/// with one block to come (apps named `lambda`).
+pub fn chain_fixture(id: &str, at: u64) -> Chain {
+    let first = deployment_fixture("d-first", "web")
+        .status(DeploymentStatus::Success)
+        .build();
+    let matcher = ChainMatcher {
+        name: "lambda".to_owned(),
+        ..ChainMatcher::default()
+    };
+    let mut chain = Chain::start(&first, &[matcher], Millis(at));
+    chain.id = ChainId::parse(id).expect("fixture chain ids are valid");
+    chain.version = 0;
+    chain
 }
 
 /// A PENDING deployment `id` of app `app` (a name, as for [`app_id`]), seq 0, with one stage.
@@ -88,6 +105,8 @@ pub fn deployment_fixture(id: &str, app: &str) -> DeploymentFixture {
         blocked_by: None,
         mentions: Vec::new(),
         rollback_of: None,
+        chain: None,
+        chain_next: Vec::new(),
     })
 }
 

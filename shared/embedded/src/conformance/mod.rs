@@ -23,7 +23,9 @@ use std::time::Duration;
 use gannet_domain::duration::{GoDuration, Millis};
 use gannet_domain::ports::{Clock, Queue, Store};
 
-pub use fixtures::{app_fixture, app_id, deployment_fixture, repo_fixture, DeploymentFixture};
+pub use fixtures::{
+    app_fixture, app_id, chain_fixture, deployment_fixture, repo_fixture, DeploymentFixture,
+};
 
 /// A clock that moves only when told to.
 #[derive(Debug)]

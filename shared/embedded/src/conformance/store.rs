@@ -1,15 +1,18 @@
 //! Store conformance cases: conditional writes, atomicity with the outbox, delivery dedupe,
 //! stage logs, and deployment queries.
 
+use gannet_domain::chain::ChainStatus;
 use gannet_domain::deployment::DeploymentStatus;
 use gannet_domain::duration::{GoDuration, Millis};
-use gannet_domain::ids::{DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{ChainId, DeploymentId, RepoId, StageId};
 use gannet_domain::ports::{
-    Changes, DeploymentCursor, DeploymentFilter, Expect, LogLine, Outgoing, Queue, QueueName,
-    Store, StoreError, Write,
+    ChainFilter, Changes, DeploymentCursor, DeploymentFilter, Expect, LogLine, Outgoing, Queue,
+    QueueName, Store, StoreError, Write,
 };
 
-use super::{app_fixture, app_id, cases, deployment_fixture, repo_fixture, Case, Subject};
+use super::{
+    app_fixture, app_id, cases, chain_fixture, deployment_fixture, repo_fixture, Case, Subject,
+};
 
 pub(crate) fn cases<S: Store + 'static, Q: Queue + 'static>() -> Vec<Case<S, Q>> {
     cases![
@@ -21,6 +24,7 @@ pub(crate) fn cases<S: Store + 'static, Q: Queue + 'static>() -> Vec<Case<S, Q>>
         items_round_trip,
         stage_logs_in_order,
         deployment_filters_and_order,
+        chain_filters_and_order,
     ]
 }
 
@@ -29,6 +33,7 @@ enum Kind {
     App,
     Repo,
     Deployment,
+    Chain,
 }
 
 /// A write of item `name` of `kind` carrying `version`, under `expect`.
@@ -51,6 +56,14 @@ fn versioned_write(kind: Kind, name: &str, version: u64, expect: Expect) -> Writ
             deployment: Box::new(deployment_fixture(name, "web").seq(version).build()),
             expect,
         },
+        Kind::Chain => {
+            let mut chain = chain_fixture(name, 1);
+            chain.version = version;
+            Write::PutChain {
+                chain: Box::new(chain),
+                expect,
+            }
+        }
     }
 }
 
@@ -78,6 +91,14 @@ async fn stored_version<S: Store>(store: &S, kind: Kind, name: &str) -> Option<u
             let want = deployment_fixture(name, "web").seq(d.seq).build();
             assert_eq!(d, want, "deployment {name} reads back");
             Some(d.seq)
+        }
+        Kind::Chain => {
+            let id = ChainId::parse(name).expect("valid chain id");
+            let chain = store.chain(&id).await.expect("read chain")?;
+            let mut want = chain_fixture(name, 1);
+            want.version = chain.version;
+            assert_eq!(chain, want, "chain {name} reads back");
+            Some(chain.version)
         }
     }
 }
@@ -119,6 +140,7 @@ pub async fn conditional_writes<S: Store, Q: Queue>(s: Subject<S, Q>) {
         (Kind::App, "web", "api"),
         (Kind::Repo, "demo", "infra"),
         (Kind::Deployment, "d-1", "d-2"),
+        (Kind::Chain, "c-1", "c-2"),
     ] {
         for (i, (expect, version, accepted, after)) in steps.into_iter().enumerate() {
             let context = format!("{kind:?} step {i}: {expect:?} writing version {version}");
@@ -564,4 +586,65 @@ async fn check_deployments<S: Store>(store: &S, filter: &DeploymentFilter, want:
     let got = store.deployments(filter).await.expect("deployments");
     let ids: Vec<&str> = got.iter().map(|d| d.id.as_str()).collect();
     assert_eq!(ids, want, "deployments({filter:?})");
+}
+
+/// Chains list newest first (the id breaking a tie), by status, up to a limit; the status
+/// a query selects by follows an update.
+pub async fn chain_filters_and_order<S: Store, Q: Queue>(s: Subject<S, Q>) {
+    use ChainStatus::{Failure, Running, Success};
+    let fixtures = [
+        ("c1", 100, Running),
+        ("c2", 300, Success),
+        ("c3", 200, Failure),
+        ("c4", 300, Running),
+    ];
+    let writes = fixtures
+        .iter()
+        .map(|&(id, at, status)| {
+            let mut chain = chain_fixture(id, at);
+            chain.status = status;
+            Write::PutChain {
+                chain: Box::new(chain),
+                expect: Expect::Absent,
+            }
+        })
+        .collect();
+    s.store
+        .apply(Changes {
+            writes,
+            send: Vec::new(),
+        })
+        .await
+        .expect("apply");
+    let ids = |statuses: &[ChainStatus], limit: Option<usize>| {
+        let filter = ChainFilter {
+            statuses: statuses.to_vec(),
+            limit,
+        };
+        let store = &s.store;
+        async move {
+            let found = store.chains(&filter).await.expect("list chains");
+            found
+                .into_iter()
+                .map(|c| c.id.as_str().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(ids(&[], None).await, ["c4", "c2", "c3", "c1"]);
+    assert_eq!(ids(&[Running], None).await, ["c4", "c1"]);
+    assert_eq!(ids(&[Running, Failure], None).await, ["c4", "c3", "c1"]);
+    assert_eq!(ids(&[], Some(2)).await, ["c4", "c2"]);
+    assert!(ids(&[], Some(0)).await.is_empty());
+    assert!(ids(&[ChainStatus::Cancelled], None).await.is_empty());
+
+    let mut done = chain_fixture("c1", 100);
+    done.status = Success;
+    done.version = 1;
+    let update = Write::PutChain {
+        chain: Box::new(done),
+        expect: Expect::Version(0),
+    };
+    s.store.apply(one(update)).await.expect("update c1");
+    assert_eq!(ids(&[Running], None).await, ["c4"]);
+    assert_eq!(ids(&[Success], None).await, ["c2", "c1"]);
 }
