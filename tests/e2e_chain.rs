@@ -146,6 +146,17 @@ fn a_chain_deploys_in_order_stops_at_a_failure_and_cancels_what_is_under_way() {
     assert!(out.contains("Block 1: name one  FAILURE"), "{out}");
     assert!(out.contains("Block 2: name two  CANCELLED"), "{out}");
 
+    // The console shows it block by block, and lists it (in Chromium).
+    let expect = json!({
+        "status": "FAILURE",
+        "reason": "block 1 (name one) failed",
+        "blocks": ["SUCCESS", "FAILURE", "CANCELLED"],
+        "nodes": {"head": "SUCCESS", "one": "FAILURE", "two": "CANCELLED"},
+    });
+    let run =
+        support::console_scenario(&g, "chain", support::ADMIN_TOKEN, "head", &second, &expect);
+    assert_eq!(run.code, 0, "{run:?}");
+
     // Cancel: `one` waits for an approval; cancelling the chain cancels it, and `two` never
     // deploys.
     let approval = "      - name: WAIT_APPROVAL\n        with: {approvers: [nobody]}\n";

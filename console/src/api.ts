@@ -156,9 +156,46 @@ export interface Deployment {
   rollback_of?: string | null;
   /** Set when an admin let this deployment skip the app's approval stages. */
   gate_skip?: { by: string; reason: string } | null;
+  /** The deployment chain it belongs to, or started by succeeding. */
+  chain?: string | null;
   created_at: string;
   planned_at: string | null;
   completed_at: string | null;
+}
+
+export type ChainStatus = "RUNNING" | "SUCCESS" | "FAILURE" | "CANCELLED";
+
+/** One app of a chain's block, and its deployment once the block has started it. */
+export interface ChainNode {
+  app: string;
+  app_name: string;
+  status: "WAITING" | "DEPLOYING" | "SUCCESS" | "FAILURE" | "CANCELLED" | "SKIPPED";
+  deployment?: string | null;
+  reason?: string;
+}
+
+export interface ChainBlock {
+  /** What selected its apps ("name one, kind LAMBDA"); "" for block 0. */
+  matcher: string;
+  status: "PENDING" | "RUNNING" | "SUCCESS" | "FAILURE" | "CANCELLED";
+  nodes: ChainNode[];
+  started_at?: string | null;
+  completed_at?: string | null;
+}
+
+/** A deployment chain (an app's spec.postSync.chain); block 0 is the deployment that started it. */
+export interface Chain {
+  id: string;
+  first: string;
+  app_id: string;
+  app: string;
+  status: ChainStatus;
+  status_reason: string;
+  blocks: ChainBlock[];
+  cancelled_by?: string | null;
+  created_at: string;
+  updated_at: string;
+  completed_at?: string | null;
 }
 
 export interface LogLine {
@@ -301,6 +338,12 @@ export const api = {
     call<{ deployment: Deployment }>("POST", `/api/v1/deployments/${enc(id)}/approve`, {
       stage,
     }).then((r) => r.deployment),
+  chains: (f: { status?: string; limit?: number }) =>
+    call<{ chains: Chain[] }>("GET", `/api/v1/chains${query(f)}`).then((r) => r.chains),
+  chain: (id: string) =>
+    call<{ chain: Chain }>("GET", `/api/v1/chains/${enc(id)}`).then((r) => r.chain),
+  cancelChain: (id: string) =>
+    call<{ chain: Chain }>("POST", `/api/v1/chains/${enc(id)}/cancel`, {}).then((r) => r.chain),
   pause: (app: string, reason: string) =>
     call<{ app: App }>("POST", `/api/v1/apps/${enc(app)}/pause`, reason ? { reason } : {}).then(
       (r) => r.app,

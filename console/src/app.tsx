@@ -8,6 +8,8 @@ import { Notices } from "./components/Notices";
 import { backoff, reportDown, reportUp, showError } from "./notices";
 import { AppPage } from "./pages/AppPage";
 import { AppsPage } from "./pages/AppsPage";
+import { ChainPage } from "./pages/ChainPage";
+import { ChainsPage } from "./pages/ChainsPage";
 import { DeploymentPage } from "./pages/DeploymentPage";
 import { DeploymentsPage } from "./pages/DeploymentsPage";
 import { SignIn } from "./pages/SignIn";
@@ -60,6 +62,8 @@ function Page({ may }: { may: Whoami["may"] }) {
   if (parts.length === 2 && parts[0] === "deployments") {
     return <DeploymentPage key={parts[1]} id={parts[1]} may={may} />;
   }
+  if (parts.length === 1 && parts[0] === "chains") return <ChainsPage />;
+  if (parts.length === 2 && parts[0] === "chains") return <ChainPage key={parts[1]} id={parts[1]} may={may} />;
   return (
     <section>
       <h1>Not found</h1>

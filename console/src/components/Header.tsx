@@ -6,7 +6,11 @@ import { useLocation } from "../router";
 
 export function Header({ me }: { me: Whoami | null }) {
   const { path } = useLocation();
-  const section = path.startsWith("/deployments") ? "deployments" : "apps";
+  const section = path.startsWith("/deployments")
+    ? "deployments"
+    : path.startsWith("/chains")
+      ? "chains"
+      : "apps";
   return (
     <header class="top">
       <a class="brand" href="/apps">
@@ -19,6 +23,9 @@ export function Header({ me }: { me: Whoami | null }) {
           </a>
           <a href="/deployments" aria-current={section === "deployments" ? "page" : undefined}>
             Deployments
+          </a>
+          <a href="/chains" aria-current={section === "chains" ? "page" : undefined}>
+            Chains
           </a>
         </nav>
       )}

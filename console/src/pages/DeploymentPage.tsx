@@ -82,6 +82,14 @@ export function DeploymentPage({ id, may }: { id: string; may: Whoami["may"] }) 
           </p>
         </div>
       )}
+      {d.chain && (
+        <div class="banner banner-info" data-testid="chain-link">
+          <p>
+            {d.trigger === "ON_CHAIN" ? "Deployed by" : "Started"} deployment chain{" "}
+            <a href={`/chains/${encodeURIComponent(d.chain)}`}>{shortId(d.chain)}</a>.
+          </p>
+        </div>
+      )}
       {d.gate_skip && (
         <div class="banner banner-paused" data-testid="gate-skip">
           <p>

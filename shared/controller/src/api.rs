@@ -238,6 +238,9 @@ pub struct DeploymentView {
     /// Set when an admin let this deployment skip the app's approval gate: who, and why.
     #[serde(default)]
     pub gate_skip: Option<GateSkip>,
+    /// The deployment chain this deployment belongs to, or started by succeeding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<gannet_domain::ChainId>,
     pub created_at: String,
     pub planned_at: Option<String>,
     pub completed_at: Option<String>,
@@ -272,6 +275,11 @@ impl DeploymentView {
             blocked_by: d.blocked_by.clone(),
             rollback_of: d.rollback_of.clone(),
             gate_skip: d.trigger.gate_skip.clone(),
+            chain: match &d.chain {
+                Some(link) => Some(link.chain.clone()),
+                None => (d.status == DeploymentStatus::Success && !d.chain_next.is_empty())
+                    .then(|| gannet_domain::ChainId::of(&d.id)),
+            },
             created_at: rfc3339(d.created_at),
             planned_at: d.planned_at.map(rfc3339),
             completed_at: d.completed_at.map(rfc3339),

@@ -1,5 +1,5 @@
 //! The web console's routes: `index.html` for each page (`/`, `/apps/...`,
-//! `/deployments/...`), its files under `/assets/`. The files hold no data (the console reads
+//! `/deployments/...`, `/chains/...`), its files under `/assets/`. The files hold no data (the console reads
 //! everything through the API, with the caller's own token), so they need no caller; they are
 //! sent with a strict Content-Security-Policy and entity tags.
 //!
@@ -82,6 +82,8 @@ pub fn routes<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/apps/{*rest}", get(page))
         .route("/deployments", get(page))
         .route("/deployments/{*rest}", get(page))
+        .route("/chains", get(page))
+        .route("/chains/{*rest}", get(page))
         .route("/assets/{file}", get(file))
 }
 
@@ -180,6 +182,8 @@ mod tests {
             ("/apps/web", 200, "the page"),
             ("/deployments", 200, "the page"),
             ("/deployments/d-1", 200, "the page"),
+            ("/chains", 200, "the page"),
+            ("/chains/c-1", 200, "the page"),
             ("/assets/app.js", 200, "the script"),
             // The page is not a file under /assets/, and nothing else is served.
             ("/assets/index.html", 404, "no console file index.html"),
