@@ -293,6 +293,67 @@ pub trait JobRunner: Send + Sync {
     fn poll_interval(&self, running_for: GoDuration) -> GoDuration;
 }
 
+/// Where a job a step starts once stands ([`start_once`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Once {
+    /// It runs (or was just started): look again after this long.
+    Running(GoDuration),
+    /// It ended so.
+    Ended(JobEnd),
+    /// It could not be made (`make` said why); no job was started.
+    Refused(String),
+}
+
+/// The job `key`: started with what `make` gives (a script and its environment, run in
+/// `dir` for at most `timeout`) unless a job with that key was started before, and how it
+/// stands. A step delivered twice finds the job the first one started.
+pub async fn start_once(
+    jobs: &dyn JobRunner,
+    key: &JobKey,
+    dir: &Path,
+    timeout: GoDuration,
+    make: impl FnOnce() -> Result<(String, Vec<(String, String)>), String>,
+) -> Result<Once, StepError> {
+    match jobs.poll(key, "").await {
+        Ok(JobPoll { end: Some(end), .. }) => Ok(Once::Ended(end)),
+        Ok(_) => Ok(Once::Running(jobs.poll_interval(GoDuration::default()))),
+        Err(JobError::Unknown(_)) => {
+            let (script, env) = match make() {
+                Ok(made) => made,
+                Err(why) => return Ok(Once::Refused(why)),
+            };
+            jobs.start(JobSpec {
+                key,
+                script: &script,
+                dir,
+                env: &env,
+                timeout,
+                inputs: &[],
+                role: None,
+            })
+            .await?;
+            Ok(Once::Running(jobs.poll_interval(GoDuration::default())))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Why the job `key`, which ended so (not with code 0), failed: what it wrote to `file` (its
+/// lines joined with `; `), or else how it ended.
+pub async fn failure(jobs: &dyn JobRunner, key: &JobKey, end: &JobEnd, file: &str) -> String {
+    let said = jobs.output(key, file).await.ok().flatten();
+    let said = said.map(|t| String::from_utf8_lossy(&t).trim().to_owned());
+    match said.filter(|s| !s.is_empty()) {
+        Some(said) => said.lines().collect::<Vec<_>>().join("; "),
+        None => format!("the job {end}"),
+    }
+}
+
+/// A word for a POSIX shell, single-quoted.
+pub fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
 /// The runner of a runtime that runs no jobs: every start is refused, saying so.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct NoJobs;

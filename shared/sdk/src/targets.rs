@@ -8,6 +8,65 @@ use crate::plugin::StepError;
 use gannet_config::typed::FieldError;
 use gannet_config::AppConfig;
 
+/// Whether a job may fetch from the git remote `url`, and why not: `https://` (no credentials
+/// in the URL), plain `http://` to a loopback host, `ssh://` (no password), `git@host:path`,
+/// the `github.com/org/repo` shorthand, or `file:///abs/path` when `file_remotes` names the
+/// setting that allowed it (`None`: refused, naming `setting`, which allows them).
+pub fn git_remote(url: &str, file_remotes: FileRemotes<'_>) -> Result<(), String> {
+    if url.is_empty() || url.starts_with('-') || url.contains(char::is_whitespace) {
+        return Err("is not a git remote".into());
+    }
+    if url.contains(|c: char| c.is_control() || c == '\\') {
+        return Err("holds a control character or a backslash; write the URL plainly".into());
+    }
+    if let Some(rest) = url.strip_prefix("file://") {
+        return match file_remotes {
+            FileRemotes::Allowed if rest.starts_with('/') => Ok(()),
+            FileRemotes::Allowed => Err("a file:// remote names an absolute path".into()),
+            FileRemotes::Refused { setting } => Err(format!(
+                "is a file:// remote, which reads repositories on gannet's own machine: allowed only with {setting} (for tests and local mirrors)"
+            )),
+        };
+    }
+    if url.starts_with("https://") || url.starts_with("http://") {
+        return credentialed_url(url)
+            .map(|_| ())
+            .map_err(|why| why.to_string());
+    }
+    if let Some(rest) = url.strip_prefix("ssh://") {
+        let authority = rest.split('/').next().unwrap_or_default();
+        let user = authority.rsplit_once('@').map_or("", |(u, _)| u);
+        if user.contains(':') {
+            return Err("has a password in it; git over ssh authenticates with a key".into());
+        }
+        return Ok(());
+    }
+    // scp-like `git@host:path`, and kustomize's `github.com/org/repo` (fetched by https).
+    let scp = url
+        .split_once('@')
+        .is_some_and(|(user, rest)| !user.contains([':', '/']) && rest.contains(':'));
+    let shorthand = ["github.com/", "gitlab.com/", "bitbucket.org/"]
+        .iter()
+        .any(|p| url.starts_with(p));
+    if scp || shorthand {
+        return Ok(());
+    }
+    Err(
+        "must be an https:// URL, ssh:// or git@host:path (plain http:// only to a loopback host)"
+            .into(),
+    )
+}
+
+/// Whether `file://` git remotes are allowed ([`git_remote`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileRemotes<'a> {
+    Allowed,
+    /// Refused; `setting` is the one that would allow them.
+    Refused {
+        setting: &'a str,
+    },
+}
+
 /// Why gannet may not send credentials to a URL.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum UnsafeUrl {

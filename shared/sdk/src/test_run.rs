@@ -130,6 +130,8 @@ pub struct Run<P> {
     plugins: Plugins,
     platform: Arc<P>,
     now: u64,
+    /// Where steps run jobs ([`Run::with_jobs`]); none by default.
+    jobs: Arc<dyn crate::jobs::JobRunner>,
 }
 
 impl<P: Platform> Run<P> {
@@ -188,6 +190,7 @@ impl<P: Platform> Run<P> {
             plugins,
             platform,
             now: 10_000,
+            jobs: Arc::new(crate::jobs::NoJobs),
         })
     }
 
@@ -290,9 +293,16 @@ impl<P: Platform> Run<P> {
                 running_app_dir: None,
                 now: Millis(self.now),
                 io: &Recorder::default(),
-                jobs: &crate::jobs::NoJobs,
+                jobs: &*self.jobs,
             })
             .await
+    }
+
+    /// The same run, its steps running jobs on `jobs`.
+    #[must_use]
+    pub fn with_jobs(mut self, jobs: Arc<dyn crate::jobs::JobRunner>) -> Self {
+        self.jobs = jobs;
+        self
     }
 
     /// One step of stage `index`; its saved metadata is merged into the deployment.
@@ -313,7 +323,7 @@ impl<P: Platform> Run<P> {
                 running_app_dir: running_dir.as_deref(),
                 now: Millis(self.now),
                 io: &io,
-                jobs: &crate::jobs::NoJobs,
+                jobs: &*self.jobs,
             })
             .await;
         self.deployment.stages[index].metadata.extend(io.saved());

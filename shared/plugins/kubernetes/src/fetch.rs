@@ -15,7 +15,7 @@ use std::path::Path;
 
 use gannet_domain::ids::AppId;
 use gannet_domain::GoDuration;
-use gannet_sdk::jobs::{self, JobEnd, JobKey, JobRunner, JobSpec};
+use gannet_sdk::jobs::{self, JobEnd, JobKey, JobRunner, Once};
 use gannet_sdk::plugin::{LiveContext, StageResult, StepContext, StepError, StepOutcome};
 use gannet_sdk::tree::{load_app_config, AppFiles};
 
@@ -172,31 +172,12 @@ async fn run(
     files: &AppFiles,
     source: &Source,
 ) -> Result<Render, StepError> {
-    let poll = match jobs.poll(key, "").await {
-        Ok(poll) => poll,
-        Err(jobs::JobError::Unknown(_)) => {
-            let (script, env) = match script(spec, files, source) {
-                Ok(made) => made,
-                Err(why) => return Ok(Render::Failed(why)),
-            };
-            jobs.start(JobSpec {
-                key,
-                script: &script,
-                dir: files.root(),
-                env: &env,
-                timeout: TIME_LIMIT,
-                inputs: &[],
-                role: None,
-            })
-            .await?;
-            return Ok(Render::Running(jobs.poll_interval(GoDuration::default())));
-        }
-        Err(e) => return Err(e.into()),
-    };
-    if poll.end.is_none() {
-        return Ok(Render::Running(jobs.poll_interval(GoDuration::default())));
+    let make = || script(spec, files, source);
+    match jobs::start_once(jobs, key, files.root(), TIME_LIMIT, make).await? {
+        Once::Running(after) => Ok(Render::Running(after)),
+        Once::Refused(why) => Ok(Render::Failed(why)),
+        Once::Ended(end) => read(jobs, key, Some(end)).await,
     }
-    read(jobs, key, poll.end).await
 }
 
 /// What the ended job `key` left.
@@ -205,14 +186,10 @@ async fn read(
     key: &JobKey,
     end: Option<JobEnd>,
 ) -> Result<Render, StepError> {
-    if end != Some(JobEnd::Exited(0)) {
-        let said = jobs.output(key, ERROR).await.ok().flatten();
-        let said = said.map(|t| String::from_utf8_lossy(&t).trim().to_owned());
-        let end = end.map_or_else(|| "ended".to_owned(), |e| e.to_string());
-        return Ok(Render::Failed(match said.filter(|s| !s.is_empty()) {
-            Some(said) => said.lines().collect::<Vec<_>>().join("; "),
-            None => format!("the render job {end}"),
-        }));
+    match end {
+        Some(JobEnd::Exited(0)) => {}
+        Some(end) => return Ok(Render::Failed(jobs::failure(jobs, key, &end, ERROR).await)),
+        None => return Ok(Render::Failed("the render job ended".into())),
     }
     let text = match jobs.output(key, RENDERED).await {
         Ok(Some(text)) => text,
@@ -234,10 +211,7 @@ async fn read(
     )
 }
 
-/// A word for a shell, single-quoted.
-fn quote(word: &str) -> String {
-    format!("'{}'", word.replace('\'', r"'\''"))
-}
+use jobs::shell_quote as quote;
 
 fn command(program: &Path, args: &[String]) -> String {
     std::iter::once(quote(&program.display().to_string()))

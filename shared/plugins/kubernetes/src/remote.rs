@@ -385,43 +385,13 @@ impl Remotes {
 
     /// Whether a job may fetch from the git remote `url`; why not.
     pub(crate) fn git_remote(&self, url: &str) -> Result<(), String> {
-        if url.is_empty() || url.starts_with('-') || url.contains(char::is_whitespace) {
-            return Err("is not a git remote".into());
-        }
-        if url.contains(|c: char| c.is_control() || c == '\\') {
-            return Err("holds a control character or a backslash; write the URL plainly".into());
-        }
-        if let Some(rest) = url.strip_prefix("file://") {
-            return match self.file_remotes {
-                FileRemotes::Allowed if rest.starts_with('/') => Ok(()),
-                FileRemotes::Allowed => Err("a file:// remote names an absolute path".into()),
-                FileRemotes::Refused => Err("is a file:// remote, which reads repositories on gannet's own machine: allowed only with plugins.kubernetes.allowFileRemotes (for tests and local mirrors)".into()),
-            };
-        }
-        if url.starts_with("https://") || url.starts_with("http://") {
-            return targets::credentialed_url(url)
-                .map(|_| ())
-                .map_err(|why| why.to_string());
-        }
-        if let Some(rest) = url.strip_prefix("ssh://") {
-            let authority = rest.split('/').next().unwrap_or_default();
-            let user = authority.rsplit_once('@').map_or("", |(u, _)| u);
-            if user.contains(':') {
-                return Err("has a password in it; git over ssh authenticates with a key".into());
-            }
-            return Ok(());
-        }
-        // scp-like `git@host:path`, and kustomize's `github.com/org/repo` (fetched by https).
-        let scp = url
-            .split_once('@')
-            .is_some_and(|(user, rest)| !user.contains([':', '/']) && rest.contains(':'));
-        let shorthand = ["github.com/", "gitlab.com/", "bitbucket.org/"]
-            .iter()
-            .any(|p| url.starts_with(p));
-        if scp || shorthand {
-            return Ok(());
-        }
-        Err("must be an https:// URL, ssh:// or git@host:path (plain http:// only to a loopback host)".into())
+        let file_remotes = match self.file_remotes {
+            FileRemotes::Allowed => targets::FileRemotes::Allowed,
+            FileRemotes::Refused => targets::FileRemotes::Refused {
+                setting: "plugins.kubernetes.allowFileRemotes",
+            },
+        };
+        targets::git_remote(url, file_remotes)
     }
 }
 

@@ -22,6 +22,7 @@
 mod api;
 mod errors;
 mod function;
+mod gitzip;
 mod live;
 mod manifest;
 mod meta;
@@ -48,6 +49,7 @@ use gannet_sdk::targets::{self, Platform};
 use serde_json::{json, Value};
 
 pub use errors::ApiError;
+pub use gitzip::GitSettings;
 pub use manifest::{
     ArtifactKind, ArtifactVersion, CodeSource, FunctionManifest, ManifestError, VpcConfig,
 };
@@ -103,7 +105,8 @@ pub const SPEC: PluginSpec = PluginSpec::platform::<LambdaPlugin>(NAME);
 
 impl FromSettings for LambdaPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
-        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at))?;
+        let secret_env = &settings.runtime.secret_env;
+        let targets = settings.deploy_targets(|at, t: &DeployTarget| t.check(at, secret_env))?;
         Ok(LambdaPlugin::new(targets))
     }
 }

@@ -308,6 +308,9 @@ fn git_code(
             why: "code from S3 is not compared: Lambda does not report which object it came from"
                 .into(),
         }),
+        CodeSource::Git { .. } => Ok(GitCode::NotCompared {
+            why: "code from a git source is not compared: it is fetched only to deploy".into(),
+        }),
         CodeSource::ZipFile { path } => {
             let (file, _) = source::manifest_file(app);
             zip_digest(app_dir, app_rel, path, &file).map(|sha256| GitCode::Zip { sha256 })

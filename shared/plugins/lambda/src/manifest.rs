@@ -3,9 +3,9 @@
 //! its field.
 //!
 //! The code comes from exactly one source: `image` (a container image URI), `s3Bucket` with
-//! `s3Key` (and optionally `s3ObjectVersion`), or `zipFile` (a `.zip` in the repository, relative
-//! to the app's directory). PipeCD's remote git `source` is recognised and refused: gannet does
-//! not build code.
+//! `s3Key` (and optionally `s3ObjectVersion`), `zipFile` (a `.zip` in the repository, relative
+//! to the app's directory), or PipeCD's `source: {git, ref, path}` (a directory of another git
+//! repository at a ref, which a job fetches and gannet zips: [`crate::gitzip`]).
 //!
 //! gannet is stricter than PipeCD: an unknown field is an error (PipeCD ignores it), and memory,
 //! timeout and ephemeral storage are checked against AWS's limits here rather than by the API.
@@ -32,13 +32,10 @@ pub struct ManifestError {
     pub message: String,
 }
 
-/// The field of PipeCD's remote git source, which gannet does not support.
-const SOURCE_FIELD: &str = "spec.source";
-
 impl ManifestError {
-    /// True for valid PipeCD that gannet does not support (a function built from git).
+    /// True for valid PipeCD that gannet does not support (none today).
     pub fn is_unsupported(&self) -> bool {
-        self.field == SOURCE_FIELD
+        false
     }
 }
 
@@ -96,6 +93,13 @@ pub enum CodeSource {
     ZipFile {
         path: String,
     },
+    /// PipeCD's `source`: the directory `path` of the git repository `remote` at `git_ref`.
+    Git {
+        remote: String,
+        git_ref: String,
+        /// Relative to the remote's root; empty for the root.
+        path: String,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +125,7 @@ pub enum ArtifactKind {
     ContainerImage,
     S3Object,
     ZipFile,
+    GitSource,
 }
 
 impl fmt::Display for ArtifactVersion {
@@ -137,6 +142,16 @@ struct RawManifest {
     spec: Option<RawSpec>,
 }
 
+/// PipeCD's `spec.source`.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RawGitSource {
+    git: String,
+    #[serde(rename = "ref")]
+    git_ref: String,
+    path: String,
+}
+
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 struct RawSpec {
@@ -147,7 +162,7 @@ struct RawSpec {
     s3_key: String,
     s3_object_version: String,
     zip_file: String,
-    source: Option<serde_json::Value>,
+    source: Option<RawGitSource>,
     handler: String,
     runtime: String,
     memory: Option<i32>,
@@ -244,6 +259,22 @@ impl FunctionManifest {
                 version: object_version
                     .clone()
                     .unwrap_or_else(|| "unversioned".to_owned()),
+            },
+            CodeSource::Git {
+                remote,
+                git_ref,
+                path,
+            } => ArtifactVersion {
+                kind: ArtifactKind::GitSource,
+                name: if path.is_empty() {
+                    remote.clone()
+                } else {
+                    format!("{remote}//{path}")
+                },
+                version: match zip_sha256_hex {
+                    Some(hex) => format!("{git_ref} sha256:{}", &hex[..hex.len().min(12)]),
+                    None => git_ref.clone(),
+                },
             },
             CodeSource::ZipFile { path } => ArtifactVersion {
                 kind: ArtifactKind::ZipFile,
@@ -383,14 +414,6 @@ impl RawSpec {
 
     /// Exactly one code source, or the field at fault.
     fn code_source(&self) -> Result<CodeSource, (String, String)> {
-        if self.source.is_some() {
-            return Err((
-                SOURCE_FIELD.into(),
-                "remote git sources are not supported by gannet (it does not build code); \
-                 use spec.zipFile, spec.s3Bucket with spec.s3Key, or spec.image"
-                    .into(),
-            ));
-        }
         let set = |v: &str| !v.trim().is_empty();
         let s3_field = if set(&self.s3_bucket) {
             "spec.s3Bucket"
@@ -404,6 +427,7 @@ impl RawSpec {
             ("spec.image", set(&self.image)),
             (s3_field, s3),
             ("spec.zipFile", set(&self.zip_file)),
+            ("spec.source", self.source.is_some()),
         ]
         .into_iter()
         .filter(|(_, on)| *on)
@@ -413,14 +437,15 @@ impl RawSpec {
         match given.as_slice() {
             [] => Err((
                 "spec".into(),
-                "no code source: set one of spec.zipFile, spec.s3Bucket with spec.s3Key, or \
-                 spec.image"
+                "no code source: set one of spec.zipFile, spec.s3Bucket with spec.s3Key, \
+                 spec.image or spec.source"
                     .into(),
             )),
             [first, second, ..] => Err((
                 (*second).to_owned(),
                 format!("conflicts with {first}: give exactly one code source"),
             )),
+            ["spec.source"] => git_source(self.source.as_ref().unwrap_or(&RawGitSource::default())),
             ["spec.image"] => Ok(CodeSource::Image {
                 uri: self.image.trim().to_owned(),
             }),
@@ -455,6 +480,50 @@ impl RawSpec {
             }),
         }
     }
+}
+
+/// PipeCD's `spec.source`, checked for its shape (which remotes a job may fetch from is the
+/// deploy target's to say, when a step runs).
+fn git_source(raw: &RawGitSource) -> Result<CodeSource, (String, String)> {
+    let remote = raw.git.trim();
+    if remote.is_empty() || remote.starts_with('-') || remote.contains(char::is_whitespace) {
+        return Err((
+            "spec.source.git".into(),
+            "missing or not a git remote (such as git@github.com:org/repo.git or https://...)"
+                .into(),
+        ));
+    }
+    let git_ref = raw.git_ref.trim();
+    let ref_ok = !git_ref.is_empty()
+        && !git_ref.starts_with('-')
+        && !git_ref.contains(|c: char| c.is_whitespace() || c.is_control() || c == ':');
+    if !ref_ok {
+        return Err((
+            "spec.source.ref".into(),
+            "missing or not a branch, tag or commit".into(),
+        ));
+    }
+    let path = raw
+        .path
+        .trim()
+        .trim_start_matches("./")
+        .trim_end_matches('/');
+    let climbs = path.split('/').any(|p| p == "..");
+    if path.starts_with('/') || climbs || path.contains(|c: char| c.is_control() || c == ':') {
+        return Err((
+            "spec.source.path".into(),
+            format!("{path:?} must be a directory inside the remote, relative to its root"),
+        ));
+    }
+    Ok(CodeSource::Git {
+        remote: remote.to_owned(),
+        git_ref: git_ref.to_owned(),
+        path: if path == "." {
+            String::new()
+        } else {
+            path.to_owned()
+        },
+    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
 
 use crate::api::LambdaApi;
+use crate::gitzip::{self, Fetched, Tree};
 use crate::meta::{self, Meta};
 use crate::promote::is_forward;
 use crate::rollout::{converge, route, Converged, POLL};
@@ -72,10 +73,21 @@ pub(crate) async fn run(
     }
 
     // 2. `$LATEST` as the running commit has it.
+    let fetched =
+        match gitzip::for_step(ctx, &target.git, Tree::Running, running_dir, running).await? {
+            Fetched::NotGit => None,
+            Fetched::Ready(code) => Some(code),
+            Fetched::Running(after) => return Ok(StepOutcome::Continue { after }),
+            Fetched::Failed(reason) => {
+                let reason = format!("at the running commit {}: {reason}", running.short());
+                return Ok(StepOutcome::Done(StageResult::Failure { reason }));
+            }
+        };
     let loaded = source::load(&Origin {
         app_dir: running_dir,
         app_id: &d.app,
         commit: running,
+        fetched,
     })
     .map_err(|e| StepError::permanent(format!("at the running commit {}: {e}", running.short())))?;
     let mut own = Meta::new(ctx.io, ctx.stage);

@@ -36,6 +36,8 @@ pub enum SourceError {
     Manifest(#[from] ManifestError),
     #[error("{file}: spec.zipFile: {reason}")]
     Zip { file: String, reason: String },
+    #[error("spec.source: the code was not fetched")]
+    NotFetched,
 }
 
 /// The app config file in the app's directory.
@@ -120,6 +122,8 @@ pub(crate) struct Origin<'a> {
     pub app_dir: &'a Path,
     pub app_id: &'a AppId,
     pub commit: &'a CommitSha,
+    /// The code a job fetched for a git source ([`crate::gitzip`]).
+    pub fetched: Option<Code>,
 }
 
 pub(crate) fn load(origin: &Origin<'_>) -> Result<Deployable, SourceError> {
@@ -140,6 +144,7 @@ pub(crate) fn load(origin: &Origin<'_>) -> Result<Deployable, SourceError> {
         CodeSource::ZipFile { path } => {
             read_zip(origin.app_dir, origin.app_id.dir(), path, &manifest_file)?
         }
+        CodeSource::Git { .. } => origin.fetched.clone().ok_or(SourceError::NotFetched)?,
     };
     let mut tags = manifest.tags.clone();
     tags.extend(managed_tags(origin.app_id, origin.commit));

@@ -10,6 +10,7 @@ use gannet_plugin_aws_common::{check_target, AwsFields, LazyClients};
 use gannet_sdk::targets::Named;
 
 use crate::api::LambdaApi;
+use crate::gitzip::GitSettings;
 
 /// PipeCD's alias name, used when a target names none.
 pub const DEFAULT_ALIAS: &str = "Service";
@@ -30,6 +31,9 @@ pub struct DeployTarget {
     /// The alias that carries the app's traffic.
     #[serde(default = "default_alias")]
     pub alias: String,
+    /// How jobs fetch a function's code from git (`spec.source`).
+    #[serde(default)]
+    pub git: GitSettings,
 }
 
 fn default_alias() -> String {
@@ -45,6 +49,7 @@ impl DeployTarget {
             role_arn: None,
             endpoint: None,
             alias: default_alias(),
+            git: GitSettings::default(),
         }
     }
 
@@ -57,8 +62,9 @@ impl DeployTarget {
         }
     }
 
-    /// Checks the target written at `at`: its AWS fields, and an alias Lambda accepts.
-    pub(crate) fn check(&self, at: &str) -> Result<(), FieldError> {
+    /// Checks the target written at `at`: its AWS fields, an alias Lambda accepts, and no
+    /// secret of gannet's (`secret_env`, its credentials) among what fetch jobs get.
+    pub(crate) fn check(&self, at: &str, secret_env: &[String]) -> Result<(), FieldError> {
         check_target(at, self.fields())?;
         let alias = &self.alias;
         let alias_ok = (1..=128).contains(&alias.len())
@@ -66,6 +72,13 @@ impl DeployTarget {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             && !alias.chars().all(|c| c.is_ascii_digit());
+        gannet_sdk::jobs::check_allowed_env(
+            &format!("{at}.git.allowEnv"),
+            &self.git.allow_env,
+            secret_env,
+            "give the fetch job a credential of its own under another name (such as a \
+             GIT_SSH_COMMAND naming a deploy key's file)",
+        )?;
         if !alias_ok {
             return Err(FieldError {
                 path: format!("{at}.alias"),

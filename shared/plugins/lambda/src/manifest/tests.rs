@@ -113,10 +113,60 @@ fn code_sources() {
                 NO_ZIP,
                 (
                     "source",
-                    Some("{git: 'git@github.com:org/fn.git', ref: v1}"),
+                    Some("{git: 'git@github.com:org/fn.git', ref: v1, path: ./fn/}"),
                 ),
             ],
+            Ok(CodeSource::Git {
+                remote: "git@github.com:org/fn.git".into(),
+                git_ref: "v1".into(),
+                path: "fn".into(),
+            }),
+        ),
+        (
+            vec![
+                NO_ZIP,
+                ("source", Some("{git: 'https://h/r.git', ref: v1}")),
+            ],
+            Ok(CodeSource::Git {
+                remote: "https://h/r.git".into(),
+                git_ref: "v1".into(),
+                path: String::new(),
+            }),
+        ),
+        (
+            vec![("source", Some("{git: 'https://h/r.git', ref: v1}"))],
             Err("spec.source"),
+        ),
+        (
+            vec![NO_ZIP, ("source", Some("{git: '', ref: v1}"))],
+            Err("spec.source.git"),
+        ),
+        (
+            vec![
+                NO_ZIP,
+                (
+                    "source",
+                    Some("{git: 'https://h/r.git', ref: '--upload-pack=x'}"),
+                ),
+            ],
+            Err("spec.source.ref"),
+        ),
+        (
+            vec![
+                NO_ZIP,
+                (
+                    "source",
+                    Some("{git: 'https://h/r.git', ref: v1, path: ../up}"),
+                ),
+            ],
+            Err("spec.source.path"),
+        ),
+        (
+            vec![
+                NO_ZIP,
+                ("source", Some("{git: 'https://h/r.git', branch: v1}")),
+            ],
+            Err("spec.source.branch"),
         ),
     ];
     for (changes, expected) in cases {

@@ -2,6 +2,7 @@
 //! driven through the core's state machine, with state checked through the Lambda API.
 
 mod deploy;
+mod git_source;
 mod harness;
 mod live;
 mod planning;

@@ -202,10 +202,10 @@ fn a_git_source_is_unsupported_not_invalid() {
         (
             good.replace(
                 "  zipFile: fn.zip\n",
-                "  source:\n    git: git@github.com:org/fn.git\n    ref: main\n    path: fn\n",
+                "  source:\n    git: git@github.com:org/fn.git\n    path: fn\n",
             ),
-            "spec.source",
-            true,
+            "spec.source.ref",
+            false,
         ),
         (
             good.replace("memory: 128", "memory: 1"),
