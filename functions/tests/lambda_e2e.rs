@@ -1630,3 +1630,144 @@ fn a_permission_missing_from_a_role_fails_the_call_naming_the_action_and_resourc
     let d = c.lab.drive_to_end(&id);
     assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
 }
+
+/// A deployment chain on gannet's SAM stack, every function as its role: the LambdaApp's
+/// SUCCESS starts the chain (the stage function writes it with the deployment), the chain
+/// messages ride the plan queue (the plan function starts each block's deployments), the two
+/// chained apps' scripts run as CodeBuild jobs in order, and the API shows the chain. The
+/// chain record and its listing are DynamoDB's (the store conformance suite covers both).
+#[test]
+fn a_chain_runs_on_the_stack_block_after_block_as_the_functions_roles() {
+    let mut c = Canary::new(
+        "chain",
+        LabOptions {
+            stack: Some(Template::Sam),
+            ..LabOptions::default()
+        },
+    );
+    moto::put_object(&c.bucket, "v2.zip", moto::zip_bytes("v2"));
+    let head = format!(
+        "{}  postSync:\n    chain:\n      applications:\n        - name: one\n        - name: two\n",
+        lambda_app("      - name: LAMBDA_SYNC\n")
+    );
+    let chained = |name: &str| {
+        format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: Application\nspec:\n  name: {name}\n  trigger:\n    onCommit: {{disabled: true}}\n    onChain: {{disabled: false}}\n  pipeline:\n    stages:\n      - name: SCRIPT_RUN\n        with: {{run: 'echo chained {name}'}}\n"
+        )
+    };
+    let v2 = c.lab.repo.commit(
+        &[
+            (&format!("{APP_DIR}/app.pipecd.yaml"), &head),
+            (
+                &format!("{APP_DIR}/function.yaml"),
+                &function_yaml(&c.function, &c.bucket, "v2.zip"),
+            ),
+            ("apps/one/app.pipecd.yaml", &chained("one")),
+            ("apps/two/app.pipecd.yaml", &chained("two")),
+        ],
+        "chain one and two",
+    );
+    let (status, body) = c.lab.push(&v2);
+    assert_eq!(status, 202, "{body}");
+    let mut head_deployment = None;
+    c.lab
+        .drive_until("the LambdaApp's deployment", support::LIMIT, |lab| {
+            head_deployment = lab
+                .deployments()
+                .into_iter()
+                .find(|d| d.commit.sha.as_str() == v2 && d.app_name == "fn");
+            head_deployment.is_some()
+        });
+    let id = head_deployment.expect("deployed").id;
+    assert_eq!(c.lab.drive_to_end(&id).status, DeploymentStatus::Success);
+    let chain_id = gannet_domain::ChainId::of(&id);
+    let store = c.lab.store.clone();
+    let read = |lab: &Lab| {
+        lab.rt
+            .block_on(store.chain(&chain_id))
+            .expect("read the chain")
+    };
+    c.lab
+        .drive_until("the chain to end", support::LIMIT, |lab| {
+            let ch = read(lab);
+            eprintln!(
+                "DEBUG {:?}",
+                ch.as_ref().map(|c| (
+                    c.status,
+                    c.status_reason.clone(),
+                    c.version,
+                    c.blocks
+                        .iter()
+                        .map(|b| (
+                            b.status,
+                            b.nodes
+                                .iter()
+                                .map(|n| (n.status, n.reason.clone()))
+                                .collect::<Vec<_>>()
+                        ))
+                        .collect::<Vec<_>>()
+                ))
+            );
+            ch.is_some_and(|ch| ch.status.is_terminal())
+        });
+    let chain = read(&c.lab).expect("the chain exists");
+    assert_eq!(
+        chain.status,
+        gannet_domain::chain::ChainStatus::Success,
+        "{chain:#?}"
+    );
+    let deployed: Vec<_> = chain.blocks[1..]
+        .iter()
+        .map(|b| {
+            let node = &b.nodes[0];
+            let d = c
+                .lab
+                .deployment(node.deployment.as_ref().expect("deployed"));
+            (node.app_name.clone(), d.status, d.trigger.kind)
+        })
+        .collect();
+    assert_eq!(
+        deployed,
+        [
+            (
+                "one".to_owned(),
+                DeploymentStatus::Success,
+                gannet_domain::deployment::TriggerKind::OnChain
+            ),
+            (
+                "two".to_owned(),
+                DeploymentStatus::Success,
+                gannet_domain::deployment::TriggerKind::OnChain
+            ),
+        ]
+    );
+    let one = c
+        .lab
+        .deployment(chain.blocks[1].nodes[0].deployment.as_ref().unwrap());
+    let two = c
+        .lab
+        .deployment(chain.blocks[2].nodes[0].deployment.as_ref().unwrap());
+    assert!(
+        one.completed_at <= Some(two.created_at),
+        "block 2 after block 1"
+    );
+    let (status, body) = c.lab.api("GET", &format!("/api/v1/chains/{id}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["chain"]["status"], "SUCCESS", "{body}");
+    let only_chained = c.lab.deployments().iter().all(|d| {
+        d.app_name == "fn" || d.trigger.kind == gannet_domain::deployment::TriggerKind::OnChain
+    });
+    assert!(
+        only_chained,
+        "onCommit is off for one and two: only the chain deploys them"
+    );
+    let (status, body) = c.lab.api("GET", "/api/v1/chains?status=RUNNING");
+    assert_eq!(
+        (status, body["chains"].as_array().map(Vec::len)),
+        (200, Some(0)),
+        "{body}"
+    );
+    // The resume sweep, as its role, reads the running chains (none now) by their index.
+    let resumed = c.lab.resume();
+    assert_eq!(resumed["job"], "resume", "{resumed}");
+}
