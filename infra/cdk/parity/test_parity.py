@@ -80,9 +80,9 @@ class SamChanged(unittest.TestCase):
         self.assertEqual(text.count(original), 2)
         result = self.run_tool(text.replace(original, original.replace("logs:GetLogEvents", "logs:FilterLogEvents"), 1))
         self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
-        # The statement's index differs where CloudWatchAnalysis adds AnalysisMetrics and job
-        # target roles add PassJobTargetRoles before it.
-        indexes = {"example": 6, "minimal": 6, "full": 8, "drift-off": 6}
+        # The statement's index differs where CloudWatchAnalysis adds AnalysisMetrics and
+        # AnalysisLogs and job target roles add PassJobTargetRoles before it.
+        indexes = {"example": 6, "minimal": 6, "full": 9, "drift-off": 6}
         self.assertEqual(sorted(indexes), sorted(CASES))
         for case, index in indexes.items():
             self.assertIn(

@@ -200,7 +200,15 @@ export class Gannet extends Construct {
         [
           logsStatement('stage'),
           ...(s.cloudWatchAnalysis
-            ? [{ Sid: 'AnalysisMetrics', Effect: 'Allow', Action: 'cloudwatch:GetMetricData', Resource: '*' }]
+            ? [
+                { Sid: 'AnalysisMetrics', Effect: 'Allow', Action: 'cloudwatch:GetMetricData', Resource: '*' },
+                {
+                  Sid: 'AnalysisLogs',
+                  Effect: 'Allow',
+                  Action: ['logs:StartQuery', 'logs:GetQueryResults', 'logs:StopQuery'],
+                  Resource: '*',
+                },
+              ]
             : []),
           ...consume('stage'),
           send('plan', 'notify'),

@@ -144,7 +144,10 @@ export interface GannetProps {
   readonly receivers?: Receiver[];
   /** An EventBridge bus in this account and region that gets every event. @default none */
   readonly eventBusName?: string;
-  /** Lets the stage function call cloudwatch:GetMetricData (ANALYSIS with CloudWatch). @default false */
+  /**
+   * Lets the stage function call cloudwatch:GetMetricData and logs:StartQuery, logs:GetQueryResults,
+   * logs:StopQuery (ANALYSIS with CloudWatch metrics or CloudWatch Logs). @default false
+   */
   readonly cloudWatchAnalysis?: boolean;
   /** The jobs' CodeBuild settings. */
   readonly jobs?: JobSettings;

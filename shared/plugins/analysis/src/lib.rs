@@ -1,6 +1,7 @@
 //! The ANALYSIS stage, with PipeCD's options: for `duration`, each check (`metrics[]`,
-//! `https[]`) is measured every `interval`, and the stage fails as soon as a check has failed
-//! more than its `failureLimit` times; otherwise it succeeds when the duration is over.
+//! `logs[]`, `https[]`) is measured every `interval`, and the stage fails as soon as a check
+//! has failed more than its `failureLimit` times; otherwise it succeeds when the duration is
+//! over.
 //!
 //! **One measurement per step.** Measurement *n* of a check is due `n × interval` after the
 //! stage started and covers the interval before that (its *slot*). A step takes the newest
@@ -10,11 +11,13 @@
 //! slots that passed while no step ran (gannet was down) are counted as missed, except the
 //! newest, which is taken late over its own interval; the stage's last slot is always taken.
 //!
-//! The providers (Prometheus, Datadog, CloudWatch) are configured once, in
-//! `plugins.analysis.providers` ([`providers`]). What an `https` check, written in the
-//! repository, may reach is the operator's to widen, in `plugins.analysis.http` ([`egress`]).
+//! The providers (Prometheus, Datadog, CloudWatch; CloudWatch Logs for `logs`, [`logs`]) are
+//! configured once, in `plugins.analysis.providers` ([`providers`]). What an `https` check,
+//! written in the repository, may reach is the operator's to widen, in
+//! `plugins.analysis.http` ([`egress`]).
 
 mod egress;
+mod logs;
 pub mod mannwhitney;
 mod measure;
 mod options;
@@ -42,7 +45,7 @@ use serde_json::Value;
 use crate::egress::{Egress, Lookup, SystemLookup};
 use crate::measure::Inputs;
 use crate::options::{AnalysisOptions, Check, CheckKind, Strategy};
-use crate::providers::{Provider, Range};
+use crate::providers::{Provider, Range, Reads};
 use crate::record::{CheckRecord, Verdict, STARTED_AT};
 
 /// The stage this plugin runs.
@@ -77,17 +80,20 @@ impl AnalysisPlugin {
         }
     }
 
-    /// Every metric check names a provider the settings define and, where the stage runs in
-    /// this process (`gannet up`), whose credentials can be read now: a deployment that would
-    /// fail its first query is refused before its first stage instead. Without settings
-    /// (`config check`), nothing here is known.
+    /// Every metric or log check names a provider the settings define, of its kind (a log
+    /// provider gannet can query for `logs`) and, where the stage runs in this process (`gannet
+    /// up`), whose credentials can be read now: a deployment that would fail its first query is
+    /// refused before its first stage instead. Without settings (`config check`), nothing here
+    /// is known.
     fn check_providers(&self, options: &AnalysisOptions) -> Result<(), StageConfigError> {
         if self.installation == Installation::None {
             return Ok(());
         }
         for check in &options.checks {
-            let CheckKind::Metric { provider, .. } = &check.kind else {
-                continue;
+            let (provider, reads) = match &check.kind {
+                CheckKind::Metric { provider, .. } => (provider, Reads::Metrics),
+                CheckKind::Log { provider, .. } => (provider, Reads::Logs),
+                CheckKind::Http { .. } => continue,
             };
             let field = format!("{}.provider", check.id);
             let Some(found) = self.providers.iter().find(|p| &p.name == provider) else {
@@ -100,6 +106,9 @@ impl AnalysisPlugin {
                     ),
                 ));
             };
+            found
+                .serves(reads)
+                .map_err(|why| StageConfigError::new(field.clone(), why))?;
             if self.installation == Installation::OneProcess {
                 found.secrets_readable().map_err(|why| {
                     StageConfigError::new(
@@ -124,6 +133,17 @@ impl AnalysisPlugin {
     fn checks(&self) -> &reqwest::Client {
         self.checks
             .get_or_init(|| egress::client(self.egress.clone(), self.lookup.clone()))
+    }
+}
+
+#[cfg(test)]
+impl AnalysisPlugin {
+    /// Fixed AWS credentials for every AWS provider (tests).
+    fn use_test_credentials(&mut self) {
+        let credentials = gannet_plugin_aws_common::test_util::credentials();
+        for p in &mut self.providers {
+            p.use_credentials(credentials.clone());
+        }
     }
 }
 
@@ -462,6 +482,13 @@ async fn start_log(ctx: &StepContext<'_>, opts: &AnalysisOptions) {
                 strategy, provider, ..
             } => {
                 format!("{} on {provider}", strategy.as_str())
+            }
+            CheckKind::Log {
+                provider,
+                max_count,
+                ..
+            } => {
+                format!("lines matching on {provider}, at most {max_count} an interval")
             }
             CheckKind::Http { method, url, .. } => {
                 format!("{method} {}", gannet_domain::report::redact_urls(url))

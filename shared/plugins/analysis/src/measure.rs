@@ -6,6 +6,9 @@
 //!   successful deployment's analysis, by a Mann-Whitney U test; a first deployment passes.
 //! - CANARY_BASELINE / CANARY_PRIMARY: the canary against the baseline (or primary) over the
 //!   same interval, by a Mann-Whitney U test.
+//! - logs: the number of log lines the query matches over the slot's interval must be at most
+//!   `maxCount` (0 unless set: PipeCD fails an interval with any matching line); nothing
+//!   logged at all in the interval is no data.
 //!
 //! A comparison fails when the test finds a significant difference (p < 0.05) in the
 //! direction `deviation` names. Samples that are all equal do not differ.
@@ -119,19 +122,9 @@ pub(crate) async fn measure(check: &Check, inputs: &Inputs<'_>) -> Measurement {
                 (Strategy::Threshold, Some(e)) => e.to_string(),
                 _ => format!("no {} deviation", deviation.as_str()),
             };
-            let Some(source) = inputs.providers.iter().find(|p| &p.name == provider) else {
-                let names: Vec<&str> = inputs.providers.iter().map(|p| p.name.as_str()).collect();
-                let detail = format!(
-                    "no analysis provider named {provider:?} in the controller config (it has: {}); add it under plugins.analysis.providers",
-                    if names.is_empty() { "none".to_owned() } else { names.join(", ") }
-                );
-                return measurement(
-                    inputs,
-                    "-".into(),
-                    want,
-                    Err(QueryError::Failed(detail)),
-                    check,
-                );
+            let source = match find(inputs.providers, provider) {
+                Ok(source) => source,
+                Err(e) => return measurement(inputs, "-".into(), want, Err(e), check),
             };
             let run = |variant: Variant, range: Range| async move {
                 let q = template::render(query, variant, args(variant), inputs.app_name)
@@ -188,8 +181,45 @@ pub(crate) async fn measure(check: &Check, inputs: &Inputs<'_>) -> Measurement {
             };
             (value, want, judged)
         }
+        CheckKind::Log {
+            provider,
+            query,
+            max_count,
+        } => {
+            let want = format!("count <= {max_count}");
+            let source = match find(inputs.providers, provider) {
+                Ok(source) => source,
+                Err(e) => return measurement(inputs, "-".into(), want, Err(e), check),
+            };
+            match source.count_lines(query, inputs.range, check.timeout).await {
+                Ok(n) => {
+                    let lines = if n == 1 { "line" } else { "lines" };
+                    let judged = if n <= *max_count {
+                        (Verdict::Pass, format!("{n} matching {lines}"))
+                    } else {
+                        (
+                            Verdict::Fail,
+                            format!("{n} matching {lines}, more than {max_count}"),
+                        )
+                    };
+                    (n.to_string(), want, Ok(judged))
+                }
+                Err(e) => ("-".to_owned(), want, Err(e)),
+            }
+        }
     };
     measurement(inputs, value, expected, judged, check)
+}
+
+/// The provider named `name`; the error names the ones there are.
+fn find<'a>(providers: &'a [Provider], name: &str) -> Result<&'a Provider, QueryError> {
+    providers.iter().find(|p| p.name == name).ok_or_else(|| {
+        let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+        QueryError::Failed(format!(
+            "no analysis provider named {name:?} in the controller config (it has: {}); add it under plugins.analysis.providers",
+            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+        ))
+    })
 }
 
 fn measurement(

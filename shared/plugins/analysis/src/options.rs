@@ -2,7 +2,7 @@
 //! `logs[]` and `restartThreshold`.
 //!
 //! Every check is read once into [`Check`], with PipeCD's defaults filled in; what PipeCD
-//! accepts and gannet does not run (`logs`, analysis templates) is refused as unsupported,
+//! accepts and gannet does not run (analysis templates, `skipOn`) is refused as unsupported,
 //! naming the field.
 
 use std::collections::BTreeMap;
@@ -28,7 +28,7 @@ struct Written {
     #[serde(default)]
     https: Vec<WrittenHttp>,
     #[serde(default)]
-    logs: Vec<Value>,
+    logs: Vec<WrittenLog>,
     /// PipeCD reads it and does nothing with it.
     #[serde(default)]
     restart_threshold: Option<u32>,
@@ -68,6 +68,30 @@ struct WrittenMetric {
     baseline_args: BTreeMap<String, String>,
     #[serde(default)]
     primary_args: BTreeMap<String, String>,
+    #[serde(default)]
+    template: Option<Value>,
+}
+
+/// PipeCD's `AnalysisLog`, and gannet's `maxCount`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WrittenLog {
+    #[serde(default)]
+    provider: String,
+    #[serde(default)]
+    query: String,
+    #[serde(default)]
+    interval: Option<GoDuration>,
+    #[serde(default)]
+    failure_limit: Option<u32>,
+    #[serde(default)]
+    skip_on_no_data: bool,
+    #[serde(default)]
+    timeout: Option<GoDuration>,
+    /// gannet's: the most matching lines an interval may have and pass. PipeCD has no such
+    /// option: an interval with any matching line fails, which is the default, 0.
+    #[serde(default)]
+    max_count: Option<u64>,
     #[serde(default)]
     template: Option<Value>,
 }
@@ -187,11 +211,12 @@ pub(crate) struct Header {
     pub(crate) value: String,
 }
 
-/// One check of the stage, metric or HTTP, with its schedule.
+/// One check of the stage, metric, log or HTTP, with its schedule.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Check {
-    /// `metrics[0]`, `https[1]`: where it is written, and its name in logs and metadata.
+    /// `metrics[0]`, `logs[0]`, `https[1]`: where it is written, and its name in logs and
+    /// metadata.
     pub(crate) id: String,
     pub(crate) interval: GoDuration,
     /// Failures tolerated: the check fails at `failureLimit + 1`.
@@ -218,6 +243,15 @@ pub(crate) enum CheckKind {
         baseline_args: BTreeMap<String, String>,
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         primary_args: BTreeMap<String, String>,
+    },
+    /// Lines of a log provider matching `query` over the interval: more than `max_count`
+    /// fails the measurement.
+    #[serde(rename_all = "camelCase")]
+    Log {
+        provider: String,
+        query: String,
+        #[serde(default)]
+        max_count: u64,
     },
     #[serde(rename_all = "camelCase")]
     Http {
@@ -257,12 +291,6 @@ impl AnalysisOptions {
                 ))
             }
         };
-        if !written.logs.is_empty() {
-            return Err(StageConfigError::unsupported(
-                "logs",
-                "analysis by logs is not supported yet (use metrics or https)",
-            ));
-        }
         if written.skip_on.is_some() {
             return Err(StageConfigError::unsupported(
                 "skipOn",
@@ -272,6 +300,9 @@ impl AnalysisOptions {
         let mut checks = Vec::new();
         for (i, m) in written.metrics.into_iter().enumerate() {
             checks.push(metric(format!("metrics[{i}]"), m)?);
+        }
+        for (i, l) in written.logs.into_iter().enumerate() {
+            checks.push(log(format!("logs[{i}]"), l)?);
         }
         for (i, h) in written.https.into_iter().enumerate() {
             checks.push(http(format!("https[{i}]"), h)?);
@@ -401,6 +432,24 @@ fn metric(id: String, m: WrittenMetric) -> Result<Check, StageConfigError> {
             canary_args: m.canary_args,
             baseline_args: m.baseline_args,
             primary_args: m.primary_args,
+        },
+        id,
+    })
+}
+
+fn log(id: String, l: WrittenLog) -> Result<Check, StageConfigError> {
+    no_template(&id, l.template.as_ref())?;
+    required(&id, "provider", &l.provider)?;
+    required(&id, "query", &l.query)?;
+    Ok(Check {
+        interval: interval(&id, l.interval)?,
+        failure_limit: l.failure_limit.unwrap_or(0),
+        skip_on_no_data: l.skip_on_no_data,
+        timeout: timeout(l.timeout),
+        kind: CheckKind::Log {
+            provider: l.provider,
+            query: l.query,
+            max_count: l.max_count.unwrap_or(0),
         },
         id,
     })

@@ -1,7 +1,10 @@
 //! The analysis providers, configured once in the controller config
 //! (`plugins.analysis.providers`, PipeCD's piped `analysisProviders` shape: `name`, `type`,
 //! `config`): Prometheus (HTTP API `query_range`), Datadog (HTTP API `v1/query`) and Amazon
-//! CloudWatch (`GetMetricData`). Each answers a query over a time range with its points.
+//! CloudWatch (`GetMetricData`) for metrics, each answering a query over a time range with its
+//! points; CloudWatch Logs (Logs Insights, [`crate::logs`]) for logs, answering with the number
+//! of matching lines. PipeCD's `STACKDRIVER` (Google Cloud Logging) is read, so a piped's
+//! providers carry over, and fails every query naming it as one gannet cannot query.
 //!
 //! Credentials are given by reference, never inline: a file (`passwordFile`, `apiKeyFile`, as
 //! PipeCD names them) or an environment variable (`passwordEnv`, `apiKeyEnv`), read at each
@@ -149,6 +152,29 @@ struct DatadogConfig {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CloudWatchLogsConfig {
+    region: String,
+    /// The log groups every query of the provider reads (names, at most 50).
+    log_groups: Vec<String>,
+    #[serde(default)]
+    role_arn: Option<String>,
+    #[serde(default)]
+    endpoint: Option<String>,
+}
+
+/// PipeCD's Stackdriver provider config: read, never used.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StackdriverConfig {
+    #[serde(default, rename = "serviceAccountFile")]
+    _service_account_file: Option<String>,
+}
+
+/// The most log groups one Logs Insights query reads.
+const MAX_LOG_GROUPS: usize = 50;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct CloudWatchConfig {
     region: String,
     #[serde(default)]
@@ -181,6 +207,27 @@ enum Kind {
         endpoint: Option<String>,
         clients: LazyClients<aws_sdk_cloudwatch::Client>,
     },
+    CloudWatchLogs {
+        region: String,
+        role_arn: Option<String>,
+        endpoint: Option<String>,
+        log_groups: Vec<String>,
+        clients: LazyClients<aws_sdk_cloudwatchlogs::Client>,
+    },
+    /// A provider type PipeCD has and gannet cannot query.
+    Unsupported {
+        /// As written: `STACKDRIVER`.
+        type_name: &'static str,
+        /// What it is: `Google Cloud Logging (Stackdriver)`.
+        product: &'static str,
+    },
+}
+
+/// What a check reads from its provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reads {
+    Metrics,
+    Logs,
 }
 
 impl Provider {
@@ -196,12 +243,40 @@ impl Provider {
                 application_key,
                 ..
             } => vec![api_key, application_key],
-            Kind::CloudWatch { .. } => Vec::new(),
+            Kind::CloudWatch { .. } | Kind::CloudWatchLogs { .. } | Kind::Unsupported { .. } => {
+                Vec::new()
+            }
         };
         for secret in secrets {
             secret.read().map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// Whether a check that reads `reads` can use this provider; the error says why not,
+    /// naming the provider.
+    pub(crate) fn serves(&self, reads: Reads) -> Result<(), String> {
+        let name = &self.name;
+        match (&self.kind, reads) {
+            (
+                Kind::Unsupported {
+                    type_name,
+                    product,
+                },
+                _,
+            ) => Err(format!(
+                "the analysis provider {name:?} is of type {type_name} ({product}), which gannet cannot query (not supported); gannet reads logs from CLOUDWATCH_LOGS (CloudWatch Logs Insights) and metrics from PROMETHEUS, DATADOG or CLOUDWATCH"
+            )),
+            (Kind::CloudWatchLogs { .. }, Reads::Metrics) => Err(format!(
+                "the analysis provider {name:?} is CLOUDWATCH_LOGS, a log provider: write the check under logs, or name a metrics provider (PROMETHEUS, DATADOG, CLOUDWATCH)"
+            )),
+            (Kind::CloudWatchLogs { .. }, Reads::Logs) => Ok(()),
+            (_, Reads::Logs) => Err(format!(
+                "the analysis provider {name:?} is {}, a metrics provider: a logs check needs a log provider (CLOUDWATCH_LOGS)",
+                self.type_name()
+            )),
+            (_, Reads::Metrics) => Ok(()),
+        }
     }
 }
 
@@ -312,11 +387,37 @@ impl Provider {
                     clients: LazyClients::new(None),
                 }
             }
+            "CLOUDWATCH_LOGS" => {
+                let c: CloudWatchLogsConfig =
+                    gannet_config::typed::from_value(&p.config, &config_at)?;
+                let fields = AwsFields {
+                    name: &p.name,
+                    region: &c.region,
+                    role_arn: c.role_arn.as_deref(),
+                    endpoint: c.endpoint.as_deref(),
+                };
+                check_target(&config_at, fields)?;
+                check_log_groups(&format!("{config_at}.logGroups"), &c.log_groups)?;
+                Kind::CloudWatchLogs {
+                    region: c.region,
+                    role_arn: c.role_arn,
+                    endpoint: c.endpoint,
+                    log_groups: c.log_groups,
+                    clients: LazyClients::new(None),
+                }
+            }
+            "STACKDRIVER" => {
+                let _: StackdriverConfig = gannet_config::typed::from_value(&p.config, &config_at)?;
+                Kind::Unsupported {
+                    type_name: "STACKDRIVER",
+                    product: "Google Cloud Logging",
+                }
+            }
             other => {
                 return Err(FieldError {
                     path: format!("{at}.type"),
                     message: format!(
-                    "{other:?} is not a provider type gannet has (PROMETHEUS, DATADOG, CLOUDWATCH)"
+                    "{other:?} is not a provider type gannet has (PROMETHEUS, DATADOG, CLOUDWATCH, CLOUDWATCH_LOGS)"
                 ),
                 })
             }
@@ -329,6 +430,64 @@ impl Provider {
             Kind::Prometheus { .. } => "Prometheus",
             Kind::Datadog { .. } => "Datadog",
             Kind::CloudWatch { .. } => "CloudWatch",
+            Kind::CloudWatchLogs { .. } => "CloudWatch Logs",
+            Kind::Unsupported { type_name, .. } => type_name,
+        }
+    }
+
+    /// The number of log lines `query` matches over `range`, from a log provider.
+    pub(crate) async fn count_lines(
+        &self,
+        query: &str,
+        range: Range,
+        timeout: GoDuration,
+    ) -> Result<u64, QueryError> {
+        self.serves(Reads::Logs).map_err(QueryError::Failed)?;
+        let Kind::CloudWatchLogs {
+            region,
+            role_arn,
+            endpoint,
+            log_groups,
+            clients,
+        } = &self.kind
+        else {
+            return Err(QueryError::Failed(format!(
+                "the analysis provider {:?} is not a log provider",
+                self.name
+            )));
+        };
+        let fields = AwsFields {
+            name: &self.name,
+            region,
+            role_arn: role_arn.as_deref(),
+            endpoint: endpoint.as_deref(),
+        };
+        let client = clients
+            .get(fields, aws_sdk_cloudwatchlogs::Client::new)
+            .await;
+        let named = |e: QueryError| match e {
+            QueryError::Failed(m) => {
+                QueryError::Failed(format!("CloudWatch Logs provider {:?}: {m}", self.name))
+            }
+            no_data => no_data,
+        };
+        let answer = crate::logs::run(client, log_groups, query, range, timeout)
+            .await
+            .map_err(named)?;
+        crate::logs::count(&answer).map_err(named)
+    }
+
+    /// Fixed credentials instead of the standard chain, for tests: no test reaches for a
+    /// profile, a container's or an instance's credentials.
+    #[cfg(test)]
+    pub(crate) fn use_credentials(
+        &mut self,
+        credentials: aws_types::sdk_config::SharedCredentialsProvider,
+    ) {
+        match &mut self.kind {
+            Kind::CloudWatch { clients, .. } => *clients = LazyClients::new(Some(credentials)),
+            Kind::CloudWatchLogs { clients, .. } => *clients = LazyClients::new(Some(credentials)),
+            _ => {}
         }
     }
 
@@ -392,6 +551,9 @@ impl Provider {
                     let client = clients.get(fields, aws_sdk_cloudwatch::Client::new).await;
                     cloudwatch_points(client, query, range).await
                 }
+                Kind::CloudWatchLogs { .. } | Kind::Unsupported { .. } => Err(QueryError::Failed(
+                    self.serves(Reads::Metrics).err().unwrap_or_default(),
+                )),
             }
         };
         tokio::time::timeout(timeout.get(), work)
@@ -403,6 +565,41 @@ impl Provider {
                 )))
             })
     }
+}
+
+/// Log group names as CloudWatch Logs takes them: 1 to 512 of `A-Za-z0-9._-/#`, at most 50.
+fn check_log_groups(at: &str, groups: &[String]) -> Result<(), FieldError> {
+    let error = |message: String| FieldError {
+        path: at.to_owned(),
+        message,
+    };
+    if groups.is_empty() {
+        return Err(error(
+            "is required: the log groups (names) the provider's queries read".into(),
+        ));
+    }
+    if groups.len() > MAX_LOG_GROUPS {
+        return Err(error(format!(
+            "{} log groups: a Logs Insights query reads at most {MAX_LOG_GROUPS}",
+            groups.len()
+        )));
+    }
+    for (i, group) in groups.iter().enumerate() {
+        let valid = (1..=512).contains(&group.len())
+            && group
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/#".contains(c));
+        if !valid {
+            return Err(FieldError {
+                path: format!("{at}[{i}]"),
+                message: format!(
+                    "{:?} is not a log group name (1 to 512 of A-Z a-z 0-9 . _ - / #)",
+                    gannet_domain::report::cut(group, 80)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn join(base: &reqwest::Url, path: &str) -> reqwest::Url {
@@ -753,11 +950,18 @@ mod tests {
             build(json!({"providers": [
                 {"name": "p", "type": "PROMETHEUS", "config": {"address": "http://127.0.0.1:9090"}},
                 {"name": "d", "type": "DATADOG", "config": {"apiKeyEnv": "DD_API", "applicationKeyFile": "/k"}},
-                {"name": "c", "type": "CLOUDWATCH", "config": {"region": "us-east-1"}}]})),
-            Ok(3)
+                {"name": "c", "type": "CLOUDWATCH", "config": {"region": "us-east-1"}},
+                {"name": "l", "type": "CLOUDWATCH_LOGS", "config": {"region": "us-east-1", "logGroups": ["/aws/lambda/app", "app#errors"], "roleArn": "arn:aws:iam::123456789012:role/logs-reader"}},
+                {"name": "s", "type": "STACKDRIVER", "config": {"serviceAccountFile": "/etc/sa.json"}}]})),
+            Ok(5)
         );
         let cases = [
-            (json!({"name": "p", "type": "STACKDRIVER"}), "plugins.analysis.providers[0].type: \"STACKDRIVER\" is not a provider type"),
+            (json!({"name": "p", "type": "STACKDRIVERR"}), "plugins.analysis.providers[0].type: \"STACKDRIVERR\" is not a provider type"),
+            (json!({"name": "l", "type": "CLOUDWATCH_LOGS", "config": {"region": "us-east-1"}}), "plugins.analysis.providers[0].config: missing field `logGroups`"),
+            (json!({"name": "l", "type": "CLOUDWATCH_LOGS", "config": {"region": "us-east-1", "logGroups": []}}), "plugins.analysis.providers[0].config.logGroups: is required"),
+            (json!({"name": "l", "type": "CLOUDWATCH_LOGS", "config": {"region": "us-east-1", "logGroups": ["ok", "no spaces"]}}), "plugins.analysis.providers[0].config.logGroups[1]: \"no spaces\" is not a log group name"),
+            (json!({"name": "l", "type": "CLOUDWATCH_LOGS", "config": {"region": "us-east-1", "logGroups": ["a"], "logGroup": "b"}}), "plugins.analysis.providers[0].config.logGroup: unknown field"),
+            (json!({"name": "s", "type": "STACKDRIVER", "config": {"projectId": "p"}}), "plugins.analysis.providers[0].config.projectId: unknown field"),
             (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "http://prom.internal:9090"}}), "plugins.analysis.providers[0].config.address: \"http://prom.internal:9090\": must be an https:// URL"),
             (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "http://localhost:pw@prom.internal:9090"}}), "plugins.analysis.providers[0].config.address: \"http://***@prom.internal:9090\": has a user name or password"),
             (json!({"name": "p", "type": "PROMETHEUS", "config": {"address": "https://p", "passwordFile": "/p"}}), "plugins.analysis.providers[0].config: basic auth needs both"),

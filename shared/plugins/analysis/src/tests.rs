@@ -632,9 +632,9 @@ fn options_name_the_field_at_fault() {
     let cases = [
         (json!({}), "duration", false),
         (
-            json!({"duration": "10m", "logs": [{"query": "x", "provider": "s", "interval": "1m"}]}),
-            "logs",
-            true,
+            json!({"duration": "10m", "logs": [{"query": "x", "provider": "s"}]}),
+            "logs[0].interval",
+            false,
         ),
         (
             json!({"duration": "10m", "metrics": [{"query": "up", "interval": "1m", "expected": {"max": 1}}]}),
@@ -731,3 +731,4 @@ async fn no_checks_is_a_wait_and_the_pipecd_extras_are_read() {
 }
 
 mod egress;
+mod logs;
