@@ -19,11 +19,11 @@ use gannet_domain::deployment::{
 use gannet_domain::duration::Millis;
 use gannet_domain::ports::{ChainFilter, Changes, Expect, StoreError, Write};
 use gannet_domain::{AppId, ChainId, DeploymentId};
-use gannet_events::{rfc3339, EventKind, Message};
+use gannet_events::{rfc3339, Message};
 use serde::{Deserialize, Serialize};
 
 use crate::api::ApiError;
-use crate::trigger::{deployable_config, notify, pending_deployment};
+use crate::trigger::{deployable_config, pending_deployment};
 use crate::{Controller, HandlerError};
 
 /// A chain as the API shows it: times in RFC 3339, each block's matcher described.
@@ -298,19 +298,7 @@ impl Controller {
         node.status = NodeStatus::Deploying;
         node.deployment = Some(d.id.clone());
         node.reason.clear();
-        changes.send.push(
-            Message::Plan {
-                app: app.id.clone(),
-            }
-            .outgoing(),
-        );
-        changes
-            .send
-            .push(notify(EventKind::DeploymentTriggered, &d, now));
-        changes.writes.push(Write::PutDeployment {
-            deployment: Box::new(d),
-            expect: Expect::Absent,
-        });
+        crate::trigger::add_pending(changes, d, now);
         Ok(())
     }
 
@@ -418,7 +406,7 @@ mod tests {
     //! finish starts one chain, a duplicated or concurrent chain message starts each app once,
     //! blocks wait for the one before, and a failure stops the chain saying where.
 
-    use gannet_domain::chain::BlockStatus;
+    use gannet_domain::chain::{BlockStatus, ChainMatcher};
     use gannet_domain::ports::{Clock, DeploymentFilter, Store};
     use gannet_events::TriggerCause;
 
@@ -503,6 +491,17 @@ mod tests {
         all.into_iter().filter(|d| d.chain.is_some()).collect()
     }
 
+    /// The first app's deployment, as planned with a config chaining `chain`.
+    async fn first_with(rig: &Rig, chain: Vec<ChainMatcher>) -> Deployment {
+        let filter = DeploymentFilter {
+            app: Some(app_id(rig, "first")),
+            ..DeploymentFilter::default()
+        };
+        let mut first = rig.store.deployments(&filter).await.unwrap().remove(0);
+        first.chain_next = chain;
+        first
+    }
+
     /// Ends deployment `d` with `status`, as a step's final transition writes it.
     async fn finish(rig: &Rig, d: &Deployment, status: DeploymentStatus) -> Result<(), StoreError> {
         let mut next = d.clone();
@@ -522,23 +521,21 @@ mod tests {
     async fn a_chain_runs_once_per_finish_block_after_block_and_stops_at_a_failure() {
         let Lab { rig, _repo } = lab().await;
         let controller = &rig.controller;
-        // The first app's deployment, planned with its config's chain.
-        let filter = DeploymentFilter {
-            app: Some(app_id(&rig, "first")),
-            ..DeploymentFilter::default()
-        };
-        let mut first = rig.store.deployments(&filter).await.unwrap().remove(0);
-        first.chain_next = vec![
-            gannet_domain::chain::ChainMatcher {
-                name: "a".into(),
-                kind: "LAMBDA".into(),
-                ..Default::default()
-            },
-            gannet_domain::chain::ChainMatcher {
-                labels: [("team".to_owned(), "b".to_owned())].into(),
-                ..Default::default()
-            },
-        ];
+        let first = first_with(
+            &rig,
+            vec![
+                ChainMatcher {
+                    name: "a".into(),
+                    kind: "LAMBDA".into(),
+                    ..Default::default()
+                },
+                ChainMatcher {
+                    labels: [("team".to_owned(), "b".to_owned())].into(),
+                    ..Default::default()
+                },
+            ],
+        )
+        .await;
         // Its finish delivered twice: the second conflicts, and one chain exists.
         finish(&rig, &first, DeploymentStatus::Success)
             .await
@@ -626,21 +623,11 @@ mod tests {
     async fn cancelling_a_chain_cancels_its_deployment_under_way_and_starts_nothing_more() {
         let Lab { rig, _repo } = lab().await;
         let controller = &rig.controller;
-        let filter = DeploymentFilter {
-            app: Some(app_id(&rig, "first")),
-            ..DeploymentFilter::default()
+        let by_name = |name: &str| ChainMatcher {
+            name: name.into(),
+            ..Default::default()
         };
-        let mut first = rig.store.deployments(&filter).await.unwrap().remove(0);
-        first.chain_next = vec![
-            gannet_domain::chain::ChainMatcher {
-                name: "a".into(),
-                ..Default::default()
-            },
-            gannet_domain::chain::ChainMatcher {
-                name: "b1".into(),
-                ..Default::default()
-            },
-        ];
+        let first = first_with(&rig, vec![by_name("a"), by_name("b1")]).await;
         finish(&rig, &first, DeploymentStatus::Success)
             .await
             .expect("finish");

@@ -19,14 +19,14 @@ use gannet_domain::app::{App, SyncStatus};
 use gannet_domain::deployment::{DeploymentStatus, SyncStrategy, Trigger, TriggerKind};
 use gannet_domain::drift::{self, LiveState};
 use gannet_domain::duration::Millis;
-use gannet_domain::ports::{Changes, DeploymentFilter, Expect, GitError, Write};
+use gannet_domain::ports::{Changes, DeploymentFilter, GitError};
 use gannet_domain::{AppId, CommitSha, RepoId};
 use gannet_events::{Event, EventKind, Message};
 use gannet_sdk::check;
 use gannet_sdk::plugin::{Live, LiveContext, Plugins, StepError};
 use gannet_sdk::tree::{self, TreeError};
 
-use crate::trigger::{deployable_config, notify, pending_deployment, put_if_changed};
+use crate::trigger::{deployable_config, pending_deployment, put_if_changed};
 use crate::{Controller, HandlerError};
 
 /// What one drift check concluded, before it is written.
@@ -376,19 +376,7 @@ impl Controller {
         let d = pending_deployment(app, cfg, &head, &repo.branch, trigger, &cause, now);
         tracing::info!(app = %app.name, id = %app.id, deployment = %d.id, %reason, "auto-sync triggered");
         app.sync_reason = pending_note(&app.sync_reason, TriggerKind::OnOutOfSync, d.id.as_str());
-        changes.send.push(
-            Message::Plan {
-                app: app.id.clone(),
-            }
-            .outgoing(),
-        );
-        changes
-            .send
-            .push(notify(EventKind::DeploymentTriggered, &d, now));
-        changes.writes.push(Write::PutDeployment {
-            deployment: Box::new(d),
-            expect: Expect::Absent,
-        });
+        crate::trigger::add_pending(changes, d, now);
         Ok(())
     }
 }

@@ -408,19 +408,7 @@ async fn list_deployments(
     Query(q): Query<DeploymentQuery>,
 ) -> ApiResult<serde_json::Value> {
     require(&caller, Need::Read)?;
-    let mut statuses = Vec::new();
-    for status in q
-        .status
-        .iter()
-        .flat_map(|s| s.split(','))
-        .filter(|s| !s.is_empty())
-    {
-        let found = DeploymentStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(status))
-            .ok_or_else(|| ApiError::BadRequest(format!("unknown status {}", cut(status, 40))))?;
-        statuses.push(found);
-    }
+    let statuses = statuses_in(q.status.as_deref(), &DeploymentStatus::ALL, |s| s.as_str())?;
     let limit = q.limit.unwrap_or(50).clamp(1, 1000);
     let (list, next) = s
         .controller
@@ -588,6 +576,31 @@ async fn cancel(
     Ok(Json(json!({ "deployment": d })))
 }
 
+/// The statuses a comma-separated `?status=` names (any case), each one of `all`.
+fn statuses_in<T: Copy>(
+    text: Option<&str>,
+    all: &[T],
+    name: fn(&T) -> &'static str,
+) -> Result<Vec<T>, ApiError> {
+    let words = text.into_iter().flat_map(|t| t.split(','));
+    words
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            all.iter()
+                .find(|s| name(s).eq_ignore_ascii_case(w))
+                .copied()
+                .ok_or_else(|| {
+                    let names: Vec<&str> = all.iter().map(name).collect();
+                    ApiError::BadRequest(format!(
+                        "unknown status {}; one of {}",
+                        cut(w, 40),
+                        names.join(", ")
+                    ))
+                })
+        })
+        .collect()
+}
+
 #[derive(Deserialize)]
 struct ChainQuery {
     /// Comma-separated statuses; every status when absent.
@@ -601,19 +614,7 @@ async fn list_chains(
     Query(q): Query<ChainQuery>,
 ) -> ApiResult<serde_json::Value> {
     require(&caller, Need::Read)?;
-    let mut statuses = Vec::new();
-    for status in q.status.iter().flat_map(|s| s.split(',')) {
-        let found = ChainStatus::ALL
-            .into_iter()
-            .find(|st| st.as_str().eq_ignore_ascii_case(status))
-            .ok_or_else(|| {
-                ApiError::BadRequest(format!(
-                    "unknown chain status {}; use RUNNING, SUCCESS, FAILURE or CANCELLED",
-                    cut(status, 40)
-                ))
-            })?;
-        statuses.push(found);
-    }
+    let statuses = statuses_in(q.status.as_deref(), &ChainStatus::ALL, |s| s.as_str())?;
     let limit = q.limit.unwrap_or(50).clamp(1, 1000);
     let chains = s.controller.list_chains(statuses, limit).await?;
     Ok(Json(json!({ "chains": chains })))

@@ -129,16 +129,7 @@ impl Controller {
                                 reason
                             };
                             tracing::info!(app = %app.name, id = %id, deployment = %d.id, commit = %head.sha, %reason, "deployment triggered");
-                            changes
-                                .send
-                                .push(Message::Plan { app: id.clone() }.outgoing());
-                            changes
-                                .send
-                                .push(notify(EventKind::DeploymentTriggered, &d, now));
-                            changes.writes.push(Write::PutDeployment {
-                                deployment: Box::new(d),
-                                expect: Expect::Absent,
-                            });
+                            add_pending(&mut changes, d, now);
                         }
                         Decision::Skip { reason } => {
                             tracing::debug!(app = %app.name, id = %id, %reason, "not triggered");
@@ -302,6 +293,21 @@ pub(crate) fn pending_deployment(
         chain: None,
         chain_next: Vec::new(),
     }
+}
+
+/// Writes the new PENDING deployment `d` (once: a duplicate cause conflicts), asks its app
+/// to be planned and announces it.
+pub(crate) fn add_pending(changes: &mut Changes, d: Deployment, now: Millis) {
+    changes
+        .send
+        .push(Message::Plan { app: d.app.clone() }.outgoing());
+    changes
+        .send
+        .push(notify(EventKind::DeploymentTriggered, &d, now));
+    changes.writes.push(Write::PutDeployment {
+        deployment: Box::new(d),
+        expect: Expect::Absent,
+    });
 }
 
 /// A notification message about `d`.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use gannet_domain::deployment::Deployment;
 use gannet_domain::duration::GoDuration;
-use gannet_domain::ports::{Clock, Queue, QueueName, Received, Store};
+use gannet_domain::ports::{Clock, Expect, Queue, QueueName, Received, Store, Write};
 use gannet_embedded::SqliteRuntime;
 
 use super::*;
