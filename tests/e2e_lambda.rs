@@ -732,3 +732,86 @@ fn custom_sync_runs_the_commands_and_its_rollback_runs_the_running_commits() {
         "the running commit's commands: {log:#?}"
     );
 }
+
+/// A function whose code is a directory of another git repository (PipeCD's `spec.source`),
+/// deployed by `gannet up` through its job runner: the first deployment and a second one (a
+/// configuration change) upload byte-identical zips of the same tree (one `CodeSha256`), the
+/// zip holds the directory's files, and a ref the remote lacks fails the stage naming it.
+#[test]
+fn a_git_sourced_function_deploys_twice_with_identical_zips() {
+    let code = tempfile::tempdir().expect("tempdir");
+    let work = code.path().join("work");
+    std::fs::create_dir_all(work.join("fn")).expect("mkdir");
+    support::git(&work, &["init", "-q", "-b", "main"]);
+    std::fs::write(work.join("fn/app.py"), "def handler(e, c):\n    return 1\n").expect("write");
+    std::fs::write(work.join("README.md"), "not deployed\n").expect("write");
+    support::git(&work, &["add", "-A"]);
+    support::git(&work, &["commit", "-q", "-m", "code"]);
+    support::git(&work, &["tag", "v1"]);
+    let bare = code.path().join("code.git");
+    support::git(code.path(), &["clone", "-q", "--bare", "work", "code.git"]);
+    let remote = format!("file://{}", bare.display());
+    let manifest = move |function: &str, memory: u32, git_ref: &str| {
+        format!(
+            "apiVersion: pipecd.dev/v1beta1\nkind: LambdaFunction\nspec:\n  name: {function}\n  role: {}\n  handler: app.handler\n  runtime: python3.12\n  memory: {memory}\n  timeout: 10\n  source:\n    git: {remote}\n    ref: {git_ref}\n    path: fn\n",
+            moto::ROLE
+        )
+    };
+    let first_manifest = manifest.clone();
+    let mut lab = Lab::start_configured(
+        "gitsrc",
+        &moto::endpoint(),
+        ("1m", "        git: {allowFileRemotes: true}\n"),
+        |repo, function, _bucket| {
+            repo.commit(
+                &[
+                    (&format!("{APP_DIR}/app.pipecd.yaml"), &lambda_app("")),
+                    (
+                        &format!("{APP_DIR}/function.yaml"),
+                        &first_manifest(function, 128, "v1"),
+                    ),
+                ],
+                "a function from git",
+            );
+        },
+    );
+    first_deployment(&mut lab);
+    let first = moto::code_sha256(&lab.function).expect("deployed");
+
+    let again = lab.repo.commit(
+        &[(
+            &format!("{APP_DIR}/function.yaml"),
+            &manifest(&lab.function, 256, "v1"),
+        )],
+        "more memory",
+    );
+    let id = lab.push(&again);
+    let d = lab.g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    assert_eq!(
+        lab.versions(),
+        ["1", "2"],
+        "a new version for the new memory"
+    );
+    assert_eq!(
+        moto::code_sha256(&lab.function).as_deref(),
+        Some(first.as_str()),
+        "the same tree, the same zip"
+    );
+
+    lab.g.wait_unlocked("fn", LIMIT);
+    let missing = lab.repo.commit(
+        &[(
+            &format!("{APP_DIR}/function.yaml"),
+            &manifest(&lab.function, 512, "v9"),
+        )],
+        "a ref that does not exist",
+    );
+    let id = lab.push(&missing);
+    let d = lab.g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}");
+    let sync = stage_named(&d, "LAMBDA_SYNC");
+    let reason = sync["status_reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("cannot fetch ref v9 from"), "{d}");
+    assert_eq!(lab.versions(), ["1", "2"], "nothing deployed");
+}
