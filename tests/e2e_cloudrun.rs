@@ -360,3 +360,76 @@ fn pipecds_cloud_run_examples_pass_config_check_or_name_what_is_unsupported() {
         );
     }
 }
+
+/// PipeCD's sealed secrets on a CloudRunApp: a value sealed for gannet's key is filled into
+/// the service manifest's container environment when the stage runs, reaches the service on
+/// (the fake) Cloud Run, and is in no deployment, app, stage log, server log or stored row.
+#[test]
+fn a_sealed_secret_reaches_the_service_environment_and_nowhere_else() {
+    let lab = Lab::new(Duration::from_millis(100));
+    let key = support::private_key();
+    let public = gannet_sdk::sealed::SealingKey::from_pem(&key)
+        .expect("a key")
+        .public_pem();
+    let plain = "api-t0ken-only-in-the-service-env";
+    let sealed = gannet_sdk::sealed::seal(&public, plain).expect("seal");
+    let config = format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: CloudRunApp\nspec:\n  name: web\n  encryption:\n    encryptedSecrets:\n      token: {sealed}\n    decryptionTargets:\n      - service.yaml\n"
+    );
+    let service = "apiVersion: serving.knative.dev/v1
+kind: Service
+metadata:
+  name: web
+spec:
+  template:
+    spec:
+      containers:
+      - image: gcr.io/demo/web:v1
+        env:
+        - name: API_TOKEN
+          value: \"{{ .encryptedSecrets.token }}\"
+";
+    let head = lab.repo.commit(
+        &[
+            (&format!("{APP}/app.pipecd.yaml"), &config),
+            (&format!("{APP}/service.yaml"), service),
+        ],
+        "a service with a sealed token",
+    );
+    let gcp_key = lab.state.path().join("gcp-key.json");
+    std::fs::write(&gcp_key, lab.fake.service_account_key()).expect("key file");
+    let opts = UpOptions {
+        extra_config: format!(
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  cloudrun:\n    deployTargets:\n      - name: gcp\n        project: gannet-test\n        region: us-central1\n        credentialsFile: {}\n        apiEndpoint: {}\n",
+            gcp_key.display(),
+            lab.fake.url()
+        ),
+        env: vec![("GANNET_SEALING_KEY".to_owned(), key)],
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&lab.repo, lab.state.path(), &opts);
+    let id = g.deployment_of(&head, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let on_run = lab.fake.service("web").expect("the service");
+    let env = &on_run["template"]["containers"][0]["env"][0];
+    assert_eq!(
+        (&env["name"], &env["value"]),
+        (&json!("API_TOKEN"), &json!(plain)),
+        "{on_run}"
+    );
+
+    let sync = stage_named(&d, "CLOUDRUN_SYNC");
+    let shown = format!(
+        "{}{}{:?}{}",
+        g.deployment(&id),
+        g.app_view("web"),
+        g.stage_log(&id, sync["id"].as_str().expect("id")),
+        g.log()
+    );
+    assert!(!shown.contains(plain), "the value shows: {shown}");
+    for table in ["deployments", "apps"] {
+        let rows = format!("{:?}", g.stored_rows(table));
+        assert!(!rows.contains(plain), "stored in {table}");
+    }
+}
