@@ -25,6 +25,10 @@ pub const WEBHOOK_SECRET_ARN: &str = "GANNET_WEBHOOK_SECRET_ARN";
 pub const WEBHOOK_SECRET: &str = "GANNET_WEBHOOK_SECRET";
 pub const GITHUB_SECRET_ARN: &str = "GANNET_GITHUB_SECRET_ARN";
 pub const GITHUB_API_URL: &str = "GANNET_GITHUB_API_URL";
+/// The SSM `SecureString` parameter or Secrets Manager secret holding gannet's private key for
+/// sealed secrets (PEM); unset: apps cannot seal secrets. Read by the stage, drift and api
+/// functions only.
+pub const SEALING_KEY_ARN: &str = "GANNET_SEALING_KEY_ARN";
 pub const PLUGINS: &str = "GANNET_PLUGINS";
 pub const POLL_INTERVAL: &str = "GANNET_POLL_INTERVAL";
 pub const RESUME_INTERVAL: &str = "GANNET_RESUME_INTERVAL";
@@ -48,6 +52,10 @@ pub const ENDPOINT: &str = "AWS_ENDPOINT_URL";
 
 /// Where local git keeps clones and checked-out trees (Lambda can write only under `/tmp`).
 pub const DEFAULT_GIT_CACHE: &str = "/tmp/gannet-git";
+
+/// Where a step's private copy of the checkout, with its sealed secrets opened, lives
+/// (wiped when the function starts).
+pub const DEFAULT_SEALED_DIR: &str = "/tmp/gannet-sealed";
 
 /// A variable is missing or holds a value that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -105,8 +113,22 @@ impl SecretArn {
             _ => None,
         };
         stored.ok_or_else(|| {
+            // A value that is no ARN at all may be the secret itself, pasted in the wrong
+            // place: it is not repeated.
+            let shown = arn.trim();
+            let given = if shown.starts_with("arn:")
+                && shown.len() <= 2048
+                && !shown.chars().any(char::is_whitespace)
+            {
+                format!("{shown:?}")
+            } else {
+                format!(
+                    "the value ({} characters, not shown: it is not an ARN and may be the secret itself)",
+                    shown.chars().count()
+                )
+            };
             format!(
-                "{arn:?} is neither a Secrets Manager secret ARN \
+                "{given} is neither a Secrets Manager secret ARN \
                  (arn:aws:secretsmanager:<region>:<account>:secret:<name>) nor an SSM parameter ARN \
                  (arn:aws:ssm:<region>:<account>:parameter/<name>)"
             )
@@ -214,6 +236,9 @@ pub struct FunctionConfig {
     pub repos: Vec<RepoSettings>,
     pub webhook_secret: Option<WebhookSecret>,
     pub github: GithubConfig,
+    /// Where gannet's private key for sealed secrets is kept (read by the stage, drift and
+    /// api functions when they start); `None`: apps cannot seal secrets.
+    pub sealing_key: Option<SecretArn>,
     /// The function's plugins, built from their settings in `GANNET_PLUGINS` (the same map as
     /// gannet.yaml's `plugins:`); none in a function that builds none (the variable is not read).
     pub plugins: Plugins,
@@ -233,6 +258,8 @@ pub struct FunctionConfig {
     pub jobs: Option<JobsConfig>,
     /// Local git's cache directory.
     pub git_cache: PathBuf,
+    /// Where steps' private copies with sealed secrets opened live.
+    pub sealed_dir: PathBuf,
 }
 
 #[derive(Deserialize)]
@@ -337,6 +364,7 @@ impl FunctionConfig {
             secret_arn: secret_arn(GITHUB_SECRET_ARN)?,
             api_url: get(GITHUB_API_URL),
         };
+        let sealing_key = secret_arn(SEALING_KEY_ARN)?;
         // The GitHub token goes there.
         if let Some(url) = &github.api_url {
             if let Err(why) = gannet_sdk::targets::credentialed_url(url) {
@@ -448,6 +476,7 @@ impl FunctionConfig {
             repos,
             webhook_secret,
             github,
+            sealing_key,
             plugins,
             intervals,
             receivers,
@@ -457,6 +486,7 @@ impl FunctionConfig {
             http_api,
             jobs,
             git_cache: PathBuf::from(DEFAULT_GIT_CACHE),
+            sealed_dir: PathBuf::from(DEFAULT_SEALED_DIR),
         })
     }
 }
@@ -720,20 +750,55 @@ mod tests {
                     _ => None,
                 }
             }),
+            (SEALING_KEY_ARN, |c: FunctionConfig| c.sealing_key),
         ] {
             for (arn, want) in cases {
                 match (check(&[(variable, Some(arn))]), want) {
                     (Ok(c), Some(want)) => assert_eq!(read(c).as_ref(), Some(want), "{arn}"),
-                    (Err(err), None) => assert!(
+                    (Err(err), None) if arn.starts_with("arn:") => assert!(
                         err.starts_with(&format!(
                             "{variable}: {arn:?} is neither a Secrets Manager secret ARN"
                         )),
+                        "{arn}: {err}"
+                    ),
+                    (Err(err), None) => assert!(
+                        err.starts_with(&format!(
+                            "{variable}: the value ({} characters, not shown: it is not an ARN",
+                            arn.len()
+                        )) && err.contains("is neither a Secrets Manager secret ARN")
+                            && !err.contains(arn),
                         "{arn}: {err}"
                     ),
                     (got, _) => panic!("{variable}={arn}: {:?}", got.map(read)),
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_sealing_key_is_optional_and_a_bad_arn_names_the_variable() {
+        let unset = check(&[]).unwrap();
+        assert_eq!(unset.sealing_key, None);
+        assert_eq!(unset.sealed_dir, PathBuf::from("/tmp/gannet-sealed"));
+        // Blank is unset, as the template's empty default gives it.
+        assert_eq!(
+            check(&[(SEALING_KEY_ARN, Some("  "))]).unwrap().sealing_key,
+            None
+        );
+        let arn = "arn:aws:ssm:eu-west-1:123456789012:parameter/gannet/sealing-key";
+        assert_eq!(
+            check(&[(SEALING_KEY_ARN, Some(arn))]).unwrap().sealing_key,
+            Some(SecretArn::SsmParameter(arn.into()))
+        );
+        // A PEM pasted where the ARN goes is refused, and the error does not repeat it.
+        let pem = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----";
+        let err = check(&[(SEALING_KEY_ARN, Some(pem))]).unwrap_err();
+        assert!(
+            err.starts_with("GANNET_SEALING_KEY_ARN: ")
+                && err.contains("is neither a Secrets Manager secret ARN"),
+            "{err}"
+        );
+        assert!(!err.contains("MIIEvQ"), "the value is not repeated: {err}");
     }
 
     #[test]
@@ -919,7 +984,8 @@ mod tests {
             (
                 RECEIVERS,
                 Some(r#"[{"name":"team","slack":{"urlSecretArn":"https://hooks.slack.com/x"}}]"#),
-                "GANNET_RECEIVERS: [0]: slack.urlSecretArn: \"https://hooks.slack.com/x\" is neither",
+                // The URL is the secret: not repeated.
+                "GANNET_RECEIVERS: [0]: slack.urlSecretArn: the value (25 characters, not shown",
             ),
         ];
         for (name, value, want) in cases {

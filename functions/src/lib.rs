@@ -18,7 +18,8 @@
 //!   reading a secret (from Secrets Manager or SSM Parameter Store, as its ARN says) only if
 //!   it needs it: the webhook secret in `webhook`; the GitHub credentials in the functions
 //!   that read repositories or report commit statuses (`trigger`, `plan`, `stage`, `notify`,
-//!   `api`), when a repository is on GitHub;
+//!   `api`), when a repository is on GitHub; the private key for sealed secrets
+//!   (`GANNET_SEALING_KEY_ARN`) in `stage`, `drift` and `api`, when it is set;
 //! - logs JSON through tracing (filter `RUST_LOG`, default `info`) to stdout, which Lambda
 //!   sends to CloudWatch Logs;
 //! - registers for Lambda's shutdown signal (an internal no-op extension, so SIGTERM arrives),
@@ -114,6 +115,13 @@ impl Function {
             self,
             Self::Trigger | Self::Plan | Self::Stage | Self::Notify | Self::Api | Self::Drift
         )
+    }
+
+    /// Whether it needs gannet's private key for sealed secrets (`GANNET_SEALING_KEY_ARN`):
+    /// the stage function opens them at steps, the drift function at drift checks, and the
+    /// api function serves the public key.
+    pub fn reads_sealing_key(self) -> bool {
+        matches!(self, Self::Stage | Self::Drift | Self::Api)
     }
 
     /// What invokes the function. Inlined, so that [`start_with`] decides it at compile time.

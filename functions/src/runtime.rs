@@ -9,17 +9,18 @@ use gannet_aws::{
     StoreOptions, SystemClock,
 };
 use gannet_controller::{
-    Console, Controller, EventBus, Receiver, ReceiverFormat, RemoteDiff, Secret, Settings,
+    Console, Controller, EventBus, Receiver, ReceiverFormat, RemoteDiff, Sealing, Secret, Settings,
 };
 use gannet_domain::ports::{BoxError, Clock};
 use gannet_domain::RepoId;
 use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
 use gannet_sdk::jobs::JobRunner;
 use gannet_sdk::registry::Registry;
+use gannet_sdk::sealed::{SealError, SealingKey};
 
 use crate::config::{
     FunctionConfig, HttpApiSource, ReceiverTarget, SecretArn, WebhookSecret, GITHUB_SECRET_ARN,
-    RECEIVERS, WEBHOOK_SECRET_ARN,
+    RECEIVERS, SEALING_KEY_ARN, WEBHOOK_SECRET_ARN,
 };
 use crate::sources::RepoSources;
 use crate::Function;
@@ -57,6 +58,13 @@ pub enum StartError {
         secret: SecretArn,
         #[source]
         source: gannet_git::github::AuthError,
+    },
+    /// The value is not shown: the error says only what is wrong with it.
+    #[error("GANNET_SEALING_KEY_ARN: {secret} {source}")]
+    SealingKey {
+        secret: SecretArn,
+        #[source]
+        source: SealError,
     },
     #[error("setting up GitHub")]
     Github(#[source] gannet_git::github::SetupError),
@@ -274,6 +282,16 @@ impl Runtime {
             config.plugins.clone(),
             settings,
         );
+        // Steps (stage), drift checks (drift) and the public key's answer (api): the key is
+        // read once, here, and only by these.
+        if function.reads_sealing_key() {
+            let key = match &config.sealing_key {
+                Some(secret) => Some(sealing_key(clients, secret).await?),
+                None => None,
+            };
+            controller =
+                controller.with_sealing(Sealing::new(key, config.sealed_dir.join(function.name())));
+        }
         if let (Function::Notify, Some(client)) = (function, github) {
             let statuses =
                 GithubStatuses::new(client, github_repos(config)).map_err(StartError::Github)?;
@@ -355,6 +373,15 @@ async fn github_client(
     GithubClient::new(&auth, base)
         .map(Some)
         .map_err(StartError::Github)
+}
+
+/// gannet's private key for sealed secrets, from `secret` (`GANNET_SEALING_KEY_ARN`).
+async fn sealing_key(clients: &Clients, secret: &SecretArn) -> Result<SealingKey, StartError> {
+    let pem = secret_string(clients, SEALING_KEY_ARN, secret).await?;
+    SealingKey::from_pem(&pem).map_err(|source| StartError::SealingKey {
+        secret: secret.clone(),
+        source,
+    })
 }
 
 /// The value of `secret`, named by the variable `variable`: a Secrets Manager secret's string,
