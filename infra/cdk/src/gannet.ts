@@ -95,6 +95,16 @@ export class Gannet extends Construct {
       secretStatements('Github', s.githubSecret),
     );
     const deployTargets = this.deployTargetsPolicy();
+    // The private key for sealed secrets: the stage, drift and api functions only.
+    const sealingKey =
+      s.sealingKey === undefined
+        ? undefined
+        : this.managedPolicy(
+            'SealingKeyPolicy',
+            'gannet - read the private key for sealed secrets.',
+            secretStatements('SealingKey', s.sealingKey),
+          );
+    const withSealingKey = sealingKey ? [sealingKey.ref] : [];
 
     const jobs = this.createJobs();
     const jobStatements: Statement[] = [
@@ -196,7 +206,7 @@ export class Gannet extends Construct {
       ),
       stage: this.functionRole(
         'stage',
-        [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withDeployTargets],
+        [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withDeployTargets, ...withSealingKey],
         [
           logsStatement('stage'),
           ...(s.cloudWatchAnalysis
@@ -247,12 +257,12 @@ export class Gannet extends Construct {
       resume: this.functionRole('resume', [tableRead.ref], [logsStatement('resume'), send('plan', 'stage')]),
       api: this.functionRole(
         'api',
-        [tableRead.ref, tableWrite.ref, githubSecret.ref],
+        [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withSealingKey],
         [logsStatement('api'), send('plan', 'stage', 'notify')],
       ),
       drift: this.functionRole(
         'drift',
-        [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withDeployTargets],
+        [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withDeployTargets, ...withSealingKey],
         [logsStatement('drift'), ...consume('drift'), send('plan', 'notify'), ...jobStatements],
       ),
     };
@@ -286,6 +296,9 @@ export class Gannet extends Construct {
       GANNET_JOBS_BUCKET: jobs.bucket.ref,
       GANNET_JOBS_LOG_GROUP: jobs.logGroup.ref,
     };
+    // Only the functions that read the private key for sealed secrets are told where it is.
+    const sealingEnvironment: Record<string, string> =
+      s.sealingKey === undefined ? {} : { GANNET_SEALING_KEY_ARN: s.sealingKey.arn };
 
     const fn = (
       name: FunctionName,
@@ -324,17 +337,17 @@ export class Gannet extends Construct {
       stage: fn('stage', "Run one step of a deployment's current stage.", QUEUES.stage, {
         ...loop,
         memorySize: 512, // checks out the tree at the commit (tarball into /tmp)
-        environment: jobsEnvironment,
+        environment: { ...jobsEnvironment, ...sealingEnvironment },
       }),
       notify: fn('notify', 'Deployment events to receivers and GitHub commit statuses.', QUEUES.notify, loop),
       poll: fn('poll', 'Timer - queue a trigger per repository (the backstop for lost webhooks).', 30),
       resume: fn('resume', 'Timer - re-drive deployments with no progress past their lease.', 60),
       api: fn('api', 'The JSON API of gannet up (apps, deployments, sync, cancel, approve, diff).', 29, {
-        environment: { GANNET_CALLER_NAMES: s.callerNamesJson },
+        environment: { GANNET_CALLER_NAMES: s.callerNamesJson, ...sealingEnvironment },
       }),
       drift: fn('drift', "Timer - queue one drift check per app; queue - check one app's live state.", QUEUES.drift, {
         ...loop,
-        environment: jobsEnvironment,
+        environment: { ...jobsEnvironment, ...sealingEnvironment },
       }),
     };
 
@@ -871,7 +884,7 @@ export class Gannet extends Construct {
  * caller's behalf with the parameter's key, allowed only through SSM and only for this
  * parameter (SSM names it in the encryption context).
  */
-function secretStatements(prefix: 'Github' | 'Webhook', secret: SecretArn): Statement[] {
+function secretStatements(prefix: 'Github' | 'Webhook' | 'SealingKey', secret: SecretArn): Statement[] {
   if (!secret.inSsm) {
     return [{ Sid: `${prefix}Secret`, Effect: 'Allow', Action: 'secretsmanager:GetSecretValue', Resource: secret.arn }];
   }

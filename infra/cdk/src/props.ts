@@ -135,6 +135,12 @@ export interface GannetProps {
   readonly webhookSecretArn: string;
   /** The GitHub credentials: an SSM parameter ARN or a Secrets Manager secret ARN (a literal). */
   readonly githubSecretArn: string;
+  /**
+   * gannet's private key for sealed secrets (PipeCD's `spec.encryption`): an SSM SecureString
+   * parameter ARN or a Secrets Manager secret ARN (a literal) holding an RSA key in PEM. Only the
+   * stage, drift and api functions get it and may read it. @default none: apps cannot seal secrets
+   */
+  readonly sealingKeyArn?: string;
   /** GitHub's API (for GitHub Enterprise Server, https://HOST/api/v3). @default "https://api.github.com" */
   readonly githubApiUrl?: string;
   readonly repositories: Repository[];

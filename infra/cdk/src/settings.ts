@@ -4,12 +4,14 @@ import { GannetProps, JobComputeType } from './props';
 /**
  * The props with their defaults filled in and checked: the same checks as the SAM template's
  * parameter constraints (AllowedPattern, AllowedValues, MinValue/MaxValue), made at synth time
- * with errors that name the prop. Values that are tokens pass unchecked, except the two secret
+ * with errors that name the prop. Values that are tokens pass unchecked, except the secret
  * ARNs, whose service decides the IAM statements.
  */
 export interface Settings {
   readonly webhookSecret: SecretArn;
   readonly githubSecret: SecretArn;
+  /** The private key for sealed secrets; none when not given. */
+  readonly sealingKey?: SecretArn;
   readonly githubApiUrl: string;
   readonly reposJson: string;
   readonly pluginsJson: string;
@@ -103,6 +105,10 @@ export function resolveSettings(props: GannetProps): Settings {
   return {
     webhookSecret: secretArn('webhookSecretArn', props.webhookSecretArn),
     githubSecret: secretArn('githubSecretArn', props.githubSecretArn),
+    sealingKey:
+      props.sealingKeyArn === undefined || props.sealingKeyArn === ''
+        ? undefined
+        : secretArn('sealingKeyArn', props.sealingKeyArn),
     githubApiUrl: matching('githubApiUrl', props.githubApiUrl ?? 'https://api.github.com', HTTP_URL, 'an http(s) URL'),
     reposJson: json('repositories', props.repositories, Array.isArray, 'a list of repositories'),
     pluginsJson: json('plugins', plugins, isPlainObject, 'a map of plugin settings'),

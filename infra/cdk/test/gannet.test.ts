@@ -53,6 +53,10 @@ describe('props are checked at synth time, and errors name the prop', () => {
     ],
     [{ githubSecretArn: '' }, /^Gannet: props\.githubSecretArn: missing/],
     [
+      { sealingKeyArn: 'arn:aws:kms:us-east-1:111122223333:key/1234' },
+      /^Gannet: props\.sealingKeyArn: "arn:aws:kms:us-east-1:111122223333:key\/1234" is not an SSM parameter ARN or a Secrets Manager secret ARN$/,
+    ],
+    [
       { githubApiUrl: 'github.example.com' },
       /^Gannet: props\.githubApiUrl: "github\.example\.com" is not an http\(s\) URL$/,
     ],
@@ -375,6 +379,45 @@ describe('the rest of the SAM template', () => {
       statements(template, 'WebhookRole').map((s) => s.Sid),
       ['DeliveriesOnly', 'Logs', 'WebhookSecret', 'Send'],
     );
+  });
+
+  it('gives the key for sealed secrets to the stage, drift and api functions only, and none by default', () => {
+    const arn = 'arn:aws:ssm:eu-west-1:444455556666:parameter/gannet/sealing-key';
+    const sealed = synth({ sealingKeyArn: arn });
+    const policy = resource(sealed, 'AWS::IAM::ManagedPolicy', 'SealingKeyPolicy').Properties;
+    assert.equal(policy.Description, 'gannet - read the private key for sealed secrets.');
+    const statement = policy.PolicyDocument.Statement;
+    assert.deepEqual(statement[0], {
+      Sid: 'SealingKeyParameter',
+      Effect: 'Allow',
+      Action: 'ssm:GetParameter',
+      Resource: arn,
+    });
+    assert.deepEqual(statement[1].Condition, {
+      StringEquals: {
+        'kms:ViaService': 'ssm.eu-west-1.amazonaws.com',
+        'kms:EncryptionContext:PARAMETER_ARN': arn,
+      },
+    });
+    const readers = ['Stage', 'Drift', 'Api'];
+    for (const name of FUNCTION_NAMES) {
+      const id = `${name[0].toUpperCase()}${name.slice(1)}`;
+      const variables = resource(sealed, 'AWS::Lambda::Function', `${id}Function`).Properties.Environment.Variables;
+      const managed = JSON.stringify(resource(sealed, 'AWS::IAM::Role', `${id}Role`).Properties.ManagedPolicyArns ?? []);
+      const reads = readers.includes(id);
+      assert.equal(variables.GANNET_SEALING_KEY_ARN, reads ? arn : undefined, name);
+      assert.equal(managed.includes('SealingKeyPolicy'), reads, `${name}: ${managed}`);
+    }
+    const secret = 'arn:aws:secretsmanager:us-east-1:111122223333:secret:gannet/sealing-key-AbCdEf';
+    assert.deepEqual(
+      resource(synth({ sealingKeyArn: secret }), 'AWS::IAM::ManagedPolicy', 'SealingKeyPolicy').Properties
+        .PolicyDocument.Statement,
+      [{ Sid: 'SealingKeySecret', Effect: 'Allow', Action: 'secretsmanager:GetSecretValue', Resource: secret }],
+    );
+    for (const none of [template, synth({ sealingKeyArn: '' })]) {
+      assert.equal(JSON.stringify(none.toJSON()).includes('SealingKey'), false);
+      assert.equal(JSON.stringify(none.toJSON()).includes('GANNET_SEALING_KEY_ARN'), false);
+    }
   });
 
   it('turns drift off at 0: no schedule, no poller, no alarm, no interval', () => {
