@@ -1771,3 +1771,230 @@ fn a_chain_runs_on_the_stack_block_after_block_as_the_functions_roles() {
     let resumed = c.lab.resume();
     assert_eq!(resumed["job"], "resume", "{resumed}");
 }
+
+/// An RSA private key in PKCS#8 PEM, made as the docs say (`openssl genpkey`).
+fn sealing_key() -> String {
+    let out = std::process::Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ])
+        .output()
+        .expect("openssl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("PEM")
+}
+
+/// The stage, drift and api functions read the sealing key when they start (a bad one stops
+/// them, naming the variable and never showing the value); the others never read it.
+#[test]
+fn only_the_stage_drift_and_api_functions_read_the_sealing_key_and_a_bad_one_stops_them() {
+    let lab = Lab::new(LabOptions::default());
+    let key = sealing_key();
+    let public = gannet_sdk::sealed::SealingKey::from_pem(&key)
+        .expect("a key")
+        .public_pem();
+    let good = parameter(&lab, &key);
+    let not_a_key = parameter(
+        &lab,
+        "-----BEGIN PRIVATE KEY-----\nbm90LWEta2V5LXNlY3JldA==\n-----END PRIVATE KEY-----\n",
+    );
+    let missing = "arn:aws:ssm:us-east-1:123456789012:parameter/gannet/no-sealing-key";
+    let with_key = |arn: &str| gannet_functions::FunctionConfig {
+        sealing_key: Some(stored(arn)),
+        ..lab.config.clone()
+    };
+    for function in Function::ALL {
+        let reads = function.reads_sealing_key();
+        assert_eq!(
+            reads,
+            matches!(function, Function::Stage | Function::Drift | Function::Api)
+        );
+        let start = |config: &gannet_functions::FunctionConfig| {
+            lab.rt
+                .block_on(Runtime::with_clients(function, config, &lab.direct))
+        };
+        let runtime = start(&with_key(&good))
+            .unwrap_or_else(|e| panic!("{function}: {}", gannet_controller::error_chain(&e)));
+        assert_eq!(
+            runtime.controller().sealing_public_key().as_deref(),
+            reads.then_some(public.as_str()),
+            "{function}"
+        );
+        for (arn, want) in [
+            (
+                not_a_key.as_str(),
+                format!(
+                    "GANNET_SEALING_KEY_ARN: SSM parameter {not_a_key} is not an RSA private key"
+                ),
+            ),
+            (
+                missing,
+                format!("GANNET_SEALING_KEY_ARN: reading SSM parameter {missing}"),
+            ),
+        ] {
+            match start(&with_key(arn)) {
+                Ok(_) => assert!(!reads, "{function} started with {arn}"),
+                Err(err) => {
+                    let chain = gannet_controller::error_chain(&err);
+                    assert!(reads && chain.starts_with(&want), "{function}: {chain}");
+                    assert!(
+                        !chain.contains("bm90LWEta2V5"),
+                        "no value in errors: {chain}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Sealed secrets on gannet's SAM stack, every function as its role: the private key is an SSM
+/// SecureString (`SealingKeyArn`) that the stage, drift and api functions read when they
+/// start. The api function serves its public key; a value sealed with it as `gannet encrypt`
+/// seals reaches the deployed function's environment through a decryption target, the drift
+/// check opens it too (the app stays in sync), and it is in no stage log or API answer. The
+/// trigger function's role may not read the key.
+#[test]
+fn on_the_sam_stack_a_sealed_secret_opens_with_the_key_in_ssm_as_the_stage_role() {
+    let key = sealing_key();
+    let mut c = Canary::new(
+        "sealed",
+        LabOptions {
+            stack: Some(Template::Sam),
+            sealing_key: Some(key.clone()),
+            ..LabOptions::default()
+        },
+    );
+    let arn = c.lab.sealing_key_arn.clone().expect("the key's parameter");
+    let stack = c.lab.stack.as_ref().expect("on the stack");
+    for f in Function::ALL {
+        assert_eq!(
+            stack.environment(f).get("GANNET_SEALING_KEY_ARN"),
+            f.reads_sealing_key().then_some(&arn),
+            "{f}'s environment"
+        );
+    }
+    let role_name = |f: Function| {
+        let arn = stack.function(f)["role"].as_str().expect("a role");
+        arn.rsplit('/').next().expect("a role name").to_owned()
+    };
+    let (stage_role, trigger_role) = (role_name(Function::Stage), role_name(Function::Trigger));
+    let trigger_arn = stack.function(Function::Trigger)["role"]
+        .as_str()
+        .expect("a role")
+        .to_owned();
+
+    // `gannet encrypt`: the public key from the api function, the value sealed with it.
+    let (status, body) = c.lab.api("GET", "/api/v1/secrets/public-key");
+    assert_eq!(status, 200, "{body}");
+    let public = body["publicKey"].as_str().expect("a public key").to_owned();
+    assert_eq!(
+        public,
+        gannet_sdk::sealed::SealingKey::from_pem(&key)
+            .expect("a key")
+            .public_pem()
+    );
+    assert!(!body.to_string().contains("PRIVATE"), "{body}");
+    let plain = "db-pa55-sealed-for-lambda";
+    let sealed = gannet_sdk::sealed::seal(&public, plain).expect("seal");
+
+    moto::put_object(&c.bucket, "v2.zip", moto::zip_bytes("v2"));
+    let app = format!(
+        "{}  encryption:\n    encryptedSecrets:\n      db: {sealed}\n    decryptionTargets:\n      - function.yaml\n",
+        lambda_app("      - name: LAMBDA_SYNC\n")
+    );
+    let function = format!(
+        "{}  environments:\n    DB_PASSWORD: \"{{{{ .encryptedSecrets.db }}}}\"\n",
+        function_yaml(&c.function, &c.bucket, "v2.zip")
+    );
+    let v2 = c.lab.repo.commit(
+        &[
+            (&format!("{APP_DIR}/app.pipecd.yaml"), &app),
+            (&format!("{APP_DIR}/function.yaml"), &function),
+        ],
+        "a sealed database password",
+    );
+    let id = c.push(&v2);
+    let d = c.lab.drive_to_end(&id);
+    assert_eq!(d.status, DeploymentStatus::Success, "{d:?}");
+    assert_eq!(
+        moto::environment(&c.function)
+            .get("DB_PASSWORD")
+            .map(String::as_str),
+        Some(plain),
+        "the deployed function has the opened value"
+    );
+
+    // The drift function, as its role, opens it too: live and Git agree.
+    let done = c.lab.drift();
+    assert_eq!(done["checks"], 1, "{done}");
+    c.lab
+        .drive_until("the drift check", support::LIMIT, |_| true);
+    let apps = c.lab.apps();
+    assert_eq!(apps[0].sync_status, SyncStatus::Synced, "{apps:?}");
+
+    // The value is in no answer of the API: the deployment, its stage logs, the app.
+    let mut answers = vec![
+        c.lab.api("GET", &format!("/api/v1/deployments/{id}")).1,
+        c.lab.api("GET", "/api/v1/apps").1,
+    ];
+    for stage in &d.stages {
+        answers.push(
+            c.lab
+                .api(
+                    "GET",
+                    &format!("/api/v1/deployments/{id}/stages/{}/logs", stage.id),
+                )
+                .1,
+        );
+    }
+    for answer in &answers {
+        let text = answer.to_string();
+        assert!(!text.contains(plain), "the value is in an answer: {text}");
+    }
+    let stored = serde_json::to_string(&c.lab.deployment(&id)).expect("JSON");
+    assert!(!stored.contains(plain), "the value is stored: {stored}");
+
+    // IAM: the stage role read the key; the trigger role may not.
+    let decisions = support::stack::Decisions::from_env();
+    assert!(
+        decisions
+            .of_role(&stage_role)
+            .iter()
+            .any(|d| d.action == "ssm:GetParameter"
+                && d.resource == arn
+                && d.decision == "Allowed"),
+        "the stage role read the key"
+    );
+    let moto_iam = support::stack::IamMoto::from_env();
+    let denied = c.lab.rt.block_on(async {
+        let credentials = moto_iam.assume(&trigger_arn, "trigger").await;
+        let sdk = moto_iam.sdk(&moto_iam.endpoint, credentials).await;
+        aws_sdk_ssm::Client::new(&sdk)
+            .get_parameter()
+            .name(&arn)
+            .with_decryption(true)
+            .send()
+            .await
+    });
+    let err = format!(
+        "{:?}",
+        denied.expect_err("the trigger role may not read the key")
+    );
+    assert!(err.contains("AccessDenied"), "{err}");
+    assert!(!err.contains("PRIVATE KEY"), "{err}");
+    assert!(
+        decisions
+            .denied(&trigger_role)
+            .iter()
+            .any(|d| d.action == "ssm:GetParameter" && d.resource == arn),
+        "the denial names the parameter"
+    );
+}

@@ -279,6 +279,15 @@ pub fn code_sha256(function: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// `$LATEST`'s environment variables; empty when the function has none (or does not exist).
+pub fn environment(function: &str) -> BTreeMap<String, String> {
+    lambda_get(&format!("/2015-03-31/functions/{function}"))
+        .and_then(|out| {
+            serde_json::from_value(out["Configuration"]["Environment"]["Variables"].clone()).ok()
+        })
+        .unwrap_or_default()
+}
+
 /// Changes made by hand, as an operator would with the AWS CLI.
 fn lambda_send(method: reqwest::Method, path: &str, body: &Value) -> Value {
     let (status, text) = call(

@@ -257,6 +257,9 @@ pub struct LabOptions {
     /// The lab's own resources from gannet's stack on the IAM-enforcing moto, each function
     /// running as its role; `None`: made by `provision` on moto, with moto's test keys.
     pub stack: Option<stack::Template>,
+    /// gannet's private key for sealed secrets (PEM), put in an SSM `SecureString` parameter
+    /// whose ARN is `GANNET_SEALING_KEY_ARN` (on the SAM stack, its `SealingKeyArn`).
+    pub sealing_key: Option<String>,
 }
 
 /// The IAM principal the lab's API requests are signed by, unless a test says otherwise:
@@ -296,7 +299,10 @@ pub struct Lab {
     esm_clients: BTreeMap<Function, aws_sdk_sqs::Client>,
     /// The stack the lab runs on, if it does.
     pub stack: Option<stack::Stack>,
+    /// The SSM parameter holding the sealing key, when the lab has one.
+    pub sealing_key_arn: Option<String>,
     _git_cache: tempfile::TempDir,
+    _sealed_dir: tempfile::TempDir,
 }
 
 /// The lab's repositories, plugins and callers (JSON), as the SAM stack's parameters.
@@ -322,6 +328,27 @@ fn create_secret(rt: &tokio::runtime::Runtime, direct: &Clients, name: &str) -> 
     .to_owned()
 }
 
+/// Puts `pem` in the SSM `SecureString` parameter `/gannet/<name>/sealing-key`; its ARN.
+fn put_sealing_key(
+    rt: &tokio::runtime::Runtime,
+    direct: &Clients,
+    name: &str,
+    pem: &str,
+) -> String {
+    let parameter = format!("/gannet/{name}/sealing-key");
+    rt.block_on(
+        direct
+            .ssm
+            .put_parameter()
+            .name(&parameter)
+            .value(pem)
+            .r#type(aws_sdk_ssm::types::ParameterType::SecureString)
+            .send(),
+    )
+    .expect("put the sealing key");
+    format!("arn:aws:ssm:{REGION}:123456789012:parameter{parameter}")
+}
+
 /// Where the lab's table, queues, secret and jobs' resources are, and each function's clients.
 struct Resources {
     proxy: CountingProxy,
@@ -330,6 +357,7 @@ struct Resources {
     made: Provisioned,
     jobs: gannet_aws::JobsConfig,
     secret_arn: String,
+    sealing_key_arn: Option<String>,
     api_id: String,
     stack: Option<stack::Stack>,
     /// Each function's environment as its template gives it (empty without a stack).
@@ -342,7 +370,7 @@ struct Resources {
 
 impl Resources {
     /// `provision` on moto, moto's test keys for every function.
-    fn provisioned(rt: &tokio::runtime::Runtime, name: &str) -> Self {
+    fn provisioned(rt: &tokio::runtime::Runtime, name: &str, sealing_key: Option<&str>) -> Self {
         let moto = moto_endpoint();
         let proxy = rt.block_on(CountingProxy::start(&moto));
         let direct = rt.block_on(clients_on(&moto));
@@ -358,6 +386,7 @@ impl Resources {
             ))
             .expect("provision on moto");
         let secret_arn = create_secret(rt, &direct, name);
+        let sealing_key_arn = sealing_key.map(|pem| put_sealing_key(rt, &direct, name, pem));
         let direct_jobs = JobClients::new(&rt.block_on(sdk_on(&moto)));
         let jobs = rt.block_on(builds::provision_jobs(&direct_jobs, name));
         let via_proxy = rt.block_on(sdk_on(&proxy.url));
@@ -372,6 +401,7 @@ impl Resources {
             made,
             jobs,
             secret_arn,
+            sealing_key_arn,
             api_id: "e2e".to_owned(),
             stack: None,
             environment: BTreeMap::new(),
@@ -387,26 +417,35 @@ impl Resources {
         template: stack::Template,
         name: &str,
         settings: &StackSettings,
+        sealing_key: Option<&str>,
     ) -> Self {
         let moto = stack::IamMoto::from_env();
         let proxy = rt.block_on(CountingProxy::start(&moto.endpoint));
         let admin = rt.block_on(moto.sdk(&moto.endpoint, moto.admin.clone()));
         let direct = Clients::new(&admin);
         let direct_jobs = JobClients::new(&admin);
+        let sealing_key_arn = sealing_key.map(|pem| put_sealing_key(rt, &direct, name, pem));
         let (secret_arn, stack) = match template {
             stack::Template::Sam => {
                 let secret_arn = create_secret(rt, &direct, name);
-                let parameters = [
+                let mut parameters = vec![
                     ("WebhookSecretArn", secret_arn.clone()),
                     ("GithubSecretArn", secret_arn.clone()),
                     ("ReposJson", settings.repos.clone()),
                     ("PluginsJson", settings.plugins.clone()),
                     ("CallerNamesJson", settings.callers.clone()),
                 ];
+                if let Some(arn) = &sealing_key_arn {
+                    parameters.push(("SealingKeyArn", arn.clone()));
+                }
                 let made = stack::Stack::create(&moto, template, name, &parameters, &[]);
                 (secret_arn, made)
             }
             stack::Template::Cdk => {
+                assert!(
+                    sealing_key_arn.is_none(),
+                    "the CDK example app has no sealing key; use the SAM stack"
+                );
                 // The example app reads its secrets from SSM parameters in the account it
                 // names, which becomes moto's; its repositories, plugins and callers are the
                 // lab's (below), as its props would say.
@@ -453,6 +492,7 @@ impl Resources {
             made: stack.provisioned(),
             jobs: stack.jobs(),
             secret_arn,
+            sealing_key_arn,
             api_id: stack.environment(Function::Api)["GANNET_API_ID"].clone(),
             environment: Function::ALL
                 .into_iter()
@@ -498,6 +538,7 @@ impl Lab {
         let repo = Repo::new();
         let repo_id = unique("shop");
         let git_cache = tempfile::tempdir().expect("tempdir");
+        let sealed_dir = tempfile::tempdir().expect("tempdir");
         let mut repos = vec![
             json!({"id": repo_id, "url": repo.path().display().to_string(), "onFirstSight": "deploy"}),
         ];
@@ -528,7 +569,7 @@ impl Lab {
         };
         let (resources, settings) = match options.stack {
             None => {
-                let resources = Resources::provisioned(&rt, &name);
+                let resources = Resources::provisioned(&rt, &name, options.sealing_key.as_deref());
                 let settings = settings(&resources.proxy.url);
                 (resources, settings)
             }
@@ -538,7 +579,13 @@ impl Lab {
             Some(template) => {
                 let settings = settings(&moto_endpoint());
                 (
-                    Resources::on_stack(&rt, template, &name, &settings),
+                    Resources::on_stack(
+                        &rt,
+                        template,
+                        &name,
+                        &settings,
+                        options.sealing_key.as_deref(),
+                    ),
                     settings,
                 )
             }
@@ -556,7 +603,7 @@ impl Lab {
             })
             .collect();
         // What the stack's template gives each function, or the whole environment without one.
-        let provisioned: BTreeMap<&str, String> = [
+        let mut provisioned: BTreeMap<&str, String> = [
             ("GANNET_TABLE", made.table.clone()),
             ("GANNET_QUEUES", Value::Object(queues).to_string()),
             ("GANNET_WEBHOOK_SECRET_ARN", resources.secret_arn.clone()),
@@ -569,6 +616,9 @@ impl Lab {
         ]
         .into_iter()
         .collect();
+        if let Some(arn) = &resources.sealing_key_arn {
+            provisioned.insert("GANNET_SEALING_KEY_ARN", arn.clone());
+        }
         // What the lab sets either way: the endpoint (the proxy), its repositories, plugins
         // and callers (the SAM stack's parameters already; the CDK example's props otherwise),
         // and intervals in seconds where the template's are minutes.
@@ -600,6 +650,7 @@ impl Lab {
                         panic!("the {f} function's environment is a valid config: {e}")
                     });
             config.git_cache = git_cache.path().to_owned();
+            config.sealed_dir = sealed_dir.path().to_owned();
             config
         };
         let config = config_of(Function::Stage);
@@ -627,6 +678,7 @@ impl Lab {
             api_id,
             stack,
             esm_clients,
+            sealing_key_arn,
             ..
         } = resources;
         let store = DynamoStore::new(
@@ -659,7 +711,9 @@ impl Lab {
             api_id,
             esm_clients,
             stack,
+            sealing_key_arn,
             _git_cache: git_cache,
+            _sealed_dir: sealed_dir,
         }
     }
 
