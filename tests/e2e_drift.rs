@@ -526,3 +526,93 @@ fn apps_diff_on_an_ecs_service_names_the_image_and_the_count_a_commit_would_chan
     );
     assert_eq!(g.deployments().len(), 1, "a diff deploys nothing");
 }
+
+/// PipeCD's sealed secrets and attachments on an ECSApp (moto): a sealed password and a file
+/// attached to the task definition are filled into the container's environment when the stage
+/// runs and reach ECS's registered task definition; the password is in no deployment, app,
+/// stage log, server log or stored row.
+#[test]
+fn an_ecs_task_definition_gets_a_sealed_secret_and_an_attachment_and_nothing_else_shows_it() {
+    let cluster = moto::unique("sealed");
+    let arn = ecs("CreateCluster", serde_json::json!({"clusterName": cluster}))["cluster"]
+        ["clusterArn"]
+        .as_str()
+        .expect("cluster ARN")
+        .to_owned();
+    let service = moto::unique("svc");
+    let key = support::private_key();
+    let public = gannet_sdk::sealed::SealingKey::from_pem(&key)
+        .expect("a key")
+        .public_pem();
+    let plain = "ecs-db-pa55-only-in-the-task";
+    let sealed = gannet_sdk::sealed::seal(&public, plain).expect("seal");
+    let repo = Repo::new();
+    let config = format!(
+        "apiVersion: pipecd.dev/v1beta1\nkind: ECSApp\nspec:\n  name: svc\n  input:\n    serviceDefinitionFile: servicedef.yaml\n    taskDefinitionFile: taskdef.yaml\n  encryption:\n    encryptedSecrets:\n      db: {sealed}\n    decryptionTargets:\n      - taskdef.yaml\n  attachment:\n    sources:\n      mode: mode.txt\n    targets:\n      - taskdef.yaml\n"
+    );
+    let head = repo.commit(
+        &[
+            ("apps/svc/app.pipecd.yaml", &config),
+            (
+                "apps/svc/servicedef.yaml",
+                &format!("cluster: {arn}\nserviceName: {service}\ndesiredCount: 1\ndeploymentController:\n  type: EXTERNAL\nlaunchType: FARGATE\n"),
+            ),
+            (
+                "apps/svc/taskdef.yaml",
+                &format!("family: {service}\ncontainerDefinitions:\n  - name: web\n    image: nginx:1.25\n    memory: 100\n    environment:\n      - name: DB_PASSWORD\n        value: \"{{{{ .encryptedSecrets.db }}}}\"\n      - name: MODE\n        value: \"{{{{ .attachment.mode }}}}\"\nnetworkMode: bridge\nmemory: 512\ncpu: 256\n"),
+            ),
+            ("apps/svc/mode.txt", "blue-green"),
+        ],
+        "svc with a sealed password and an attachment",
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut env = moto::gannet_env();
+    env.push(("GANNET_SEALING_KEY".to_owned(), key));
+    let opts = UpOptions {
+        extra_config: format!(
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  ecs:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+            moto::REGION,
+            moto::endpoint()
+        ),
+        env,
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&repo, state.path(), &opts);
+    let id = g.deployment_of(&head, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
+    let task = ecs(
+        "DescribeTaskDefinition",
+        serde_json::json!({"taskDefinition": service}),
+    );
+    let vars = &task["taskDefinition"]["containerDefinitions"][0]["environment"];
+    let value = |name: &str| {
+        vars.as_array()
+            .and_then(|l| l.iter().find(|v| v["name"] == name))
+            .map(|v| v["value"].clone())
+    };
+    assert_eq!(
+        value("DB_PASSWORD"),
+        Some(serde_json::json!(plain)),
+        "{task}"
+    );
+    assert_eq!(
+        value("MODE"),
+        Some(serde_json::json!("blue-green")),
+        "{task}"
+    );
+
+    let shown = format!("{}{}{}", g.deployment(&id), g.app_view("svc"), g.log());
+    assert!(!shown.contains(plain), "the value shows: {shown}");
+    for stage in d["stages"].as_array().expect("stages") {
+        let lines = g.stage_log(&id, stage["id"].as_str().expect("id"));
+        assert!(
+            !format!("{lines:?}").contains(plain),
+            "in a stage log: {lines:?}"
+        );
+    }
+    for table in ["deployments", "apps"] {
+        let rows = format!("{:?}", g.stored_rows(table));
+        assert!(!rows.contains(plain), "stored in {table}");
+    }
+}
