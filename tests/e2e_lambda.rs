@@ -815,3 +815,95 @@ fn a_git_sourced_function_deploys_twice_with_identical_zips() {
     assert!(reason.contains("cannot fetch ref v9 from"), "{d}");
     assert_eq!(lab.versions(), ["1", "2"], "nothing deployed");
 }
+
+/// PipeCD's sealed secrets on a LambdaApp: a value sealed by `gannet encrypt` (for the
+/// server's public key, read from a PEM file as PipeCD's web console hands it out) is filled
+/// into the function manifest's environment when the stage runs, reaches the function's
+/// configuration on Lambda, and is in no deployment, app, stage log, server log or stored row.
+#[test]
+fn a_sealed_secret_reaches_the_function_environment_and_nowhere_else() {
+    moto::ensure_role();
+    let function = moto::unique("sealed");
+    let bucket = moto::unique("code").to_lowercase();
+    moto::create_bucket(&bucket);
+    let key = support::private_key();
+    let state = tempfile::tempdir().expect("tempdir");
+    let public = state.path().join("public.pem");
+    let pem = gannet_sdk::sealed::SealingKey::from_pem(&key)
+        .expect("a key")
+        .public_pem();
+    std::fs::write(&public, pem).expect("write");
+    let plain = "db-pa55-only-in-the-function-env";
+    let input = state.path().join("password.txt");
+    std::fs::write(&input, plain).expect("write");
+    let run = run_gannet(
+        &[
+            "encrypt",
+            "--input-file",
+            &input.to_string_lossy(),
+            "--public-key",
+            &public.to_string_lossy(),
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let sealed = run.stdout.trim().to_owned();
+    assert!(!sealed.contains(plain), "{sealed}");
+
+    let repo = Repo::new();
+    let manifest = format!(
+        "{}  environments:\n    DB_PASSWORD: \"{{{{ .encryptedSecrets.db }}}}\"\n",
+        moto::upload_code(&function, &bucket, "v1")
+    );
+    let config = format!(
+        "{}  encryption:\n    encryptedSecrets:\n      db: {sealed}\n    decryptionTargets:\n      - function.yaml\n",
+        lambda_app("")
+    );
+    let head = repo.commit(
+        &[
+            (&format!("{APP_DIR}/app.pipecd.yaml"), &config),
+            (&format!("{APP_DIR}/function.yaml"), &manifest),
+        ],
+        "a function with a sealed password",
+    );
+    let mut env = moto::gannet_env();
+    env.push(("GANNET_SEALING_KEY".to_owned(), key));
+    let opts = UpOptions {
+        extra_config: format!(
+            "intervals: {{poll: 1m, resume: 1s, drift: 1m}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+            moto::REGION,
+            moto::endpoint()
+        ),
+        env,
+        ..UpOptions::default()
+    };
+    let g = Gannet::start(&repo, state.path(), &opts);
+    let id = g.deployment_of(&head, LIMIT);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+    let env = moto::environment(&function);
+    assert_eq!(
+        env.get("DB_PASSWORD").map(String::as_str),
+        Some(plain),
+        "{env:?}"
+    );
+
+    let sync = stage_named(&d, "LAMBDA_SYNC");
+    let shown = format!(
+        "{}{}{:?}{}",
+        g.deployment(&id),
+        g.app_view("fn"),
+        g.stage_log(&id, sync["id"].as_str().expect("id")),
+        g.log()
+    );
+    assert!(!shown.contains(plain), "the value shows: {shown}");
+    for table in ["deployments", "apps"] {
+        let rows = format!("{:?}", g.stored_rows(table));
+        assert!(!rows.contains(plain), "stored in {table}");
+    }
+    let text = std::fs::read_to_string(repo.path().join(APP_DIR).join("function.yaml")).unwrap();
+    assert!(
+        text.contains("{{ .encryptedSecrets.db }}"),
+        "the checkout is untouched"
+    );
+}
