@@ -788,12 +788,21 @@ export class Gannet extends Construct {
         },
       ]);
     // The API's reads and the web console's pages and files (which hold no data).
-    const reads = ['GET/api/v1/*', 'GET/apps', 'GET/apps/*', 'GET/deployments', 'GET/deployments/*', 'GET/assets/*'];
+    const reads = [
+      'GET/api/v1/*',
+      'GET/apps',
+      'GET/apps/*',
+      'GET/deployments',
+      'GET/deployments/*',
+      'GET/chains',
+      'GET/chains/*',
+      'GET/assets/*',
+    ];
     return {
       read: policy('ApiReadPolicy', 'gannet API role viewer - read apps, deployments and stage logs.', reads),
       deploy: policy(
         'ApiDeployPolicy',
-        'gannet API role deployer - read, sync, roll back, pause and resume apps, cancel deployments.',
+        'gannet API role deployer - read, sync, roll back, pause and resume apps, cancel deployments and chains.',
         [
           ...reads,
           'POST/api/v1/apps/*/sync',
@@ -801,6 +810,7 @@ export class Gannet extends Construct {
           'POST/api/v1/apps/*/pause',
           'POST/api/v1/apps/*/resume',
           'POST/api/v1/deployments/*/cancel',
+          'POST/api/v1/chains/*/cancel',
         ],
       ),
       approve: policy('ApiApprovePolicy', 'gannet API role approver - read and approve stages.', [

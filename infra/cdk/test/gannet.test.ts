@@ -457,10 +457,21 @@ describe('the rest of the SAM template', () => {
       (resource(template, 'AWS::IAM::ManagedPolicy', id).Properties.PolicyDocument.Statement[0].Resource as unknown[]).map(
         (arn) => JSON.stringify(arn).match(/\/\*\/((?:GET|POST)\/[^"]*)/)?.[1],
       );
-    const reads = ['GET/api/v1/*', 'GET/apps', 'GET/apps/*', 'GET/deployments', 'GET/deployments/*', 'GET/assets/*'];
+    const reads = [
+      'GET/api/v1/*',
+      'GET/apps',
+      'GET/apps/*',
+      'GET/deployments',
+      'GET/deployments/*',
+      'GET/chains',
+      'GET/chains/*',
+      'GET/assets/*',
+    ];
     assert.deepEqual(routes('ApiReadPolicy'), reads);
     assert.deepEqual(routes('ApiApprovePolicy'), [...reads, 'POST/api/v1/deployments/*/approve']);
     assert.deepEqual(routes('ApiDeployPolicy').slice(0, reads.length), reads);
+    assert.ok(routes('ApiDeployPolicy').includes('POST/api/v1/chains/*/cancel'));
+    assert.ok(!routes('ApiApprovePolicy').includes('POST/api/v1/chains/*/cancel'));
   });
 
   it('derives the Slack secrets the notify function may read from the receivers', () => {
