@@ -475,7 +475,8 @@ async fn public_key(
     require(&caller, Need::Read)?;
     let key = s.controller.sealing_public_key().ok_or_else(|| {
         ApiError::NotFound(
-            "this gannet has no key for sealed secrets: set secretManagement in gannet.yaml".into(),
+            "this gannet has no key for sealed secrets: set secretManagement in gannet.yaml, or on AWS the stack's SealingKeyArn"
+                .into(),
         )
     })?;
     Ok(Json(json!({ "publicKey": key })))

@@ -258,7 +258,7 @@ pub fn unseal(
 ) -> Result<Unsealed, String> {
     let mut secrets = BTreeMap::new();
     if let Some(encryption) = templates.encryption {
-        let key = key.ok_or("spec.encryption: the app seals secrets, and this gannet has no key to open them: set secretManagement in gannet.yaml (docs: README, Sealed secrets)")?;
+        let key = key.ok_or("spec.encryption: the app seals secrets, and this gannet has no key to open them: set secretManagement in gannet.yaml, or on AWS the stack's SealingKeyArn (docs: README, Sealed secrets)")?;
         for (name, sealed) in &encryption.encrypted_secrets {
             let value = key
                 .open(sealed)
