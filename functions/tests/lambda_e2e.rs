@@ -1998,3 +1998,67 @@ fn on_the_sam_stack_a_sealed_secret_opens_with_the_key_in_ssm_as_the_stage_role(
         "the denial names the parameter"
     );
 }
+
+/// The sealing key may be a Secrets Manager secret too: on the SAM stack, the stage, drift and
+/// api functions read it as their roles when they start (the api function then serves its
+/// public key), and the trigger role is denied it.
+#[test]
+fn on_the_sam_stack_the_sealing_key_may_be_a_secrets_manager_secret() {
+    let key = sealing_key();
+    let mut lab = Lab::new(LabOptions {
+        stack: Some(Template::Sam),
+        sealing_key: Some(key.clone()),
+        sealing_key_in_secrets_manager: true,
+        ..LabOptions::default()
+    });
+    let arn = lab.sealing_key_arn.clone().expect("the key's secret");
+    assert!(arn.contains(":secretsmanager:"), "{arn}");
+    let (status, body) = lab.api("GET", "/api/v1/secrets/public-key");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["publicKey"].as_str(),
+        Some(
+            gannet_sdk::sealed::SealingKey::from_pem(&key)
+                .expect("a key")
+                .public_pem()
+                .as_str()
+        )
+    );
+    let stack = lab.stack.as_ref().expect("on the stack");
+    let role = |f: Function| {
+        stack.function(f)["role"]
+            .as_str()
+            .expect("a role")
+            .to_owned()
+    };
+    let name = |arn: &str| arn.rsplit('/').next().expect("a role name").to_owned();
+    let decisions = support::stack::Decisions::from_env();
+    for f in [Function::Stage, Function::Drift, Function::Api] {
+        assert!(
+            decisions
+                .of_role(&name(&role(f)))
+                .iter()
+                .any(|d| d.action == "secretsmanager:GetSecretValue"
+                    && d.resource == arn
+                    && d.decision == "Allowed"),
+            "the {f} role read the key"
+        );
+    }
+    let moto_iam = support::stack::IamMoto::from_env();
+    let trigger = role(Function::Trigger);
+    let denied = lab.rt.block_on(async {
+        let credentials = moto_iam.assume(&trigger, "trigger").await;
+        let sdk = moto_iam.sdk(&moto_iam.endpoint, credentials).await;
+        aws_sdk_secretsmanager::Client::new(&sdk)
+            .get_secret_value()
+            .secret_id(&arn)
+            .send()
+            .await
+    });
+    let err = format!(
+        "{:?}",
+        denied.expect_err("the trigger role may not read the key")
+    );
+    assert!(err.contains("AccessDenied"), "{err}");
+    assert!(!err.contains("PRIVATE KEY"), "{err}");
+}

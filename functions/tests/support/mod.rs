@@ -260,6 +260,8 @@ pub struct LabOptions {
     /// gannet's private key for sealed secrets (PEM), put in an SSM `SecureString` parameter
     /// whose ARN is `GANNET_SEALING_KEY_ARN` (on the SAM stack, its `SealingKeyArn`).
     pub sealing_key: Option<String>,
+    /// The sealing key in a Secrets Manager secret instead.
+    pub sealing_key_in_secrets_manager: bool,
 }
 
 /// The IAM principal the lab's API requests are signed by, unless a test says otherwise:
@@ -328,13 +330,29 @@ fn create_secret(rt: &tokio::runtime::Runtime, direct: &Clients, name: &str) -> 
     .to_owned()
 }
 
-/// Puts `pem` in the SSM `SecureString` parameter `/gannet/<name>/sealing-key`; its ARN.
+/// Puts `pem` in the SSM `SecureString` parameter `/gannet/<name>/sealing-key`, or in the
+/// Secrets Manager secret `gannet/<name>/sealing-key`; its ARN.
 fn put_sealing_key(
     rt: &tokio::runtime::Runtime,
     direct: &Clients,
     name: &str,
-    pem: &str,
+    (pem, in_secrets_manager): (&str, bool),
 ) -> String {
+    if in_secrets_manager {
+        return rt
+            .block_on(
+                direct
+                    .secrets
+                    .create_secret()
+                    .name(format!("gannet/{name}/sealing-key"))
+                    .secret_string(pem)
+                    .send(),
+            )
+            .expect("create the sealing key's secret")
+            .arn()
+            .expect("secret ARN")
+            .to_owned();
+    }
     let parameter = format!("/gannet/{name}/sealing-key");
     rt.block_on(
         direct
@@ -370,7 +388,11 @@ struct Resources {
 
 impl Resources {
     /// `provision` on moto, moto's test keys for every function.
-    fn provisioned(rt: &tokio::runtime::Runtime, name: &str, sealing_key: Option<&str>) -> Self {
+    fn provisioned(
+        rt: &tokio::runtime::Runtime,
+        name: &str,
+        sealing_key: Option<(&str, bool)>,
+    ) -> Self {
         let moto = moto_endpoint();
         let proxy = rt.block_on(CountingProxy::start(&moto));
         let direct = rt.block_on(clients_on(&moto));
@@ -417,7 +439,7 @@ impl Resources {
         template: stack::Template,
         name: &str,
         settings: &StackSettings,
-        sealing_key: Option<&str>,
+        sealing_key: Option<(&str, bool)>,
     ) -> Self {
         let moto = stack::IamMoto::from_env();
         let proxy = rt.block_on(CountingProxy::start(&moto.endpoint));
@@ -567,9 +589,13 @@ impl Lab {
                 .to_string(),
             }
         };
+        let sealing_key = options
+            .sealing_key
+            .as_deref()
+            .map(|pem| (pem, options.sealing_key_in_secrets_manager));
         let (resources, settings) = match options.stack {
             None => {
-                let resources = Resources::provisioned(&rt, &name, options.sealing_key.as_deref());
+                let resources = Resources::provisioned(&rt, &name, sealing_key);
                 let settings = settings(&resources.proxy.url);
                 (resources, settings)
             }
@@ -579,13 +605,7 @@ impl Lab {
             Some(template) => {
                 let settings = settings(&moto_endpoint());
                 (
-                    Resources::on_stack(
-                        &rt,
-                        template,
-                        &name,
-                        &settings,
-                        options.sealing_key.as_deref(),
-                    ),
+                    Resources::on_stack(&rt, template, &name, &settings, sealing_key),
                     settings,
                 )
             }
