@@ -435,3 +435,105 @@ fn pipecds_examples_with_analysis_pass_config_check() {
         assert!(clean.contains(&dir.join(example)), "{example}: {clean:?}");
     }
 }
+
+/// A call to CloudWatch Logs on moto (JSON 1.1), as the AWS CLI would make it.
+fn logs_call(action: &str, body: &Value) -> Value {
+    let res = reqwest::blocking::Client::new()
+        .post(format!("{}/", moto::endpoint()))
+        .header("X-Amz-Target", format!("Logs_20140328.{action}"))
+        .header("Content-Type", "application/x-amz-json-1.1")
+        .header(
+            "Authorization",
+            format!("AWS4-HMAC-SHA256 Credential=testing/20240101/{}/logs/aws4_request, SignedHeaders=host, Signature=0", moto::REGION),
+        )
+        .body(body.to_string())
+        .send()
+        .expect("moto answers");
+    let status = res.status();
+    let text = res.text().unwrap_or_default();
+    assert!(status.is_success(), "Logs {action}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
+/// ANALYSIS by logs (PipeCD's `logs[]`) on a Lambda canary, with the log group on moto's
+/// CloudWatch Logs (Logs Insights' StartQuery and GetQueryResults): v2 logs one error a second,
+/// within its check's `maxCount`, and is promoted; v3 logs a hundred a second and is rolled
+/// back, the stage naming the check and the count. (moto answers a query with every line of
+/// the window, ignoring its filter: the group holds only the lines the query would match.)
+#[test]
+fn a_canary_judged_by_its_error_lines_is_promoted_under_the_limit_and_rolled_back_over_it() {
+    let group = format!("/gannet/e2e/{}", moto::unique("errors"));
+    logs_call("CreateLogGroup", &json!({"logGroupName": group}));
+    logs_call(
+        "CreateLogStream",
+        &json!({"logGroupName": group, "logStreamName": "canary"}),
+    );
+    // `per_second` error lines a second, from 2 s ago to 40 s ahead.
+    let log_errors = |per_second: u64| {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .expect("time")
+            .as_millis() as u64;
+        let events: Vec<Value> = (0..42 * per_second)
+            .map(|i| {
+                let at = now - 2_000 + i * 1_000 / per_second;
+                json!({"timestamp": at, "message": format!("ERROR request {i} failed")})
+            })
+            .collect();
+        logs_call(
+            "PutLogEvents",
+            &json!({"logGroupName": group, "logStreamName": "canary", "logEvents": events}),
+        );
+    };
+    let analysis = json!({"duration": "6s", "logs": [{"provider": "app-logs",
+        "query": "filter @message like /ERROR/", "interval": "2s", "maxCount": 20,
+        "failureLimit": 1}]});
+    let provider = format!(
+        "{{name: app-logs, type: CLOUDWATCH_LOGS, config: {{region: {}, logGroups: ['{group}'], endpoint: '{}'}}}}",
+        moto::REGION,
+        moto::endpoint()
+    );
+    let lambda = Lambda::new();
+    let v1 = lambda.commit("v1", &analysis);
+    let state = tempfile::tempdir().expect("tempdir");
+    let extra_config = format!(
+        "{BASE}plugins:\n  lambda:\n    deployTargets:\n      - {{name: local, region: {}, endpoint: '{}'}}\n  analysis:\n    providers:\n      - {provider}\n",
+        moto::REGION,
+        moto::endpoint()
+    );
+    let mut opts = UpOptions::default();
+    (opts.extra_config, opts.env) = (extra_config, moto::gannet_env());
+    let g = Gannet::start(&lambda.repo, state.path(), &opts);
+    let d = g.wait_terminal(&g.deploy(LIMIT, &v1), LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}");
+
+    log_errors(1);
+    let v2 = lambda.commit("v2", &analysis);
+    let id = g.deploy(LIMIT, &v2);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "SUCCESS", "{d}\n{}", g.log());
+    assert_eq!(
+        lambda.alias(),
+        Some(Routing::all_to("2")),
+        "promoted to 100%"
+    );
+    let log = g.stage_log(&id, ANALYSIS).join("\n");
+    assert!(log.contains("[logs[0]] #1:"), "{log}");
+    assert!(log.contains("logs[0]: 3 measured, 0 failed"), "{log}");
+
+    log_errors(100);
+    let v3 = lambda.commit("v3", &analysis);
+    let id = g.deploy(LIMIT, &v3);
+    let d = g.wait_terminal(&id, LIMIT);
+    assert_eq!(d["status"], "FAILURE", "{d}\n{}", g.log());
+    let rolled_back = "LAMBDA_CANARY_ROLLOUT SUCCESS, LAMBDA_PROMOTE SUCCESS, ANALYSIS FAILURE, LAMBDA_PROMOTE NOT_STARTED_YET, LAMBDA_ROLLBACK SUCCESS";
+    assert_eq!(support::stage_statuses(&d), rolled_back, "{d}");
+    assert_eq!(lambda.alias(), Some(Routing::all_to("2")), "back to v2");
+    let reason = stage_named(&d, "ANALYSIS")["status_reason"]
+        .as_str()
+        .unwrap_or("");
+    assert!(
+        reason.contains("logs[0]: 2 of 2 measurements failed") && reason.contains("more than 20"),
+        "{reason}"
+    );
+}
