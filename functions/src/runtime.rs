@@ -60,11 +60,10 @@ pub enum StartError {
         source: gannet_git::github::AuthError,
     },
     /// The value is not shown: the error says only what is wrong with it.
-    #[error("GANNET_SEALING_KEY_ARN: {secret} {source}")]
+    #[error("GANNET_SEALING_KEY_ARN: {secret} {problem}")]
     SealingKey {
         secret: SecretArn,
-        #[source]
-        source: SealError,
+        problem: SealError,
     },
     #[error("setting up GitHub")]
     Github(#[source] gannet_git::github::SetupError),
@@ -378,9 +377,9 @@ async fn github_client(
 /// gannet's private key for sealed secrets, from `secret` (`GANNET_SEALING_KEY_ARN`).
 async fn sealing_key(clients: &Clients, secret: &SecretArn) -> Result<SealingKey, StartError> {
     let pem = secret_string(clients, SEALING_KEY_ARN, secret).await?;
-    SealingKey::from_pem(&pem).map_err(|source| StartError::SealingKey {
+    SealingKey::from_pem(&pem).map_err(|problem| StartError::SealingKey {
         secret: secret.clone(),
-        source,
+        problem,
     })
 }
 

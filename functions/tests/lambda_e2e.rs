@@ -1845,6 +1845,11 @@ fn only_the_stage_drift_and_api_functions_read_the_sealing_key_and_a_bad_one_sto
                 Err(err) => {
                     let chain = gannet_controller::error_chain(&err);
                     assert!(reads && chain.starts_with(&want), "{function}: {chain}");
+                    assert_eq!(
+                        chain.matches("is not an RSA private key").count(),
+                        usize::from(arn == not_a_key),
+                        "said once: {chain}"
+                    );
                     assert!(
                         !chain.contains("bm90LWEta2V5"),
                         "no value in errors: {chain}"
