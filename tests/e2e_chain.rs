@@ -79,7 +79,7 @@ fn chained_deployments(g: &Gannet, app: &str) -> Vec<Value> {
         .collect()
 }
 
-fn node<'a>(chain: &'a Value, block: usize, index: usize) -> &'a Value {
+fn node(chain: &Value, block: usize, index: usize) -> &Value {
     &chain["blocks"][block]["nodes"][index]
 }
 
