@@ -340,7 +340,7 @@ fn items_are_validated_by_their_own_plugins_and_errors_name_the_field() {
         ),
         (
             json!({"evaluations": [{"name": "e", "with": {"duration": "1m", "logs": [{"provider": "x", "query": "y"}]}}]}),
-            "evaluations[0].with.logs",
+            "evaluations[0].with.logs[0].interval",
         ),
         (json!({"tasks": [], "jobs": []}), "jobs"),
     ];
