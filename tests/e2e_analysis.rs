@@ -129,6 +129,20 @@ impl Lambda {
     fn alias(&self) -> Option<Routing> {
         self.function.alias(ALIAS)
     }
+
+    /// `gannet up` on the repository, deploying to moto's Lambda, with the analysis provider
+    /// `provider` (a YAML flow mapping); its state directory goes with it.
+    fn start(&self, provider: &str) -> (Gannet, tempfile::TempDir) {
+        let state = tempfile::tempdir().expect("tempdir");
+        let extra_config = format!(
+            "{BASE}plugins:\n  lambda:\n    deployTargets:\n      - {{name: local, region: {}, endpoint: '{}'}}\n  analysis:\n    providers:\n      - {provider}\n",
+            moto::REGION,
+            moto::endpoint()
+        );
+        let mut opts = UpOptions::default();
+        (opts.extra_config, opts.env) = (extra_config, moto::gannet_env());
+        (Gannet::start(&self.repo, state.path(), &opts), state)
+    }
 }
 
 /// v1 is quick-synced; v2, whose error rate `set_rate` keeps at 0.001, passes its analysis and
@@ -137,15 +151,7 @@ impl Lambda {
 fn promote_then_roll_back(provider: &str, analysis: &Value, set_rate: impl Fn(f64)) {
     let lambda = Lambda::new();
     let v1 = lambda.commit("v1", analysis);
-    let state = tempfile::tempdir().expect("tempdir");
-    let extra_config = format!(
-        "{BASE}plugins:\n  lambda:\n    deployTargets:\n      - {{name: local, region: {}, endpoint: '{}'}}\n  analysis:\n    providers:\n      - {provider}\n",
-        moto::REGION,
-        moto::endpoint()
-    );
-    let mut opts = UpOptions::default();
-    (opts.extra_config, opts.env) = (extra_config, moto::gannet_env());
-    let g = Gannet::start(&lambda.repo, state.path(), &opts);
+    let (g, _state) = lambda.start(provider);
     let d = g.wait_terminal(&g.deploy(LIMIT, &v1), LIMIT);
     assert!(
         d["status"] == "SUCCESS" && d["strategy"] == "QUICK_SYNC",
@@ -495,15 +501,7 @@ fn a_canary_judged_by_its_error_lines_is_promoted_under_the_limit_and_rolled_bac
     );
     let lambda = Lambda::new();
     let v1 = lambda.commit("v1", &analysis);
-    let state = tempfile::tempdir().expect("tempdir");
-    let extra_config = format!(
-        "{BASE}plugins:\n  lambda:\n    deployTargets:\n      - {{name: local, region: {}, endpoint: '{}'}}\n  analysis:\n    providers:\n      - {provider}\n",
-        moto::REGION,
-        moto::endpoint()
-    );
-    let mut opts = UpOptions::default();
-    (opts.extra_config, opts.env) = (extra_config, moto::gannet_env());
-    let g = Gannet::start(&lambda.repo, state.path(), &opts);
+    let (g, _state) = lambda.start(&provider);
     let d = g.wait_terminal(&g.deploy(LIMIT, &v1), LIMIT);
     assert_eq!(d["status"], "SUCCESS", "{d}");
 

@@ -419,17 +419,5 @@ spec:
         "{on_run}"
     );
 
-    let sync = stage_named(&d, "CLOUDRUN_SYNC");
-    let shown = format!(
-        "{}{}{:?}{}",
-        g.deployment(&id),
-        g.app_view("web"),
-        g.stage_log(&id, sync["id"].as_str().expect("id")),
-        g.log()
-    );
-    assert!(!shown.contains(plain), "the value shows: {shown}");
-    for table in ["deployments", "apps"] {
-        let rows = format!("{:?}", g.stored_rows(table));
-        assert!(!rows.contains(plain), "stored in {table}");
-    }
+    g.assert_nowhere(plain, &id, "web");
 }

@@ -888,19 +888,7 @@ fn a_sealed_secret_reaches_the_function_environment_and_nowhere_else() {
         "{env:?}"
     );
 
-    let sync = stage_named(&d, "LAMBDA_SYNC");
-    let shown = format!(
-        "{}{}{:?}{}",
-        g.deployment(&id),
-        g.app_view("fn"),
-        g.stage_log(&id, sync["id"].as_str().expect("id")),
-        g.log()
-    );
-    assert!(!shown.contains(plain), "the value shows: {shown}");
-    for table in ["deployments", "apps"] {
-        let rows = format!("{:?}", g.stored_rows(table));
-        assert!(!rows.contains(plain), "stored in {table}");
-    }
+    g.assert_nowhere(plain, &id, "fn");
     let text = std::fs::read_to_string(repo.path().join(APP_DIR).join("function.yaml")).unwrap();
     assert!(
         text.contains("{{ .encryptedSecrets.db }}"),

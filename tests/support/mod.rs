@@ -627,6 +627,26 @@ impl Gannet {
         rows
     }
 
+    /// Fails unless `value` (a secret the deployment `id` of app `app` used) is nowhere gannet
+    /// shows or keeps: the deployment and the app as the API shows them, every stage's log,
+    /// the server's log, and the stored deployments and apps.
+    pub fn assert_nowhere(&self, value: &str, id: &str, app: &str) {
+        let d = self.deployment(id);
+        let logs: Vec<Vec<String>> = d["stages"]
+            .as_array()
+            .map(|stages| {
+                let ids = stages.iter().filter_map(|s| s["id"].as_str());
+                ids.map(|stage| self.stage_log(id, stage)).collect()
+            })
+            .unwrap_or_default();
+        let shown = format!("{d}{}{logs:?}{}", self.app_view(app), self.log());
+        assert!(!shown.contains(value), "the value shows: {shown}");
+        for table in ["deployments", "apps"] {
+            let rows = format!("{:?}", self.stored_rows(table));
+            assert!(!rows.contains(value), "the value is stored in {table}");
+        }
+    }
+
     /// The app as the API shows it (`key`: its id or its unique name).
     pub fn app_view(&self, key: &str) -> Value {
         let (status, body) = self.get(&format!("/apps/{key}"));
