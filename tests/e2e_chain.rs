@@ -191,3 +191,41 @@ fn a_chain_deploys_in_order_stops_at_a_failure_and_cancels_what_is_under_way() {
     let (status, _) = g.get("/chains/c-nope");
     assert_eq!(status, 404);
 }
+
+/// A crash in the middle of a chain loses nothing: `gannet up` is SIGKILLed while block 1's
+/// app waits for an approval; after a restart the approval lets it finish, block 2 starts,
+/// the chain ends SUCCESS, and each app was deployed by the chain exactly once.
+#[test]
+fn a_chain_killed_in_the_middle_resumes_after_a_restart_and_deploys_each_app_once() {
+    let repo = Repo::new();
+    let approval = "      - name: WAIT_APPROVAL\n        with: {approvers: [admin]}\n";
+    commit(&repo, &apps(approval), "one waits for an approval");
+    let state = tempfile::tempdir().expect("tempdir");
+    let opts = UpOptions {
+        on_first_sight: "adopt",
+        ..UpOptions::default()
+    };
+    let mut g = Gannet::start(&repo, state.path(), &opts);
+    g.wait_until(LIMIT, "the apps to be found", || {
+        let (_, body) = g.get("/apps");
+        (body["apps"].as_array().map_or(0, Vec::len) == 3).then_some(())
+    });
+    let first = sync_head(&g, "crash-1");
+    let waiting = g.wait_until(LIMIT, "one to wait for its approval", || {
+        chained_deployments(&g, "one")
+            .into_iter()
+            .find(|d| d["status"] == "RUNNING")
+    });
+    g.kill();
+    let g = g.restart();
+    let id = waiting["id"].as_str().expect("id");
+    let (status, body) = g.post(&format!("/deployments/{id}/approve"), json!({}));
+    assert_eq!(status, 200, "{body}");
+    let chain = chain_ended(&g, &first);
+    assert_eq!(chain["status"], "SUCCESS", "{chain}");
+    for app in ["one", "two"] {
+        let deployed = chained_deployments(&g, app);
+        assert_eq!(deployed.len(), 1, "{app}: {deployed:?}");
+        assert_eq!(deployed[0]["status"], "SUCCESS", "{app}");
+    }
+}
