@@ -780,8 +780,13 @@ async fn custom_sync_runs_once_though_each_step_comes_twice_and_takes_pipecds_en
         let now = u64::try_from(began.elapsed().as_millis()).unwrap();
         let first = alone.step(&stage, &io, now).await.unwrap();
         let again = alone.step(&stage, &io, now).await.unwrap();
-        assert_eq!(first, again, "a step delivered twice answers the same");
-        match first {
+        // The job may end between the two: the repeat then finds it ended. Never the reverse,
+        // and never a second run (the mark below).
+        assert!(
+            first == again || matches!(first, StepOutcome::Continue { .. }),
+            "a step delivered twice answers the same, or later: {first:?} then {again:?}"
+        );
+        match again {
             StepOutcome::Continue { .. } if began.elapsed() < LIMIT => {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
