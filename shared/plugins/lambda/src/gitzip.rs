@@ -20,7 +20,6 @@ use serde::Deserialize;
 
 use crate::function::Code;
 use crate::manifest::CodeSource;
-use crate::source;
 
 /// The file the job leaves the source directory in.
 pub(crate) const TAR: &str = "code.tar";
@@ -63,23 +62,22 @@ pub(crate) enum Fetched {
     Failed(String),
 }
 
-/// The code of the git source the manifest in `dir` (the app's directory at `commit`) names,
-/// fetched by a job the first time a step asks.
-pub(crate) async fn for_step(
+/// The code of a git source (`code`, from the manifest in `dir`, the app's directory at
+/// `commit`), fetched by a job the first time a step asks.
+pub(crate) async fn fetch(
     ctx: &StepContext<'_>,
     git: &GitSettings,
     tree: Tree,
     dir: &Path,
     commit: &CommitSha,
+    code: &CodeSource,
 ) -> Result<Fetched, StepError> {
     let d = ctx.deployment;
-    let app = source::load_app_config(dir, &d.app).map_err(StepError::permanent)?;
-    let manifest = source::load_manifest(dir, d.app.dir(), &app).map_err(StepError::permanent)?;
     let CodeSource::Git {
         remote,
         git_ref,
         path,
-    } = &manifest.code
+    } = code
     else {
         return Ok(Fetched::NotGit);
     };

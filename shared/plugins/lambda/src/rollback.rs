@@ -9,7 +9,7 @@
 use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
 
 use crate::api::LambdaApi;
-use crate::gitzip::{self, Fetched, Tree};
+use crate::gitzip::Tree;
 use crate::meta::{self, Meta};
 use crate::promote::is_forward;
 use crate::rollout::{converge, route, Converged, POLL};
@@ -73,23 +73,16 @@ pub(crate) async fn run(
     }
 
     // 2. `$LATEST` as the running commit has it.
-    let fetched =
-        match gitzip::for_step(ctx, &target.git, Tree::Running, running_dir, running).await? {
-            Fetched::NotGit => None,
-            Fetched::Ready(code) => Some(code),
-            Fetched::Running(after) => return Ok(StepOutcome::Continue { after }),
-            Fetched::Failed(reason) => {
-                let reason = format!("at the running commit {}: {reason}", running.short());
-                return Ok(StepOutcome::Done(StageResult::Failure { reason }));
-            }
-        };
-    let loaded = source::load(&Origin {
+    let origin = Origin {
         app_dir: running_dir,
         app_id: &d.app,
         commit: running,
-        fetched,
-    })
-    .map_err(|e| StepError::permanent(format!("at the running commit {}: {e}", running.short())))?;
+    };
+    let at = format!("at the running commit {}: ", running.short());
+    let loaded = match source::for_step(ctx, &target.git, Tree::Running, &origin, &at).await? {
+        Ok(loaded) => loaded,
+        Err(outcome) => return Ok(outcome),
+    };
     let mut own = Meta::new(ctx.io, ctx.stage);
     if own.get(meta::FUNCTION).is_none() {
         ctx.io

@@ -11,7 +11,7 @@ use gannet_sdk::plugin::{StageResult, StepContext, StepError, StepOutcome};
 
 use crate::api::LambdaApi;
 use crate::function::{next_action, Desired, LiveFunction, Next};
-use crate::gitzip::{self, Fetched, Tree};
+use crate::gitzip::Tree;
 use crate::meta::{self, Meta};
 use crate::routing::{describe, AliasRouting};
 use crate::source::{self, Origin};
@@ -45,21 +45,15 @@ pub(crate) async fn run(
     after: AfterPublish,
 ) -> Result<StepOutcome, StepError> {
     let d = ctx.deployment;
-    let fetched = match gitzip::for_step(ctx, &target.git, Tree::This, ctx.app_dir, &d.commit.sha)
-        .await?
-    {
-        Fetched::NotGit => None,
-        Fetched::Ready(code) => Some(code),
-        Fetched::Running(after) => return Ok(StepOutcome::Continue { after }),
-        Fetched::Failed(reason) => return Ok(StepOutcome::Done(StageResult::Failure { reason })),
-    };
-    let loaded = source::load(&Origin {
+    let origin = Origin {
         app_dir: ctx.app_dir,
         app_id: &d.app,
         commit: &d.commit.sha,
-        fetched,
-    })
-    .map_err(StepError::permanent)?;
+    };
+    let loaded = match source::for_step(ctx, &target.git, Tree::This, &origin, "").await? {
+        Ok(loaded) => loaded,
+        Err(outcome) => return Ok(outcome),
+    };
     let want = &loaded.desired;
     let name = want.name();
     let mut meta = Meta::new(ctx.io, ctx.stage);

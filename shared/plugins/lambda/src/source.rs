@@ -7,11 +7,12 @@ use std::path::Path;
 
 use gannet_config::AppConfig;
 use gannet_domain::{AppId, CommitSha};
-use gannet_sdk::plugin::AppFileError;
+use gannet_sdk::plugin::{AppFileError, StageResult, StepContext, StepError, StepOutcome};
 use gannet_sdk::tree::LoadError;
 use gannet_sdk::tree::{AppFiles, TreeError};
 
 use crate::function::{Code, Desired};
+use crate::gitzip::{self, Fetched, GitSettings, Tree};
 use crate::manifest::{CodeSource, FunctionManifest, ManifestError};
 use crate::spec::LambdaInput;
 
@@ -122,14 +123,53 @@ pub(crate) struct Origin<'a> {
     pub app_dir: &'a Path,
     pub app_id: &'a AppId,
     pub commit: &'a CommitSha,
-    /// The code a job fetched for a git source ([`crate::gitzip`]).
-    pub fetched: Option<Code>,
 }
 
-pub(crate) fn load(origin: &Origin<'_>) -> Result<Deployable, SourceError> {
-    let app = load_app_config(origin.app_dir, origin.app_id)?;
-    let (manifest_file, _) = manifest_file(&app);
-    let manifest = load_manifest(origin.app_dir, origin.app_id.dir(), &app)?;
+/// What a step deploys from `origin`: the deployable, or, while a git source's code is
+/// fetched or when it cannot be, the outcome the step ends with. `at` goes before every
+/// reason (a rollback says which commit it read).
+pub(crate) async fn for_step(
+    ctx: &StepContext<'_>,
+    git: &GitSettings,
+    tree: Tree,
+    origin: &Origin<'_>,
+    at: &str,
+) -> Result<Result<Deployable, StepOutcome>, StepError> {
+    let permanent = |e: SourceError| StepError::permanent(format!("{at}{e}"));
+    let app = load_app_config(origin.app_dir, origin.app_id).map_err(permanent)?;
+    let manifest = load_manifest(origin.app_dir, origin.app_id.dir(), &app).map_err(permanent)?;
+    let fetched = match gitzip::fetch(
+        ctx,
+        git,
+        tree,
+        origin.app_dir,
+        origin.commit,
+        &manifest.code,
+    )
+    .await?
+    {
+        Fetched::NotGit => None,
+        Fetched::Ready(code) => Some(code),
+        Fetched::Running(after) => return Ok(Err(StepOutcome::Continue { after })),
+        Fetched::Failed(reason) => {
+            let reason = format!("{at}{reason}");
+            return Ok(Err(StepOutcome::Done(StageResult::Failure { reason })));
+        }
+    };
+    deployable(&app, manifest, origin, fetched)
+        .map(Ok)
+        .map_err(permanent)
+}
+
+/// The function `manifest` (of `app`, read from `origin`) describes, with its code: read
+/// from the repository, or `fetched` for a git source.
+fn deployable(
+    app: &AppConfig,
+    manifest: FunctionManifest,
+    origin: &Origin<'_>,
+    fetched: Option<Code>,
+) -> Result<Deployable, SourceError> {
+    let (manifest_file, _) = manifest_file(app);
     let code = match &manifest.code {
         CodeSource::Image { uri } => Code::Image { uri: uri.clone() },
         CodeSource::S3 {
@@ -144,7 +184,7 @@ pub(crate) fn load(origin: &Origin<'_>) -> Result<Deployable, SourceError> {
         CodeSource::ZipFile { path } => {
             read_zip(origin.app_dir, origin.app_id.dir(), path, &manifest_file)?
         }
-        CodeSource::Git { .. } => origin.fetched.clone().ok_or(SourceError::NotFetched)?,
+        CodeSource::Git { .. } => fetched.ok_or(SourceError::NotFetched)?,
     };
     let mut tags = manifest.tags.clone();
     tags.extend(managed_tags(origin.app_id, origin.commit));
