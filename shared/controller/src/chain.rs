@@ -9,8 +9,6 @@
 //! requeued. Every deployment of a chain that ends sends the chain a message, and the resume
 //! sweep sends one to every running chain, so none is stranded.
 
-use std::collections::BTreeSet;
-
 use gannet_domain::app::SyncStatus;
 use gannet_domain::chain::{BlockStatus, Chain, ChainLink, ChainNode, ChainStatus, NodeStatus};
 use gannet_domain::deployment::{
@@ -23,7 +21,7 @@ use gannet_events::{rfc3339, Message};
 use serde::{Deserialize, Serialize};
 
 use crate::api::ApiError;
-use crate::trigger::{deployable_config, pending_deployment};
+use crate::trigger::pending_deployment;
 use crate::{Controller, HandlerError};
 
 /// A chain as the API shows it: times in RFC 3339, each block's matcher described.
@@ -99,29 +97,32 @@ pub(crate) fn on_deployment_change(
     if stored.status.is_terminal() || !next.status.is_terminal() {
         return;
     }
-    if let Some(link) = &next.chain {
-        changes.send.push(
-            Message::Chain {
-                chain: link.chain.clone(),
-            }
-            .outgoing(),
-        );
-        return;
-    }
-    if next.status == DeploymentStatus::Success && !next.chain_next.is_empty() {
-        let chain = Chain::start(next, &next.chain_next, now);
-        tracing::info!(chain = %chain.id, deployment = %next.id, app = %next.app_name, blocks = chain.blocks.len() - 1, "deployment chain started");
-        changes.send.push(
-            Message::Chain {
-                chain: chain.id.clone(),
-            }
-            .outgoing(),
-        );
-        changes.writes.push(Write::PutChain {
-            chain: Box::new(chain),
-            expect: Expect::Absent,
-        });
-    }
+    let chain = match &next.chain {
+        Some(link) => link.chain.clone(),
+        None if next.status == DeploymentStatus::Success && !next.chain_next.is_empty() => {
+            let chain = Chain::start(next, &next.chain_next, now);
+            tracing::info!(chain = %chain.id, deployment = %next.id, app = %next.app_name, blocks = chain.blocks.len() - 1, "deployment chain started");
+            let id = chain.id.clone();
+            changes.writes.push(Write::PutChain {
+                chain: Box::new(chain),
+                expect: Expect::Absent,
+            });
+            id
+        }
+        None => return,
+    };
+    changes.send.push(Message::Chain { chain }.outgoing());
+}
+
+/// Writes `next`, the stored chain `stored` moved on at `now` (its version bumped, written
+/// only if the stored one is still current).
+fn put_chain(changes: &mut Changes, stored: &Chain, mut next: Chain, now: Millis) {
+    next.version = stored.version + 1;
+    next.updated_at = now;
+    changes.writes.push(Write::PutChain {
+        chain: Box::new(next),
+        expect: Expect::Version(stored.version),
+    });
 }
 
 impl Controller {
@@ -161,12 +162,7 @@ impl Controller {
         if chain.status != stored.status {
             tracing::info!(chain = %chain.id, status = chain.status.as_str(), reason = %chain.status_reason, "deployment chain ended");
         }
-        chain.version = stored.version + 1;
-        chain.updated_at = now;
-        changes.writes.push(Write::PutChain {
-            chain: Box::new(chain),
-            expect: Expect::Version(stored.version),
-        });
+        put_chain(&mut changes, &stored, chain, now);
         inner.store.apply(changes).await?;
         Ok(())
     }
@@ -179,14 +175,11 @@ impl Controller {
             let Some(matcher) = &block.matcher else {
                 continue;
             };
-            let mut seen = BTreeSet::new();
+            // The store lists each app once.
             for app in apps
                 .iter()
                 .filter(|a| matcher.matches(&a.name, &a.kind, &a.labels))
             {
-                if !seen.insert(app.id.clone()) {
-                    continue;
-                }
                 let mut node = ChainNode::waiting(app.id.clone(), app.name.clone());
                 if app.id == chain.app {
                     node.status = NodeStatus::Skipped;
@@ -261,14 +254,7 @@ impl Controller {
         };
         let head = inner.git.head(&app.repo, &repo.branch).await?;
         let path = app.id.config_path();
-        let text = inner.git.read_file(&app.repo, &head.sha, path).await?;
-        let parsed = match text {
-            None => Err(format!("{path} does not exist at {}", head.sha.short())),
-            Some(text) => std::str::from_utf8(&text)
-                .map_err(|e| format!("{path}: not UTF-8: {e}"))
-                .and_then(|t| deployable_config(path, t, &inner.plugins)),
-        };
-        let cfg = match parsed {
+        let cfg = match self.deployable_at(&app.repo, &head.sha, path).await? {
             Ok(cfg) => cfg,
             Err(why) => {
                 end(node, NodeStatus::Failure, format!("invalid config: {why}"));
@@ -366,21 +352,9 @@ impl Controller {
             let now = self.inner.clock.now();
             let mut chain = stored.clone();
             let under_way = chain.cancel(by, now);
-            chain.version = stored.version + 1;
-            chain.updated_at = now;
-            let write = Write::PutChain {
-                chain: Box::new(chain.clone()),
-                expect: Expect::Version(stored.version),
-            };
-            match self
-                .inner
-                .store
-                .apply(Changes {
-                    writes: vec![write],
-                    send: Vec::new(),
-                })
-                .await
-            {
+            let mut changes = Changes::default();
+            put_chain(&mut changes, &stored, chain.clone(), now);
+            match self.inner.store.apply(changes).await {
                 Ok(()) => {}
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(e.into()),

@@ -30,7 +30,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::drift::Examined;
-use crate::trigger::deployable_config;
 use crate::{ApiError, Controller};
 
 /// How many of the app's latest deployments a commit off the branch is looked for in.
@@ -200,13 +199,7 @@ impl Controller {
     /// read runs no code. Reads the one file from git (no checkout); when in doubt, true.
     async fn live_read_may_run_code(&self, app: &App, sha: &CommitSha) -> Result<bool, ApiError> {
         let path = app.id.config_path();
-        let Some(bytes) = self.inner.git.read_file(&app.repo, sha, path).await? else {
-            return Ok(true);
-        };
-        let Ok(text) = String::from_utf8(bytes) else {
-            return Ok(true);
-        };
-        let Ok(cfg) = deployable_config(path, &text, &self.inner.plugins) else {
+        let Ok(cfg) = self.deployable_at(&app.repo, sha, path).await? else {
             return Ok(true);
         };
         Ok(self

@@ -15,7 +15,7 @@ use gannet_domain::deployment::{
 };
 use gannet_domain::duration::Millis;
 use gannet_domain::ports::{Changes, CommitInfo, Expect, GitError, Write};
-use gannet_domain::{AppId, DeploymentId, RepoId};
+use gannet_domain::{AppId, CommitSha, DeploymentId, RepoId};
 use gannet_events::{Event, EventKind, Message, TriggerCause};
 use gannet_sdk::check;
 use gannet_sdk::plugin::Plugins;
@@ -66,14 +66,7 @@ impl Controller {
             let id = AppId::new(repo, path);
             seen.push(id.clone());
             let before = known.get(&id);
-            let text = inner
-                .git
-                .read_file(repo, &head.sha, path)
-                .await?
-                .unwrap_or_default();
-            let parsed = std::str::from_utf8(&text)
-                .map_err(|e| format!("{path}: not UTF-8: {e}"))
-                .and_then(|t| deployable_config(path, t, &inner.plugins));
+            let parsed = self.deployable_at(repo, &head.sha, path).await?;
             let mut app = before
                 .cloned()
                 .unwrap_or_else(|| App::new(id.clone(), dir_name(&id), String::new(), now));
@@ -172,6 +165,22 @@ impl Controller {
             tracing::info!(repo = %repo, head = %head.sha, delivery = %delivery, "push triggered");
         }
         Ok(())
+    }
+
+    /// The app config at `path` in `repo` at `commit`, if it exists, parses and validates
+    /// ([`deployable_config`]); otherwise why not. The outer error is git's (retry).
+    pub(crate) async fn deployable_at(
+        &self,
+        repo: &RepoId,
+        commit: &CommitSha,
+        path: &str,
+    ) -> Result<Result<AppConfig, String>, GitError> {
+        let Some(text) = self.inner.git.read_file(repo, commit, path).await? else {
+            return Ok(Err(format!("{path} does not exist at {}", commit.short())));
+        };
+        Ok(std::str::from_utf8(&text)
+            .map_err(|e| format!("{path}: not UTF-8: {e}"))
+            .and_then(|t| deployable_config(path, t, &self.inner.plugins)))
     }
 }
 

@@ -84,10 +84,6 @@ pub enum NodeStatus {
 }
 
 impl NodeStatus {
-    pub fn is_finished(self) -> bool {
-        !matches!(self, Self::Waiting | Self::Deploying)
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Waiting => "WAITING",
@@ -403,14 +399,6 @@ impl Chain {
         self.completed_at = Some(now);
         under_way
     }
-
-    /// The node that deployment `id` deploys.
-    pub fn node_mut(&mut self, id: &DeploymentId) -> Option<&mut ChainNode> {
-        self.blocks
-            .iter_mut()
-            .flat_map(|b| b.nodes.iter_mut())
-            .find(|n| n.deployment.as_ref() == Some(id))
-    }
 }
 
 #[cfg(test)]
@@ -459,8 +447,12 @@ mod tests {
     }
 
     fn end(c: &mut Chain, id: &str, status: DeploymentStatus, reason: &str) {
+        let id = DeploymentId::parse(id).expect("id");
         let node = c
-            .node_mut(&DeploymentId::parse(id).expect("id"))
+            .blocks
+            .iter_mut()
+            .flat_map(|b| b.nodes.iter_mut())
+            .find(|n| n.deployment.as_ref() == Some(&id))
             .expect("node");
         node.status = NodeStatus::of(status);
         node.reason = reason.into();
