@@ -47,16 +47,7 @@ pub(crate) enum ChainsCommand {
 
 /// A chain status, any case; an unknown one names the closest.
 fn parse_status(text: &str) -> Result<ChainStatus, String> {
-    let wanted = text.trim().to_ascii_uppercase();
-    if let Some(status) = ChainStatus::ALL.into_iter().find(|s| s.as_str() == wanted) {
-        return Ok(status);
-    }
-    let names = ChainStatus::ALL.map(ChainStatus::as_str);
-    let close = suggest::closest(&wanted, names);
-    Err(match suggest::did_you_mean(&close) {
-        Some(hint) => format!("unknown status {text}; {hint}"),
-        None => format!("unknown status {text}; one of {}", names.join(", ")),
-    })
+    suggest::status(text, &ChainStatus::ALL, |s| s.as_str())
 }
 
 /// `2/3`: the blocks that have succeeded, of all (block 0 included).

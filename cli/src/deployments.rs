@@ -105,19 +105,7 @@ pub(crate) enum DeploymentsCommand {
 
 /// A deployment status, any case; an unknown one names the closest.
 fn parse_status(text: &str) -> Result<DeploymentStatus, String> {
-    let wanted = text.trim().to_ascii_uppercase();
-    if let Some(status) = DeploymentStatus::ALL
-        .into_iter()
-        .find(|s| s.as_str() == wanted)
-    {
-        return Ok(status);
-    }
-    let names = DeploymentStatus::ALL.map(DeploymentStatus::as_str);
-    let close = suggest::closest(&wanted, names);
-    Err(match suggest::did_you_mean(&close) {
-        Some(hint) => format!("unknown status {text}; {hint}"),
-        None => format!("unknown status {text}; one of {}", names.join(", ")),
-    })
+    suggest::status(text, &DeploymentStatus::ALL, |s| s.as_str())
 }
 
 /// A list of deployments as `output` prints it, `table` for the table.

@@ -37,6 +37,21 @@ pub fn did_you_mean(names: &[&str]) -> Option<String> {
     }
 }
 
+/// The status of `all` whose name (`name`) is `text`, in any case; an unknown one names the
+/// closest, or all of them.
+pub fn status<T: Copy>(text: &str, all: &[T], name: fn(&T) -> &'static str) -> Result<T, String> {
+    let wanted = text.trim().to_ascii_uppercase();
+    if let Some(status) = all.iter().find(|s| name(s) == wanted) {
+        return Ok(*status);
+    }
+    let names: Vec<&str> = all.iter().map(name).collect();
+    let close = closest(&wanted, names.iter().copied());
+    Err(match did_you_mean(&close) {
+        Some(hint) => format!("unknown status {text}; {hint}"),
+        None => format!("unknown status {text}; one of {}", names.join(", ")),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
