@@ -571,13 +571,18 @@ async fn log_lines_on_moto_pass_then_fail_each_step_twice() {
         json!({"duration": "3m", "logs": [{"provider": name, "interval": "1m", "maxCount": 1,
             "failureLimit": 1, "query": "fields @timestamp, @message | filter @message like /ERROR/"}]})
     };
+    // The stage reading log group `name` through a provider of that name.
+    let driver = |name: &str| {
+        let mut d = Driver::new(
+            logs_plugin(provider(name, name)),
+            with(name),
+            Clock::Virtual,
+        );
+        d.now = start;
+        d
+    };
 
-    let mut d = Driver::new(
-        logs_plugin(provider("quiet", "quiet")),
-        with("quiet"),
-        Clock::Virtual,
-    );
-    d.now = start;
+    let mut d = driver("quiet");
     d.twice = true;
     assert_eq!(d.run().await, StageResult::Success, "{}", d.log());
     let r = d.record("logs[0]");
@@ -589,12 +594,7 @@ async fn log_lines_on_moto_pass_then_fail_each_step_twice() {
         d.log()
     );
 
-    let mut d = Driver::new(
-        logs_plugin(provider("noisy", "noisy")),
-        with("noisy"),
-        Clock::Virtual,
-    );
-    d.now = start;
+    let mut d = driver("noisy");
     d.twice = true;
     let reason = failure(d.run().await);
     assert_eq!(
@@ -605,12 +605,7 @@ async fn log_lines_on_moto_pass_then_fail_each_step_twice() {
     );
 
     // A log group that does not exist: AWS's error, naming the provider.
-    let mut d = Driver::new(
-        logs_plugin(provider("gone", "gone")),
-        with("gone"),
-        Clock::Virtual,
-    );
-    d.now = start;
+    let mut d = driver("gone");
     let reason = failure(d.run().await);
     assert!(
         reason.contains("CloudWatch Logs provider \"gone\": StartQuery: ResourceNotFoundException: The specified log group does not exist."),
