@@ -400,13 +400,13 @@ spec:
     std::fs::write(&gcp_key, lab.fake.service_account_key()).expect("key file");
     let opts = UpOptions {
         extra_config: format!(
-            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  cloudrun:\n    deployTargets:\n      - name: gcp\n        project: gannet-test\n        region: us-central1\n        credentialsFile: {}\n        apiEndpoint: {}\n",
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nplugins:\n  cloudrun:\n    deployTargets:\n      - name: gcp\n        project: gannet-test\n        region: us-central1\n        credentialsFile: {}\n        apiEndpoint: {}\n",
             gcp_key.display(),
             lab.fake.url()
         ),
-        env: vec![("GANNET_SEALING_KEY".to_owned(), key)],
         ..UpOptions::default()
-    };
+    }
+    .with_sealing_key(key);
     let g = Gannet::start(&lab.repo, lab.state.path(), &opts);
     let id = g.deployment_of(&head, LIMIT);
     let d = g.wait_terminal(&id, LIMIT);

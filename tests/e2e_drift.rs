@@ -565,17 +565,16 @@ fn an_ecs_task_definition_gets_a_sealed_secret_and_an_attachment_and_nothing_els
         "svc with a sealed password and an attachment",
     );
     let state = tempfile::tempdir().expect("tempdir");
-    let mut env = moto::gannet_env();
-    env.push(("GANNET_SEALING_KEY".to_owned(), key));
     let opts = UpOptions {
         extra_config: format!(
-            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  ecs:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nplugins:\n  ecs:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
             moto::REGION,
             moto::endpoint()
         ),
-        env,
+        env: moto::gannet_env(),
         ..UpOptions::default()
-    };
+    }
+    .with_sealing_key(key);
     let g = Gannet::start(&repo, state.path(), &opts);
     let id = g.deployment_of(&head, LIMIT);
     let d = g.wait_terminal(&id, LIMIT);

@@ -1034,15 +1034,14 @@ stringData:
 fn a_sealed_secret_is_deployed_opened_and_never_shown() {
     let lab = Lab::new(Duration::from_millis(200));
     let key = support::private_key();
-    let opts_env = [("GANNET_SEALING_KEY".to_owned(), key.clone())];
     let opts = UpOptions {
         extra_config: format!(
-            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  kubernetes:\n    deployTargets:\n      - name: local\n        kubeConfigPath: {}\n",
+            "intervals: {{poll: 1m, resume: 1s}}\nqueue: {{visibility: 3s}}\nplugins:\n  kubernetes:\n    deployTargets:\n      - name: local\n        kubeConfigPath: {}\n",
             lab.kubeconfig.display()
         ),
-        env: opts_env.to_vec(),
         ..UpOptions::default()
-    };
+    }
+    .with_sealing_key(key);
     let g = Gannet::start(&lab.repo, lab.state.path(), &opts);
     let plain = "pa55-w0rd-only-in-the-secret";
     let input = lab.state.path().join("password.txt");

@@ -866,17 +866,16 @@ fn a_sealed_secret_reaches_the_function_environment_and_nowhere_else() {
         ],
         "a function with a sealed password",
     );
-    let mut env = moto::gannet_env();
-    env.push(("GANNET_SEALING_KEY".to_owned(), key));
     let opts = UpOptions {
         extra_config: format!(
-            "intervals: {{poll: 1m, resume: 1s, drift: 1m}}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
+            "intervals: {{poll: 1m, resume: 1s, drift: 1m}}\nqueue: {{visibility: 3s}}\nplugins:\n  lambda:\n    deployTargets:\n      - name: local\n        region: {}\n        endpoint: {}\n",
             moto::REGION,
             moto::endpoint()
         ),
-        env,
+        env: moto::gannet_env(),
         ..UpOptions::default()
-    };
+    }
+    .with_sealing_key(key);
     let g = Gannet::start(&repo, state.path(), &opts);
     let id = g.deployment_of(&head, LIMIT);
     let d = g.wait_terminal(&id, LIMIT);

@@ -742,12 +742,12 @@ fn a_sealed_variable_reaches_terraform_and_its_plan_output_is_redacted() {
     );
     let opts = UpOptions {
         extra_config: format!(
-            "intervals: {DEFAULTS}\nqueue: {{visibility: 3s}}\nsecretManagement: {{privateKeyEnv: GANNET_SEALING_KEY}}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {}\n",
+            "intervals: {DEFAULTS}\nqueue: {{visibility: 3s}}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {}\n",
             lab.target_env()
         ),
-        env: vec![("GANNET_SEALING_KEY".to_owned(), key)],
         ..UpOptions::default()
-    };
+    }
+    .with_sealing_key(key);
     let g = Gannet::start(&lab.repo, lab.state.path(), &opts);
     let (id, d) = deploy(&g, &commit, "tf-sealed");
     assert_eq!(d["status"], "SUCCESS", "{d}");

@@ -154,6 +154,17 @@ pub struct UpOptions {
     pub env: Vec<(String, String)>,
 }
 
+impl UpOptions {
+    /// The same options, with `key` (a PEM private key) as gannet's key for sealed secrets,
+    /// given in an environment variable as `secretManagement.privateKeyEnv` names it.
+    pub fn with_sealing_key(mut self, key: String) -> Self {
+        self.extra_config
+            .push_str("secretManagement: {privateKeyEnv: GANNET_SEALING_KEY}\n");
+        self.env.push(("GANNET_SEALING_KEY".to_owned(), key));
+        self
+    }
+}
+
 impl Default for UpOptions {
     fn default() -> Self {
         Self {
