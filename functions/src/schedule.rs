@@ -36,7 +36,9 @@ pub async fn resume(runtime: &Runtime, event: LambdaEvent<Value>) -> Result<Valu
     finish(
         "resume",
         &event.payload,
-        result.map(|r| json!({"job": "resume", "steps": r.steps, "plans": r.plans})),
+        result.map(
+            |r| json!({"job": "resume", "steps": r.steps, "plans": r.plans, "chains": r.chains}),
+        ),
     )
 }
 

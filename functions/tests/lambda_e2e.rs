@@ -796,7 +796,7 @@ fn a_plan_that_dies_before_sending_its_message_is_redriven_by_resume_within_one_
     );
     assert_eq!(
         c.lab.resume(),
-        json!({"job": "resume", "steps": 0, "plans": 0}),
+        json!({"job": "resume", "steps": 0, "plans": 0, "chains": 0}),
         "within its lease the deployment is left alone"
     );
 
@@ -805,7 +805,7 @@ fn a_plan_that_dies_before_sending_its_message_is_redriven_by_resume_within_one_
     ));
     assert_eq!(
         c.lab.resume(),
-        json!({"job": "resume", "steps": 1, "plans": 0}),
+        json!({"job": "resume", "steps": 1, "plans": 0, "chains": 0}),
         "one resume interval after the crash, the sweep sends the step again"
     );
     let d = c.lab.drive_to_end(&id);
@@ -1767,9 +1767,9 @@ fn a_chain_runs_on_the_stack_block_after_block_as_the_functions_roles() {
         (200, Some(0)),
         "{body}"
     );
-    // The resume sweep, as its role, reads the running chains (none now) by their index.
+    // The resume sweep, as its role, reads the running chains by their index: none now.
     let resumed = c.lab.resume();
-    assert_eq!(resumed["job"], "resume", "{resumed}");
+    assert_eq!(resumed["chains"], 0, "{resumed}");
 }
 
 /// An RSA private key in PKCS#8 PEM, made as the docs say (`openssl genpkey`).

@@ -381,7 +381,8 @@ mod tests {
     //! blocks wait for the one before, and a failure stops the chain saying where.
 
     use gannet_domain::chain::{BlockStatus, ChainMatcher};
-    use gannet_domain::ports::{Clock, DeploymentFilter, Store};
+    use gannet_domain::ports::{Clock, DeploymentFilter, Queue, QueueName, Store};
+    use gannet_domain::GoDuration;
     use gannet_events::TriggerCause;
 
     use super::*;
@@ -523,6 +524,16 @@ mod tests {
         assert_eq!(chains.len(), 1);
         let id = chains[0].id.clone();
         assert_eq!(id, ChainId::of(&first.id));
+        // Its message lost (never delivered here): the resume sweep sends it again.
+        let resumed = controller.resume().await.expect("resume");
+        assert_eq!(resumed.chains, 1);
+        let sent = rig
+            .store
+            .receive(QueueName::Plan, 100, GoDuration::from_secs(30))
+            .await
+            .expect("receive");
+        let body = Message::Chain { chain: id.clone() }.encode();
+        assert!(sent.iter().any(|m| m.body == body), "{sent:?}");
 
         // The chain message twice, and twice at once: block 1 starts `a` once.
         controller.advance_chain(&id).await.expect("advance");
