@@ -58,6 +58,11 @@ string_id!(
     ChainId
 );
 string_id!(
+    /// A plan preview: what merging a pull request's head (or a commit a CI system names)
+    /// would change. Derived from the repository, the pull request and the head.
+    PreviewId
+);
+string_id!(
     /// A stage within one deployment: the config's `id`, or `stage-N` by index.
     StageId
 );
@@ -184,6 +189,26 @@ impl ChainId {
 
     pub fn parse(value: &str) -> Result<Self, IdError> {
         check_token("chain id", value)?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl PreviewId {
+    /// The preview of `head` proposed to `repo`'s watched branch by pull request `pr`, or by
+    /// a caller of the API (`pr` `None`): the same request always gives the same id, so a
+    /// duplicated webhook or a repeated `gannet plan-preview` finds the preview it started.
+    pub fn derive(repo: &RepoId, pr: Option<u64>, head: &CommitSha) -> Self {
+        let mut h = Sha256::new();
+        let pr = pr.map_or_else(|| "api".to_owned(), |n| n.to_string());
+        for part in [repo.as_str(), pr.as_str(), head.as_str()] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        Self(format!("p-{}", &hex::encode(h.finalize())[..20]))
+    }
+
+    pub fn parse(value: &str) -> Result<Self, IdError> {
+        check_token("preview id", value)?;
         Ok(Self(value.to_owned()))
     }
 }

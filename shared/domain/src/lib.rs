@@ -13,7 +13,8 @@ pub mod fixture;
 pub mod ids;
 pub mod machine;
 pub mod ports;
+pub mod preview;
 pub mod report;
 
 pub use duration::GoDuration;
-pub use ids::{AppId, ChainId, CommitSha, DeploymentId, RepoId, StageId};
+pub use ids::{AppId, ChainId, CommitSha, DeploymentId, PreviewId, RepoId, StageId};

@@ -15,7 +15,8 @@ use crate::app::{App, RepoState};
 use crate::chain::{Chain, ChainStatus};
 use crate::deployment::{Deployment, DeploymentStatus};
 use crate::duration::{GoDuration, Millis};
-use crate::ids::{AppId, ChainId, CommitSha, DeploymentId, RepoId, StageId};
+use crate::ids::{AppId, ChainId, CommitSha, DeploymentId, PreviewId, RepoId, StageId};
+use crate::preview::{Preview, PreviewStatus};
 
 /// Boxed error source, so adapters keep their own error types behind the port.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -49,6 +50,10 @@ pub enum Write {
     },
     PutChain {
         chain: Box<Chain>,
+        expect: Expect,
+    },
+    PutPreview {
+        preview: Box<Preview>,
         expect: Expect,
     },
     /// Records a webhook delivery id; conflicts if it was recorded before.
@@ -129,6 +134,18 @@ pub struct ChainFilter {
     pub limit: Option<usize>,
 }
 
+/// Which plan previews to list, newest (by `created_at`, then id) first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreviewFilter {
+    pub repo: Option<RepoId>,
+    /// Only this pull request's previews (needs `repo`).
+    pub pr: Option<u64>,
+    /// Empty means every status.
+    pub statuses: Vec<PreviewStatus>,
+    /// At most this many. `None` for all.
+    pub limit: Option<usize>,
+}
+
 /// One line of a stage's log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LogLine {
@@ -199,6 +216,10 @@ pub trait Store: Send + Sync {
     async fn chain(&self, id: &ChainId) -> Result<Option<Chain>, StoreError>;
     /// Chains matching the filter, newest (by `created_at`, then id) first.
     async fn chains(&self, filter: &ChainFilter) -> Result<Vec<Chain>, StoreError>;
+
+    async fn preview(&self, id: &PreviewId) -> Result<Option<Preview>, StoreError>;
+    /// Plan previews matching the filter, newest (by `created_at`, then id) first.
+    async fn previews(&self, filter: &PreviewFilter) -> Result<Vec<Preview>, StoreError>;
 
     /// Appends lines to a stage's log, numbering them after the lines already there.
     async fn append_log(
@@ -339,6 +360,16 @@ pub struct CommitInfo {
     pub at: Millis,
 }
 
+/// A pull request's head as [`GitSource::pull_request`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullRequestCommits {
+    pub head: CommitInfo,
+    /// The watched branch's head.
+    pub base: CommitSha,
+    /// The newest commit both `head` and `base` descend from.
+    pub merge_base: CommitSha,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
     #[error("unknown repository {0}")]
@@ -387,6 +418,17 @@ pub trait GitSource: Send + Sync {
         commit: &CommitSha,
         head: &CommitSha,
     ) -> Result<bool, GitError>;
+    /// Makes `head`, proposed to the repository by pull request `pr`, readable by the other
+    /// methods (a local clone fetches `refs/pull/<pr>/head`; GitHub's API reads any commit of
+    /// the repository and its forks' pull requests already), and returns it with the commit
+    /// where it and `branch`'s head part (their merge base) and that head.
+    async fn pull_request(
+        &self,
+        repo: &RepoId,
+        branch: &str,
+        pr: Option<u64>,
+        head: &CommitSha,
+    ) -> Result<PullRequestCommits, GitError>;
     /// How many commits `head` has that `base` has not (`git rev-list --count base..head`;
     /// GitHub's compare `ahead_by`): how far a branch has moved on from a deployed commit.
     async fn commits_ahead(
@@ -435,6 +477,54 @@ pub struct CommitStatus {
 pub trait CommitStatuses: Send + Sync {
     /// Sets the status of `status.context` on `status.commit`; a later report replaces it.
     async fn report(&self, repo: &RepoId, status: &CommitStatus) -> Result<(), BoxError>;
+}
+
+/// The state of a check run, as GitHub names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckStatus {
+    Queued,
+    InProgress,
+    Completed,
+}
+
+/// How a completed check run ended, as GitHub names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CheckConclusion {
+    Success,
+    Failure,
+    Neutral,
+    Cancelled,
+    Skipped,
+}
+
+/// One check run on a commit: gannet's plan preview of a pull request's head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckRun {
+    /// `gannet/plan-preview`.
+    pub name: String,
+    pub head_sha: CommitSha,
+    pub status: CheckStatus,
+    /// Set when `status` is completed.
+    pub conclusion: Option<CheckConclusion>,
+    /// The preview's id, so the run names what made it.
+    pub external_id: String,
+    /// The console's page of the whole preview.
+    pub details_url: Option<String>,
+    pub title: String,
+    /// Markdown. Adapters cut it (and `text`) to what their host accepts.
+    pub summary: String,
+    pub text: String,
+}
+
+/// Where a plan preview is shown on its pull request (GitHub's check runs).
+#[async_trait]
+pub trait CheckRuns: Send + Sync {
+    /// Creates a check run on `run.head_sha`; returns its id.
+    async fn create(&self, repo: &RepoId, run: &CheckRun) -> Result<u64, BoxError>;
+    /// Replaces check run `id` with `run` (its head is not changed).
+    async fn update(&self, repo: &RepoId, id: u64, run: &CheckRun) -> Result<(), BoxError>;
 }
 
 pub trait Clock: Send + Sync {
