@@ -10,7 +10,7 @@ use gannet_domain::app::App;
 use gannet_domain::deployment::{Deployment, DeploymentStatus, GateSkip};
 use gannet_domain::duration::{GoDuration, Millis};
 use gannet_domain::ports::{Outgoing, QueueName};
-use gannet_domain::{AppId, ChainId, CommitSha, DeploymentId, RepoId};
+use gannet_domain::{AppId, ChainId, CommitSha, DeploymentId, PreviewId, RepoId};
 use serde::{Deserialize, Serialize};
 use time::format_description::BorrowedFormatItem;
 use time::macros::format_description;
@@ -57,6 +57,10 @@ pub enum Message {
     /// Move a deployment chain on: start its next block, or end it. Rides the plan queue (its
     /// handler needs what the plan handler's does: the store, git and the plan queue).
     Chain { chain: ChainId },
+    /// Build, or look again at, a plan preview. Rides the drift queue: its handler reads live
+    /// state through the plugins and starts jobs, as the drift check does, and a preview
+    /// never waits behind a deployment's steps.
+    Preview { preview: PreviewId },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -83,7 +87,7 @@ impl Message {
             Self::Plan { .. } | Self::Chain { .. } => QueueName::Plan,
             Self::Step { .. } => QueueName::Stage,
             Self::Notify { .. } => QueueName::Notify,
-            Self::DriftCheck { .. } => QueueName::Drift,
+            Self::DriftCheck { .. } | Self::Preview { .. } => QueueName::Drift,
         }
     }
 
@@ -118,6 +122,7 @@ impl Message {
             Self::Notify { .. } => None,
             Self::DriftCheck { app, .. } => Some(format!("drift:{app}")),
             Self::Chain { chain } => Some(format!("chain:{chain}")),
+            Self::Preview { preview } => Some(format!("preview:{preview}")),
         }
     }
 

@@ -1,7 +1,7 @@
 //! GitHub webhook deliveries, from recorded-shape payloads under `tests/fixtures`.
 
 use gannet_domain::ids::CommitSha;
-use gannet_events::github::{parse_event, sign, verify_signature, Event, Push};
+use gannet_events::github::{parse_event, sign, verify_signature, Event, PullRequest, Push};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -128,6 +128,71 @@ fn fixtures_parse() {
     for (event, body, want) in cases {
         check(event, &body, want);
     }
+}
+
+/// Pull request deliveries (recorded shapes, trimmed of the fields gannet does not read): one
+/// pushed to in the base repository, one opened from a fork, one closed after its fork was
+/// deleted (`head.repo` null).
+#[test]
+fn pull_request_deliveries_parse_with_their_fork_and_action() {
+    let parse = |name: &str| match parse_event("pull_request", &fixture(name)).unwrap() {
+        Event::PullRequest(pr) => pr,
+        other => panic!("{name}: {other:?}"),
+    };
+    let synchronize = parse("pull-request-synchronize.json");
+    assert_eq!(
+        synchronize,
+        PullRequest {
+            action: "synchronize".into(),
+            number: 2,
+            repo_full_name: "Codertocat/Hello-World".into(),
+            clone_url: "https://github.com/Codertocat/Hello-World.git".into(),
+            base_ref: "main".into(),
+            head: sha("ec26c3e57ca3a959ca5aad62de7213c562f8c821"),
+            head_repo: Some("Codertocat/Hello-World".into()),
+            author: "Codertocat".into(),
+            author_association: "OWNER".into(),
+            draft: false,
+        }
+    );
+    assert!(!synchronize.from_fork());
+    assert_eq!(synchronize.ignored_reason(), None);
+
+    let fork = parse("pull-request-fork-opened.json");
+    assert!(fork.from_fork(), "{fork:?}");
+    assert_eq!((fork.number, fork.author.as_str()), (3, "octo-forker"));
+    assert_eq!(fork.author_association, "FIRST_TIME_CONTRIBUTOR");
+    assert_eq!(fork.ignored_reason(), None);
+    let encoded = form_encoded(&fixture("pull-request-fork-opened.json"));
+    assert_eq!(
+        parse_event("pull_request", &encoded).unwrap(),
+        Event::PullRequest(fork)
+    );
+
+    let closed = parse("pull-request-deleted-fork-closed.json");
+    assert_eq!(closed.head_repo, None);
+    assert!(closed.from_fork() && closed.draft);
+    assert_eq!(
+        closed.ignored_reason().as_deref(),
+        Some("pull request action closed asks for no plan preview")
+    );
+}
+
+#[test]
+fn a_pull_request_with_a_bad_head_is_refused_naming_the_field() {
+    let body = String::from_utf8(fixture("pull-request-synchronize.json")).unwrap();
+    let bad = body.replace("ec26c3e57ca3a959ca5aad62de7213c562f8c821", "not-a-sha");
+    check(
+        "pull_request",
+        bad.as_bytes(),
+        Want::Error("invalid pull_request.head.sha in pull_request payload"),
+    );
+    let no_number = body.replace("\"number\": 2,", "");
+    check(
+        "pull_request",
+        no_number.as_bytes(),
+        Want::Error("missing field `number`"),
+    );
 }
 
 #[test]

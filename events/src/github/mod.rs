@@ -5,6 +5,6 @@ mod payload;
 mod repo_match;
 mod signature;
 
-pub use payload::{parse_event, Event, PayloadError, Push};
+pub use payload::{parse_event, Event, PayloadError, PullRequest, Push};
 pub use repo_match::repo_matches;
 pub use signature::{sign, verify_signature, verify_signature_parts, SignatureError};

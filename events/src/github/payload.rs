@@ -15,6 +15,7 @@ pub enum Event {
         hook_id: u64,
     },
     Push(Push),
+    PullRequest(PullRequest),
     /// An event gannet does not act on; the name is kept for the response.
     Unhandled {
         event: String,
@@ -58,6 +59,47 @@ impl Push {
             Some("branch deleted")
         } else {
             None
+        }
+    }
+}
+
+/// A `pull_request` delivery: a pull request opened, pushed to, reopened, closed, ...
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullRequest {
+    /// `opened`, `synchronize`, `reopened`, `closed`, `edited`, ...
+    pub action: String,
+    pub number: u64,
+    /// The base repository (`owner/name`) and its clone URL: where the pull request would merge.
+    pub repo_full_name: String,
+    pub clone_url: String,
+    /// The branch it would merge into.
+    pub base_ref: String,
+    /// The commit proposed.
+    pub head: CommitSha,
+    /// The head's repository (`owner/name`); `None` when that fork was deleted.
+    pub head_repo: Option<String>,
+    /// Who opened it (GitHub login).
+    pub author: String,
+    /// GitHub's `author_association` (`OWNER`, `MEMBER`, `CONTRIBUTOR`, ...): shown, never
+    /// trusted for access.
+    pub author_association: String,
+    pub draft: bool,
+}
+
+impl PullRequest {
+    /// The head lives in another repository than the base (a fork), or its repository is gone.
+    pub fn from_fork(&self) -> bool {
+        self.head_repo
+            .as_deref()
+            .is_none_or(|head| !head.eq_ignore_ascii_case(&self.repo_full_name))
+    }
+
+    /// Why this delivery asks for no preview, or `None` when it does (the head was opened,
+    /// pushed to or reopened).
+    pub fn ignored_reason(&self) -> Option<String> {
+        match self.action.as_str() {
+            "opened" | "synchronize" | "reopened" => None,
+            other => Some(format!("pull request action {other} asks for no plan preview")),
         }
     }
 }
@@ -108,6 +150,47 @@ struct PushWire {
 }
 
 #[derive(Deserialize)]
+struct PullRequestWire {
+    action: String,
+    number: u64,
+    pull_request: PullRequestBodyWire,
+    repository: RepositoryWire,
+}
+
+#[derive(Deserialize)]
+struct PullRequestBodyWire {
+    head: PullRequestHeadWire,
+    base: PullRequestBaseWire,
+    user: UserWire,
+    #[serde(default)]
+    author_association: String,
+    #[serde(default)]
+    draft: bool,
+}
+
+#[derive(Deserialize)]
+struct PullRequestHeadWire {
+    sha: String,
+    repo: Option<FullNameWire>,
+}
+
+#[derive(Deserialize)]
+struct PullRequestBaseWire {
+    #[serde(rename = "ref")]
+    git_ref: String,
+}
+
+#[derive(Deserialize)]
+struct FullNameWire {
+    full_name: String,
+}
+
+#[derive(Deserialize)]
+struct UserWire {
+    login: String,
+}
+
+#[derive(Deserialize)]
 struct HeadCommitWire {
     message: String,
 }
@@ -144,6 +227,7 @@ pub fn parse_event(event_header: &str, body: &[u8]) -> Result<Event, PayloadErro
             })
         }
         "push" => push(decode(event_header, json)?).map(Event::Push),
+        "pull_request" => pull_request(decode(event_header, json)?).map(Event::PullRequest),
         other => {
             decode::<IgnoredAny>(other, json)?;
             Ok(Event::Unhandled {
@@ -174,6 +258,27 @@ fn push(wire: PushWire) -> Result<Push, PayloadError> {
         forced: wire.forced,
         head_commit_message: wire.head_commit.map(|c| c.message),
         pusher: wire.pusher.name,
+    })
+}
+
+fn pull_request(wire: PullRequestWire) -> Result<PullRequest, PayloadError> {
+    let pr = wire.pull_request;
+    let head = CommitSha::parse(&pr.head.sha).map_err(|source| PayloadError::InvalidCommit {
+        event: "pull_request".to_owned(),
+        field: "pull_request.head.sha",
+        source,
+    })?;
+    Ok(PullRequest {
+        action: wire.action,
+        number: wire.number,
+        repo_full_name: wire.repository.full_name,
+        clone_url: wire.repository.clone_url,
+        base_ref: pr.base.git_ref,
+        head,
+        head_repo: pr.head.repo.map(|r| r.full_name),
+        author: pr.user.login,
+        author_association: pr.author_association,
+        draft: pr.draft,
     })
 }
 
