@@ -12,6 +12,7 @@ pub mod lifecycle;
 pub mod planner;
 pub mod plugin;
 pub mod presentation;
+pub mod previews;
 pub mod registry;
 pub mod sealed;
 pub mod stage_meta;

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::plugin::{Faces, LiveStates, Plugin, Plugins, Steps};
+use crate::previews::{self, Previews};
 use crate::targets::{self, Named};
 use gannet_config::typed::{self, FieldError};
 
@@ -32,6 +33,9 @@ pub struct PluginSpec {
     pub build: BuildFn,
     /// Builds the plugin's planning face only ([`PluginSpec::planning_only`]).
     pub planning: BuildFn,
+    /// The fields of its deploy targets that carry credentials: a target's `planPreview`
+    /// replaces them for plan previews ([`crate::previews`]). Empty: no `planPreview`.
+    pub preview_credentials: &'static [&'static str],
 }
 
 impl PluginSpec {
@@ -41,6 +45,7 @@ impl PluginSpec {
             name,
             build: build_stages::<P>,
             planning: build_planning::<P>,
+            preview_credentials: &[],
         }
     }
 
@@ -50,6 +55,7 @@ impl PluginSpec {
             name,
             build: build_platform::<P>,
             planning: build_planning::<P>,
+            preview_credentials: &[],
         }
     }
 
@@ -61,6 +67,7 @@ impl PluginSpec {
             name,
             build: build_default::<P>,
             planning: build_default_planning::<P>,
+            preview_credentials: &[],
         }
     }
 
@@ -68,6 +75,14 @@ impl PluginSpec {
     /// read live state ([`Faces::planning`]). A binary that names only this entry (a `const`
     /// evaluated at compile time) does not link the plugin's steps, nor the SDKs they call:
     /// the functions that check configs, plan and approve stay small.
+    #[must_use]
+    pub const fn preview_credentials(self, fields: &'static [&'static str]) -> Self {
+        Self {
+            preview_credentials: fields,
+            ..self
+        }
+    }
+
     #[must_use]
     pub const fn planning_only(self) -> Self {
         Self {
@@ -244,6 +259,19 @@ impl Registry {
         root: &str,
         runtime: &RuntimeInfo,
     ) -> Result<Plugins, FieldError> {
+        self.build_with_previews(settings, root, runtime)
+            .map(|(plugins, _)| plugins)
+    }
+
+    /// [`Registry::build`], and the plugins plan previews read with: built from the deploy
+    /// targets that have a `planPreview`, with those credentials instead of their own
+    /// ([`crate::previews`]).
+    pub fn build_with_previews(
+        &self,
+        settings: &Map<String, Value>,
+        root: &str,
+        runtime: &RuntimeInfo,
+    ) -> Result<(Plugins, Previews), FieldError> {
         let names = self.names();
         if let Some(unknown) = settings.keys().find(|k| !names.contains(&k.as_str())) {
             let hint = typed::closest(unknown, names.iter().copied())
@@ -257,6 +285,30 @@ impl Registry {
                 ),
             });
         }
+        let credentials = |name: &str| {
+            self.specs
+                .iter()
+                .find(|s| s.name == name)
+                .map_or(&[][..], |s| s.preview_credentials)
+        };
+        let (deploy, preview, targets) = previews::split(settings, root, &credentials)?;
+        let plugins = self.build_each(&deploy, root, runtime)?;
+        let preview_plugins = self.build_each(&preview, root, runtime)?;
+        Ok((
+            plugins,
+            Previews {
+                plugins: preview_plugins,
+                targets,
+            },
+        ))
+    }
+
+    fn build_each(
+        &self,
+        settings: &Map<String, Value>,
+        root: &str,
+        runtime: &RuntimeInfo,
+    ) -> Result<Plugins, FieldError> {
         let mut list = Vec::with_capacity(self.specs.len());
         for spec in &self.specs {
             let value = settings.get(spec.name).unwrap_or(&Value::Null);

@@ -154,7 +154,8 @@ impl CloudRunPlugin {
 pub const NAME: &str = "cloudrun";
 
 /// The registry's entry: `plugins.cloudrun.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::platform::<CloudRunPlugin>(NAME);
+pub const SPEC: PluginSpec = PluginSpec::platform::<CloudRunPlugin>(NAME)
+    .preview_credentials(&["credentialsFile", "workloadIdentity"]);
 
 impl FromSettings for CloudRunPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {

@@ -7,6 +7,17 @@ use serde::Deserialize;
 
 use crate::eks::{self, Eks};
 
+/// The fields of a target that say how gannet reaches and signs in to the cluster: a target's
+/// `planPreview` replaces them all for plan previews.
+pub const CREDENTIALS: &[&str] = &[
+    "kubeConfigPath",
+    "context",
+    "masterURL",
+    "inCluster",
+    "eks",
+    "certificateAuthorityData",
+];
+
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeployTarget {
