@@ -275,6 +275,7 @@ impl Controller {
             last_deployed: app.last_deployment_finished_at,
             now: inner.clock.now(),
             jobs: inner.jobs.as_ref(),
+            preview: false,
         };
         let finding = match async { plugin.live()?.live_state(ctx).await }.await {
             Ok(Live::NotRead) => {

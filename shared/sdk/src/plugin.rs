@@ -249,6 +249,11 @@ pub struct LiveContext<'a> {
     pub now: Millis,
     /// Where a check that is a command runs ([`Live::Pending`] while it does).
     pub jobs: &'a dyn JobRunner,
+    /// The read is a plan preview's: `app_dir` is a pull request's head, and the plugin is
+    /// built with the deploy target's preview credentials. Jobs it starts are keyed apart
+    /// from drift checks' (they run with other credentials), and it reads even where drift
+    /// detection is off.
+    pub preview: bool,
 }
 
 /// What a live-state check found.

@@ -120,6 +120,7 @@ pub fn live_context<'a>(
         last_deployed: None,
         now: Millis(1),
         jobs: &crate::jobs::NoJobs,
+        preview: false,
     }
 }
 

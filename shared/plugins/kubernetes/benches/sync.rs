@@ -952,6 +952,7 @@ fn drift(
         last_deployed: None,
         now: Millis(1),
         jobs: &gannet_sdk::jobs::NoJobs,
+        preview: false,
     }));
     let wall = start.elapsed();
     let (gannet_cpu, server_cpu, store_cpu) = (

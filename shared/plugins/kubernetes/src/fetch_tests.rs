@@ -435,6 +435,7 @@ async fn live_state_is_pending_while_its_render_job_runs_then_compares_the_rende
         last_deployed: None,
         now: Millis(NOW),
         jobs: &lab.jobs,
+        preview: false,
     };
     let first = lab.plugin.live_state(check()).await.expect("live state");
     assert!(matches!(first, Live::Pending { .. }), "{first:?}");

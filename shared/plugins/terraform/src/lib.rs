@@ -365,14 +365,15 @@ impl LiveStates for TerraformPlugin {
     /// ends and is read.
     async fn live_state(&self, ctx: LiveContext<'_>) -> Result<Live, StepError> {
         let target = self.target_for(ctx.app)?;
-        if !target.drift_detection_enabled {
+        if !target.drift_detection_enabled && !ctx.preview {
             return Ok(Live::NotRead);
         }
         let input = input_of(ctx.app)?;
         let window = ctx.now.0 / target.drift_interval.as_millis().max(1);
+        let purpose = if ctx.preview { "preview" } else { "drift" };
         let key_of = |window: u64| {
             JobKey::of(&[
-                ("drift", 5),
+                (purpose, 7),
                 (ctx.app_id.as_str(), 30),
                 (ctx.head.as_str(), 8),
                 (&window.to_string(), 10),

@@ -266,6 +266,7 @@ async fn drift_is_a_plan_job_that_later_checks_read() {
             last_deployed: Some(Millis(NOW)),
             now: Millis(now),
             jobs: &lab.jobs,
+            preview: false,
         })
     };
     let check = || check_at(NOW + 1000);
@@ -509,6 +510,7 @@ async fn every_job_of_a_target_runs_as_its_job_role() {
             last_deployed: None,
             now: Millis(NOW),
             jobs: &starts,
+            preview: false,
         })
         .await
         .expect("live");

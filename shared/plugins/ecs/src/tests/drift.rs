@@ -30,6 +30,7 @@ async fn live(commit: &Commit) -> LiveState {
             last_deployed: None,
             now: gannet_domain::duration::Millis(0),
             jobs: &gannet_sdk::jobs::NoJobs,
+            preview: false,
         })
         .await
         .expect("live state")
