@@ -388,6 +388,18 @@ mod tests {
         ) -> Result<Vec<gannet_domain::chain::Chain>, StoreError> {
             Ok(Vec::new())
         }
+        async fn preview(
+            &self,
+            _: &gannet_domain::PreviewId,
+        ) -> Result<Option<gannet_domain::preview::Preview>, StoreError> {
+            Ok(None)
+        }
+        async fn previews(
+            &self,
+            _: &gannet_domain::ports::PreviewFilter,
+        ) -> Result<Vec<gannet_domain::preview::Preview>, StoreError> {
+            Ok(Vec::new())
+        }
         async fn append_log(
             &self,
             _: &DeploymentId,

@@ -5,7 +5,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use crate::error::OpenError;
 
 /// The schema this code writes. Bump it, and add a step to [`migrate`], when a table changes.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA_V1: &str = "
 CREATE TABLE IF NOT EXISTS apps (
@@ -79,6 +79,23 @@ CREATE INDEX IF NOT EXISTS chains_newest ON chains (created_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS chains_by_status ON chains (status, created_at DESC, id DESC);
 ";
 
+/// Version 3: plan previews. `pr` is NULL for a preview asked through the API or CLI.
+const SCHEMA_V3: &str = "
+CREATE TABLE IF NOT EXISTS previews (
+    id         TEXT PRIMARY KEY,
+    repo       TEXT NOT NULL,
+    pr         INTEGER,
+    status     TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    version    INTEGER NOT NULL,
+    body       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS previews_newest ON previews (created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS previews_by_repo ON previews (repo, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS previews_by_pr ON previews (repo, pr, created_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS previews_by_status ON previews (status, created_at DESC, id DESC);
+";
+
 /// Creates the tables, or brings an older file up to [`SCHEMA_VERSION`].
 pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     let migrate_err = |source| OpenError::Migrate { source };
@@ -96,6 +113,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), OpenError> {
     }
     tx.execute_batch(SCHEMA_V1).map_err(migrate_err)?;
     tx.execute_batch(SCHEMA_V2).map_err(migrate_err)?;
+    tx.execute_batch(SCHEMA_V3).map_err(migrate_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(migrate_err)?;
     tx.commit().map_err(migrate_err)

@@ -5,10 +5,12 @@ use gannet_domain::app::{App, RepoState};
 use gannet_domain::chain::Chain;
 use gannet_domain::deployment::Deployment;
 use gannet_domain::duration::Millis;
-use gannet_domain::ids::{AppId, ChainId, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{AppId, ChainId, DeploymentId, PreviewId, RepoId, StageId};
 use gannet_domain::ports::{
-    ChainFilter, Changes, DeploymentFilter, Expect, LogLine, Store, StoreError, Write,
+    ChainFilter, Changes, DeploymentFilter, Expect, LogLine, PreviewFilter, Store, StoreError,
+    Write,
 };
+use gannet_domain::preview::Preview;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 use serde::de::DeserializeOwned;
@@ -26,6 +28,7 @@ enum Table {
     Repos,
     Deployments,
     Chains,
+    Previews,
 }
 
 impl Table {
@@ -35,6 +38,7 @@ impl Table {
             Self::Repos => "repo",
             Self::Deployments => "deployment",
             Self::Chains => "chain",
+            Self::Previews => "preview",
         }
     }
 
@@ -44,6 +48,7 @@ impl Table {
             Self::Repos => "SELECT version FROM repos WHERE id = ?1",
             Self::Deployments => "SELECT seq FROM deployments WHERE id = ?1",
             Self::Chains => "SELECT version FROM chains WHERE id = ?1",
+            Self::Previews => "SELECT version FROM previews WHERE id = ?1",
         }
     }
 }
@@ -144,6 +149,26 @@ fn apply_write(tx: &Transaction<'_>, write: &Write) -> Result<(), DbError> {
                 c.status.as_str(),
                 int(c.created_at.0),
                 int(c.version),
+                body
+            ])?;
+        }
+        Write::PutPreview { preview: p, expect } => {
+            check_expect(tx, Table::Previews, p.id.as_str(), *expect)?;
+            let body = encode(|| format!("preview {}", p.id), p)?;
+            tx.prepare_cached(
+                "INSERT INTO previews (id, repo, pr, status, created_at, version, body)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET repo = excluded.repo, pr = excluded.pr,
+                   status = excluded.status, created_at = excluded.created_at,
+                   version = excluded.version, body = excluded.body",
+            )?
+            .execute(params![
+                p.id.as_str(),
+                p.repo.as_str(),
+                p.pr.map(int),
+                p.status.as_str(),
+                int(p.created_at.0),
+                int(p.version),
                 body
             ])?;
         }
@@ -249,6 +274,44 @@ fn query_chains(conn: &Connection, filter: &ChainFilter) -> Result<Vec<Chain>, D
     Ok(out)
 }
 
+fn query_previews(conn: &Connection, filter: &PreviewFilter) -> Result<Vec<Preview>, DbError> {
+    let mut sql = String::from("SELECT id, body FROM previews WHERE 1 = 1");
+    let mut args: Vec<Value> = Vec::new();
+    if let Some(repo) = &filter.repo {
+        args.push(Value::Text(repo.as_str().to_owned()));
+        sql.push_str(&format!(" AND repo = ?{}", args.len()));
+    }
+    if let Some(pr) = filter.pr {
+        args.push(Value::Integer(int(pr)));
+        sql.push_str(&format!(" AND pr = ?{}", args.len()));
+    }
+    if !filter.statuses.is_empty() {
+        let slots: Vec<String> = filter
+            .statuses
+            .iter()
+            .map(|status| {
+                args.push(Value::Text(status.as_str().to_owned()));
+                format!("?{}", args.len())
+            })
+            .collect();
+        sql.push_str(&format!(" AND status IN ({})", slots.join(", ")));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC");
+    if let Some(limit) = filter.limit {
+        args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        sql.push_str(&format!(" LIMIT ?{}", args.len()));
+    }
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(args))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let id: String = row.get(0)?;
+        let body: String = row.get(1)?;
+        out.push(decode(|| format!("preview {id}"), &body)?);
+    }
+    Ok(out)
+}
+
 #[async_trait]
 impl Store for SqliteRuntime {
     async fn apply(&self, changes: Changes) -> Result<(), StoreError> {
@@ -334,6 +397,27 @@ impl Store for SqliteRuntime {
         self.read(move |conn| query_chains(conn, &filter))
             .await
             .map_err(|e| e.into_store("list chains"))
+    }
+
+    async fn preview(&self, id: &PreviewId) -> Result<Option<Preview>, StoreError> {
+        let id = id.as_str().to_owned();
+        self.read(move |conn| {
+            get_item(
+                conn,
+                "SELECT body FROM previews WHERE id = ?1",
+                "preview",
+                &id,
+            )
+        })
+        .await
+        .map_err(|e| e.into_store("get preview"))
+    }
+
+    async fn previews(&self, filter: &PreviewFilter) -> Result<Vec<Preview>, StoreError> {
+        let filter = filter.clone();
+        self.read(move |conn| query_previews(conn, &filter))
+            .await
+            .map_err(|e| e.into_store("list previews"))
     }
 
     async fn append_log(

@@ -8,9 +8,11 @@ use std::time::{Duration, Instant};
 use gannet_domain::duration::GoDuration;
 use gannet_domain::ids::DeploymentId;
 use gannet_domain::ports::{
-    Changes, Clock, Expect, Outgoing, Queue, QueueName, Store, StoreError, Write,
+    Changes, Clock, Expect, Outgoing, PreviewFilter, Queue, QueueName, Store, StoreError, Write,
 };
-use gannet_embedded::conformance::{deployment_fixture, ManualClock};
+use gannet_embedded::conformance::{
+    chain_fixture, deployment_fixture, preview_fixture, ManualClock,
+};
 use gannet_embedded::{OpenError, RuntimeOptions, SqliteRuntime};
 use rusqlite::Connection;
 
@@ -157,6 +159,49 @@ async fn a_version_1_file_gains_the_chains_table_and_keeps_its_deployments() {
 }
 
 #[tokio::test]
+async fn a_version_2_file_gains_the_previews_table_and_keeps_its_chains() {
+    let db = Db::new();
+    let store = db.open();
+    let chain = chain_fixture("c-1", 10);
+    store
+        .apply(Changes {
+            writes: vec![Write::PutChain {
+                chain: Box::new(chain.clone()),
+                expect: Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("write");
+    drop(store);
+    let raw = db.raw();
+    raw.execute_batch("DROP TABLE previews; PRAGMA user_version = 2;")
+        .expect("make it a version 2 file");
+    drop(raw);
+    let store = db.open();
+    assert_eq!(store.chain(&chain.id).await.expect("read"), Some(chain));
+    let filter = PreviewFilter::default();
+    assert!(store.previews(&filter).await.expect("previews").is_empty());
+    let preview = preview_fixture("p-1", "demo", Some(7), 20);
+    store
+        .apply(Changes {
+            writes: vec![Write::PutPreview {
+                preview: Box::new(preview.clone()),
+                expect: Expect::Absent,
+            }],
+            send: Vec::new(),
+        })
+        .await
+        .expect("write a preview");
+    assert_eq!(store.previews(&filter).await.expect("previews"), [preview]);
+    let version: i64 = db
+        .raw()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, 3);
+}
+
+#[tokio::test]
 async fn file_is_wal_with_a_schema_version() {
     let db = Db::new();
     drop(db.open());
@@ -167,7 +212,7 @@ async fn file_is_wal_with_a_schema_version() {
     let version: i64 = raw
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!((mode.as_str(), version), ("wal", 2));
+    assert_eq!((mode.as_str(), version), ("wal", 3));
 
     raw.pragma_update(None, "user_version", 7)
         .expect("set version");
@@ -178,7 +223,7 @@ async fn file_is_wal_with_a_schema_version() {
             opened,
             Err(OpenError::SchemaTooNew {
                 found: 7,
-                supported: 2
+                supported: 3
             })
         ),
         "{opened:?}"

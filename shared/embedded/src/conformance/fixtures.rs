@@ -1,4 +1,5 @@
-//! Builders for the items the suites store: apps, repositories, deployments and chains.
+//! Builders for the items the suites store: apps, repositories, deployments, chains and plan
+//! previews.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +9,8 @@ use gannet_domain::deployment::{
     Commit, Deployment, DeploymentStatus, Stage, StageStatus, SyncStrategy, Trigger, TriggerKind,
 };
 use gannet_domain::duration::{GoDuration, Millis};
-use gannet_domain::ids::{AppId, ChainId, CommitSha, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{AppId, ChainId, CommitSha, DeploymentId, PreviewId, RepoId, StageId};
+use gannet_domain::preview::{AppPreview, Preview, PreviewResult, PreviewStatus};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -57,6 +59,47 @@ pub fn chain_fixture(id: &str, at: u64) -> Chain {
     chain.id = ChainId::parse(id).expect("fixture chain ids are valid");
     chain.version = 0;
     chain
+}
+
+/// A QUEUED plan preview `id` of pull request `pr` (`None`: asked through the API) to
+/// repository `repo`, created and updated at `at`, version 0, with one app (`web`) still
+/// pending.
+pub fn preview_fixture(id: &str, repo: &str, pr: Option<u64>, at: u64) -> Preview {
+    let repo = RepoId::parse(repo).expect("fixture repository ids are valid");
+    let head = CommitSha::parse(COMMIT).expect("fixture commit is valid");
+    let web = AppPreview {
+        app: AppId::new(&repo, "web/app.pipecd.yaml"),
+        name: "web".to_owned(),
+        kind: "KUBERNETES".to_owned(),
+        result: PreviewResult::Pending,
+        summary: String::new(),
+        pipeline: "QUICK_SYNC".to_owned(),
+        why: "web/ changed".to_owned(),
+        details: "--- a/deployment.yaml\n+++ b/deployment.yaml\n-  replicas: 1\n+  replicas: 2\n"
+            .to_owned(),
+        credentials: true,
+    };
+    Preview {
+        id: PreviewId::parse(id).expect("fixture preview ids are valid"),
+        repo,
+        pr,
+        head: head.clone(),
+        base_ref: "main".to_owned(),
+        base: Some(head.clone()),
+        merge_base: Some(head),
+        author: "octocat".to_owned(),
+        fork: false,
+        credentials: true,
+        status: PreviewStatus::Queued,
+        result: PreviewResult::Pending,
+        reason: String::new(),
+        check_run: None,
+        apps: vec![web],
+        created_at: Millis(at),
+        started_at: None,
+        updated_at: Millis(at),
+        version: 0,
+    }
 }
 
 /// A PENDING deployment `id` of app `app` (a name, as for [`app_id`]), seq 0, with one stage.

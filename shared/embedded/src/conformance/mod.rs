@@ -24,7 +24,8 @@ use gannet_domain::duration::{GoDuration, Millis};
 use gannet_domain::ports::{Clock, Queue, Store};
 
 pub use fixtures::{
-    app_fixture, app_id, chain_fixture, deployment_fixture, repo_fixture, DeploymentFixture,
+    app_fixture, app_id, chain_fixture, deployment_fixture, preview_fixture, repo_fixture,
+    DeploymentFixture,
 };
 
 /// A clock that moves only when told to.

@@ -1,17 +1,19 @@
 //! Store conformance cases: conditional writes, atomicity with the outbox, delivery dedupe,
-//! stage logs, and deployment queries.
+//! stage logs, and deployment, chain and plan preview queries.
 
 use gannet_domain::chain::ChainStatus;
 use gannet_domain::deployment::DeploymentStatus;
 use gannet_domain::duration::{GoDuration, Millis};
-use gannet_domain::ids::{ChainId, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{ChainId, DeploymentId, PreviewId, RepoId, StageId};
 use gannet_domain::ports::{
-    ChainFilter, Changes, DeploymentCursor, DeploymentFilter, Expect, LogLine, Outgoing, Queue,
-    QueueName, Store, StoreError, Write,
+    ChainFilter, Changes, DeploymentCursor, DeploymentFilter, Expect, LogLine, Outgoing,
+    PreviewFilter, Queue, QueueName, Store, StoreError, Write,
 };
+use gannet_domain::preview::PreviewStatus;
 
 use super::{
-    app_fixture, app_id, cases, chain_fixture, deployment_fixture, repo_fixture, Case, Subject,
+    app_fixture, app_id, cases, chain_fixture, deployment_fixture, preview_fixture, repo_fixture,
+    Case, Subject,
 };
 
 pub(crate) fn cases<S: Store + 'static, Q: Queue + 'static>() -> Vec<Case<S, Q>> {
@@ -25,6 +27,7 @@ pub(crate) fn cases<S: Store + 'static, Q: Queue + 'static>() -> Vec<Case<S, Q>>
         stage_logs_in_order,
         deployment_filters_and_order,
         chain_filters_and_order,
+        preview_filters_and_order,
     ]
 }
 
@@ -34,6 +37,7 @@ enum Kind {
     Repo,
     Deployment,
     Chain,
+    Preview,
 }
 
 /// A write of item `name` of `kind` carrying `version`, under `expect`.
@@ -61,6 +65,14 @@ fn versioned_write(kind: Kind, name: &str, version: u64, expect: Expect) -> Writ
             chain.version = version;
             Write::PutChain {
                 chain: Box::new(chain),
+                expect,
+            }
+        }
+        Kind::Preview => {
+            let mut preview = preview_fixture(name, "demo", Some(7), 1);
+            preview.version = version;
+            Write::PutPreview {
+                preview: Box::new(preview),
                 expect,
             }
         }
@@ -99,6 +111,14 @@ async fn stored_version<S: Store>(store: &S, kind: Kind, name: &str) -> Option<u
             want.version = chain.version;
             assert_eq!(chain, want, "chain {name} reads back");
             Some(chain.version)
+        }
+        Kind::Preview => {
+            let id = PreviewId::parse(name).expect("valid preview id");
+            let preview = store.preview(&id).await.expect("read preview")?;
+            let mut want = preview_fixture(name, "demo", Some(7), 1);
+            want.version = preview.version;
+            assert_eq!(preview, want, "preview {name} reads back");
+            Some(preview.version)
         }
     }
 }
@@ -141,6 +161,7 @@ pub async fn conditional_writes<S: Store, Q: Queue>(s: Subject<S, Q>) {
         (Kind::Repo, "demo", "infra"),
         (Kind::Deployment, "d-1", "d-2"),
         (Kind::Chain, "c-1", "c-2"),
+        (Kind::Preview, "p-1", "p-2"),
     ] {
         for (i, (expect, version, accepted, after)) in steps.into_iter().enumerate() {
             let context = format!("{kind:?} step {i}: {expect:?} writing version {version}");
@@ -182,6 +203,7 @@ pub async fn failed_condition_writes_nothing<S: Store, Q: Queue>(s: Subject<S, Q
             versioned_write(Kind::App, "web", 0, Expect::Absent),
             versioned_write(Kind::Repo, "demo", 0, Expect::Absent),
             versioned_write(Kind::Deployment, "d-new", 0, Expect::Absent),
+            versioned_write(Kind::Preview, "p-new", 0, Expect::Absent),
             Write::RecordDelivery {
                 id: "delivery-new".to_owned(),
                 at: Millis(5),
@@ -192,6 +214,7 @@ pub async fn failed_condition_writes_nothing<S: Store, Q: Queue>(s: Subject<S, Q
     let seed = Changes {
         writes: vec![
             versioned_write(Kind::Deployment, "d-old", 4, Expect::Absent),
+            versioned_write(Kind::Preview, "p-old", 2, Expect::Absent),
             Write::RecordDelivery {
                 id: "delivery-old".to_owned(),
                 at: Millis(1),
@@ -220,8 +243,12 @@ pub async fn failed_condition_writes_nothing<S: Store, Q: Queue>(s: Subject<S, Q
                 at: Millis(2),
             },
         ),
+        (
+            "p-old",
+            versioned_write(Kind::Preview, "p-old", 3, Expect::Version(1)),
+        ),
     ];
-    for (at, (item, bad)) in [0, 2, 4, 1].into_iter().zip(failing) {
+    for (at, (item, bad)) in [0, 2, 4, 1, 5].into_iter().zip(failing) {
         let mut writes = good();
         writes.insert(at, bad);
         let changes = Changes {
@@ -248,6 +275,16 @@ pub async fn failed_condition_writes_nothing<S: Store, Q: Queue>(s: Subject<S, Q
         assert_eq!(
             stored_version(&s.store, Kind::Deployment, "d-old").await,
             Some(4),
+            "{context}"
+        );
+        assert_eq!(
+            stored_version(&s.store, Kind::Preview, "p-new").await,
+            None,
+            "{context}"
+        );
+        assert_eq!(
+            stored_version(&s.store, Kind::Preview, "p-old").await,
+            Some(2),
             "{context}"
         );
         let sent = s
@@ -647,4 +684,99 @@ pub async fn chain_filters_and_order<S: Store, Q: Queue>(s: Subject<S, Q>) {
     s.store.apply(one(update)).await.expect("update c1");
     assert_eq!(ids(&[Running], None).await, ["c4"]);
     assert_eq!(ids(&[Success], None).await, ["c2", "c1"]);
+}
+
+/// Plan previews list newest first (the id breaking a tie): all of them, a repository's, one
+/// pull request's, by status, up to a limit; the status a query selects by follows an update.
+pub async fn preview_filters_and_order<S: Store, Q: Queue>(s: Subject<S, Q>) {
+    use PreviewStatus::{Done, Failed, Queued, Running, Superseded};
+    let fixtures = [
+        ("p1", "demo", Some(7), 100, Superseded),
+        ("p2", "demo", Some(7), 300, Running),
+        ("p3", "demo", Some(8), 200, Done),
+        ("p4", "infra", Some(7), 300, Queued),
+        ("p5", "demo", None, 250, Failed),
+        ("p6", "demo", Some(70), 400, Queued),
+    ];
+    let writes = fixtures
+        .iter()
+        .map(|&(id, repo, pr, at, status)| {
+            let mut preview = preview_fixture(id, repo, pr, at);
+            preview.status = status;
+            Write::PutPreview {
+                preview: Box::new(preview),
+                expect: Expect::Absent,
+            }
+        })
+        .collect();
+    s.store
+        .apply(Changes {
+            writes,
+            send: Vec::new(),
+        })
+        .await
+        .expect("apply");
+    let ids = |repo: Option<&str>, pr: Option<u64>, statuses: &[PreviewStatus], limit| {
+        let filter = PreviewFilter {
+            repo: repo.map(|r| RepoId::parse(r).expect("valid repository id")),
+            pr,
+            statuses: statuses.to_vec(),
+            limit,
+        };
+        let store = &s.store;
+        async move {
+            let found = store.previews(&filter).await.expect("list previews");
+            found
+                .into_iter()
+                .map(|p| p.id.as_str().to_owned())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        ids(None, None, &[], None).await,
+        ["p6", "p4", "p2", "p5", "p3", "p1"]
+    );
+    assert_eq!(ids(None, None, &[], Some(3)).await, ["p6", "p4", "p2"]);
+    assert!(ids(None, None, &[], Some(0)).await.is_empty());
+    assert_eq!(ids(None, None, &[Queued], None).await, ["p6", "p4"]);
+    assert_eq!(
+        ids(None, None, &[Running, Done, Superseded], Some(2)).await,
+        ["p2", "p3"]
+    );
+    assert_eq!(
+        ids(Some("demo"), None, &[], None).await,
+        ["p6", "p2", "p5", "p3", "p1"]
+    );
+    assert_eq!(ids(Some("demo"), None, &[], Some(2)).await, ["p6", "p2"]);
+    assert_eq!(
+        ids(Some("demo"), None, &[Failed, Done], None).await,
+        ["p5", "p3"]
+    );
+    assert_eq!(ids(Some("infra"), None, &[], None).await, ["p4"]);
+    assert!(ids(Some("other"), None, &[], None).await.is_empty());
+    // Pull request 7 is not 70, and another repository's pull request 7 is not this one's.
+    assert_eq!(ids(Some("demo"), Some(7), &[], None).await, ["p2", "p1"]);
+    assert_eq!(ids(Some("demo"), Some(7), &[], Some(1)).await, ["p2"]);
+    assert_eq!(
+        ids(Some("demo"), Some(7), &[Queued, Running], None).await,
+        ["p2"]
+    );
+    assert!(ids(Some("demo"), Some(7), &[Done], None).await.is_empty());
+    assert_eq!(ids(Some("demo"), Some(70), &[], None).await, ["p6"]);
+    assert!(ids(Some("demo"), Some(9), &[], None).await.is_empty());
+
+    let mut done = preview_fixture("p2", "demo", Some(7), 300);
+    done.status = Done;
+    done.version = 1;
+    let update = Write::PutPreview {
+        preview: Box::new(done),
+        expect: Expect::Version(0),
+    };
+    s.store.apply(one(update)).await.expect("update p2");
+    assert!(ids(None, None, &[Running], None).await.is_empty());
+    assert_eq!(ids(None, None, &[Done], None).await, ["p2", "p3"]);
+    assert_eq!(ids(Some("demo"), Some(7), &[Done], None).await, ["p2"]);
+    assert!(ids(Some("demo"), Some(7), &[Running], None)
+        .await
+        .is_empty());
 }
