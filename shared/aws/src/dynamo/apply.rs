@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use gannet_domain::ports::{Expect, StoreError, Write};
 
 use super::keys::{self, Item, Key, EXPIRES_AT, PK, VERSION};
-use super::{unavailable, unbuilt, DynamoStore};
+use super::{unavailable, unbuilt, DynamoStore, StoreOptions};
 
 /// DynamoDB's limit on the items of one transaction.
 pub(crate) const MAX_TRANSACTION_ITEMS: usize = 100;
@@ -55,7 +55,7 @@ fn condition(expect: Expect) -> Option<Condition> {
     }
 }
 
-fn prepare(write: &Write, delivery_days: u64) -> Result<Prepared, StoreError> {
+fn prepare(write: &Write, options: &StoreOptions) -> Result<Prepared, StoreError> {
     let expecting = |what: String, expect: Expect| match expect {
         Expect::Any => what,
         Expect::Absent => format!("{what} (expected absent)"),
@@ -82,9 +82,14 @@ fn prepare(write: &Write, delivery_days: u64) -> Result<Prepared, StoreError> {
             condition: condition(*expect),
             what: expecting(format!("chain {}", chain.id), *expect),
         },
+        Write::PutPreview { preview, expect } => Prepared {
+            item: keys::preview_item(preview, options.preview_days)?,
+            condition: condition(*expect),
+            what: expecting(format!("preview {}", preview.id), *expect),
+        },
         // A delivery past its TTL may linger until DynamoDB removes it; it no longer counts.
         Write::RecordDelivery { id, at } => Prepared {
-            item: keys::delivery_item(id, *at, delivery_days),
+            item: keys::delivery_item(id, *at, options.delivery_days),
             condition: Some(Condition {
                 expression: "attribute_not_exists(#pk) OR #expires_at < :now",
                 names: HashMap::from([
@@ -115,7 +120,7 @@ impl DynamoStore {
         }
         let prepared = writes
             .iter()
-            .map(|w| prepare(w, self.options.delivery_days))
+            .map(|w| prepare(w, &self.options))
             .collect::<Result<Vec<_>, _>>()?;
         let mut seen = HashSet::new();
         for p in &prepared {

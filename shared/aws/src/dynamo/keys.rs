@@ -8,8 +8,9 @@ use gannet_domain::app::{App, RepoState};
 use gannet_domain::chain::{Chain, ChainStatus};
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
 use gannet_domain::duration::Millis;
-use gannet_domain::ids::{AppId, ChainId, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{AppId, ChainId, DeploymentId, PreviewId, RepoId, StageId};
 use gannet_domain::ports::{LogLine, StoreError};
+use gannet_domain::preview::{cut_details, Preview, PreviewStatus};
 use serde::de::DeserializeOwned;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -58,6 +59,10 @@ impl Key {
 
     pub(crate) fn chain(id: &ChainId) -> Self {
         Self::new(format!("CHAIN#{id}"), "CHAIN".to_owned())
+    }
+
+    pub(crate) fn preview(id: &PreviewId) -> Self {
+        Self::new(format!("PREVIEW#{id}"), "PREVIEW".to_owned())
     }
 
     pub(crate) fn delivery(id: &str) -> Self {
@@ -127,6 +132,44 @@ pub(crate) fn chain_status_key(status: ChainStatus) -> String {
     format!("CHAIN_STATUS#{}", status.as_str())
 }
 
+/// Plan previews share the indexes, each partition serving one access pattern:
+///
+/// - `by-app`: `app_key` is `PREVIEWS#{repo}`, one partition per repository, newest first. Its
+///   `deployment_status` (the one attribute `by-app` projects besides the keys) is
+///   `{status}#{pr}` ([`preview_match`]; `api` for a preview without a pull request), so a
+///   repository's listing filters by status (`begins_with(status#)`) and by pull request
+///   (`IN` over `{status}#{pr}` for each status) inside the index. One pull request's
+///   previews (the drift function's "which previews of this pull request are still queued or
+///   running" when a new head supersedes them) read its repository's partition, never the
+///   table.
+/// - `by-status`: `status_key` is `PREVIEW_STATUS#{status}`. A listing across repositories
+///   reads the partition of each status asked for (every status when none is), newest first,
+///   and merges them, as deployments do.
+///
+/// A pull request number without a repository (which the port does not ask for) has no
+/// index: that listing reads every status partition and filters the previews it fetched.
+pub(crate) fn preview_app_key(repo: &RepoId) -> String {
+    format!("PREVIEWS#{repo}")
+}
+
+/// A preview's partition in the `by-status` index.
+pub(crate) fn preview_status_key(status: PreviewStatus) -> String {
+    format!("PREVIEW_STATUS#{}", status.as_str())
+}
+
+/// What a preview's `deployment_status` holds: its status and its pull request.
+pub(crate) fn preview_match(status: PreviewStatus, pr: Option<u64>) -> String {
+    match pr {
+        Some(pr) => format!("{}#{pr}", status.as_str()),
+        None => format!("{}#api", status.as_str()),
+    }
+}
+
+/// The start of [`preview_match`] for every preview in `status`.
+pub(crate) fn preview_match_prefix(status: PreviewStatus) -> String {
+    format!("{}#", status.as_str())
+}
+
 pub(crate) fn status_key(status: DeploymentStatus) -> String {
     format!("STATUS#{}", status.as_str())
 }
@@ -166,6 +209,13 @@ pub(crate) fn s(value: impl Into<String>) -> AttributeValue {
 pub(crate) fn expiry(at: Millis, days: u64) -> u64 {
     at.0 / 1000 + days * 24 * 3600
 }
+
+/// DynamoDB's limit on one item (attribute names and values), in bytes.
+pub(crate) const MAX_ITEM_BYTES: usize = 400 * 1024;
+
+/// What a preview's `body` may take: the item's limit, less room for its other attributes
+/// (keys, index attributes and TTL: well under 1 KiB with any valid repository id).
+const PREVIEW_BODY_BYTES: usize = MAX_ITEM_BYTES - 8 * 1024;
 
 fn versioned(key: &Key, version: u64, body: String) -> Item {
     let mut item = key.item();
@@ -217,6 +267,77 @@ pub(crate) fn chain_item(chain: &Chain) -> Result<Item, StoreError> {
     Ok(item)
 }
 
+/// A preview's item. It lives `keep_days` after its last update (the TTL). The domain caps each
+/// app's details, but JSON escapes them (a control character takes six bytes, a newline or
+/// quote two), so a record within the caps can still encode past an item's limit: then every
+/// app's details are cut to one length, the longest that fits, each saying how much it lost.
+pub(crate) fn preview_item(preview: &Preview, keep_days: u64) -> Result<Item, StoreError> {
+    let key = Key::preview(&preview.id);
+    let body = preview_body(preview, &key)?;
+    let mut item = versioned(&key, preview.version, body);
+    item.insert(APP_KEY.to_owned(), s(preview_app_key(&preview.repo)));
+    item.insert(STATUS_KEY.to_owned(), s(preview_status_key(preview.status)));
+    item.insert(
+        CREATED_KEY.to_owned(),
+        s(format!("{:020}#{}", preview.created_at.0, preview.id)),
+    );
+    item.insert(
+        STATUS.to_owned(),
+        s(preview_match(preview.status, preview.pr)),
+    );
+    item.insert(
+        EXPIRES_AT.to_owned(),
+        n(expiry(preview.updated_at, keep_days)),
+    );
+    Ok(item)
+}
+
+/// The preview's JSON, within [`PREVIEW_BODY_BYTES`].
+fn preview_body(preview: &Preview, key: &Key) -> Result<String, StoreError> {
+    let body = encode(preview, key)?;
+    if body.len() <= PREVIEW_BODY_BYTES {
+        return Ok(body);
+    }
+    let cut_to = |max: usize| {
+        let mut cut = preview.clone();
+        for app in &mut cut.apps {
+            app.details = cut_details(&app.details, max);
+        }
+        encode(&cut, key)
+    };
+    // The longest cut that fits: a body only grows with `max`.
+    let longest = preview
+        .apps
+        .iter()
+        .map(|a| a.details.len())
+        .max()
+        .unwrap_or(0);
+    let (mut fits, mut too_long) = (0, longest);
+    let mut best = cut_to(0)?;
+    if best.len() > PREVIEW_BODY_BYTES {
+        return Err(StoreError::Corrupt {
+            key: key.to_string(),
+            source: format!(
+                "the preview takes {} bytes with its apps' details cut out, past the {} an \
+                 item holds",
+                best.len(),
+                PREVIEW_BODY_BYTES
+            )
+            .into(),
+        });
+    }
+    while too_long - fits > 1 {
+        let mid = fits + (too_long - fits) / 2;
+        let body = cut_to(mid)?;
+        if body.len() <= PREVIEW_BODY_BYTES {
+            (fits, best) = (mid, body);
+        } else {
+            too_long = mid;
+        }
+    }
+    Ok(best)
+}
+
 pub(crate) fn delivery_item(id: &str, at: Millis, keep_days: u64) -> Item {
     let mut item = Key::delivery(id).item();
     item.insert(AT.to_owned(), n(at.0));
@@ -260,6 +381,120 @@ pub(crate) fn log_line(item: &Item) -> Result<LogLine, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gannet_domain::preview::{MAX_DETAILS_BYTES, MAX_PREVIEW_APPS};
+    use gannet_embedded::conformance::preview_fixture;
+
+    /// The size DynamoDB counts for `item`: each attribute's name and value in bytes (a
+    /// number's digits, an upper bound of its stored size).
+    fn item_size(item: &Item) -> usize {
+        item.iter()
+            .map(|(name, value)| {
+                name.len()
+                    + match value {
+                        AttributeValue::S(s) | AttributeValue::N(s) => s.len(),
+                        other => panic!("{name} is not a string or number: {other:?}"),
+                    }
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_preview_item_has_its_index_keys_and_ttl() {
+        let mut preview = preview_fixture("p-1", "demo", Some(12), 1_700_000_000_999);
+        preview.status = PreviewStatus::Running;
+        preview.updated_at = Millis(1_700_000_100_000);
+        let item = preview_item(&preview, 30).expect("item");
+        assert_eq!(Key::of(&item), Some(Key::preview(&preview.id)));
+        assert_eq!(text(&item, PK), Some("PREVIEW#p-1"));
+        assert_eq!(text(&item, APP_KEY), Some("PREVIEWS#demo"));
+        assert_eq!(text(&item, STATUS_KEY), Some("PREVIEW_STATUS#RUNNING"));
+        assert_eq!(text(&item, STATUS), Some("RUNNING#12"));
+        assert_eq!(text(&item, CREATED_KEY), Some("00000001700000000999#p-1"));
+        assert_eq!(
+            number(&item, EXPIRES_AT),
+            Some(1_700_000_100 + 30 * 24 * 3600)
+        );
+        assert_eq!(number(&item, VERSION), Some(0));
+        assert_eq!(decode::<Preview>(&item).expect("body"), preview);
+
+        preview.pr = None;
+        let item = preview_item(&preview, 30).expect("item");
+        assert_eq!(text(&item, STATUS), Some("RUNNING#api"));
+    }
+
+    #[test]
+    fn preview_status_prefixes_match_their_status_only() {
+        for status in PreviewStatus::ALL {
+            for other in PreviewStatus::ALL {
+                for pr in [None, Some(1), Some(10)] {
+                    let value = preview_match(other, pr);
+                    assert_eq!(
+                        value.starts_with(&preview_match_prefix(status)),
+                        status == other,
+                        "{value} against {status:?}"
+                    );
+                }
+            }
+        }
+        assert_ne!(
+            preview_match(PreviewStatus::Done, Some(1)),
+            preview_match(PreviewStatus::Done, Some(10))
+        );
+    }
+
+    #[test]
+    fn a_preview_at_its_caps_fits_an_item_with_its_details_cut_evenly() {
+        // Control characters take six bytes each in JSON: the worst case for the caps.
+        let mut preview = preview_fixture("p-1", "demo", Some(7), 1);
+        let app = preview.apps[0].clone();
+        preview.apps = (0..MAX_PREVIEW_APPS)
+            .map(|i| {
+                let mut app = app.clone();
+                app.details = if i == 0 {
+                    "short plan".to_owned()
+                } else {
+                    "\u{1b}".repeat(MAX_DETAILS_BYTES)
+                };
+                app
+            })
+            .collect();
+        let item = preview_item(&preview, 30).expect("item");
+        let size = item_size(&item);
+        assert!(size <= MAX_ITEM_BYTES, "{size} bytes");
+        assert!(
+            size > MAX_ITEM_BYTES / 2,
+            "cut no more than it must: {size}"
+        );
+        let stored: Preview = decode(&item).expect("body");
+        assert_eq!(stored.apps[0].details, "short plan");
+        let cut: Vec<usize> = stored.apps[1..].iter().map(|a| a.details.len()).collect();
+        assert!(cut.iter().all(|&n| n == cut[0]), "{cut:?}");
+        for app in &stored.apps[1..] {
+            assert!(
+                app.details.ends_with("bytes not shown"),
+                "{}",
+                app.details.len()
+            );
+        }
+        let mut rest = stored.clone();
+        for (a, b) in rest.apps.iter_mut().zip(&preview.apps) {
+            a.details.clone_from(&b.details);
+        }
+        assert_eq!(rest, preview, "only the details are cut");
+    }
+
+    #[test]
+    fn a_preview_too_large_without_its_details_is_refused() {
+        let mut preview = preview_fixture("p-1", "demo", Some(7), 1);
+        preview.reason = "x".repeat(MAX_ITEM_BYTES);
+        match preview_item(&preview, 30) {
+            Err(StoreError::Corrupt { key, source }) => {
+                assert_eq!(key, "PREVIEW#p-1/PREVIEW");
+                assert!(source.to_string().contains("details cut out"), "{source}");
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
 
     #[test]
     fn log_keys_of_one_stage_sort_between_its_bounds_only() {

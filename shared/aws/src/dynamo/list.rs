@@ -1,7 +1,8 @@
-//! Listings: every app (one partition, ordered by id), and deployments and chains through the
-//! `by-app` and `by-status` indexes, fetched whole with BatchGetItem. Chains share the indexes:
-//! all of them in the `by-app` partition `CHAINS`, each status in a `by-status` partition of
-//! its own.
+//! Listings: every app (one partition, ordered by id), and deployments, chains and plan
+//! previews through the `by-app` and `by-status` indexes, fetched whole with BatchGetItem.
+//! Chains share the indexes: all of them in the `by-app` partition `CHAINS`, each status in a
+//! `by-status` partition of its own. Previews too: each repository's in a `by-app` partition,
+//! each status in a `by-status` partition (see [`keys::preview_app_key`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use aws_sdk_dynamodb::types::KeysAndAttributes;
 use gannet_domain::app::App;
 use gannet_domain::chain::Chain;
 use gannet_domain::deployment::{Deployment, DeploymentStatus};
-use gannet_domain::ports::{ChainFilter, DeploymentFilter, StoreError};
+use gannet_domain::ports::{ChainFilter, DeploymentFilter, PreviewFilter, StoreError};
+use gannet_domain::preview::{Preview, PreviewStatus};
 use serde::de::DeserializeOwned;
 
 use super::keys::{
@@ -31,14 +33,34 @@ struct Hit {
     created: String,
 }
 
-/// Which index partition to read, and the statuses to keep.
+/// Which index partition to read, and the entries to keep.
 struct IndexQuery<'a> {
     index: &'static str,
     key_attribute: &'static str,
     key: String,
-    statuses: &'a [DeploymentStatus],
+    /// A filter on `deployment_status`, which only `by-app` projects.
+    status: StatusMatch,
     /// Only entries whose `created_key` sorts before this (a page's cursor).
     before: Option<&'a str>,
+}
+
+/// Which values of `deployment_status` an index query keeps.
+enum StatusMatch {
+    Any,
+    /// One of these values.
+    OneOf(Vec<String>),
+    /// A value starting with one of these.
+    Prefix(Vec<String>),
+}
+
+impl StatusMatch {
+    fn statuses(statuses: &[DeploymentStatus]) -> Self {
+        if statuses.is_empty() {
+            Self::Any
+        } else {
+            Self::OneOf(statuses.iter().map(|s| s.as_str().to_owned()).collect())
+        }
+    }
 }
 
 impl DynamoStore {
@@ -91,7 +113,7 @@ impl DynamoStore {
                     index: BY_APP,
                     key_attribute: APP_KEY,
                     key: keys::app_key(app),
-                    statuses: &statuses,
+                    status: StatusMatch::statuses(&statuses),
                     before,
                 };
                 self.query_index(&query, limit).await?
@@ -108,7 +130,7 @@ impl DynamoStore {
                         index: BY_STATUS,
                         key_attribute: STATUS_KEY,
                         key: keys::status_key(status),
-                        statuses: &[],
+                        status: StatusMatch::Any,
                         before,
                     };
                     hits.extend(self.query_index(&query, limit).await?);
@@ -149,7 +171,7 @@ impl DynamoStore {
                 index,
                 key_attribute,
                 key,
-                statuses: &[],
+                status: StatusMatch::Any,
                 before: None,
             };
             hits.extend(self.query_index(&query, limit).await?);
@@ -164,6 +186,91 @@ impl DynamoStore {
             .collect())
     }
 
+    pub(crate) async fn list_previews(
+        &self,
+        filter: &PreviewFilter,
+    ) -> Result<Vec<Preview>, StoreError> {
+        let limit = filter.limit.unwrap_or(usize::MAX);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut statuses = filter.statuses.clone();
+        statuses.sort_by_key(|s| s.as_str());
+        statuses.dedup();
+        let matches = |p: &Preview| {
+            filter.repo.as_ref().is_none_or(|repo| &p.repo == repo)
+                && filter.pr.is_none_or(|pr| p.pr == Some(pr))
+                && (statuses.is_empty() || statuses.contains(&p.status))
+        };
+        let queries = match &filter.repo {
+            Some(repo) => {
+                let status = match filter.pr {
+                    Some(pr) => {
+                        let every = if statuses.is_empty() {
+                            &PreviewStatus::ALL[..]
+                        } else {
+                            &statuses[..]
+                        };
+                        StatusMatch::OneOf(
+                            every
+                                .iter()
+                                .map(|&s| keys::preview_match(s, Some(pr)))
+                                .collect(),
+                        )
+                    }
+                    None if statuses.is_empty() => StatusMatch::Any,
+                    None => StatusMatch::Prefix(
+                        statuses
+                            .iter()
+                            .map(|&s| keys::preview_match_prefix(s))
+                            .collect(),
+                    ),
+                };
+                vec![IndexQuery {
+                    index: BY_APP,
+                    key_attribute: APP_KEY,
+                    key: keys::preview_app_key(repo),
+                    status,
+                    before: None,
+                }]
+            }
+            None => {
+                let every = if statuses.is_empty() {
+                    PreviewStatus::ALL.to_vec()
+                } else {
+                    statuses.clone()
+                };
+                every
+                    .into_iter()
+                    .map(|s| IndexQuery {
+                        index: BY_STATUS,
+                        key_attribute: STATUS_KEY,
+                        key: keys::preview_status_key(s),
+                        status: StatusMatch::Any,
+                        before: None,
+                    })
+                    .collect()
+            }
+        };
+        // A pull request without its repository has no index: fetch them all, then filter.
+        let index_limit = if filter.repo.is_none() && filter.pr.is_some() {
+            usize::MAX
+        } else {
+            limit
+        };
+        let mut hits = Vec::new();
+        for query in &queries {
+            hits.extend(self.query_index(query, index_limit).await?);
+        }
+        hits.sort_by(|a, b| b.created.cmp(&a.created));
+        hits.truncate(index_limit);
+        let found: Vec<Preview> = self.batch_get(&hits).await?;
+        // The index may lag the table: keep only what still matches.
+        let mut found: Vec<Preview> = found.into_iter().filter(matches).collect();
+        found.truncate(limit);
+        Ok(found)
+    }
+
     /// Up to `limit` hits of one index partition, newest first.
     async fn query_index(&self, q: &IndexQuery<'_>, limit: usize) -> Result<Vec<Hit>, StoreError> {
         let mut names = HashMap::from([("#k".to_owned(), q.key_attribute.to_owned())]);
@@ -175,15 +282,22 @@ impl DynamoStore {
             condition.push_str(" AND #c < :c");
         }
         let mut filter = None;
-        if !q.statuses.is_empty() {
+        if let StatusMatch::OneOf(wanted) | StatusMatch::Prefix(wanted) = &q.status {
             names.insert("#status".to_owned(), STATUS.to_owned());
             let mut placeholders = Vec::new();
-            for (i, status) in q.statuses.iter().enumerate() {
+            for (i, value) in wanted.iter().enumerate() {
                 let name = format!(":s{i}");
-                values.insert(name.clone(), keys::s(status.as_str()));
+                values.insert(name.clone(), keys::s(value.as_str()));
                 placeholders.push(name);
             }
-            filter = Some(format!("#status IN ({})", placeholders.join(", ")));
+            filter = Some(match q.status {
+                StatusMatch::Prefix(_) => placeholders
+                    .iter()
+                    .map(|p| format!("begins_with(#status, {p})"))
+                    .collect::<Vec<_>>()
+                    .join(" OR "),
+                _ => format!("#status IN ({})", placeholders.join(", ")),
+            });
         }
         // Without a filter, every item read is a hit, so a page need not be larger than that.
         let page = match filter {

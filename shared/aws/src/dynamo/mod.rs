@@ -15,10 +15,11 @@ use gannet_domain::app::{App, RepoState};
 use gannet_domain::chain::Chain;
 use gannet_domain::deployment::Deployment;
 use gannet_domain::duration::Millis;
-use gannet_domain::ids::{AppId, ChainId, DeploymentId, RepoId, StageId};
+use gannet_domain::ids::{AppId, ChainId, DeploymentId, PreviewId, RepoId, StageId};
 use gannet_domain::ports::{
-    ChainFilter, Changes, DeploymentFilter, LogLine, Queue, Store, StoreError,
+    ChainFilter, Changes, DeploymentFilter, LogLine, PreviewFilter, Queue, Store, StoreError,
 };
+use gannet_domain::preview::Preview;
 use serde::de::DeserializeOwned;
 
 pub use apply::ChangeSetError;
@@ -34,6 +35,8 @@ pub struct StoreOptions {
     pub delivery_days: u64,
     /// Days a stage log line is kept after it was appended.
     pub log_days: u64,
+    /// Days a plan preview is kept after its last update.
+    pub preview_days: u64,
 }
 
 impl Default for StoreOptions {
@@ -41,6 +44,7 @@ impl Default for StoreOptions {
         Self {
             delivery_days: 7,
             log_days: 30,
+            preview_days: 30,
         }
     }
 }
@@ -163,6 +167,14 @@ impl Store for DynamoStore {
 
     async fn chains(&self, filter: &ChainFilter) -> Result<Vec<Chain>, StoreError> {
         self.list_chains(filter).await
+    }
+
+    async fn preview(&self, id: &PreviewId) -> Result<Option<Preview>, StoreError> {
+        self.get(Key::preview(id), "get preview").await
+    }
+
+    async fn previews(&self, filter: &PreviewFilter) -> Result<Vec<Preview>, StoreError> {
+        self.list_previews(filter).await
     }
 
     async fn append_log(

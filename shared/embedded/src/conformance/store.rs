@@ -764,6 +764,9 @@ pub async fn preview_filters_and_order<S: Store, Q: Queue>(s: Subject<S, Q>) {
     assert!(ids(Some("demo"), Some(7), &[Done], None).await.is_empty());
     assert_eq!(ids(Some("demo"), Some(70), &[], None).await, ["p6"]);
     assert!(ids(Some("demo"), Some(9), &[], None).await.is_empty());
+    // The port asks for a repository with a pull request; without one, every repository's.
+    assert_eq!(ids(None, Some(7), &[], None).await, ["p4", "p2", "p1"]);
+    assert_eq!(ids(None, Some(7), &[Superseded], Some(1)).await, ["p1"]);
 
     let mut done = preview_fixture("p2", "demo", Some(7), 300);
     done.status = Done;
