@@ -3,5 +3,7 @@
 pub mod github;
 mod local;
 mod prune;
+mod pull;
 
 pub use local::{LocalGit, Location, RepoSpec, SetupError};
+pub use pull::PullRequestError;

@@ -738,3 +738,80 @@ fn set_up_errors_say_what_is_wrong() {
         assert!(GithubStatuses::new(ok(), repos(&[("shop", "acme/x/y")])).is_err());
     });
 }
+
+/// A pull request's head (a fork's included: GitHub's API reads it through the base
+/// repository) needs no fetch; its merge base comes from the compare API, so what it changes
+/// is counted from where it forked even when the branch has moved on since.
+#[tokio::test]
+async fn a_pull_request_is_read_with_its_merge_base_from_compare() {
+    let Setup { fake, git, .. } = with_token().await;
+    let forked = fake.commit(
+        REPO,
+        &[],
+        "base",
+        &[
+            ("web/app.yaml", Mode::File, b"w"),
+            ("api/app.yaml", Mode::File, b"a"),
+        ],
+    );
+    let moved_on = fake.commit(
+        REPO,
+        &[&forked],
+        "api: moved on",
+        &[
+            ("web/app.yaml", Mode::File, b"w"),
+            ("api/app.yaml", Mode::File, b"a2"),
+        ],
+    );
+    fake.set_branch(REPO, "main", &moved_on);
+    let head = fake.commit(
+        REPO,
+        &[&forked],
+        "web: a change\n",
+        &[
+            ("web/app.yaml", Mode::File, b"w2"),
+            ("web/service.json", Mode::File, b"{}"),
+            ("api/app.yaml", Mode::File, b"a"),
+        ],
+    );
+
+    let pr = git
+        .pull_request(&shop(), "main", Some(7), &sha(&head))
+        .await
+        .unwrap();
+    assert_eq!(pr.head.sha, sha(&head));
+    assert_eq!(pr.head.message, "web: a change");
+    assert_eq!(pr.base, sha(&moved_on));
+    assert_eq!(pr.merge_base, sha(&forked));
+    let compared = format!("/repos/acme/shop/compare/{moved_on}...{head}");
+    assert_eq!(fake.count(&compared), 1);
+    assert_eq!(
+        git.changed_files(&shop(), &pr.merge_base, &pr.head.sha)
+            .await
+            .unwrap(),
+        ["web/app.yaml", "web/service.json"]
+    );
+    assert_eq!(
+        git.pull_request(&shop(), "main", None, &sha(&head))
+            .await
+            .unwrap(),
+        pr
+    );
+
+    check_err(
+        git.pull_request(&shop(), "main", Some(7), &sha(&"f".repeat(40)))
+            .await,
+        "no commit fffffff",
+    );
+    check_err(
+        git.pull_request(&shop(), "nope", Some(7), &sha(&head))
+            .await,
+        "no branch nope",
+    );
+    let orphan = fake.commit(REPO, &[], "orphan", &[("x", Mode::File, b"x")]);
+    check_err(
+        git.pull_request(&shop(), "main", Some(8), &sha(&orphan))
+            .await,
+        "have no merge base (unrelated histories)",
+    );
+}

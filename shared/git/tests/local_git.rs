@@ -728,3 +728,243 @@ async fn a_failing_fetch_never_shows_the_credentials_in_the_url() {
     assert!(!text.contains("ghp_sekrit0123"), "{text}");
     assert!(!format!("{err:?}").contains("ghp_sekrit0123"), "{err:?}");
 }
+
+/// A bare remote that serves a pull request's head on `refs/pull/<n>/head`, as GitHub does,
+/// while its branch moves on after the pull request forked.
+struct PullRemote {
+    work: Work,
+    bare: TempDir,
+    forked_at: CommitSha,
+    branch_head: CommitSha,
+    pr_head: CommitSha,
+}
+
+impl PullRemote {
+    fn new() -> Self {
+        let work = Work::new();
+        work.write("apps/web/app.pipecd.yaml", "kind: ECSApp\n");
+        work.write("apps/api/app.pipecd.yaml", "kind: LambdaApp\n");
+        let forked_at = work.commit("base", 1_700_000_000);
+        work.git(&["checkout", "--quiet", "-b", "feature"]);
+        work.write("apps/web/app.pipecd.yaml", "kind: ECSApp\nspec: {}\n");
+        work.write("apps/web/service.json", "{}\n");
+        work.commit("web: a service", 1_700_000_100);
+        work.write("apps/web/service.json", "{\"cpu\": 256}\n");
+        let pr_head = work.commit("web: its cpu", 1_700_000_200);
+        work.git(&["checkout", "--quiet", "main"]);
+        work.write("apps/api/app.pipecd.yaml", "kind: LambdaApp\nspec: {}\n");
+        let branch_head = work.commit("api: moved on", 1_700_000_300);
+        let bare = TempDir::new().unwrap();
+        let b = bare.path().display().to_string();
+        work.git(&["init", "--quiet", "--bare", &b]);
+        work.git(&["push", "--quiet", &b, "main"]);
+        work.git(&["branch", "--quiet", "-D", "feature"]);
+        let remote = Self {
+            work,
+            bare,
+            forked_at,
+            branch_head,
+            pr_head,
+        };
+        remote.publish(1, &remote.pr_head.clone());
+        remote
+    }
+
+    /// Points `refs/pull/<pr>/head` of the remote at `sha` (a push to the pull request).
+    fn publish(&self, pr: u64, sha: &CommitSha) {
+        let b = self.bare.path().display().to_string();
+        let refspec = format!("+{sha}:refs/pull/{pr}/head");
+        self.work.git(&["push", "--quiet", &b, &refspec]);
+    }
+
+    /// A commit on top of `parent` that only the remote's pull request refs will name.
+    fn commit_on(&self, parent: &CommitSha, file: &str, secs: u64) -> CommitSha {
+        self.work
+            .git(&["checkout", "--quiet", "--detach", parent.as_str()]);
+        self.work.write(file, &format!("{secs}\n"));
+        let sha = self.work.commit(file, secs);
+        self.work.git(&["checkout", "--quiet", "main"]);
+        sha
+    }
+
+    fn source(&self, cache: &Path) -> LocalGit {
+        source(
+            Location::Url(format!("file://{}", self.bare.path().display())),
+            cache,
+        )
+    }
+}
+
+/// A clone fetches only its branch; a pull request's head becomes readable through
+/// `refs/pull/<n>/head`, and what it changes is counted from where it forked, not from where
+/// the branch has moved since.
+#[tokio::test]
+async fn a_pull_request_head_is_fetched_and_compared_from_its_merge_base() {
+    let remote = PullRemote::new();
+    let cache = TempDir::new().unwrap();
+    let git = remote.source(cache.path());
+    let id = repo_id();
+    let head = &remote.pr_head;
+
+    check(
+        "before: the clone has only its branch",
+        git.commit(&id, head).await.map(|c| c.sha),
+        Err(("NoCommit", head.as_str())),
+    );
+    let pr = git.pull_request(&id, "main", Some(1), head).await.unwrap();
+    assert_eq!(pr.head.sha, *head);
+    assert_eq!(pr.head.message, "web: its cpu");
+    assert_eq!(pr.head.at, Millis(1_700_000_200_000));
+    assert_eq!(pr.base, remote.branch_head);
+    assert_eq!(pr.merge_base, remote.forked_at);
+
+    check(
+        "the pull request's own changes",
+        git.changed_files(&id, &pr.merge_base, head).await,
+        Ok(strings(&[
+            "apps/web/app.pipecd.yaml",
+            "apps/web/service.json",
+        ])),
+    );
+    check(
+        "read at the head",
+        git.read_file(&id, head, "apps/web/service.json").await,
+        Ok(Some(b"{\"cpu\": 256}\n".to_vec())),
+    );
+    let tree = git.checkout(&id, head).await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(tree.join("apps/web/service.json")).unwrap(),
+        "{\"cpu\": 256}\n"
+    );
+    let local_ref = cache.path().join("repos/demo.git/refs/gannet/pull/1");
+    assert_eq!(
+        std::fs::read_to_string(local_ref).unwrap().trim(),
+        head.as_str()
+    );
+
+    // Asked again (a repeated webhook): the head is there, nothing is fetched.
+    remote.publish(1, &remote.forked_at);
+    let again = git.pull_request(&id, "main", Some(1), head).await.unwrap();
+    assert_eq!(again, pr);
+
+    // A fresh clone (a restarted controller) fetches it the same way.
+    remote.publish(1, head);
+    let fresh = TempDir::new().unwrap();
+    let restarted = remote.source(fresh.path());
+    assert_eq!(
+        restarted
+            .pull_request(&id, "main", Some(1), head)
+            .await
+            .unwrap(),
+        pr
+    );
+}
+
+#[tokio::test]
+async fn a_pull_request_that_moved_on_or_does_not_exist_is_refused_by_name() {
+    let remote = PullRemote::new();
+    let cache = TempDir::new().unwrap();
+    let git = remote.source(cache.path());
+    let id = repo_id();
+
+    // Pushed to again after the webhook named its head: the fetched ref is another commit.
+    let asked = remote.commit_on(&remote.forked_at, "a.txt", 1_700_000_400);
+    let pushed = remote.commit_on(&asked, "b.txt", 1_700_000_500);
+    remote.publish(2, &pushed);
+    let err = git
+        .pull_request(&id, "main", Some(2), &asked)
+        .await
+        .unwrap_err();
+    let moved = format!("the pull request's head moved to {pushed}: {asked} is no longer");
+    let text = gannet_domain::report::error_chain(&err);
+    assert!(text.contains(&moved), "{text}");
+    let GitError::Failed { source, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        source.downcast_ref::<gannet_git::PullRequestError>(),
+        Some(&gannet_git::PullRequestError::HeadMoved {
+            pr: 2,
+            asked: asked.clone(),
+            now: pushed.clone(),
+        })
+    );
+
+    check(
+        "an unknown pull request",
+        git.pull_request(&id, "main", Some(9), &missing()).await,
+        Err((
+            "Failed",
+            "pull request #9 not found: the remote has no refs/pull/9/head",
+        )),
+    );
+    check(
+        "a branch that does not exist",
+        git.pull_request(&id, "nope", Some(1), &remote.pr_head)
+            .await,
+        Err(("NoBranch", "branch nope not found")),
+    );
+
+    // Unrelated histories: a head that shares no commit with the branch.
+    remote
+        .work
+        .git(&["checkout", "--quiet", "--orphan", "other"]);
+    remote.work.write("other.txt", "alone\n");
+    let orphan = remote.work.commit("orphan", 1_700_000_600);
+    remote.work.git(&["checkout", "--quiet", "--force", "main"]);
+    remote.publish(3, &orphan);
+    check(
+        "no merge base",
+        git.pull_request(&id, "main", Some(3), &orphan).await,
+        Err(("Failed", "have no merge base (unrelated histories)")),
+    );
+}
+
+/// Without a pull request (a preview asked through the API), the commit is fetched by its id:
+/// a local remote serves any commit a ref reaches; one it has not is named.
+#[tokio::test]
+async fn a_head_without_a_pull_request_is_fetched_by_its_id() {
+    let remote = PullRemote::new();
+    let cache = TempDir::new().unwrap();
+    let git = remote.source(cache.path());
+    let id = repo_id();
+
+    let pr = git
+        .pull_request(&id, "main", None, &remote.pr_head)
+        .await
+        .unwrap();
+    assert_eq!(
+        (pr.head.sha, pr.base, pr.merge_base),
+        (
+            remote.pr_head.clone(),
+            remote.branch_head.clone(),
+            remote.forked_at.clone()
+        )
+    );
+    assert!(!cache.path().join("repos/demo.git/refs/gannet").exists());
+
+    let unpushed = remote.commit_on(&remote.forked_at, "local.txt", 1_700_000_700);
+    check(
+        "a commit the remote does not have",
+        git.pull_request(&id, "main", None, &unpushed).await,
+        Err(("Failed", "uploadpack.allowReachableSHA1InWant")),
+    );
+
+    // A repository read in place is never fetched into: its commits are there or not.
+    let in_place = source(
+        Location::Path(remote.work.path().to_owned()),
+        TempDir::new().unwrap().path(),
+    );
+    let pr = in_place
+        .pull_request(&id, "main", Some(7), &unpushed)
+        .await
+        .unwrap();
+    assert_eq!(pr.merge_base, remote.forked_at);
+    check(
+        "in place, a commit it has not",
+        in_place
+            .pull_request(&id, "main", Some(7), &missing())
+            .await,
+        Err(("NoCommit", MISSING)),
+    );
+}

@@ -6,6 +6,10 @@
 //! - `changed_files`: the compare API, falling back to comparing the two trees when the compare
 //!   answer may be incomplete (300 files or more, or head not ahead of base); see the `changes`
 //!   module.
+//! - `pull_request`: nothing to fetch (the API reads any commit of the repository, the heads of
+//!   its forks' pull requests included); the branch head as `head` reads it, the pull request's
+//!   head as `commit` does, and their merge base from `compare/{branch head}...{head}`
+//!   (`merge_base_commit`; a 404 for two commits that both exist means no common ancestor).
 //! - `list_files`, `read_file`, `checkout`: the tarball at the commit, unpacked once per sha
 //!   under the cache directory (default `/tmp/gannet-github/<repo>/<sha>`); see the `tarball`
 //!   module.
@@ -27,7 +31,7 @@ use std::path::PathBuf;
 
 use async_trait::async_trait;
 use gannet_domain::ids::{CommitSha, RepoId};
-use gannet_domain::ports::{CommitInfo, GitError, GitSource};
+use gannet_domain::ports::{CommitInfo, GitError, GitSource, PullRequestCommits};
 
 pub use auth::{AuthError, GithubAuth, Secret};
 pub use client::{GithubClient, DEFAULT_BASE_URI, DEFAULT_TIMEOUT};
@@ -155,6 +159,37 @@ impl Repo<'_> {
             }
             Err(e) => Err(self.failed("compare", e)),
         }
+    }
+
+    /// `compare/{base}...{head}`'s `merge_base_commit`. GitHub answers 404 both for a commit
+    /// it does not know and for two commits with no common ancestor: the commits are read to
+    /// tell which.
+    async fn merge_base(&self, base: &CommitSha, head: &CommitSha) -> Result<CommitSha, GitError> {
+        if base == head {
+            return Ok(head.clone());
+        }
+        let compare = match self.compare(base, head).await {
+            Ok(compare) => compare,
+            Err(GitError::Failed { source, .. })
+                if source
+                    .downcast_ref::<ApiError>()
+                    .is_some_and(|e| e.status() == Some(404)) =>
+            {
+                return Err(self.failed(
+                    "compare",
+                    crate::PullRequestError::NoMergeBase {
+                        head: head.clone(),
+                        base: base.clone(),
+                    },
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let sha = compare
+            .merge_base_commit
+            .ok_or_else(|| self.failed("compare", "the answer has no merge_base_commit"))?
+            .sha;
+        CommitSha::parse(&sha).map_err(|e| self.failed("compare", e))
     }
 
     fn failed(
@@ -433,6 +468,24 @@ impl GitSource for GithubSource {
         }
         let compare = repo.compare(head, commit).await?;
         Ok(changes::is_behind_or_identical(&compare.status))
+    }
+
+    async fn pull_request(
+        &self,
+        repo: &RepoId,
+        branch: &str,
+        _pr: Option<u64>,
+        head: &CommitSha,
+    ) -> Result<PullRequestCommits, GitError> {
+        let (base, info) = tokio::join!(self.head(repo, branch), self.commit(repo, head));
+        let (base, info) = (base?.sha, info?);
+        let repo = self.repo(repo)?;
+        let merge_base = repo.merge_base(&base, head).await?;
+        Ok(PullRequestCommits {
+            head: info,
+            base,
+            merge_base,
+        })
     }
 
     /// From the compare API: `{base}...{head}`'s `ahead_by`.

@@ -44,6 +44,14 @@ pub(crate) struct Compare {
     pub ahead_by: u64,
     #[serde(default)]
     pub files: Vec<CompareFile>,
+    /// The newest commit both base and head descend from.
+    pub merge_base_commit: Option<ShaOnly>,
+}
+
+/// An object of which only the sha is read.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ShaOnly {
+    pub sha: String,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,12 +4,15 @@
 //! and its index and work tree are never touched. A repository given by URL is fetched into a
 //! bare repository under the cache directory (`<cache>/repos/<id>.git`): `head` fetches the
 //! branch first, and a commit that is not there yet makes one fetch of the configured branch.
+//! `pull_request` fetches a pull request's head (`refs/pull/<pr>/head`) into
+//! `refs/gannet/pull/<pr>`, or a commit by its id when no pull request is named.
 //! Checked-out trees live in `<cache>/trees/<id>/<sha>`.
 
 mod checkout;
 mod command;
 mod credentials;
 mod names;
+mod pull;
 
 /// Runs git in `dir` for a test, with a fixed identity and no user or system configuration;
 /// its output, trimmed.
@@ -37,7 +40,7 @@ use std::sync::PoisonError;
 use async_trait::async_trait;
 use gannet_domain::duration::Millis;
 use gannet_domain::ids::{CommitSha, RepoId};
-use gannet_domain::ports::{CommitInfo, GitError, GitSource};
+use gannet_domain::ports::{CommitInfo, GitError, GitSource, PullRequestCommits};
 use tokio::sync::{Mutex, OnceCell};
 
 use command::{CommandError, Git, Output, NETWORK_LIMIT};
@@ -322,6 +325,30 @@ impl GitSource for LocalGit {
             _ => Err(repo.failed("merge-base", output.failure())),
         };
         repo.recheck(&git_dir, &[commit, head], answer).await
+    }
+
+    /// Fetches the branch, then the pull request's head unless it is here already (see
+    /// [`Repo::fetch_pull`]), and finds where the two part with `git merge-base`.
+    async fn pull_request(
+        &self,
+        repo: &RepoId,
+        branch: &str,
+        pr: Option<u64>,
+        head: &CommitSha,
+    ) -> Result<PullRequestCommits, GitError> {
+        let base = self.head(repo, branch).await?.sha;
+        let repo = self.repo(repo)?;
+        let git_dir = repo.git_dir(&self.cache).await?;
+        repo.fetch_pull(&git_dir, pr, head).await?;
+        let info = repo.commit_info(&git_dir, head).await;
+        let info = repo.recheck(&git_dir, &[head], info).await?;
+        let merge_base = repo.merge_base(&git_dir, &base, head).await;
+        let merge_base = repo.recheck(&git_dir, &[&base, head], merge_base).await?;
+        Ok(PullRequestCommits {
+            head: info,
+            base,
+            merge_base,
+        })
     }
 
     async fn commits_ahead(

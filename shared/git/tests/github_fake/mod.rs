@@ -528,6 +528,20 @@ fn compare(repo: &Repo, basehead: &str) -> Response {
     let head_line = ancestors(repo, head);
     let base_line = ancestors(repo, base);
     let merge_base = head_line.iter().find(|s| base_line.contains(s)).cloned();
+    // GitHub answers two commits that share no history with a 404.
+    let Some(merge_base_commit) = merge_base.as_ref().and_then(|m| repo.commits.get(m)) else {
+        return not_found(&format!("No common ancestor between {base} and {head}."));
+    };
+    let commit_object = |c: &Commit| {
+        json!({
+            "sha": c.sha,
+            "node_id": "C_fake",
+            "commit": git_commit(c, &root_of(repo, c)),
+            "url": "https://api.github.com/repos/o/r/commits/x",
+            "html_url": "https://github.com/o/r/commit/x",
+            "parents": c.parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>(),
+        })
+    };
     let status = if base == head {
         "identical"
     } else if head_line.iter().any(|s| s == base) {
@@ -537,11 +551,7 @@ fn compare(repo: &Repo, basehead: &str) -> Response {
     } else {
         "diverged"
     };
-    let empty = BTreeMap::new();
-    let old = merge_base
-        .as_ref()
-        .and_then(|m| repo.commits.get(m))
-        .map_or(&empty, |c| &c.files);
+    let old = &merge_base_commit.files;
     let new = &head_commit.files;
     let mut files = Vec::new();
     let added: Vec<&String> = new.keys().filter(|p| !old.contains_key(*p)).collect();
@@ -575,6 +585,8 @@ fn compare(repo: &Repo, basehead: &str) -> Response {
         200,
         json!({
             "url": "https://api.github.com/repos/o/r/compare/x",
+            "base_commit": commit_object(&repo.commits[base]),
+            "merge_base_commit": commit_object(merge_base_commit),
             "status": status,
             "ahead_by": ahead,
             "behind_by": behind,
