@@ -181,13 +181,14 @@ export class Gannet extends Construct {
         'webhook',
         [],
         [
-          // Records the delivery id (dedupe) and may write no other item: it faces the internet.
+          // Records the delivery id (dedupe) and a pull request's plan preview, and may write no
+          // other item: it faces the internet.
           {
             Sid: 'DeliveriesOnly',
             Effect: 'Allow',
             Action: 'dynamodb:PutItem',
             Resource: this.table.attrArn,
-            Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['DELIVERY#*'] } },
+            Condition: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['DELIVERY#*', 'PREVIEW#*'] } },
           },
           logsStatement('webhook'),
           ...secretStatements('Webhook', s.webhookSecret),
