@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use gannet_controller::RepoSettings;
-use gannet_domain::ports::{CommitInfo, GitError, GitSource};
+use gannet_domain::ports::{CommitInfo, GitError, GitSource, PullRequestCommits};
 use gannet_domain::{CommitSha, RepoId};
 use gannet_git::github::{GithubClient, GithubSource};
 use gannet_git::{LocalGit, Location, RepoSpec};
@@ -119,6 +119,18 @@ impl GitSource for RepoSources {
         head: &CommitSha,
     ) -> Result<bool, GitError> {
         self.source(repo)?.is_ancestor(repo, commit, head).await
+    }
+
+    async fn pull_request(
+        &self,
+        repo: &RepoId,
+        branch: &str,
+        pr: Option<u64>,
+        head: &CommitSha,
+    ) -> Result<PullRequestCommits, GitError> {
+        self.source(repo)?
+            .pull_request(repo, branch, pr, head)
+            .await
     }
 
     async fn commits_ahead(

@@ -461,6 +461,15 @@ mod tests {
         ) -> Result<bool, GitError> {
             Err(GitError::UnknownRepo(repo.clone()))
         }
+        async fn pull_request(
+            &self,
+            repo: &RepoId,
+            _: &str,
+            _: Option<u64>,
+            _: &CommitSha,
+        ) -> Result<gannet_domain::ports::PullRequestCommits, GitError> {
+            Err(GitError::UnknownRepo(repo.clone()))
+        }
         async fn commits_ahead(
             &self,
             repo: &RepoId,
