@@ -46,6 +46,8 @@ struct Inner {
     plain: OnceCell<Octocrab>,
     origin: Uri,
     timeout: Duration,
+    /// Authenticated with a token, not as a GitHub App installation.
+    token: bool,
 }
 
 impl GithubClient {
@@ -59,6 +61,7 @@ impl GithubClient {
             .add_header(http::header::USER_AGENT, "gannet".to_owned())
             .base_uri(base)
             .map_err(SetupError::Client)?;
+        let token = matches!(auth, GithubAuth::Token(_));
         let api = match auth {
             GithubAuth::Token(token) => {
                 if !is_token(token.expose()) {
@@ -91,6 +94,7 @@ impl GithubClient {
                 plain: OnceCell::new(),
                 origin,
                 timeout: DEFAULT_TIMEOUT,
+                token,
             }),
         })
     }
@@ -104,6 +108,7 @@ impl GithubClient {
                 plain: OnceCell::new(),
                 origin: inner.origin.clone(),
                 timeout,
+                token: inner.token,
             }),
         }
     }
@@ -130,6 +135,38 @@ impl GithubClient {
         read_body(deadline, &call, response, MAX_ERROR_BYTES)
             .await
             .map(drop)
+    }
+
+    /// `POST` or `PATCH path` with a JSON body; the answer decoded as `T`.
+    pub(crate) async fn send_json<T: DeserializeOwned>(
+        &self,
+        method: Write,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<T, ApiError> {
+        let deadline = Instant::now() + self.inner.timeout;
+        let api = &self.inner.api;
+        let (call, response) = match method {
+            Write::Post => {
+                let call = Call::new("POST", path);
+                let response = within(deadline, &call, api._post(path, Some(body))).await?;
+                (call, response)
+            }
+            Write::Patch => {
+                let call = Call::new("PATCH", path);
+                let response = within(deadline, &call, api._patch(path, Some(body))).await?;
+                (call, response)
+            }
+        };
+        let body = read_body(deadline, &call, response, MAX_JSON_BYTES).await?;
+        let de = &mut serde_json::Deserializer::from_slice(&body);
+        serde_path_to_error::deserialize(de).map_err(|source| call.error(ErrorKind::Decode(source)))
+    }
+
+    /// Whether the client authenticates with a token rather than as a GitHub App installation
+    /// (some APIs, check runs among them, are for Apps only).
+    pub(crate) fn is_token(&self) -> bool {
+        self.inner.token
     }
 
     /// `GET path` into the file `dest`, following GitHub's redirects (to codeload, without
@@ -213,6 +250,13 @@ impl GithubClient {
         parts.authority = origin.authority().cloned();
         Uri::from_parts(parts).map_err(|_| ErrorKind::Redirect("Location is not a URI"))
     }
+}
+
+/// The methods [`GithubClient::send_json`] sends.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Write {
+    Post,
+    Patch,
 }
 
 fn parse_base(base_uri: &str) -> Result<Uri, SetupError> {
@@ -350,14 +394,39 @@ fn describe_reset(retry_after: Option<u64>, reset: Option<u64>, now: SystemTime)
     }
 }
 
-/// GitHub's `{"message": ...}`, or the start of the body.
+/// GitHub's `{"message": ...}` with the `errors` it lists (a validation failure says what
+/// failed there: each a text, or an object with a `message` or a `field` and `code`), or the
+/// start of the body.
 fn github_message(body: &[u8]) -> String {
     #[derive(serde::Deserialize)]
     struct ErrorBody {
         message: String,
+        #[serde(default)]
+        errors: Vec<serde_json::Value>,
     }
     let text = match serde_json::from_slice::<ErrorBody>(body) {
-        Ok(b) => b.message,
+        Ok(b) => {
+            let details: Vec<String> = b
+                .errors
+                .iter()
+                .filter_map(|e| match e {
+                    serde_json::Value::String(text) => Some(text.clone()),
+                    serde_json::Value::Object(fields) => {
+                        let text = |key: &str| fields.get(key).and_then(|v| v.as_str());
+                        text("message").map(str::to_owned).or_else(|| {
+                            Some(format!("{} {}", text("field")?, text("code").unwrap_or("")))
+                        })
+                    }
+                    _ => None,
+                })
+                .map(|d| d.trim().to_owned())
+                .collect();
+            if details.is_empty() {
+                b.message
+            } else {
+                format!("{}: {}", b.message.trim_end(), details.join("; "))
+            }
+        }
         Err(_) => String::from_utf8_lossy(body).trim().to_owned(),
     };
     text.chars().take(300).collect()
@@ -453,5 +522,11 @@ mod tests {
             "Not Found"
         );
         assert_eq!(github_message(b" oops \n"), "oops");
+        assert_eq!(
+            github_message(
+                br#"{"message":"Validation Failed","errors":[{"resource":"CheckRun","field":"name","code":"missing_field"},{"message":"summary is too long"},"head_sha is not a commit",3]}"#
+            ),
+            "Validation Failed: name missing_field; summary is too long; head_sha is not a commit"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! [`GithubSource`]: a [`GitSource`] over GitHub's REST API through octocrab, and
-//! [`GithubStatuses`]: deployment states reported as GitHub commit statuses.
+//! [`GithubStatuses`]: deployment states reported as GitHub commit statuses, and
+//! [`GithubChecks`]: plan previews shown as GitHub check runs.
 //!
 //! - `head`: `GET /repos/{o}/{r}/branches/{branch}` (the head commit with its message, author
 //!   and committer time); `commit`: `GET /repos/{o}/{r}/git/commits/{sha}`.
@@ -21,6 +22,7 @@
 
 mod auth;
 mod changes;
+mod checks;
 mod client;
 mod statuses;
 mod tarball;
@@ -34,6 +36,7 @@ use gannet_domain::ids::{CommitSha, RepoId};
 use gannet_domain::ports::{CommitInfo, GitError, GitSource, PullRequestCommits};
 
 pub use auth::{AuthError, GithubAuth, Secret};
+pub use checks::{cut_output, GithubChecks, OUTPUT_LIMIT, TITLE_LIMIT};
 pub use client::{GithubClient, DEFAULT_BASE_URI, DEFAULT_TIMEOUT};
 pub use statuses::{GithubStatuses, DESCRIPTION_LIMIT};
 

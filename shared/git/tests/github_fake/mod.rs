@@ -1,9 +1,20 @@
 //! A FAKE GitHub API, for tests only. It is not GitHub and talks to nothing: an axum server on
-//! 127.0.0.1 that replays the shapes of GitHub's documented REST responses for the fields gannet
-//! reads — branches, git commits, compare, git trees, the tarball (a 302 to a second, "codeload"
-//! server), commit statuses, GitHub App installation tokens — from repositories the test builds
-//! in memory. It records every request (method, path, Authorization header) and every posted
-//! status, and can be told to answer one request with a fault (rate limit, 5xx, a delay).
+//! 127.0.0.1 (a random port) that replays the shapes of GitHub's documented REST responses for
+//! the fields gannet reads — branches, git commits, compare, git trees, the tarball (a 302 to a
+//! second, "codeload" server), commit statuses, check runs, GitHub App installation tokens —
+//! from repositories the test builds in memory. It records every request (method, path,
+//! Authorization header), every posted status and every check run created or updated, and can
+//! be told to answer one request with a fault (rate limit, 5xx, a delay).
+//!
+//! Check runs are validated as GitHub documents them (and only that far): an App installation
+//! only (a token gets GitHub's 403); `name` and `head_sha` required on create; `status` one of
+//! queued, in_progress, completed; a `conclusion` (GitHub's list) required once completed, and
+//! completing the run when given; `output.title` and `output.summary` required with `output`;
+//! `output.summary` and `output.text` at most 65535 characters (and bytes); a 404 for an
+//! unknown id. The head is not looked up: a test may name commits of a real git repository.
+//!
+//! The end-to-end tests include it too (`#[path = "../shared/git/tests/github_fake/mod.rs"]`):
+//! what it uses must stay dev-dependencies of gannet-cli as well.
 
 #![allow(dead_code)] // each test binary uses a different part
 
@@ -69,6 +80,22 @@ pub struct Fault {
     pub delay: Duration,
 }
 
+/// One create or update of a check run as the fake saw it, accepted or refused.
+#[derive(Clone, Debug)]
+pub struct CheckRunRequest {
+    /// `POST` or `PATCH`.
+    pub method: String,
+    pub path: String,
+    /// The run's id (`None` for a create that was refused).
+    pub id: Option<u64>,
+    pub body: Value,
+    /// What the fake answered.
+    pub status: u16,
+}
+
+/// GitHub's longest `output.summary` and `output.text`.
+pub const CHECK_OUTPUT_LIMIT: usize = 65_535;
+
 /// Who may call the API.
 #[derive(Clone, Debug)]
 pub enum Credentials {
@@ -100,6 +127,9 @@ struct Inner {
     issued: Vec<String>,
     seen: Vec<Seen>,
     statuses: Vec<(String, Value)>,
+    /// Check run id → (`owner/name`, the run as created and updated since).
+    check_runs: BTreeMap<u64, (String, Value)>,
+    check_run_requests: Vec<CheckRunRequest>,
     faults: VecDeque<Fault>,
     truncate_recursive: bool,
     tarballs: HashMap<String, Vec<u8>>,
@@ -141,6 +171,8 @@ impl FakeGithub {
             issued: Vec::new(),
             seen: Vec::new(),
             statuses: Vec::new(),
+            check_runs: BTreeMap::new(),
+            check_run_requests: Vec::new(),
             faults: VecDeque::new(),
             truncate_recursive: false,
             tarballs: HashMap::new(),
@@ -233,6 +265,27 @@ impl FakeGithub {
 
     pub fn statuses(&self) -> Vec<(String, Value)> {
         self.inner().statuses.clone()
+    }
+
+    /// Makes `repo` (`owner/name`) exist with no commits, for a test that only reports on it
+    /// (check runs, statuses) and keeps its commits in a real git repository.
+    pub fn create_repo(&self, repo: &str) {
+        self.inner().repos.entry(repo.to_owned()).or_default();
+    }
+
+    /// Every check run, by id, as created and updated since (each update's fields replacing
+    /// the run's, as GitHub does), with `id` added.
+    pub fn check_runs(&self) -> Vec<(u64, Value)> {
+        self.inner()
+            .check_runs
+            .iter()
+            .map(|(id, (_, run))| (*id, run.clone()))
+            .collect()
+    }
+
+    /// Every create and update of a check run, in order, refused ones included.
+    pub fn check_run_requests(&self) -> Vec<CheckRunRequest> {
+        self.inner().check_run_requests.clone()
     }
 
     pub fn issued_tokens(&self) -> Vec<String> {
@@ -479,8 +532,176 @@ async fn api_handler(
             inner.statuses.push((path.clone(), body));
             answer(201, reply)
         }
+        ("POST", ["check-runs"]) => {
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            check_run(&mut inner, &full, None, &path, body)
+        }
+        ("PATCH", ["check-runs", id]) => {
+            let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let Ok(id) = id.parse::<u64>() else {
+                return not_found("Not Found");
+            };
+            check_run(&mut inner, &full, Some(id), &path, body)
+        }
         _ => not_found("Not Found"),
     }
+}
+
+fn invalid(message: &str) -> Response {
+    answer(
+        422,
+        json!({"message": format!("Invalid request.\n\n{message}"), "documentation_url": "https://docs.github.com/rest/checks/runs", "status": "422"}),
+    )
+}
+
+/// Checks a check run's fields as GitHub does; the message of its 422 when one is wrong.
+fn check_run_error(body: &Value, create: bool) -> Option<String> {
+    let Some(fields) = body.as_object() else {
+        return Some("the body is not a JSON object.".into());
+    };
+    let text = |key: &str| fields.get(key).and_then(Value::as_str);
+    let required: &[&str] = if create { &["name", "head_sha"] } else { &[] };
+    for key in required {
+        if text(key).is_none_or(str::is_empty) {
+            return Some(format!("\"{key}\" wasn't supplied."));
+        }
+    }
+    if create
+        && !text("head_sha")
+            .is_some_and(|h| h.len() == 40 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Some("\"head_sha\" is not a commit sha.".into());
+    }
+    let statuses = ["queued", "in_progress", "completed"];
+    if let Some(status) = fields.get("status") {
+        if !status.as_str().is_some_and(|s| statuses.contains(&s)) {
+            return Some(format!(
+                "For 'properties/status', {status} is not a member of {statuses:?}."
+            ));
+        }
+    }
+    let conclusions = [
+        "success",
+        "failure",
+        "neutral",
+        "cancelled",
+        "skipped",
+        "timed_out",
+        "action_required",
+    ];
+    match fields.get("conclusion") {
+        Some(c) if !c.as_str().is_some_and(|c| conclusions.contains(&c)) => {
+            return Some(format!(
+                "For 'properties/conclusion', {c} is not a member of {conclusions:?}."
+            ));
+        }
+        None if text("status") == Some("completed") => {
+            return Some("\"conclusion\" wasn't supplied.".into());
+        }
+        _ => {}
+    }
+    if let Some(output) = fields.get("output") {
+        for key in ["title", "summary"] {
+            if !output[key].is_string() {
+                return Some(format!("\"{key}\" wasn't supplied."));
+            }
+        }
+        for key in ["summary", "text"] {
+            let Some(value) = output[key].as_str() else {
+                continue;
+            };
+            let (chars, bytes) = (value.chars().count(), value.len());
+            if chars > CHECK_OUTPUT_LIMIT || bytes > CHECK_OUTPUT_LIMIT {
+                return Some(format!(
+                    "Only {CHECK_OUTPUT_LIMIT} characters are allowed; {} were supplied.",
+                    chars.max(bytes)
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// `POST check-runs` (`id` `None`) or `PATCH check-runs/{id}`.
+fn check_run(inner: &mut Inner, full: &str, id: Option<u64>, path: &str, body: Value) -> Response {
+    let method = if id.is_some() { "PATCH" } else { "POST" };
+    let seen = |inner: &mut Inner, id: Option<u64>, status: u16| {
+        inner.check_run_requests.push(CheckRunRequest {
+            method: method.to_owned(),
+            path: path.to_owned(),
+            id,
+            body: body.clone(),
+            status,
+        });
+    };
+    if matches!(inner.credentials, Credentials::Token(_)) {
+        seen(inner, id, 403);
+        return answer(
+            403,
+            json!({"message": "You must authenticate via a GitHub App.", "documentation_url": "https://docs.github.com/rest/checks/runs#create-a-check-run", "status": "403"}),
+        );
+    }
+    if let Some(id) = id {
+        if inner
+            .check_runs
+            .get(&id)
+            .is_none_or(|(repo, _)| repo != full)
+        {
+            seen(inner, Some(id), 404);
+            return not_found("Not Found");
+        }
+    }
+    if let Some(message) = check_run_error(&body, id.is_none()) {
+        seen(inner, id, 422);
+        return invalid(&message);
+    }
+    let id = id.unwrap_or_else(|| {
+        inner
+            .check_runs
+            .keys()
+            .next_back()
+            .map_or(4, |last| last + 1)
+    });
+    let (_, run) = inner
+        .check_runs
+        .entry(id)
+        .or_insert_with(|| (full.to_owned(), json!({"id": id})));
+    for (key, value) in body.as_object().into_iter().flatten() {
+        if key != "head_sha" || run.get("head_sha").is_none() {
+            run[key] = value.clone();
+        }
+    }
+    // A conclusion completes the run.
+    if run.get("conclusion").is_some_and(|c| !c.is_null()) {
+        run["status"] = json!("completed");
+    }
+    let reply = json!({
+        "id": id,
+        "head_sha": run["head_sha"],
+        "node_id": "CR_fake",
+        "external_id": run.get("external_id").cloned().unwrap_or(json!("")),
+        "url": format!("https://api.github.com/repos/{full}/check-runs/{id}"),
+        "html_url": format!("https://github.com/{full}/runs/{id}"),
+        "details_url": run.get("details_url").cloned().unwrap_or(Value::Null),
+        "status": run.get("status").cloned().unwrap_or(json!("queued")),
+        "conclusion": run.get("conclusion").cloned().unwrap_or(Value::Null),
+        "started_at": run.get("started_at").cloned().unwrap_or(json!("2018-05-04T01:14:52Z")),
+        "completed_at": run.get("completed_at").cloned().unwrap_or(Value::Null),
+        "output": {
+            "title": run["output"]["title"],
+            "summary": run["output"]["summary"],
+            "text": run["output"]["text"],
+            "annotations_count": 0,
+            "annotations_url": format!("https://api.github.com/repos/{full}/check-runs/{id}/annotations"),
+        },
+        "name": run["name"],
+        "check_suite": {"id": 5},
+        "app": {"id": 1, "slug": "gannet", "name": "gannet"},
+        "pull_requests": [],
+    });
+    let status = if method == "POST" { 201 } else { 200 };
+    seen(inner, Some(id), status);
+    answer(status, reply)
 }
 
 fn root_of(repo: &Repo, c: &Commit) -> String {
