@@ -128,6 +128,7 @@ async fn run_once(seconds: u64, apps: u64, polls: u64) -> Timings {
             url: None,
             supersede: Supersede::Never,
             on_first_sight: gannet_controller::FirstSight::Deploy,
+            plan_preview: Default::default(),
         }],
         ..Settings::default()
     };

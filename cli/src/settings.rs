@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use gannet_controller::http::Hosts;
 use gannet_controller::{
-    check_settings, FirstSight, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl,
+    check_settings, FirstSight, IntervalName, PreviewSettings, Intervals, Receiver, ReceiverFormat, ReceiverUrl,
     RepoSettings, Secret, Settings, SettingsField, Supersede,
 };
 use gannet_domain::{GoDuration, RepoId};
@@ -142,6 +142,8 @@ struct RawRepo {
     supersede: bool,
     #[serde(default)]
     on_first_sight: FirstSight,
+    #[serde(default)]
+    plan_preview: PreviewSettings,
 }
 
 fn default_branch() -> String {
@@ -386,6 +388,7 @@ impl UpConfig {
                     Supersede::Never
                 },
                 on_first_sight: r.on_first_sight,
+                plan_preview: r.plan_preview.clone(),
             });
         }
         let defaults = Intervals::default();
@@ -514,6 +517,7 @@ fn yaml_place(field: SettingsField) -> String {
         SettingsField::Repo(i) => format!("repos[{i}]"),
         SettingsField::RepoId(i) => format!("repos[{i}].id"),
         SettingsField::RepoGithub(i) => format!("repos[{i}].github"),
+        SettingsField::RepoForkAuthors(i) => format!("repos[{i}].planPreview.forks.authors"),
         SettingsField::Interval(IntervalName::Poll) => "intervals.poll".into(),
         SettingsField::Interval(IntervalName::Resume) => "intervals.resume".into(),
         SettingsField::Interval(IntervalName::Drift) => "intervals.drift".into(),

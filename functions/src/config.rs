@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
 use gannet_controller::{
-    check_settings, FirstSight, IntervalName, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings,
+    check_settings, FirstSight, IntervalName, PreviewSettings, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings,
     Secret, SettingsError, SettingsField, Supersede,
 };
 use gannet_domain::ports::QueueName;
@@ -281,6 +281,8 @@ struct RawRepo {
     supersede: RawSupersede,
     #[serde(default, rename = "onFirstSight")]
     on_first_sight: FirstSight,
+    #[serde(default, rename = "planPreview")]
+    plan_preview: PreviewSettings,
 }
 
 fn default_branch() -> String {
@@ -547,6 +549,7 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
                 RawSupersede::OlderPending => Supersede::OlderPending,
             },
             on_first_sight: r.on_first_sight,
+            plan_preview: r.plan_preview,
         });
     }
     Ok(repos)
@@ -586,6 +589,7 @@ fn env_place(field: SettingsField) -> String {
         SettingsField::Repo(i) => format!("{REPOS}[{i}]"),
         SettingsField::RepoId(i) => format!("{REPOS}: [{i}].id"),
         SettingsField::RepoGithub(i) => format!("{REPOS}: [{i}].github"),
+        SettingsField::RepoForkAuthors(i) => format!("{REPOS}: [{i}].planPreview.forks.authors"),
         SettingsField::Interval(IntervalName::Poll) => POLL_INTERVAL.into(),
         SettingsField::Interval(IntervalName::Resume) => RESUME_INTERVAL.into(),
         SettingsField::Interval(IntervalName::Drift) => DRIFT_INTERVAL.into(),

@@ -24,6 +24,7 @@ use gannet_domain::{AppId, CommitSha, RepoId};
 use gannet_events::{Event, EventKind, Message};
 use gannet_sdk::check;
 use gannet_sdk::plugin::{Live, LiveContext, Plugins, StepError};
+use gannet_sdk::previews::Previews;
 use gannet_sdk::tree::{self, TreeError};
 
 use crate::trigger::{deployable_config, pending_deployment, put_if_changed};
@@ -186,6 +187,27 @@ impl Controller {
         app: &App,
         head: Option<&CommitSha>,
     ) -> Result<Examined, HandlerError> {
+        self.examine_with(app, head, None).await
+    }
+
+    /// [`Controller::examine`] for a plan preview of `head` (a pull request's): the live
+    /// state is read by the plugins built with the deploy targets' preview credentials, and
+    /// only through a target that has them (otherwise [`Examined::NotWatched`] says why).
+    pub(crate) async fn examine_preview(
+        &self,
+        app: &App,
+        head: &CommitSha,
+    ) -> Result<Examined, HandlerError> {
+        let previews = &self.inner.previews;
+        self.examine_with(app, Some(head), Some(previews)).await
+    }
+
+    async fn examine_with(
+        &self,
+        app: &App,
+        head: Option<&CommitSha>,
+        preview: Option<&Previews>,
+    ) -> Result<Examined, HandlerError> {
         let inner = &self.inner;
         let Some(repo) = inner.settings.repo(&app.repo) else {
             return Ok(Examined::Done(Finding::new(
@@ -239,6 +261,22 @@ impl Controller {
                 why: format!("no compiled-in plugin deploys {} apps", cfg.kind.as_str()),
             });
         };
+        let plugin = match preview {
+            None => plugin,
+            Some(previews) => {
+                if let Err(why) = previews.credentials_for(plugin.name(), &cfg) {
+                    return Ok(Examined::NotWatched { why });
+                }
+                match previews.plugins.platform_for(&cfg) {
+                    Some(plugin) => plugin,
+                    None => {
+                        return Ok(Examined::NotWatched {
+                            why: format!("no {} plugin reads previews", plugin.name()),
+                        })
+                    }
+                }
+            }
+        };
         if inner.plugins.synced_by_its_own_stage(&cfg) {
             return Ok(Examined::NotWatched {
                 why: "the app syncs with its own commands (CUSTOM_SYNC), so its live state is not compared with Git".to_owned(),
@@ -275,7 +313,7 @@ impl Controller {
             last_deployed: app.last_deployment_finished_at,
             now: inner.clock.now(),
             jobs: inner.jobs.as_ref(),
-            preview: false,
+            preview: preview.is_some(),
         };
         let finding = match async { plugin.live()?.live_state(ctx).await }.await {
             Ok(Live::NotRead) => {

@@ -39,6 +39,12 @@ pub enum HandlerError {
         #[source]
         source: gannet_domain::ports::BoxError,
     },
+    #[error("{what} could not be updated")]
+    CheckRun {
+        what: String,
+        #[source]
+        source: gannet_domain::ports::BoxError,
+    },
     #[error("notification to {receiver} failed")]
     Notify {
         receiver: String,

@@ -23,6 +23,7 @@ mod error;
 pub mod http;
 mod notify;
 mod plan;
+mod preview;
 mod resume;
 mod sealing;
 mod settings;
@@ -41,9 +42,10 @@ pub use console::{routes as console_routes, Console, ConsoleFile};
 pub use diff::{answer_diff, diff_from_answer, DiffView, RemoteDiff};
 pub use error::{backoff, error_chain, Disposition, HandlerError};
 pub use notify::EventBus;
+pub use preview::CHECK_NAME;
 pub use settings::{
-    check_settings, FirstSight, IntervalName, Intervals, Receiver, ReceiverFormat, ReceiverUrl,
-    RepoSettings, Secret, Settings, SettingsError, SettingsField, SettingsProblem, Supersede,
+    check_settings, FirstSight, ForkPreviews, IntervalName, Intervals, PreviewSettings, Receiver,
+    ReceiverFormat, ReceiverUrl, RepoSettings, Secret, Settings, SettingsError, SettingsField, SettingsProblem, Supersede,
     MIN_INTERVAL,
 };
 pub use settle::{settle, Removal, Settled};
@@ -79,6 +81,12 @@ struct Inner {
     ahead: Arc<std::sync::Mutex<AheadCounts>>,
     /// gannet's key for PipeCD's sealed secrets, and where apps' templates are filled in.
     sealing: Option<Arc<Sealing>>,
+    /// The plugins plan previews read with (the deploy targets' `planPreview` credentials).
+    previews: gannet_sdk::previews::Previews,
+    /// Where plan previews are shown on pull requests (GitHub check runs).
+    checks: Option<Arc<dyn gannet_domain::ports::CheckRuns>>,
+    /// The console's root URL, which check runs link to.
+    console_url: Option<String>,
 }
 
 type AheadCounts = std::collections::HashMap<
@@ -115,6 +123,9 @@ impl Controller {
                 remote_diff: None,
                 ahead: Arc::default(),
                 sealing: None,
+                previews: Default::default(),
+                checks: None,
+                console_url: None,
             }),
         }
     }
@@ -236,6 +247,7 @@ impl Controller {
             Message::Step { deployment, seq } => self.step(&deployment, seq, deadline).await,
             Message::Notify { event } => self.notify(&event).await,
             Message::DriftCheck { app, head } => self.drift_check(&app, head.as_ref()).await,
+            Message::Preview { preview } => self.preview(&preview).await,
             Message::Chain { chain } => self.advance_chain(&chain).await,
         }
     }
@@ -246,7 +258,7 @@ impl Controller {
 fn record_subject(message: &Message) {
     let span = tracing::Span::current();
     match message {
-        Message::Trigger { .. } | Message::Chain { .. } => {}
+        Message::Trigger { .. } | Message::Chain { .. } | Message::Preview { .. } => {}
         Message::Plan { app } | Message::DriftCheck { app, .. } => {
             span.record("app", app.as_str());
         }

@@ -688,6 +688,7 @@ mod tests {
                 url: None,
                 supersede: Supersede::Never,
                 on_first_sight: crate::FirstSight::default(),
+                plan_preview: Default::default(),
             }],
             ..Settings::default()
         };

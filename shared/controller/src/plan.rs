@@ -179,7 +179,7 @@ impl Controller {
     /// Loads the app's config at the deployment's commit and runs the planner, which has the
     /// platform plugin check the files the config names. The outer error is IO (retry); the
     /// inner one is why this deployment cannot run.
-    async fn build_plan(
+    pub(crate) async fn build_plan(
         &self,
         app: &App,
         d: &Deployment,
@@ -310,7 +310,7 @@ impl Controller {
 }
 
 /// What a deployment keeps of its config when it is planned.
-struct Kept {
+pub(crate) struct Kept {
     /// `spec.notification.mentions`.
     mentions: Vec<NotificationMention>,
     /// `spec.postSync.chain.applications`.

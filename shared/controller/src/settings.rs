@@ -46,6 +46,82 @@ pub struct RepoSettings {
     pub supersede: Supersede,
     /// What the first scan of the repository does with the apps it finds.
     pub on_first_sight: FirstSight,
+    /// Plan previews of pull requests to the watched branch (`repos[].planPreview`).
+    pub plan_preview: PreviewSettings,
+}
+
+/// `repos[].planPreview` (gannet.yaml; the same map in `GANNET_REPOS`): whether pull requests
+/// get plan previews, how often, and whether a fork's may read with credentials.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreviewSettings {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The least time between two previews of one pull request: a push within it waits, and
+    /// only the newest head of a burst is previewed.
+    #[serde(default = "default_min_interval")]
+    pub min_interval: GoDuration,
+    /// The most previews one pull request gets in a day; past it a head gets a neutral check
+    /// run saying so.
+    #[serde(default = "default_max_per_day")]
+    pub max_per_day: u32,
+    #[serde(default)]
+    pub forks: ForkPreviews,
+}
+
+/// `planPreview.forks`: a pull request from a fork runs someone else's code. By default its
+/// preview reads nothing with credentials; `credentials: true` lets the `authors` listed
+/// (GitHub logins) have them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ForkPreviews {
+    #[serde(default)]
+    pub credentials: bool,
+    #[serde(default)]
+    pub authors: Vec<String>,
+}
+
+impl Default for PreviewSettings {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            min_interval: default_min_interval(),
+            max_per_day: default_max_per_day(),
+            forks: ForkPreviews::default(),
+        }
+    }
+}
+
+impl PreviewSettings {
+    /// Whether a preview of a pull request by `author` (from a fork or not) reads with the
+    /// deploy targets' preview credentials; `Err` says why not.
+    pub fn credentials_for(&self, fork: bool, author: &str) -> Result<(), String> {
+        if !fork {
+            return Ok(());
+        }
+        if !self.forks.credentials {
+            return Err("the pull request comes from a fork, and planPreview.forks.credentials is off".into());
+        }
+        if self.forks.authors.iter().any(|a| a.eq_ignore_ascii_case(author)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the pull request comes from a fork, and its author {author} is not in planPreview.forks.authors"
+            ))
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_min_interval() -> GoDuration {
+    GoDuration::from_secs(10)
+}
+
+fn default_max_per_day() -> u32 {
+    100
 }
 
 /// What the first scan of a repository (nothing stored for it yet) does with each app it

@@ -208,6 +208,7 @@ pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
             url: None,
             supersede: crate::Supersede::Never,
             on_first_sight: crate::FirstSight::Deploy,
+            plan_preview: Default::default(),
         }],
         ..Settings::default()
     };

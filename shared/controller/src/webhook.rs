@@ -1,4 +1,5 @@
-//! The webhook handler: GitHub `push` and `ping`. It checks the signature, deduplicates on
+//! The webhook handler: GitHub `push`, `pull_request` (plan previews, [`crate::preview`])
+//! and `ping`. It checks the signature, deduplicates on
 //! the delivery id and queues a trigger, all before answering, and stores nothing for a
 //! request it refuses.
 
@@ -8,6 +9,7 @@ use gannet_events::github::{self as webhook, Event};
 use gannet_events::{Message, TriggerCause};
 use serde_json::json;
 
+use crate::settings::RepoSettings;
 use crate::{Controller, HandlerError};
 
 /// GitHub caps webhook payloads at 25 MB.
@@ -73,7 +75,7 @@ pub struct WebhookResponse {
 }
 
 impl WebhookResponse {
-    fn new(status: u16, outcome: &str, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(status: u16, outcome: &str, reason: impl Into<String>) -> Self {
         Self {
             status,
             body: json!({"status": outcome, "reason": reason.into()}),
@@ -150,41 +152,30 @@ impl Controller {
                     format!("event {event} is not handled"),
                 ))
             }
+            Event::PullRequest(pr) => {
+                if let Some(reason) = pr.ignored_reason() {
+                    return Ok(WebhookResponse::new(202, "ignored", reason));
+                }
+                let delivery = match delivery_id(req.delivery) {
+                    Ok(delivery) => delivery,
+                    Err(refused) => return Ok(refused),
+                };
+                let Some(repo) = self.delivered_repo(&pr.repo_full_name, &pr.clone_url) else {
+                    return Ok(not_configured(&pr.repo_full_name));
+                };
+                return self.pull_request_delivery(delivery, pr, repo).await;
+            }
             Event::Push(push) => push,
         };
         if let Some(reason) = push.ignored_reason() {
             return Ok(WebhookResponse::new(202, "ignored", reason));
         }
-        let Some(delivery) = req.delivery.filter(|d| !d.is_empty()) else {
-            return Ok(WebhookResponse::new(
-                400,
-                "rejected",
-                "missing X-GitHub-Delivery header",
-            ));
+        let delivery = match delivery_id(req.delivery) {
+            Ok(delivery) => delivery,
+            Err(refused) => return Ok(refused),
         };
-        if delivery.len() > MAX_DELIVERY_ID {
-            return Ok(WebhookResponse::new(
-                400,
-                "rejected",
-                format!(
-                    "X-GitHub-Delivery is too long ({} bytes; GitHub's are 36, at most {MAX_DELIVERY_ID})",
-                    delivery.len()
-                ),
-            ));
-        }
-        let Some(repo) = self.inner.settings.repos.iter().find(|r| {
-            webhook::repo_matches(
-                &push.repo_full_name,
-                &push.clone_url,
-                r.github.as_deref(),
-                r.url.as_deref(),
-            )
-        }) else {
-            return Ok(WebhookResponse::new(
-                202,
-                "ignored",
-                format!("repository {} is not configured", push.repo_full_name),
-            ));
+        let Some(repo) = self.delivered_repo(&push.repo_full_name, &push.clone_url) else {
+            return Ok(not_configured(&push.repo_full_name));
         };
         let branch = push.branch.as_deref().unwrap_or_default();
         if branch != repo.branch {
@@ -229,6 +220,45 @@ impl Controller {
             Err(err) => Err(err.into()),
         }
     }
+}
+
+impl Controller {
+    /// The configured repository a delivery about `full_name` (`owner/name`) is for.
+    fn delivered_repo(&self, full_name: &str, clone_url: &str) -> Option<&RepoSettings> {
+        self.inner.settings.repos.iter().find(|r| {
+            webhook::repo_matches(full_name, clone_url, r.github.as_deref(), r.url.as_deref())
+        })
+    }
+}
+
+fn not_configured(full_name: &str) -> WebhookResponse {
+    WebhookResponse::new(
+        202,
+        "ignored",
+        format!("repository {full_name} is not configured"),
+    )
+}
+
+/// The delivery's id (`X-GitHub-Delivery`), or the answer refusing it.
+fn delivery_id(delivery: Option<String>) -> Result<String, WebhookResponse> {
+    let Some(delivery) = delivery.filter(|d| !d.is_empty()) else {
+        return Err(WebhookResponse::new(
+            400,
+            "rejected",
+            "missing X-GitHub-Delivery header",
+        ));
+    };
+    if delivery.len() > MAX_DELIVERY_ID {
+        return Err(WebhookResponse::new(
+            400,
+            "rejected",
+            format!(
+                "X-GitHub-Delivery is too long ({} bytes; GitHub's are 36, at most {MAX_DELIVERY_ID})",
+                delivery.len()
+            ),
+        ));
+    }
+    Ok(delivery)
 }
 
 #[cfg(test)]

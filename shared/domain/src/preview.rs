@@ -7,13 +7,10 @@ use serde::{Deserialize, Serialize};
 use crate::duration::Millis;
 use crate::ids::{AppId, CommitSha, PreviewId, RepoId};
 
-/// The most bytes of one app's details kept in the record (the whole record stays well under
-/// DynamoDB's 400 KB item limit with [`MAX_PREVIEW_APPS`] apps). A longer text is cut, and
-/// says so.
+/// The most bytes of one app's details kept in the record. A longer text is cut, and says
+/// so. The controller shares a smaller budget among a preview's apps; a store with an item
+/// limit (DynamoDB's 400 KB) cuts the details further when escaping makes the record larger.
 pub const MAX_DETAILS_BYTES: usize = 48 * 1024;
-
-/// The most apps one preview shows; the others are counted in its reason.
-pub const MAX_PREVIEW_APPS: usize = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -163,11 +160,13 @@ pub fn cut_details(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let note = format!("\n… cut: {} bytes not shown", text.len());
-    let mut end = max.saturating_sub(note.len());
+    // The note's length depends on the number in it: leave room for the longest.
+    let room = format!("\n… cut: {0} of {0} bytes not shown", text.len()).len();
+    let mut end = max.saturating_sub(room);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
+    let note = format!("\n… cut: {} of {} bytes not shown", text.len() - end, text.len());
     format!("{}{note}", &text[..end])
 }
 
@@ -203,7 +202,9 @@ mod tests {
         let text = "é".repeat(1000);
         let cut = cut_details(&text, 500);
         assert!(cut.len() <= 500, "{}", cut.len());
-        assert!(cut.ends_with("cut: 2000 bytes not shown"), "{cut}");
+        assert!(cut.ends_with(" of 2000 bytes not shown"), "{cut}");
+        let shown = cut.split("\n…").next().unwrap().len();
+        assert!(cut.contains(&format!("cut: {} of 2000", 2000 - shown)), "{cut}");
         assert_eq!(cut_details("short", 500), "short");
     }
 

@@ -29,6 +29,8 @@ pub enum SettingsField {
     Repo(usize),
     RepoId(usize),
     RepoGithub(usize),
+    /// `planPreview.forks.authors` of the repository at this index.
+    RepoForkAuthors(usize),
     Interval(IntervalName),
     /// The URL of the receiver at this index, where its format takes it from (a CloudEvents
     /// endpoint's URL, a Slack incoming webhook's).
@@ -59,6 +61,10 @@ pub enum SettingsProblem {
     IntervalTooShort(GoDuration),
     #[error("{0} is listed twice")]
     RepoListedTwice(RepoId),
+    #[error("forks.credentials is on but no author is listed: list the GitHub logins whose forks' previews may read with credentials")]
+    NoForkAuthors,
+    #[error("{0:?} is not a GitHub login")]
+    NotALogin(String),
     #[error("{0:?} is not owner/name")]
     NotOwnerName(String),
     /// `earlier` is the other entry, as the runtime names it.
@@ -89,6 +95,19 @@ pub fn check_settings(
             return refuse(
                 SettingsField::RepoId(i),
                 SettingsProblem::RepoListedTwice(repo.id.clone()),
+            );
+        }
+        let forks = &repo.plan_preview.forks;
+        if forks.credentials && forks.authors.is_empty() {
+            return refuse(
+                SettingsField::RepoForkAuthors(i),
+                SettingsProblem::NoForkAuthors,
+            );
+        }
+        if let Some(bad) = forks.authors.iter().find(|a| !is_login(a)) {
+            return refuse(
+                SettingsField::RepoForkAuthors(i),
+                SettingsProblem::NotALogin(bad.clone()),
             );
         }
         let Some(github) = &repo.github else {
@@ -146,6 +165,15 @@ pub fn check_settings(
     Ok(())
 }
 
+/// A GitHub login: at most 39 letters, digits and single hyphens, not at either end.
+fn is_login(login: &str) -> bool {
+    (1..=39).contains(&login.len())
+        && login.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !login.starts_with('-')
+        && !login.ends_with('-')
+        && !login.contains("--")
+}
+
 /// `owner/name`, as GitHub's `repository.full_name`.
 fn is_owner_name(github: &str) -> bool {
     github
@@ -166,6 +194,7 @@ mod tests {
             url: None,
             supersede: Supersede::Never,
             on_first_sight: crate::FirstSight::default(),
+            plan_preview: Default::default(),
         }
     }
 

@@ -108,6 +108,7 @@ impl Lab {
                 url: None,
                 supersede: crate::Supersede::Never,
                 on_first_sight: crate::FirstSight::Deploy,
+                plan_preview: Default::default(),
             }],
             ..Settings::default()
         };
