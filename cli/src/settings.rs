@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use gannet_controller::http::Hosts;
 use gannet_controller::{
-    check_settings, FirstSight, IntervalName, PreviewSettings, Intervals, Receiver, ReceiverFormat, ReceiverUrl,
-    RepoSettings, Secret, Settings, SettingsField, Supersede,
+    check_settings, FirstSight, IntervalName, Intervals, PreviewSettings, Receiver, ReceiverFormat,
+    ReceiverUrl, RepoSettings, Secret, Settings, SettingsField, Supersede,
 };
 use gannet_domain::{GoDuration, RepoId};
 use gannet_embedded::ApiTokens;

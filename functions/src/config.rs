@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use gannet_aws::{JobsConfig, QueueUrls};
 use gannet_controller::{
-    check_settings, FirstSight, IntervalName, PreviewSettings, Intervals, ReceiverFormat, ReceiverUrl, RepoSettings,
-    Secret, SettingsError, SettingsField, Supersede,
+    check_settings, FirstSight, IntervalName, Intervals, PreviewSettings, ReceiverFormat,
+    ReceiverUrl, RepoSettings, Secret, SettingsError, SettingsField, Supersede,
 };
 use gannet_domain::ports::QueueName;
 use gannet_domain::{GoDuration, RepoId};

@@ -99,7 +99,9 @@ impl PullRequest {
     pub fn ignored_reason(&self) -> Option<String> {
         match self.action.as_str() {
             "opened" | "synchronize" | "reopened" => None,
-            other => Some(format!("pull request action {other} asks for no plan preview")),
+            other => Some(format!(
+                "pull request action {other} asks for no plan preview"
+            )),
         }
     }
 }

@@ -45,8 +45,8 @@ pub use notify::EventBus;
 pub use preview::CHECK_NAME;
 pub use settings::{
     check_settings, FirstSight, ForkPreviews, IntervalName, Intervals, PreviewSettings, Receiver,
-    ReceiverFormat, ReceiverUrl, RepoSettings, Secret, Settings, SettingsError, SettingsField, SettingsProblem, Supersede,
-    MIN_INTERVAL,
+    ReceiverFormat, ReceiverUrl, RepoSettings, Secret, Settings, SettingsError, SettingsField,
+    SettingsProblem, Supersede, MIN_INTERVAL,
 };
 pub use settle::{settle, Removal, Settled};
 pub use stage::DEADLINE_MARGIN;

@@ -30,8 +30,8 @@
 
 use std::sync::Arc;
 
-use gannet_config::trigger::{self as determiner, Decision};
 use gannet_config as config;
+use gannet_config::trigger::{self as determiner, Decision};
 use gannet_domain::app::{App, SyncStatus};
 use gannet_domain::callers::{Caller, Need};
 use gannet_domain::deployment::{SyncStrategy, Trigger, TriggerKind};
@@ -117,7 +117,10 @@ impl Controller {
             return Ok(WebhookResponse::new(
                 202,
                 "ignored",
-                format!("plan previews are off for repository {} (repos[].planPreview.enabled)", repo.id),
+                format!(
+                    "plan previews are off for repository {} (repos[].planPreview.enabled)",
+                    repo.id
+                ),
             ));
         }
         let fork = pr.from_fork();
@@ -159,7 +162,15 @@ impl Controller {
             Err(StoreError::Conflict { .. }) => {
                 // The delivery was received before, or another delivery (a redelivery, a
                 // reopen) already asked for this head: record this one, and let it stand.
-                match self.inner.store.apply(Changes { writes: vec![record], send: vec![] }).await {
+                match self
+                    .inner
+                    .store
+                    .apply(Changes {
+                        writes: vec![record],
+                        send: vec![],
+                    })
+                    .await
+                {
                     Ok(()) => Ok(WebhookResponse {
                         status: 200,
                         body: json!({"status": "duplicate", "reason": format!("head {} of pull request #{} is previewed already", pr.head.short(), pr.number), "preview": id}),
@@ -227,12 +238,14 @@ impl Controller {
                 Need::Deploy.roles()
             )));
         }
-        let head = CommitSha::parse(head).map_err(|e| ApiError::BadRequest(format!("head: {e}")))?;
+        let head =
+            CommitSha::parse(head).map_err(|e| ApiError::BadRequest(format!("head: {e}")))?;
         let repos = &self.inner.settings.repos;
         let settings = match repo {
-            Some(id) => repos.iter().find(|r| r.id.as_str() == id).ok_or_else(|| {
-                ApiError::NotFound(format!("repository {id} is not configured"))
-            })?,
+            Some(id) => repos
+                .iter()
+                .find(|r| r.id.as_str() == id)
+                .ok_or_else(|| ApiError::NotFound(format!("repository {id} is not configured")))?,
             None => match repos.as_slice() {
                 [one] => one,
                 _ => {
@@ -250,7 +263,10 @@ impl Controller {
                 preview: Box::new(preview),
                 expect: Expect::Absent,
             }],
-            send: vec![Message::Preview { preview: id.clone() }.outgoing()],
+            send: vec![Message::Preview {
+                preview: id.clone(),
+            }
+            .outgoing()],
         };
         match self.inner.store.apply(changes).await {
             Ok(()) | Err(StoreError::Conflict { .. }) => {}
@@ -326,7 +342,10 @@ impl Controller {
                 o.id != stored.id && (o.created_at, &o.id) > (stored.created_at, &stored.id)
             });
             if let Some(newer) = newer {
-                let reason = format!("superseded by head {} of pull request #{pr}", newer.head.short());
+                let reason = format!(
+                    "superseded by head {} of pull request #{pr}",
+                    newer.head.short()
+                );
                 return self.end(stored, PreviewStatus::Superseded, reason).await;
             }
             if stored.status == PreviewStatus::Queued {
@@ -340,14 +359,20 @@ impl Controller {
                             .store
                             .apply(Changes {
                                 writes: vec![],
-                                send: vec![Message::Preview { preview: id.clone() }.outgoing_after(wait)],
+                                send: vec![Message::Preview {
+                                    preview: id.clone(),
+                                }
+                                .outgoing_after(wait)],
                             })
                             .await?;
                         return Ok(());
                     }
                 }
                 let today = earlier
-                    .filter(|o| o.started_at.is_some_and(|s| now.0.saturating_sub(s.0) < DAY.0))
+                    .filter(|o| {
+                        o.started_at
+                            .is_some_and(|s| now.0.saturating_sub(s.0) < DAY.0)
+                    })
                     .count();
                 if today >= limits.max_per_day as usize {
                     let reason = format!(
@@ -393,7 +418,8 @@ impl Controller {
         let (apps, left_out) = self.select_apps(&preview, &commits.head).await?;
         preview.apps = apps;
         if left_out > 0 {
-            let note = format!("{left_out} more apps are touched and not previewed (at most {MAX_APPS})");
+            let note =
+                format!("{left_out} more apps are touched and not previewed (at most {MAX_APPS})");
             preview.reason = join_reason(&preview.reason, &note);
         }
         preview.status = PreviewStatus::Running;
@@ -424,7 +450,13 @@ impl Controller {
             let cfg = match self.deployable_at(repo, &head.sha, path).await? {
                 Ok(cfg) => cfg,
                 Err(reason) if changed.iter().any(touched) => {
-                    apps.push(app_preview(&id, dir_of(&id), "", PreviewResult::Error, reason));
+                    apps.push(app_preview(
+                        &id,
+                        dir_of(&id),
+                        "",
+                        PreviewResult::Error,
+                        reason,
+                    ));
                     continue;
                 }
                 Err(_) => continue,
@@ -481,7 +513,12 @@ impl Controller {
     ) -> Result<String, HandlerError> {
         let now = self.inner.clock.now();
         let app = stored.cloned().unwrap_or_else(|| {
-            App::new(id.clone(), cfg.name().to_owned(), cfg.kind.as_str().to_owned(), now)
+            App::new(
+                id.clone(),
+                cfg.name().to_owned(),
+                cfg.kind.as_str().to_owned(),
+                now,
+            )
         });
         let trigger = Trigger {
             kind: TriggerKind::OnCommit,
@@ -501,11 +538,9 @@ impl Controller {
                     .map(|s| s.name.as_str())
                     .collect();
                 match plan.strategy {
-                    SyncStrategy::Pipeline => format!(
-                        "PIPELINE: {} ({})",
-                        stages.join(" → "),
-                        plan.summary
-                    ),
+                    SyncStrategy::Pipeline => {
+                        format!("PIPELINE: {} ({})", stages.join(" → "), plan.summary)
+                    }
                     other => format!("{} ({})", other.as_str(), plan.summary),
                 }
             }
@@ -526,7 +561,12 @@ impl Controller {
             let app = &mut preview.apps[i];
             match read {
                 Read::Pending(what) => app.summary = what,
-                Read::Found { result, summary, details, credentials } => {
+                Read::Found {
+                    result,
+                    summary,
+                    details,
+                    credentials,
+                } => {
                     app.result = result;
                     app.summary = summary;
                     app.details = cut_details(&details, budget);
@@ -551,7 +591,10 @@ impl Controller {
                 .store
                 .apply(Changes {
                     writes: vec![],
-                    send: vec![Message::Preview { preview: saved.id.clone() }.outgoing_after(after)],
+                    send: vec![Message::Preview {
+                        preview: saved.id.clone(),
+                    }
+                    .outgoing_after(after)],
                 })
                 .await?;
         } else {
@@ -563,17 +606,14 @@ impl Controller {
     /// One app's preview: its live state read with the preview credentials, or its files'
     /// diff when it may not be read.
     async fn read_app(&self, preview: &Preview, app: &AppPreview) -> Result<Read, HandlerError> {
-        let no_read = |why: String| async move {
-            self.files_diff(preview, &app.app, why).await
-        };
+        let no_read = |why: String| async move { self.files_diff(preview, &app.app, why).await };
         if !preview.credentials {
             return no_read(preview.reason.clone()).await;
         }
         let stored = self.inner.store.app(&app.app).await?;
         let now = self.inner.clock.now();
-        let subject = stored.unwrap_or_else(|| {
-            App::new(app.app.clone(), app.name.clone(), app.kind.clone(), now)
-        });
+        let subject = stored
+            .unwrap_or_else(|| App::new(app.app.clone(), app.name.clone(), app.kind.clone(), now));
         Ok(match self.examine_preview(&subject, &preview.head).await? {
             Examined::Pending { what } => Read::Pending(what),
             Examined::NotWatched { why } => return no_read(why).await,
@@ -611,10 +651,17 @@ impl Controller {
 
     /// The diff of an app's files between the merge base and the head, for an app previewed
     /// without reading the platform (`why`).
-    async fn files_diff(&self, preview: &Preview, app: &AppId, why: String) -> Result<Read, HandlerError> {
+    async fn files_diff(
+        &self,
+        preview: &Preview,
+        app: &AppId,
+        why: String,
+    ) -> Result<Read, HandlerError> {
         let git = &self.inner.git;
         let base = preview.merge_base.as_ref().unwrap_or(&preview.head);
-        let changed = git.changed_files(&preview.repo, base, &preview.head).await?;
+        let changed = git
+            .changed_files(&preview.repo, base, &preview.head)
+            .await?;
         let mut details = format!("not read from the platform: {why}\n\n");
         let mut count = 0;
         for path in changed.iter().filter(|p| is_under(p, app.dir())) {
@@ -624,7 +671,11 @@ impl Controller {
             details.push_str(&file_diff(path, old.as_deref(), new.as_deref()));
         }
         Ok(Read::Found {
-            result: if count == 0 { PreviewResult::NoChanges } else { PreviewResult::Changes },
+            result: if count == 0 {
+                PreviewResult::NoChanges
+            } else {
+                PreviewResult::Changes
+            },
             summary: format!("{count} files of the app change (the platform was not read: {why})"),
             details,
             credentials: false,
@@ -633,7 +684,12 @@ impl Controller {
 
     /// Ends a preview that is not done (superseded, failed, or refused by the day's cap) with
     /// `reason`, completing its check run.
-    async fn end(&self, stored: Preview, status: PreviewStatus, reason: String) -> Result<(), HandlerError> {
+    async fn end(
+        &self,
+        stored: Preview,
+        status: PreviewStatus,
+        reason: String,
+    ) -> Result<(), HandlerError> {
         let mut preview = stored.clone();
         preview.status = status;
         preview.reason = join_reason(&stored.reason, &reason);
@@ -641,7 +697,11 @@ impl Controller {
             PreviewStatus::Failed => PreviewResult::Error,
             _ => PreviewResult::NoChanges,
         };
-        for app in preview.apps.iter_mut().filter(|a| a.result == PreviewResult::Pending) {
+        for app in preview
+            .apps
+            .iter_mut()
+            .filter(|a| a.result == PreviewResult::Pending)
+        {
             app.summary = format!("not previewed: {reason}");
             app.result = PreviewResult::NoChanges;
         }
@@ -725,13 +785,23 @@ enum Read {
     },
 }
 
-fn app_preview(id: &AppId, name: String, kind: &str, result: PreviewResult, summary: String) -> AppPreview {
+fn app_preview(
+    id: &AppId,
+    name: String,
+    kind: &str,
+    result: PreviewResult,
+    summary: String,
+) -> AppPreview {
     AppPreview {
         app: id.clone(),
         name,
         kind: kind.to_owned(),
         result,
-        details: if result == PreviewResult::Error { summary.clone() } else { String::new() },
+        details: if result == PreviewResult::Error {
+            summary.clone()
+        } else {
+            String::new()
+        },
         summary,
         pipeline: String::new(),
         why: String::new(),
@@ -741,11 +811,18 @@ fn app_preview(id: &AppId, name: String, kind: &str, result: PreviewResult, summ
 
 fn dir_of(id: &AppId) -> String {
     let dir = id.dir();
-    dir.rsplit('/').next().filter(|d| !d.is_empty()).unwrap_or(dir).to_owned()
+    dir.rsplit('/')
+        .next()
+        .filter(|d| !d.is_empty())
+        .unwrap_or(dir)
+        .to_owned()
 }
 
 fn is_under(path: &str, dir: &str) -> bool {
-    dir.is_empty() || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+    dir.is_empty()
+        || path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 fn join_reason(before: &str, more: &str) -> String {
@@ -759,9 +836,22 @@ fn join_reason(before: &str, more: &str) -> String {
 /// "3 changes: spec.image, ..." for a finding that differs.
 fn changes_summary(live: &LiveState) -> String {
     let n = live.drift.len();
-    let fields: Vec<&str> = live.drift.iter().take(3).map(|f| f.field.as_str()).collect();
-    let more = if n > 3 { format!(", and {} more", n - 3) } else { String::new() };
-    format!("{n} change{}: {}{more}", if n == 1 { "" } else { "s" }, fields.join(", "))
+    let fields: Vec<&str> = live
+        .drift
+        .iter()
+        .take(3)
+        .map(|f| f.field.as_str())
+        .collect();
+    let more = if n > 3 {
+        format!(", and {} more", n - 3)
+    } else {
+        String::new()
+    };
+    format!(
+        "{n} change{}: {}{more}",
+        if n == 1 { "" } else { "s" },
+        fields.join(", ")
+    )
 }
 
 /// Each field that would change, live value then the merged one, as a diff a person reads.
@@ -779,7 +869,9 @@ fn file_diff(path: &str, old: Option<&[u8]>, new: Option<&[u8]>) -> String {
         match b {
             None => Ok(String::new()),
             Some(b) if b.len() > MAX_DIFF_FILE => Err("too large to show"),
-            Some(b) => std::str::from_utf8(b).map(str::to_owned).map_err(|_| "not text"),
+            Some(b) => std::str::from_utf8(b)
+                .map(str::to_owned)
+                .map_err(|_| "not text"),
         }
     };
     match (text(old), text(new)) {
@@ -787,8 +879,16 @@ fn file_diff(path: &str, old: Option<&[u8]>, new: Option<&[u8]>) -> String {
             .unified_diff()
             .context_radius(3)
             .header(
-                &if old.is_some() { format!("a/{path}") } else { "/dev/null".into() },
-                &if new.is_some() { format!("b/{path}") } else { "/dev/null".into() },
+                &if old.is_some() {
+                    format!("a/{path}")
+                } else {
+                    "/dev/null".into()
+                },
+                &if new.is_some() {
+                    format!("b/{path}")
+                } else {
+                    "/dev/null".into()
+                },
             )
             .to_string(),
         (Err(why), _) | (_, Err(why)) => format!("{path}: changed ({why})\n"),
@@ -811,19 +911,28 @@ pub(crate) fn render_check_run(preview: &Preview, details_url: Option<String>) -
         PreviewStatus::Failed => "The plan preview failed".to_owned(),
         _ if n == 0 => "No app is changed by this pull request".to_owned(),
         _ => {
-            let mut parts = vec![format!("{changes} with changes"), format!("{unchanged} unchanged")];
+            let mut parts = vec![
+                format!("{changes} with changes"),
+                format!("{unchanged} unchanged"),
+            ];
             if errors > 0 {
                 parts.push(format!("{errors} with errors"));
             }
             if pending > 0 {
                 parts.push(format!("{pending} being read"));
             }
-            format!("{n} app{}: {}", if n == 1 { "" } else { "s" }, parts.join(", "))
+            format!(
+                "{n} app{}: {}",
+                if n == 1 { "" } else { "s" },
+                parts.join(", ")
+            )
         }
     };
     let (status, conclusion) = match (preview.status, preview.result) {
         (PreviewStatus::Queued | PreviewStatus::Running, _) => (CheckStatus::InProgress, None),
-        (PreviewStatus::Superseded, _) => (CheckStatus::Completed, Some(CheckConclusion::Cancelled)),
+        (PreviewStatus::Superseded, _) => {
+            (CheckStatus::Completed, Some(CheckConclusion::Cancelled))
+        }
         (PreviewStatus::Failed, _) | (_, PreviewResult::Error) => {
             (CheckStatus::Completed, Some(CheckConclusion::Failure))
         }
@@ -861,8 +970,16 @@ pub(crate) fn render_check_run(preview: &Preview, details_url: Option<String>) -
     let per_app = CHECK_TEXT_LIMIT / n.max(1);
     let mut text = String::new();
     for a in &preview.apps {
-        let mut section = format!("### {} ({})\n\n", escape_md(&a.name), if a.kind.is_empty() { "?" } else { &a.kind });
-        section.push_str(&format!("**{}**: {}\n\n", a.result.as_str(), escape_md(&a.summary)));
+        let mut section = format!(
+            "### {} ({})\n\n",
+            escape_md(&a.name),
+            if a.kind.is_empty() { "?" } else { &a.kind }
+        );
+        section.push_str(&format!(
+            "**{}**: {}\n\n",
+            a.result.as_str(),
+            escape_md(&a.summary)
+        ));
         if !a.why.is_empty() {
             section.push_str(&format!("Why: {}\n\n", escape_md(&a.why)));
         }
@@ -893,11 +1010,7 @@ pub(crate) fn render_check_run(preview: &Preview, details_url: Option<String>) -
 
 /// A code fence longer than any run of backticks in `text`, so the text cannot close it.
 fn fence_for(text: &str) -> String {
-    let longest = text
-        .split(|c| c != '`')
-        .map(str::len)
-        .max()
-        .unwrap_or(0);
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     "`".repeat(longest.max(2) + 1)
 }
 

@@ -100,9 +100,17 @@ impl PreviewSettings {
             return Ok(());
         }
         if !self.forks.credentials {
-            return Err("the pull request comes from a fork, and planPreview.forks.credentials is off".into());
+            return Err(
+                "the pull request comes from a fork, and planPreview.forks.credentials is off"
+                    .into(),
+            );
         }
-        if self.forks.authors.iter().any(|a| a.eq_ignore_ascii_case(author)) {
+        if self
+            .forks
+            .authors
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(author))
+        {
             Ok(())
         } else {
             Err(format!(

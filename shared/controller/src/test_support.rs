@@ -185,6 +185,16 @@ pub(crate) struct Rig {
 
 /// A [`Rig`] on the repository at `repo`, its clock at `now`, its platform answering `live`.
 pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
+    rig_with(repo, now, live, |_| {})
+}
+
+/// [`rig`], its settings edited by `edit` first.
+pub(crate) fn rig_with(
+    repo: &Path,
+    now: Millis,
+    live: Live,
+    edit: impl FnOnce(&mut Settings),
+) -> Rig {
     let cache = tempfile::tempdir().expect("tempdir");
     let repo_id = RepoId::parse("demo").expect("repo id");
     let source = LocalGit::new(
@@ -212,6 +222,8 @@ pub(crate) fn rig(repo: &Path, now: Millis, live: Live) -> Rig {
         }],
         ..Settings::default()
     };
+    let mut settings = settings;
+    edit(&mut settings);
     let controller = Controller::new(
         Arc::new(store.clone()),
         Arc::new(source),

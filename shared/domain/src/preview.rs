@@ -166,7 +166,11 @@ pub fn cut_details(text: &str, max: usize) -> String {
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    let note = format!("\n… cut: {} of {} bytes not shown", text.len() - end, text.len());
+    let note = format!(
+        "\n… cut: {} of {} bytes not shown",
+        text.len() - end,
+        text.len()
+    );
     format!("{}{note}", &text[..end])
 }
 
@@ -204,7 +208,10 @@ mod tests {
         assert!(cut.len() <= 500, "{}", cut.len());
         assert!(cut.ends_with(" of 2000 bytes not shown"), "{cut}");
         let shown = cut.split("\n…").next().unwrap().len();
-        assert!(cut.contains(&format!("cut: {} of 2000", 2000 - shown)), "{cut}");
+        assert!(
+            cut.contains(&format!("cut: {} of 2000", 2000 - shown)),
+            "{cut}"
+        );
         assert_eq!(cut_details("short", 500), "short");
     }
 

@@ -45,6 +45,29 @@ impl std::fmt::Debug for Previews {
 }
 
 impl Previews {
+    /// Preview plugins reading through the targets named: per plugin, all its targets and
+    /// those with preview credentials (the registry builds them from the settings:
+    /// [`crate::registry::Registry::build_with_previews`]).
+    pub fn new<'a>(
+        plugins: Plugins,
+        targets: impl IntoIterator<Item = (&'a str, &'a [&'a str], &'a [&'a str])>,
+    ) -> Self {
+        let names = |list: &[&str]| list.iter().map(|t| (*t).to_owned()).collect();
+        Self {
+            plugins,
+            targets: targets
+                .into_iter()
+                .map(|(plugin, all, credentialed)| {
+                    let targets = PreviewTargets {
+                        all: names(all),
+                        credentialed: names(credentialed),
+                    };
+                    (plugin.to_owned(), targets)
+                })
+                .collect(),
+        }
+    }
+
     /// Whether a preview of `app` (deployed by `plugin`) may read the platform with preview
     /// credentials; `Err` says why not, for the preview to show.
     pub fn credentials_for(&self, plugin: &str, app: &AppConfig) -> Result<(), String> {
@@ -74,8 +97,14 @@ pub(crate) fn split(
     settings: &Map<String, Value>,
     root: &str,
     credentials: &dyn Fn(&str) -> &'static [&'static str],
-) -> Result<(Map<String, Value>, Map<String, Value>, BTreeMap<String, PreviewTargets>), FieldError>
-{
+) -> Result<
+    (
+        Map<String, Value>,
+        Map<String, Value>,
+        BTreeMap<String, PreviewTargets>,
+    ),
+    FieldError,
+> {
     let mut deploy = settings.clone();
     let mut preview = settings.clone();
     let mut found = BTreeMap::new();
@@ -93,7 +122,10 @@ pub(crate) fn split(
                 kept.push(target.clone());
                 continue;
             };
-            let name = object.get("name").and_then(Value::as_str).unwrap_or_default();
+            let name = object
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             names.all.push(name.to_owned());
             let mut own = object.clone();
             let Some(asked) = own.remove(PLAN_PREVIEW) else {
@@ -137,7 +169,10 @@ fn preview_target(
     let Some(asked) = asked.as_object() else {
         return refuse(
             at.to_owned(),
-            format!("expected a map of credential fields ({})", fields.join(", ")),
+            format!(
+                "expected a map of credential fields ({})",
+                fields.join(", ")
+            ),
         );
     };
     if asked.is_empty() {
@@ -181,7 +216,8 @@ mod tests {
         v: Value,
     ) -> Result<(Value, Value, BTreeMap<String, PreviewTargets>), FieldError> {
         let Value::Object(map) = v else { panic!() };
-        split(&map, "plugins", &credentials).map(|(d, p, t)| (Value::Object(d), Value::Object(p), t))
+        split(&map, "plugins", &credentials)
+            .map(|(d, p, t)| (Value::Object(d), Value::Object(p), t))
     }
 
     #[test]
@@ -270,7 +306,10 @@ mod tests {
         assert_eq!(previews.credentials_for("lambda", &named("prod")), Ok(()));
         assert_eq!(
             previews.credentials_for("lambda", &named("dev")),
-            Err("deploy target dev has no planPreview credentials (plugins.lambda.deployTargets)".into())
+            Err(
+                "deploy target dev has no planPreview credentials (plugins.lambda.deployTargets)"
+                    .into()
+            )
         );
         assert_eq!(
             previews.credentials_for("lambda", &app("")),
@@ -278,7 +317,10 @@ mod tests {
         );
         assert_eq!(
             previews.credentials_for("terraform", &app("")),
-            Err("deploy target tf has no planPreview credentials (plugins.terraform.deployTargets)".into())
+            Err(
+                "deploy target tf has no planPreview credentials (plugins.terraform.deployTargets)"
+                    .into()
+            )
         );
     }
 }

@@ -168,7 +168,9 @@ pub fn check_settings(
 /// A GitHub login: at most 39 letters, digits and single hyphens, not at either end.
 fn is_login(login: &str) -> bool {
     (1..=39).contains(&login.len())
-        && login.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && login
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !login.starts_with('-')
         && !login.ends_with('-')
         && !login.contains("--")
@@ -204,6 +206,7 @@ mod tests {
             SettingsField::Repo(i) => format!("repos[{i}]"),
             SettingsField::RepoId(i) => format!("repos[{i}].id"),
             SettingsField::RepoGithub(i) => format!("repos[{i}].github"),
+            SettingsField::RepoForkAuthors(i) => format!("repos[{i}].planPreview.forks.authors"),
             SettingsField::Interval(which) => format!("intervals.{which:?}").to_lowercase(),
             SettingsField::ReceiverUrl(i, format) => format!("receivers[{i}].{format:?}"),
         }
@@ -298,6 +301,32 @@ mod tests {
             assert!(err.starts_with(want), "{want}: {err}");
             assert!(!err.contains("pw") && !err.contains("key"), "{err}");
         }
+    }
+
+    #[test]
+    fn fork_credentials_need_listed_logins() {
+        let with_forks = |credentials, authors: &[&str]| {
+            let mut r = repo("shop", Some("acme/shop"));
+            r.plan_preview.forks = crate::ForkPreviews {
+                credentials,
+                authors: authors.iter().map(|a| a.to_string()).collect(),
+            };
+            check(&[r], Intervals::default(), &[])
+        };
+        assert_eq!(
+            with_forks(true, &[]).unwrap_err(),
+            "repos[0].planPreview.forks.authors: forks.credentials is on but no author is listed: list the GitHub logins whose forks' previews may read with credentials"
+        );
+        assert_eq!(
+            with_forks(true, &["octo", "bad login"]).unwrap_err(),
+            "repos[0].planPreview.forks.authors: \"bad login\" is not a GitHub login"
+        );
+        assert_eq!(
+            with_forks(false, &["-dash"]).unwrap_err(),
+            "repos[0].planPreview.forks.authors: \"-dash\" is not a GitHub login"
+        );
+        assert!(with_forks(true, &["octo-forker", "Octo2"]).is_ok());
+        assert!(with_forks(false, &[]).is_ok());
     }
 
     #[test]

@@ -113,7 +113,8 @@ impl EcsPlugin {
 pub const NAME: &str = "ecs";
 
 /// The registry's entry: `plugins.ecs.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::platform::<EcsPlugin>(NAME).preview_credentials(&["roleArn"]);
+pub const SPEC: PluginSpec =
+    PluginSpec::platform::<EcsPlugin>(NAME).preview_credentials(&["roleArn"]);
 
 impl FromSettings for EcsPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {

@@ -180,8 +180,8 @@ impl KubernetesPlugin {
 pub const NAME: &str = "kubernetes";
 
 /// The registry's entry: `plugins.kubernetes.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::platform::<KubernetesPlugin>(NAME)
-    .preview_credentials(target::CREDENTIALS);
+pub const SPEC: PluginSpec =
+    PluginSpec::platform::<KubernetesPlugin>(NAME).preview_credentials(target::CREDENTIALS);
 
 impl FromSettings for KubernetesPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {

@@ -38,8 +38,8 @@ use crate::{base_name, drift, manifest, KubernetesPlugin, Target, STAGE_ROLLBACK
 pub const NAME: &str = "kubernetes_multicluster";
 
 /// The registry's entry: `plugins.kubernetes_multicluster.deployTargets`.
-pub const SPEC: PluginSpec =
-    PluginSpec::platform::<MulticlusterPlugin>(NAME).preview_credentials(crate::target::CREDENTIALS);
+pub const SPEC: PluginSpec = PluginSpec::platform::<MulticlusterPlugin>(NAME)
+    .preview_credentials(crate::target::CREDENTIALS);
 
 pub const STAGE_MULTI_SYNC: &str = "K8S_MULTI_SYNC";
 pub const STAGE_MULTI_ROLLBACK: &str = "K8S_MULTI_ROLLBACK";

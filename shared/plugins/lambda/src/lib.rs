@@ -101,7 +101,8 @@ impl LambdaPlugin {
 pub const NAME: &str = "lambda";
 
 /// The registry's entry: `plugins.lambda.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::platform::<LambdaPlugin>(NAME).preview_credentials(&["roleArn"]);
+pub const SPEC: PluginSpec =
+    PluginSpec::platform::<LambdaPlugin>(NAME).preview_credentials(&["roleArn"]);
 
 impl FromSettings for LambdaPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {

@@ -98,8 +98,8 @@ impl TerraformPlugin {
 pub const NAME: &str = "terraform";
 
 /// The registry's entry: `plugins.terraform.deployTargets`.
-pub const SPEC: PluginSpec = PluginSpec::platform::<TerraformPlugin>(NAME)
-    .preview_credentials(&["allowEnv", "jobRoleArn"]);
+pub const SPEC: PluginSpec =
+    PluginSpec::platform::<TerraformPlugin>(NAME).preview_credentials(&["allowEnv", "jobRoleArn"]);
 
 impl FromSettings for TerraformPlugin {
     fn from_settings(settings: &PluginSettings<'_>) -> Result<Self, FieldError> {
