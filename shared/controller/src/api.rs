@@ -58,7 +58,9 @@ impl From<gannet_domain::ports::GitError> for ApiError {
         use gannet_domain::ports::GitError;
         match e {
             GitError::NoCommit { .. } => Self::NotFound(e.to_string()),
-            GitError::NoBranch { .. } | GitError::UnknownRepo(_) => Self::Conflict(e.to_string()),
+            GitError::NoBranch { .. } | GitError::UnknownRepo(_) | GitError::PullRequest { .. } => {
+                Self::Conflict(e.to_string())
+            }
             GitError::Failed { .. } => Self::Internal(e.into()),
         }
     }

@@ -407,9 +407,11 @@ impl Controller {
             .await
         {
             Ok(commits) => commits,
-            Err(e @ (GitError::NoCommit { .. } | GitError::NoBranch { .. })) => {
-                return Ok(Err(e.to_string()))
-            }
+            Err(
+                e @ (GitError::NoCommit { .. }
+                | GitError::NoBranch { .. }
+                | GitError::PullRequest { .. }),
+            ) => return Ok(Err(e.to_string())),
             Err(e) => return Err(e.into()),
         };
         let mut preview = stored.clone();

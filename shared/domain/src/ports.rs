@@ -378,6 +378,10 @@ pub enum GitError {
     NoBranch { repo: RepoId, branch: String },
     #[error("commit {commit} not found in {repo}")]
     NoCommit { repo: RepoId, commit: String },
+    /// A pull request's head that cannot be read as asked: it moved on, the pull request is
+    /// unknown, or it shares no history with the branch. Retrying the same request cannot help.
+    #[error("{reason}")]
+    PullRequest { repo: RepoId, reason: String },
     #[error("git {operation} failed for {repo}")]
     Failed {
         repo: RepoId,

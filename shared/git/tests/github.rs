@@ -57,6 +57,7 @@ fn describe(err: &GitError) -> String {
         GitError::UnknownRepo(r) => format!("unknown repo {r}"),
         GitError::NoBranch { branch, .. } => format!("no branch {branch}"),
         GitError::NoCommit { commit, .. } => format!("no commit {}", &commit[..7]),
+        GitError::PullRequest { reason, .. } => format!("pull request: {reason}"),
         GitError::Failed { operation, .. } => format!("{operation} failed: {}", error_chain(err)),
     }
 }

@@ -178,13 +178,14 @@ impl Repo<'_> {
                     .downcast_ref::<ApiError>()
                     .is_some_and(|e| e.status() == Some(404)) =>
             {
-                return Err(self.failed(
-                    "compare",
-                    crate::PullRequestError::NoMergeBase {
-                        head: head.clone(),
-                        base: base.clone(),
-                    },
-                ));
+                let no_history = crate::PullRequestError::NoMergeBase {
+                    head: head.clone(),
+                    base: base.clone(),
+                };
+                return Err(GitError::PullRequest {
+                    repo: self.id.clone(),
+                    reason: no_history.to_string(),
+                });
             }
             Err(e) => return Err(e),
         };

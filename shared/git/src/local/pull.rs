@@ -19,10 +19,9 @@ pub(crate) fn local_ref(pr: u64) -> String {
 
 impl Repo {
     fn pull_failed(&self, error: PullRequestError) -> GitError {
-        GitError::Failed {
+        GitError::PullRequest {
             repo: self.id.clone(),
-            operation: "fetch pull request",
-            source: Box::new(error),
+            reason: error.to_string(),
         }
     }
 
@@ -116,14 +115,10 @@ impl Repo {
             .map_err(|e| self.failed("merge-base", e))?;
         // 1 with nothing printed: the two share no commit.
         if output.status.code() == Some(1) && output.stdout.is_empty() {
-            return Err(GitError::Failed {
-                repo: self.id.clone(),
-                operation: "merge-base",
-                source: Box::new(PullRequestError::NoMergeBase {
-                    head: head.clone(),
-                    base: base.clone(),
-                }),
-            });
+            return Err(self.pull_failed(PullRequestError::NoMergeBase {
+                head: head.clone(),
+                base: base.clone(),
+            }));
         }
         if !output.status.success() {
             return Err(self.failed("merge-base", output.failure()));
