@@ -64,6 +64,31 @@ struct RawConfig {
     /// gannet's key for PipeCD's sealed secrets (`spec.encryption`).
     #[serde(default)]
     secret_management: Option<RawSecretManagement>,
+    /// GitHub's API, where plan previews are shown as check runs.
+    #[serde(default)]
+    github: Option<RawGithub>,
+    /// The console's address as people reach it, which check runs link to.
+    #[serde(default)]
+    console_url: Option<String>,
+}
+
+/// `github`: the API and the credentials (a GitHub App's, or a token) that plan previews'
+/// check runs are written with, for the repositories with `repos[].github`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawGithub {
+    #[serde(default)]
+    api_url: Option<String>,
+    /// The variable holding the credentials: the JSON the AWS runtime's GitHub secret holds
+    /// (`{"appId", "installationId", "privateKey"}` or `{"token"}`).
+    secret_env: String,
+}
+
+/// Where check runs are written: GitHub's API at `api_url`, as `auth`.
+#[derive(Debug)]
+pub struct GithubChecksConfig {
+    pub api_url: String,
+    pub auth: gannet_git::github::GithubAuth,
 }
 
 /// `secretManagement`: where gannet's private key for sealed secrets is (never this file).
@@ -238,6 +263,12 @@ pub struct UpConfig {
     pub jobs: crate::jobs::JobsConfig,
     /// The key apps' sealed secrets open with (`secretManagement`).
     pub sealing_key: Option<gannet_sdk::sealed::SealingKey>,
+    /// The plugins plan previews read with (the deploy targets' `planPreview`).
+    pub previews: gannet_sdk::previews::Previews,
+    /// Where plan previews are shown (`github`); `None`: in the console and API only.
+    pub github: Option<GithubChecksConfig>,
+    /// The console's root as people reach it (`consoleUrl`, by default the listen address).
+    pub console_url: String,
 }
 
 impl UpConfig {
@@ -442,9 +473,24 @@ impl UpConfig {
             crate::jobs::JobsConfig::parse(&raw.jobs, base, &base.join(&raw.state), &doc, &|| {
                 std::fs::read_to_string("/etc/passwd").ok()
             })?;
-        let plugins = registry
-            .build(&raw.plugins, "plugins", &runtime)
+        let (plugins, previews) = registry
+            .build_with_previews(&raw.plugins, "plugins", &runtime)
             .map_err(|e| e.to_string())?;
+        let github = match &raw.github {
+            Some(g) => Some(github_checks(g, env)?),
+            None => None,
+        };
+        let console_url = match &raw.console_url {
+            Some(url) => console_url(url)?,
+            None => format!(
+                "{}://{listen}",
+                if raw.api.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                }
+            ),
+        };
         if raw.workers == 0 || raw.workers > 256 {
             return Err(format!(
                 "workers: {} is out of range (1 to 256)",
@@ -479,8 +525,45 @@ impl UpConfig {
                 Some(sm) => Some(sealing_key(sm, base, env)?),
                 None => None,
             },
+            previews,
+            github,
+            console_url,
         })
     }
+}
+
+/// `github`: the API's address and the credentials in `secretEnv`.
+fn github_checks(
+    g: &RawGithub,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<GithubChecksConfig, String> {
+    let api_url = g
+        .api_url
+        .clone()
+        .unwrap_or_else(|| gannet_git::github::DEFAULT_BASE_URI.to_owned());
+    // The credential goes there: https, or http to this machine only.
+    gannet_sdk::targets::credentialed_url(&api_url)
+        .map_err(|why| format!("github.apiUrl: {api_url:?} {why}"))?;
+    let Some(json) = env(&g.secret_env).filter(|v| !v.is_empty()) else {
+        return Err(format!(
+            "github.secretEnv: environment variable {} is not set; export GitHub's credentials there as JSON ({{\"token\": ...}}, or a GitHub App's {{\"appId\", \"installationId\", \"privateKey\"}}: check runs need an App)",
+            g.secret_env
+        ));
+    };
+    let auth = gannet_git::github::GithubAuth::from_secret_json(&json)
+        .map_err(|e| format!("github.secretEnv: {}: {e}", g.secret_env))?;
+    Ok(GithubChecksConfig { api_url, auth })
+}
+
+/// `consoleUrl`: where people open the console; check runs link there. https, or plain
+/// http to this machine, as every URL gannet sends to people or services.
+fn console_url(url: &str) -> Result<String, String> {
+    let parsed = gannet_sdk::targets::credentialed_url(url)
+        .map_err(|why| format!("consoleUrl: {url:?} {why}"))?;
+    if parsed.query().is_some() {
+        return Err(format!("consoleUrl: {url:?} has a ?query; leave it out"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
 }
 
 /// The private key `secretManagement` names: a file only its owner can read, or a variable.
@@ -853,9 +936,45 @@ plugins:
     }
 
     #[test]
+    fn github_credentials_and_the_console_url_are_read_for_plan_previews() {
+        let c = UpConfig::parse(
+            "listen: 127.0.0.1:7171\ngithub: {secretEnv: GH, apiUrl: 'http://127.0.0.1:9/api/v3'}\n",
+            Path::new("/etc/gannet"),
+            &|name| (name == "GH").then(|| r#"{"token": "ghp_x"}"#.to_owned()),
+            &gannet_plugins::registry(),
+        )
+        .expect("parses");
+        let github = c.github.expect("github");
+        assert_eq!(github.api_url, "http://127.0.0.1:9/api/v3");
+        assert!(matches!(
+            github.auth,
+            gannet_git::github::GithubAuth::Token(_)
+        ));
+        assert_eq!(c.console_url, "http://127.0.0.1:7171");
+        let c = parse("consoleUrl: https://gannet.example.com/\n").expect("parses");
+        assert_eq!(c.console_url, "https://gannet.example.com");
+    }
+
+    #[test]
     fn bad_configs_say_what_is_wrong() {
         let cases = [
             ("webhook: {secretEnv: MISSING}", "MISSING is not set"),
+            ("github: {secretEnv: MISSING}", "github.secretEnv: environment variable MISSING is not set"),
+            ("github: {secretEnv: SECRET}", "github.secretEnv: SECRET: GitHub secret is not valid JSON"),
+            (
+                "github: {secretEnv: SECRET, apiUrl: 'http://github.example/api'}",
+                "github.apiUrl: \"http://github.example/api\" must be an https:// URL",
+            ),
+            ("consoleUrl: 'https://x.example/?a=1'", "consoleUrl: \"https://x.example/?a=1\" has a ?query"),
+            (
+                "repos: [{id: a, path: x, planPreview: {forks: {credentials: true}}}]",
+                "repos[0].planPreview.forks.authors: forks.credentials is on but no author is listed",
+            ),
+            ("repos: [{id: a, path: x, planPreview: {minInterval: 5}}]", "5 has no unit"),
+            (
+                "plugins: {lambda: {deployTargets: [{name: a, region: us-east-1, planPreview: {region: eu-west-1}}]}}",
+                "plugins.lambda.deployTargets[0].planPreview.region: not a credential field of the lambda plugin",
+            ),
             ("repos: [{id: a}]", "exactly one of path or url"),
             (
                 "repos: [{id: a, path: x}, {id: a, path: y}]",

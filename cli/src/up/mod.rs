@@ -20,6 +20,7 @@ use gannet_controller::{Controller, Sealing};
 use gannet_domain::ports::{Clock, Queue};
 use gannet_domain::GoDuration;
 use gannet_embedded::{ProcessJobs, RuntimeOptions, SqliteRuntime, SystemClock};
+use gannet_git::github::{GithubChecks, GithubClient};
 use gannet_git::LocalGit;
 use tokio::sync::watch;
 
@@ -104,7 +105,24 @@ pub async fn run_until(
         cfg.plugins.clone(),
         cfg.settings.clone(),
     )
-    .with_jobs(Arc::new(jobs.clone()));
+    .with_jobs(Arc::new(jobs.clone()))
+    .with_previews(cfg.previews.clone())
+    .with_console_url(cfg.console_url.clone());
+    let controller = match &cfg.github {
+        Some(github) => {
+            let client = GithubClient::new(&github.auth, &github.api_url)
+                .context("github: cannot set up GitHub's API client")?;
+            let repos = cfg
+                .settings
+                .repos
+                .iter()
+                .filter_map(|r| Some((r.id.clone(), r.github.clone()?)))
+                .collect();
+            let checks = GithubChecks::new(client, repos).context("github")?;
+            controller.with_check_runs(Arc::new(checks))
+        }
+        None => controller,
+    };
     // The private copies of steps with sealed secrets or attachments: under the state, which
     // no job reads.
     let controller =
