@@ -8,6 +8,8 @@
 //! server does not serve, are refused. Each route reads at most its own body limit (25 MB
 //! only for the webhook), free-text fields are capped, and every refusal is JSON.
 
+mod plan_previews;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,6 +119,11 @@ pub fn router(controller: Controller, access: Access, console: Option<Console>) 
         .route("/api/v1/chains", get(list_chains))
         .route("/api/v1/chains/{id}", get(show_chain))
         .route("/api/v1/chains/{id}/cancel", post(cancel_chain))
+        .route(
+            "/api/v1/plan-previews",
+            get(plan_previews::list).post(plan_previews::request),
+        )
+        .route("/api/v1/plan-previews/{id}", get(plan_previews::show))
         .layer(DefaultBodyLimit::max(MAX_API_BODY))
         .route_layer(middleware::from_fn_with_state(state.clone(), guard));
     let mut app = Router::new()
