@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use gannet_controller::{AppView, DeploymentView, DiffView};
 use gannet_domain::deployment::DeploymentStatus;
+use gannet_domain::preview::Preview;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -346,7 +347,6 @@ impl Client {
         .await
     }
 
-    /// The public key apps seal secrets for (PKIX PEM).
     /// The newest chains (at most `limit`), in one of `statuses` when given.
     pub async fn chains(
         &self,
@@ -385,6 +385,47 @@ impl Client {
         .await
     }
 
+    /// Asks for a plan preview of commit `head` (of repository `repo`, when gannet watches
+    /// several), to be merged into `base` (refused unless it is the watched branch).
+    pub async fn request_preview(
+        &self,
+        head: &str,
+        repo: Option<&str>,
+        base: Option<&str>,
+    ) -> anyhow::Result<Preview> {
+        let body = json!({ "head": head, "repo": repo, "base": base });
+        self.call(
+            self.http.post(self.url("/plan-previews")).json(&body),
+            "preview",
+        )
+        .await
+    }
+
+    pub async fn preview(&self, id: &str) -> anyhow::Result<Preview> {
+        self.call(
+            self.http
+                .get(self.url(&format!("/plan-previews/{}", encode(id)))),
+            "preview",
+        )
+        .await
+    }
+
+    /// The newest plan previews (at most `limit`), of repository `repo` and its pull request
+    /// `pr` when given.
+    pub async fn previews(
+        &self,
+        repo: Option<&str>,
+        pr: Option<u64>,
+        limit: usize,
+    ) -> anyhow::Result<Vec<Preview>> {
+        let mut query = vec![("limit", limit.to_string())];
+        query.extend(repo.map(|r| ("repo", r.to_owned())));
+        query.extend(pr.map(|n| ("pr", n.to_string())));
+        let req = self.http.get(self.url("/plan-previews")).query(&query);
+        self.call(req, "previews").await
+    }
+
+    /// The public key apps seal secrets for (PKIX PEM).
     pub async fn public_key(&self) -> anyhow::Result<String> {
         self.call(self.http.get(self.url("/secrets/public-key")), "publicKey")
             .await

@@ -1,8 +1,8 @@
 //! Shell completion: `gannet completion SHELL` prints clap_complete's script with a hook that
-//! completes app names and deployment ids from the server, through the hidden
-//! `gannet __complete`: `apps` and `deployments` list them, and `next -- WORDS` lists what
-//! the word after WORDS (the command line so far) names, or nothing, so the script falls back
-//! to completing commands and flags.
+//! completes app names, deployment ids and plan preview ids from the server, through the
+//! hidden `gannet __complete`: `apps`, `deployments` and `previews` list them, and
+//! `next -- WORDS` lists what the word after WORDS (the command line so far) names, or nothing,
+//! so the script falls back to completing commands and flags.
 
 use std::time::Duration;
 
@@ -20,6 +20,8 @@ pub enum Listed {
     Apps,
     /// The newest deployments' ids.
     Deployments,
+    /// The newest plan previews' ids.
+    Previews,
     /// What the word after the command line given after `--` names: app names, deployment
     /// ids, or nothing.
     Next,
@@ -102,9 +104,10 @@ end
 complete -c gannet -f -n '__fish_gannet_names | string length -q' -a '(__fish_gannet_names)'
 "#;
 
-/// What the word after `words` (a command line, the program first) names: app names or
-/// deployment ids (an argument or a flag's value whose name is APP or DEPLOYMENT), or
-/// nothing. Read against `cmd`, the whole command tree, so flags that take a value skip it.
+/// What the word after `words` (a command line, the program first) names: app names,
+/// deployment ids or preview ids (an argument or a flag's value whose name is APP,
+/// DEPLOYMENT or PREVIEW), or nothing. Read against `cmd`, the whole command tree, so flags
+/// that take a value skip it.
 pub fn next(cmd: &Command, words: &[String]) -> Option<Listed> {
     let mut chain: Vec<&Command> = vec![cmd];
     let mut positionals = 0;
@@ -160,6 +163,7 @@ fn names(arg: &Arg) -> Option<Listed> {
     match name.as_str() {
         "APP" => Some(Listed::Apps),
         "DEPLOYMENT" => Some(Listed::Deployments),
+        "PREVIEW" => Some(Listed::Previews),
         _ => None,
     }
 }
@@ -205,6 +209,12 @@ pub(crate) async fn list(server: &Server, what: Listed, words: &[String]) -> any
             .await?
             .into_iter()
             .map(|d| d.id.to_string())
+            .collect(),
+        Listed::Previews => client
+            .previews(None, None, 50)
+            .await?
+            .into_iter()
+            .map(|p| p.id.to_string())
             .collect(),
         Listed::Apps | Listed::Next => client.apps().await?.into_iter().map(|a| a.name).collect(),
     };

@@ -12,6 +12,7 @@ mod deployments;
 mod exit;
 mod logs;
 mod output;
+mod plan_preview;
 mod render;
 mod suggest;
 mod wait;
@@ -106,6 +107,9 @@ enum Command {
         #[command(subcommand)]
         command: chains::ChainsCommand,
     },
+    /// Plan previews: what merging a commit into a repository's watched branch would change,
+    /// app by app, as each platform says (the check run's on a pull request).
+    PlanPreview(plan_preview::PlanPreviewArgs),
     /// Deploy an application's branch head now.
     #[command(
         after_help = "Examples:\n  gannet sync web\n  gannet sync web --wait --timeout 15m    exit 0 on SUCCESS, 3 FAILURE, 4 CANCELLED, 5 timeout, 6 unreachable"
@@ -446,6 +450,7 @@ async fn run(server: Server, command: Command) -> anyhow::Result<Exit> {
         Command::Apps { command } => return apps::run(&server, command).await,
         Command::Deployments { command } => return deployments::run(&server, command).await,
         Command::Chains { command } => return chains::run(&server, command).await,
+        Command::PlanPreview(args) => return plan_preview::run(&server, args).await,
         Command::Sync { app, force, start } => {
             let client = server.client()?;
             let d = client
@@ -682,7 +687,7 @@ mod tests {
 
     #[test]
     fn completion_knows_which_words_name_apps_and_deployments() {
-        use complete::Listed::{Apps, Deployments};
+        use complete::Listed::{Apps, Deployments, Previews};
         let mut cli = Cli::command();
         cli.build();
         let cases = [
@@ -708,6 +713,10 @@ mod tests {
             ("gannet approve --app", Some(Apps)),
             ("gannet approve d-1234567890 --stage", None),
             ("gannet config check", None),
+            ("gannet plan-preview show", Some(Previews)),
+            ("gannet plan-preview show p-1", None),
+            ("gannet plan-preview --head", None),
+            ("gannet plan-preview list --repo", None),
             ("gannet", None),
         ];
         for (line, expected) in cases {
