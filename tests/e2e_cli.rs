@@ -907,3 +907,110 @@ fn a_log_written_to_a_file_has_no_colour_codes() {
         "ANSI escape codes in the log file:\n{log}"
     );
 }
+
+/// A commit on its own branch, made from `main`'s head, writing `files`; `main` stays checked
+/// out. Returns its sha.
+fn on_branch(repo: &support::Repo, branch: &str, files: &[(&str, &str)]) -> String {
+    support::git(repo.path(), &["checkout", "-q", "-b", branch, "main"]);
+    let sha = repo.commit(files, &format!("on {branch}"));
+    support::git(repo.path(), &["checkout", "-q", "main"]);
+    sha
+}
+
+#[test]
+fn plan_preview_asks_waits_and_exits_by_what_merging_would_change() {
+    let (repo, _state, g, _) = deployed_web(SCRIPT);
+    let docs = on_branch(&repo, "docs", &[("README.md", "only words\n")]);
+    let web = on_branch(
+        &repo,
+        "web",
+        &[(
+            "apps/web/app.pipecd.yaml",
+            &app_config("web", &SCRIPT.replace("hello-from", "changed-from")),
+        )],
+    );
+    let wait = |head: &str, extra: &[&str]| {
+        let mut args = vec!["plan-preview", "--head", head, "--wait", "--timeout", "30s"];
+        args.extend_from_slice(extra);
+        g.cli_env(&args, &[])
+    };
+
+    // Nothing an app reads changes: 0, and the JSON says so.
+    let run = wait(&docs, &["-o", "json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let p: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(
+        (p["status"].as_str(), p["result"].as_str()),
+        (Some("DONE"), Some("NO_CHANGES")),
+        "{p}"
+    );
+    assert_eq!(p["apps"], serde_json::json!([]), "{p}");
+
+    // web's config changes: 1; the table names it, each app's details follow, and --out
+    // holds the JSON.
+    let out = tempfile::tempdir().expect("tempdir");
+    let file = out.path().join("preview.json");
+    let run = wait(&web, &["--out", file.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let row = line_with(&run.stdout, &["web", "CHANGES"]);
+    assert!(row.contains("1 files of the app change"), "{row}");
+    assert!(run.stdout.contains("== web"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("changed-from-cli-test"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr
+            .contains("ended DONE: merging changes 1 of 1 apps"),
+        "{run:?}"
+    );
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("--out")).expect("JSON");
+    assert_eq!(saved["result"], "CHANGES", "{saved}");
+    assert_eq!(saved["head"], web.as_str(), "{saved}");
+
+    // A commit gannet cannot fetch: the preview FAILS, 2.
+    let run = wait(&"e".repeat(40), &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("ended FAILED"), "{run:?}");
+
+    // Another base is refused before anything is queued: 1, or 2 with --wait.
+    let run = g.cli_env(&["plan-preview", "--head", &web, "--base", "develop"], &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("watches branch main"), "{run:?}");
+    let run = wait(&web, &["--base", "develop"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    // A viewer may not ask for one.
+    let run = g.cli_env(
+        &["plan-preview", "--head", &docs, "--wait"],
+        &[("GANNET_TOKEN", support::token_of("vic"))],
+    );
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("needs the role deployer or admin"),
+        "{run:?}"
+    );
+
+    // Without --wait: the id alone on stdout, the same for the same head; show and list
+    // read it.
+    let id = ok(&g, &["plan-preview", "--head", &web, "--base", "main"]);
+    let id = id.trim();
+    assert_eq!(
+        id,
+        saved["id"].as_str().expect("an id"),
+        "the same head, the same preview"
+    );
+    let shown = ok(&g, &["plan-preview", "show", id]);
+    assert!(shown.contains(&format!("Plan preview: {id}")), "{shown}");
+    assert!(line_with(&shown, &["web", "CHANGES"]).contains("web"));
+    let listed = ok(&g, &["plan-preview", "list", "--repo", "shop"]);
+    assert_eq!(
+        listed.lines().count(),
+        4,
+        "a header and three previews:\n{listed}"
+    );
+    line_with(&listed, &[id, "DONE", "CHANGES"]);
+    let names = ok(&g, &["plan-preview", "list", "-o", "name"]);
+    assert!(names.lines().any(|l| l == id), "{names}");
+}
