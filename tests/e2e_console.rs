@@ -1072,3 +1072,38 @@ fn a_lambda_function_deleted_by_hand_reads_missing_in_the_list_and_on_the_app_pa
     );
     passes(&lab.g, &run, "app-status of a missing function");
 }
+
+#[test]
+fn a_plan_preview_page_shows_its_apps_and_details_and_the_list_links_it() {
+    let (repo, _state, g, _) = deployed_web(QUICK);
+    support::git(repo.path(), &["checkout", "-q", "-b", "change", "main"]);
+    let head = repo.commit(
+        &[(
+            CONFIG,
+            &app_config("web", &QUICK.replace("first", "previewed")),
+        )],
+        "change web",
+    );
+    support::git(repo.path(), &["checkout", "-q", "main"]);
+    let (status, body) = g.post("/plan-previews", json!({ "head": head }));
+    assert_eq!(status, 202, "{body}");
+    let id = body["preview"]["id"].as_str().expect("an id").to_owned();
+    g.wait_until(LIMIT, "the preview to end", || {
+        let (_, body) = g.get(&format!("/plan-previews/{id}"));
+        (body["preview"]["status"] == "DONE").then_some(())
+    });
+    let run = scenario(
+        &g,
+        "preview",
+        token_of("vic"),
+        &id,
+        json!({
+            "status": "DONE",
+            "result": "CHANGES",
+            "apps": {"web": "CHANGES"},
+            "details": "echo previewed",
+            "credentials": false,
+        }),
+    );
+    passes(&g, &run, "preview");
+}

@@ -6,7 +6,8 @@
 // Scenarios: stages-in-order, approve, viewer-no-approve, failing-stage-log, screenshots, keyboard,
 // pending-why, stage-details, stage-tables, render-speed, render-static (scenarios.mjs);
 // app-status, sync-diff (apps.mjs); deployments-list, narrow (lists.mjs); short-id,
-// stage-summaries, log-tools (deployment.mjs); chain (chains.mjs). Other variables: GANNET_DEPLOYMENT, GANNET_APP,
+// stage-summaries, log-tools (deployment.mjs); chain (chains.mjs); preview (previews.mjs). Other
+// variables: GANNET_DEPLOYMENT, GANNET_APP,
 // GANNET_SCREENSHOTS (a directory for PNGs), GANNET_EXPECT (JSON, per scenario). Exits 0 when
 // the scenario's assertions hold; otherwise prints why on stderr and exits 1 (2: bad usage).
 
@@ -16,6 +17,7 @@ import * as apps from "./apps.mjs";
 import * as chains from "./chains.mjs";
 import * as deployment from "./deployment.mjs";
 import * as lists from "./lists.mjs";
+import * as previews from "./previews.mjs";
 import * as scenarios from "./scenarios.mjs";
 
 const BY_NAME = {
@@ -38,6 +40,7 @@ const BY_NAME = {
   "stage-summaries": deployment.stageSummaries,
   "log-tools": deployment.logTools,
   chain: chains.chain,
+  preview: previews.preview,
 };
 
 const name = process.argv[2];

@@ -198,6 +198,53 @@ export interface Chain {
   completed_at?: string | null;
 }
 
+export type PreviewStatus = "QUEUED" | "RUNNING" | "DONE" | "SUPERSEDED" | "FAILED";
+export type PreviewResult = "PENDING" | "NO_CHANGES" | "CHANGES" | "ERROR";
+
+/** One app's part of a plan preview. */
+export interface AppPreview {
+  app: string;
+  /** Its spec.name, or its directory when its config cannot be read. */
+  name: string;
+  /** Its platform (KUBERNETES, TERRAFORM, ...); "" when its config cannot be read. */
+  kind: string;
+  result: PreviewResult;
+  summary: string;
+  /** The pipeline the merge would run, with the planner's reason. */
+  pipeline: string;
+  /** The trigger rule that selected it. */
+  why: string;
+  /** The platform's own preview (a plan, a diff), or the files' diff, or the error. */
+  details: string;
+  /** Read with the deploy target's planPreview credentials (false: files compared only). */
+  credentials: boolean;
+}
+
+/**
+ * A plan preview: what merging a pull request's head (or a commit a CI system named) into the
+ * repository's watched branch would change. Times are milliseconds since the epoch.
+ */
+export interface Preview {
+  id: string;
+  repo: string;
+  pr: number | null;
+  head: string;
+  base_ref: string;
+  base: string | null;
+  merge_base: string | null;
+  author: string;
+  fork: boolean;
+  credentials: boolean;
+  status: PreviewStatus;
+  result: PreviewResult;
+  reason: string;
+  check_run: number | null;
+  apps: AppPreview[];
+  created_at: number;
+  started_at: number | null;
+  updated_at: number;
+}
+
 export interface LogLine {
   seq: number;
   /** When the line was written, in milliseconds since the epoch. */
@@ -344,6 +391,10 @@ export const api = {
     call<{ chain: Chain }>("GET", `/api/v1/chains/${enc(id)}`).then((r) => r.chain),
   cancelChain: (id: string) =>
     call<{ chain: Chain }>("POST", `/api/v1/chains/${enc(id)}/cancel`, {}).then((r) => r.chain),
+  previews: (f: { repo?: string; pr?: string; limit?: number }) =>
+    call<{ previews: Preview[] }>("GET", `/api/v1/plan-previews${query(f)}`).then((r) => r.previews),
+  preview: (id: string) =>
+    call<{ preview: Preview }>("GET", `/api/v1/plan-previews/${enc(id)}`).then((r) => r.preview),
   pause: (app: string, reason: string) =>
     call<{ app: App }>("POST", `/api/v1/apps/${enc(app)}/pause`, reason ? { reason } : {}).then(
       (r) => r.app,

@@ -12,6 +12,8 @@ import { ChainPage } from "./pages/ChainPage";
 import { ChainsPage } from "./pages/ChainsPage";
 import { DeploymentPage } from "./pages/DeploymentPage";
 import { DeploymentsPage } from "./pages/DeploymentsPage";
+import { PreviewPage } from "./pages/PreviewPage";
+import { PreviewsPage } from "./pages/PreviewsPage";
 import { SignIn } from "./pages/SignIn";
 import { useLocation } from "./router";
 import { useStore } from "./store";
@@ -64,6 +66,9 @@ function Page({ may }: { may: Whoami["may"] }) {
   }
   if (parts.length === 1 && parts[0] === "chains") return <ChainsPage />;
   if (parts.length === 2 && parts[0] === "chains") return <ChainPage key={parts[1]} id={parts[1]} may={may} />;
+  // A check run's details_url is <console root>/previews/<id>.
+  if (parts.length === 1 && parts[0] === "previews") return <PreviewsPage />;
+  if (parts.length === 2 && parts[0] === "previews") return <PreviewPage key={parts[1]} id={parts[1]} />;
   return (
     <section>
       <h1>Not found</h1>

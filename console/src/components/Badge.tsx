@@ -24,6 +24,13 @@ const TONE: Record<string, string> = {
   PENDING: "wait",
   PLANNED: "wait",
   WAITING: "wait",
+  // Plan previews: a change is worth a look, not a failure.
+  QUEUED: "wait",
+  DONE: "ok",
+  NO_CHANGES: "ok",
+  CHANGES: "warn",
+  ERROR: "bad",
+  FAILED: "bad",
 };
 
 export function Badge({ status, label }: { status: string; label?: string }) {

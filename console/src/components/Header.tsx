@@ -6,11 +6,7 @@ import { useLocation } from "../router";
 
 export function Header({ me }: { me: Whoami | null }) {
   const { path } = useLocation();
-  const section = path.startsWith("/deployments")
-    ? "deployments"
-    : path.startsWith("/chains")
-      ? "chains"
-      : "apps";
+  const section = ["deployments", "chains", "previews"].find((s) => path.startsWith(`/${s}`)) ?? "apps";
   return (
     <header class="top">
       <a class="brand" href="/apps">
@@ -26,6 +22,9 @@ export function Header({ me }: { me: Whoami | null }) {
           </a>
           <a href="/chains" aria-current={section === "chains" ? "page" : undefined}>
             Chains
+          </a>
+          <a href="/previews" aria-current={section === "previews" ? "page" : undefined}>
+            Previews
           </a>
         </nav>
       )}

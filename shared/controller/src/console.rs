@@ -1,7 +1,7 @@
 //! The web console's routes: `index.html` for each page (`/`, `/apps/...`,
-//! `/deployments/...`, `/chains/...`), its files under `/assets/`. The files hold no data (the console reads
-//! everything through the API, with the caller's own token), so they need no caller; they are
-//! sent with a strict Content-Security-Policy and entity tags.
+//! `/deployments/...`, `/chains/...`, `/previews/...`), its files under `/assets/`. The files
+//! hold no data (the console reads everything through the API, with the caller's own token), so
+//! they need no caller; they are sent with a strict Content-Security-Policy and entity tags.
 //!
 //! This crate links no bundle: the binaries that serve the console (`gannet`, the AWS `api`
 //! function) embed the one `gannet-console` holds and hand it in as a [`Console`], so every
@@ -84,6 +84,9 @@ pub fn routes<S: Clone + Send + Sync + 'static>(console: Console) -> Router<S> {
         .route("/deployments/{*rest}", get(page))
         .route("/chains", get(page))
         .route("/chains/{*rest}", get(page))
+        // A plan preview's check run links `<console root>/previews/<id>`.
+        .route("/previews", get(page))
+        .route("/previews/{*rest}", get(page))
         .route("/assets/{file}", get(file))
 }
 
@@ -184,6 +187,8 @@ mod tests {
             ("/deployments/d-1", 200, "the page"),
             ("/chains", 200, "the page"),
             ("/chains/c-1", 200, "the page"),
+            ("/previews", 200, "the page"),
+            ("/previews/p-1", 200, "the page"),
             ("/assets/app.js", 200, "the script"),
             // The page is not a file under /assets/, and nothing else is served.
             ("/assets/index.html", 404, "no console file index.html"),
