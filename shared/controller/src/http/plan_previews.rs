@@ -12,7 +12,7 @@ use gannet_domain::callers::{Caller, Need};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{audit, capped, require, ApiResult, AppState};
+use super::{capped, require, ApiResult, AppState};
 use crate::{ApiError, Controller};
 
 #[derive(Deserialize)]
@@ -46,12 +46,7 @@ pub(super) async fn request(
         .controller
         .request_preview(repo, &body.head, &caller)
         .await?;
-    audit(
-        "plan preview requested",
-        preview.repo.as_str(),
-        &caller,
-        &preview.id,
-    );
+    tracing::info!(target: "gannet::audit", repo = %preview.repo, by = %caller.name, role = %caller.role.as_str(), preview = %preview.id, "plan preview requested");
     Ok((StatusCode::ACCEPTED, Json(json!({ "preview": preview }))))
 }
 
