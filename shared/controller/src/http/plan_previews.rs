@@ -39,8 +39,12 @@ pub(super) async fn request(
 ) -> Result<impl IntoResponse, ApiError> {
     capped("head", Some(&body.head))?;
     let repo = capped("repo", body.repo.as_deref())?;
+    // A caller who may not ask is refused by the controller, before anything about the
+    // repository is told.
     if let Some(base) = capped("base", body.base.as_deref())? {
-        check_base(&s.controller, repo, base)?;
+        if caller.role.allows(Need::Deploy) {
+            check_base(&s.controller, repo, base)?;
+        }
     }
     let preview = s
         .controller

@@ -189,6 +189,12 @@ async fn who_may_do_what() {
             "{token:?} {method}: {answer}"
         );
     }
+    // A viewer naming another base is refused for the role, not told the watched branch.
+    let (status, answer) = api
+        .post("viewer", json!({ "head": HEAD, "base": "develop" }))
+        .await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(!error(&answer).contains("main"), "{answer}");
     // Nothing was queued by the refused callers.
     let (_, list) = api.get("viewer", "/api/v1/plan-previews").await;
     assert_eq!(list["previews"], json!([]), "{list}");
