@@ -108,7 +108,7 @@ enum Command {
         command: chains::ChainsCommand,
     },
     /// Plan previews: what merging a commit into a repository's watched branch would change,
-    /// app by app, as each platform says (the check run's on a pull request).
+    /// app by app, as each platform says (what a pull request's check run shows).
     PlanPreview(plan_preview::PlanPreviewArgs),
     /// Deploy an application's branch head now.
     #[command(

@@ -506,7 +506,10 @@ fn app_details(a: &AppPreview) -> String {
     if !a.details.trim().is_empty() {
         out.push('\n');
         for line in a.details.trim_end().lines() {
-            out.push_str(&format!("    {line}\n"));
+            match line.trim_end() {
+                "" => out.push('\n'),
+                text => out.push_str(&format!("    {text}\n")),
+            }
         }
     }
     out
