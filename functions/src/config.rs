@@ -14,6 +14,7 @@ use gannet_domain::ports::QueueName;
 use gannet_domain::{GoDuration, RepoId};
 use gannet_sdk::jobs::JobRoles;
 use gannet_sdk::plugin::Plugins;
+use gannet_sdk::previews::Previews;
 use gannet_sdk::registry::{Installation, Registry, RuntimeInfo};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -25,6 +26,9 @@ pub const WEBHOOK_SECRET_ARN: &str = "GANNET_WEBHOOK_SECRET_ARN";
 pub const WEBHOOK_SECRET: &str = "GANNET_WEBHOOK_SECRET";
 pub const GITHUB_SECRET_ARN: &str = "GANNET_GITHUB_SECRET_ARN";
 pub const GITHUB_API_URL: &str = "GANNET_GITHUB_API_URL";
+/// The console's root as people reach it (an https URL); plan previews' check runs link
+/// there. Unset: the runs link nowhere. Read by the drift function, which writes them.
+pub const CONSOLE_URL: &str = "GANNET_CONSOLE_URL";
 /// The SSM `SecureString` parameter or Secrets Manager secret holding gannet's private key for
 /// sealed secrets (PEM); unset: apps cannot seal secrets. Read by the stage, drift and api
 /// functions only.
@@ -242,6 +246,11 @@ pub struct FunctionConfig {
     /// The function's plugins, built from their settings in `GANNET_PLUGINS` (the same map as
     /// gannet.yaml's `plugins:`); none in a function that builds none (the variable is not read).
     pub plugins: Plugins,
+    /// The plugins plan previews read with, built from the deploy targets' `planPreview`
+    /// credentials in the same settings (only the drift function's controller gets them).
+    pub previews: Previews,
+    /// Where plan previews' check runs link (`GANNET_CONSOLE_URL`, without a trailing `/`).
+    pub console_url: Option<String>,
     pub intervals: Intervals,
     pub receivers: Vec<ReceiverConfig>,
     /// The EventBridge bus that gets every event.
@@ -423,10 +432,11 @@ impl FunctionConfig {
             })
             .collect();
         check_settings(&repos, &intervals, &receiver_urls, &env_place)?;
-        let plugins = match plugins {
+        let (plugins, previews) = match plugins {
             Some(registry) => build_plugins(registry, get(PLUGINS).as_deref().unwrap_or("{}"))?,
-            None => Plugins::default(),
+            None => (Plugins::default(), Previews::default()),
         };
+        let console_url = get(CONSOLE_URL).map(|url| console_url(&url)).transpose()?;
         let caller_names = match get(CALLER_NAMES) {
             Some(text) => json::<BTreeMap<String, gannet_aws::CallerEntry>>(CALLER_NAMES, &text)?,
             None => BTreeMap::new(),
@@ -480,6 +490,8 @@ impl FunctionConfig {
             github,
             sealing_key,
             plugins,
+            previews,
+            console_url,
             intervals,
             receivers,
             event_bus: get(EVENT_BUS),
@@ -555,8 +567,9 @@ fn repos(text: &str) -> Result<Vec<RepoSettings>, ConfigError> {
     Ok(repos)
 }
 
-/// The registry's plugins, each built from its entry in `text` (`{"<plugin>": {settings}}`).
-fn build_plugins(registry: &Registry, text: &str) -> Result<Plugins, ConfigError> {
+/// The registry's plugins, each built from its entry in `text` (`{"<plugin>": {settings}}`),
+/// and the plugins plan previews read with (from the targets' `planPreview`).
+fn build_plugins(registry: &Registry, text: &str) -> Result<(Plugins, Previews), ConfigError> {
     let settings: serde_json::Map<String, serde_json::Value> = json(PLUGINS, text)?;
     let runtime = RuntimeInfo {
         // Scripts never see the variable that may hold the webhook secret.
@@ -566,8 +579,30 @@ fn build_plugins(registry: &Registry, text: &str) -> Result<Plugins, ConfigError
         installation: Installation::Functions,
     };
     registry
-        .build(&settings, "", &runtime)
+        .build_with_previews(&settings, "", &runtime)
         .map_err(|e| invalid(PLUGINS, e.to_string()))
+}
+
+/// `GANNET_CONSOLE_URL`: an https URL (or http to this machine) with no credentials and no
+/// query, as every URL gannet gives people; its trailing `/` dropped.
+fn console_url(url: &str) -> Result<String, ConfigError> {
+    let url = url.trim();
+    let parsed = gannet_sdk::targets::credentialed_url(url).map_err(|why| {
+        invalid(
+            CONSOLE_URL,
+            format!(
+                "{:?} {why}; for example https://gannet.example.com",
+                gannet_domain::report::redact_urls(url)
+            ),
+        )
+    })?;
+    if parsed.query().is_some() {
+        return Err(invalid(
+            CONSOLE_URL,
+            format!("{url:?} has a ?query; give the console's root"),
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
 }
 
 fn interval(
@@ -663,6 +698,48 @@ mod tests {
         let planning = check_with(&[(PLUGINS, Some(bad))], Some(&gannet_plugins::planning()));
         assert_eq!(planning.err(), Some(whole));
         assert!(check_with(&[(PLUGINS, Some("{"))], None).is_ok());
+    }
+
+    #[test]
+    fn preview_plugins_are_built_from_the_targets_plan_preview_and_the_console_url_read() {
+        let settings = r#"{"lambda":{"deployTargets":[{"name":"prod","region":"us-east-1","roleArn":"arn:aws:iam::1:role/deployer","planPreview":{"roleArn":"arn:aws:iam::1:role/reader"}},{"name":"dev","region":"us-east-1"}]}}"#;
+        let c = check(&[
+            (PLUGINS, Some(settings)),
+            (CONSOLE_URL, Some("https://gannet.example.com/")),
+        ])
+        .unwrap();
+        let debug = format!("{:?}", c.previews);
+        assert!(
+            debug.contains(r#"credentialed: ["prod"]"#) && debug.contains(r#""dev""#),
+            "{debug}"
+        );
+        assert_eq!(c.console_url.as_deref(), Some("https://gannet.example.com"));
+        assert_eq!(check(&[]).unwrap().console_url, None);
+
+        let cases: &[(&str, &str)] = &[
+            (
+                "http://gannet.example.com",
+                "GANNET_CONSOLE_URL: \"http://gannet.example.com\" must be an https:// URL",
+            ),
+            (
+                "https://gannet.example.com/?x=1",
+                "GANNET_CONSOLE_URL: \"https://gannet.example.com/?x=1\" has a ?query",
+            ),
+            (
+                "gannet.example.com",
+                "GANNET_CONSOLE_URL: \"gannet.example.com\" is not a URL",
+            ),
+        ];
+        for (url, want) in cases {
+            let err = check(&[(CONSOLE_URL, Some(url))]).err().unwrap_or_default();
+            assert!(err.starts_with(want), "{url}: {err}");
+        }
+        let bad = r#"{"lambda":{"deployTargets":[{"name":"a","region":"us-east-1","planPreview":{"region":"eu-west-1"}}]}}"#;
+        let err = check(&[(PLUGINS, Some(bad))]).unwrap_err();
+        assert!(
+            err.starts_with("GANNET_PLUGINS: lambda.deployTargets[0].planPreview.region"),
+            "{err}"
+        );
     }
 
     #[test]

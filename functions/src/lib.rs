@@ -9,7 +9,7 @@
 //! | `trigger`, `plan`, `stage`, `notify` | SQS event source mapping with `ReportBatchItemFailures` | [`sqs::handle_batch`] → `Controller::handle` per record |
 //! | `poll`, `resume` | EventBridge Scheduler (Input JSON as-is) | [`schedule::poll`], [`schedule::resume`] |
 //! | `api` | HTTP API with IAM auth (lambda_http) | [`http::api`]: the axum router of `gannet up`; `apps diff` asks `drift` ([`diff`]) |
-//! | `drift` | EventBridge Scheduler (the sweep), the SQS `drift` queue (one check per app), and the `api` function (a diff) | [`schedule::drift`] → `Controller::drift_sweep`; [`sqs::handle_batch`] → the check; `answer_diff` |
+//! | `drift` | EventBridge Scheduler (the sweep), the SQS `drift` queue (one check per app, and plan previews of pull requests), and the `api` function (a diff) | [`schedule::drift`] → `Controller::drift_sweep`; [`sqs::handle_batch`] → the check, or `Controller::preview`; `answer_diff` |
 //!
 //! Each function, on a cold start:
 //! - reads its configuration from the environment once ([`FunctionConfig::from_env`]; the
@@ -17,8 +17,10 @@
 //! - builds its clients, store, queues, git sources and plugins once ([`Runtime::start`]),
 //!   reading a secret (from Secrets Manager or SSM Parameter Store, as its ARN says) only if
 //!   it needs it: the webhook secret in `webhook`; the GitHub credentials in the functions
-//!   that read repositories or report commit statuses (`trigger`, `plan`, `stage`, `notify`,
-//!   `api`), when a repository is on GitHub; the private key for sealed secrets
+//!   that read repositories, report commit statuses or write plan previews' check runs
+//!   (`trigger`, `plan`, `stage`, `notify`, `api`, `drift`), when a repository is on GitHub;
+//!   the plugins built with the deploy targets' `planPreview` credentials, and the check
+//!   runs, in `drift` alone; the private key for sealed secrets
 //!   (`GANNET_SEALING_KEY_ARN`) in `stage`, `drift` and `api`, when it is set;
 //! - logs JSON through tracing (filter `RUST_LOG`, default `info`) to stdout, which Lambda
 //!   sends to CloudWatch Logs;

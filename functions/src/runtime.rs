@@ -13,7 +13,9 @@ use gannet_controller::{
 };
 use gannet_domain::ports::{BoxError, Clock};
 use gannet_domain::RepoId;
-use gannet_git::github::{GithubAuth, GithubClient, GithubStatuses, DEFAULT_BASE_URI};
+use gannet_git::github::{
+    GithubAuth, GithubChecks, GithubClient, GithubStatuses, DEFAULT_BASE_URI,
+};
 use gannet_sdk::jobs::JobRunner;
 use gannet_sdk::registry::Registry;
 use gannet_sdk::sealed::{SealError, SealingKey};
@@ -291,10 +293,26 @@ impl Runtime {
             controller =
                 controller.with_sealing(Sealing::new(key, config.sealed_dir.join(function.name())));
         }
-        if let (Function::Notify, Some(client)) = (function, github) {
-            let statuses =
-                GithubStatuses::new(client, github_repos(config)).map_err(StartError::Github)?;
-            controller = controller.with_commit_statuses(Arc::new(statuses));
+        // Least privilege: only notify reports commit statuses, and only drift reads plan
+        // previews (with the targets' planPreview credentials) and writes their check runs.
+        match (function, github) {
+            (Function::Notify, Some(client)) => {
+                let statuses = GithubStatuses::new(client, github_repos(config))
+                    .map_err(StartError::Github)?;
+                controller = controller.with_commit_statuses(Arc::new(statuses));
+            }
+            (Function::Drift, github) => {
+                controller = controller.with_previews(config.previews.clone());
+                if let Some(url) = &config.console_url {
+                    controller = controller.with_console_url(url.clone());
+                }
+                if let Some(client) = github {
+                    let checks = GithubChecks::new(client, github_repos(config))
+                        .map_err(StartError::Github)?;
+                    controller = controller.with_check_runs(Arc::new(checks));
+                }
+            }
+            _ => {}
         }
         Ok(Self {
             function,
