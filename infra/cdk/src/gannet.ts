@@ -192,7 +192,9 @@ export class Gannet extends Construct {
           },
           logsStatement('webhook'),
           ...secretStatements('Webhook', s.webhookSecret),
-          send('trigger'),
+          // A push queues a trigger; a pull request queues its plan preview, which the drift
+          // function reads.
+          send('trigger', 'drift'),
         ],
       ),
       trigger: this.functionRole(
@@ -264,7 +266,28 @@ export class Gannet extends Construct {
       drift: this.functionRole(
         'drift',
         [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withDeployTargets, ...withSealingKey],
-        [logsStatement('drift'), ...consume('drift'), send('plan', 'notify'), ...jobStatements],
+        [
+          logsStatement('drift'),
+          ...consume('drift'),
+          send('plan', 'notify'),
+          ...jobStatements,
+          // Plan previews read live state with the targets' planPreview credentials, which only
+          // this function holds: their roles, and their Terraform jobs' roles.
+          ...(s.previewRoleArns.length > 0
+            ? [{ Sid: 'AssumePreviewRoles', Effect: 'Allow', Action: 'sts:AssumeRole', Resource: s.previewRoleArns }]
+            : []),
+          ...(s.previewJobRoleArns.length > 0
+            ? [
+                {
+                  Sid: 'PassPreviewJobRoles',
+                  Effect: 'Allow',
+                  Action: 'iam:PassRole',
+                  Resource: s.previewJobRoleArns,
+                  Condition: { StringEquals: { 'iam:PassedToService': 'codebuild.amazonaws.com' } },
+                },
+              ]
+            : []),
+        ],
       ),
     };
     this.stageRole = roles.stage;
@@ -346,10 +369,19 @@ export class Gannet extends Construct {
       api: fn('api', 'The JSON API of gannet up (apps, deployments, sync, cancel, approve, diff).', 29, {
         environment: { GANNET_CALLER_NAMES: s.callerNamesJson, ...sealingEnvironment },
       }),
-      drift: fn('drift', "Timer - queue one drift check per app; queue - check one app's live state.", QUEUES.drift, {
-        ...loop,
-        environment: { ...jobsEnvironment, ...sealingEnvironment },
-      }),
+      drift: fn(
+        'drift',
+        "Timer - queue one drift check per app; queue - check one app's live state, or preview a pull request.",
+        QUEUES.drift,
+        {
+          ...loop,
+          environment: {
+            ...jobsEnvironment,
+            ...sealingEnvironment,
+            ...(s.consoleUrl !== undefined ? { GANNET_CONSOLE_URL: s.consoleUrl } : {}),
+          },
+        },
+      ),
     };
 
     // apps diff: the api function asks the drift function, which reads the live state (the api

@@ -30,6 +30,8 @@ export interface LambdaDeployTarget {
   /** The alias gannet routes traffic on. @default "Service" */
   readonly alias?: string;
   readonly endpoint?: string;
+  /** The role plan previews read with instead of `roleArn`: the drift function alone may assume it. */
+  readonly planPreview?: { readonly roleArn: string };
 }
 
 /** An ECS deploy target. On AWS it needs `roleArn`: the functions' roles have no ECS rights. */
@@ -38,6 +40,8 @@ export interface EcsDeployTarget {
   readonly region: string;
   readonly roleArn: string;
   readonly endpoint?: string;
+  /** The role plan previews read with instead of `roleArn`: the drift function alone may assume it. */
+  readonly planPreview?: { readonly roleArn: string };
 }
 
 /** How gannet reaches an EKS cluster: a token made with `roleArn` (mapped by an access entry). */
@@ -78,6 +82,11 @@ export interface CloudRunDeployTarget {
 export interface TerraformDeployTarget {
   readonly name: string;
   readonly jobRoleArn?: string;
+  /**
+   * A plan preview's credentials: its plan jobs run as `planPreview.jobRoleArn`, which the drift
+   * function alone may pass to CodeBuild.
+   */
+  readonly planPreview?: { readonly jobRoleArn?: string; readonly allowEnv?: string[] };
   readonly [field: string]: unknown;
 }
 
@@ -143,6 +152,11 @@ export interface GannetProps {
   readonly sealingKeyArn?: string;
   /** GitHub's API (for GitHub Enterprise Server, https://HOST/api/v3). @default "https://api.github.com" */
   readonly githubApiUrl?: string;
+  /**
+   * Where people open gannet's web console (its root, an https URL): plan previews' check runs
+   * link to their page there (the drift function's GANNET_CONSOLE_URL). @default none
+   */
+  readonly consoleUrl?: string;
   readonly repositories: Repository[];
   /** @default {} */
   readonly plugins?: PluginSettings;

@@ -13,6 +13,8 @@ export interface Settings {
   /** The private key for sealed secrets; none when not given. */
   readonly sealingKey?: SecretArn;
   readonly githubApiUrl: string;
+  /** Where check runs link; none when not given. */
+  readonly consoleUrl?: string;
   readonly reposJson: string;
   readonly pluginsJson: string;
   readonly receiversJson: string;
@@ -24,6 +26,10 @@ export interface Settings {
   readonly jobDeployTargetRoleArns: string[];
   /** The Terraform targets' jobRoleArns, which the stage and drift functions may pass (JobTargetRoleArns). */
   readonly jobTargetRoleArns: string[];
+  /** The targets' planPreview roles, which the drift function alone may assume (PreviewRoleArns). */
+  readonly previewRoleArns: string[];
+  /** The Terraform targets' planPreview.jobRoleArns, which the drift function alone may pass (PreviewJobRoleArns). */
+  readonly previewJobRoleArns: string[];
   readonly slackUrlSecretArns: string[];
   readonly eventBusName?: string;
   readonly cloudWatchAnalysis: boolean;
@@ -56,6 +62,7 @@ const ROLE_ARN = /^arn:aws[a-z-]*:iam::[0-9]{12}:role\/.+$/;
 const SNS_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:.+$/;
 const EVENT_BUS_NAME = /^[A-Za-z0-9._-]{0,256}$/;
 const HTTP_URL = /^https?:\/\/.+$/;
+const CONSOLE_URL = /^https:\/\/[^?#\s]+$/;
 const COMPUTE_TYPES: JobComputeType[] = ['BUILD_GENERAL1_SMALL', 'BUILD_GENERAL1_MEDIUM', 'BUILD_GENERAL1_LARGE'];
 /** CloudWatch Logs' retention values (the template's LogRetentionDays AllowedValues). */
 const LOG_RETENTION_DAYS = [
@@ -98,6 +105,35 @@ export function resolveSettings(props: GannetProps): Settings {
   const terraformJobRoles = targets('terraform', plugins.terraform)
     .map((target, i) => ({ target, i }))
     .filter(({ target }) => target.jobRoleArn !== undefined);
+  // A target's planPreview credentials, where it has them: the path to the role, and the role.
+  const previewRoles = (
+    plugin: string,
+    list: readonly object[],
+    field: (preview: Record<string, unknown>) => unknown,
+    path: string,
+  ) =>
+    list.flatMap((target, i) => {
+      const preview = (target as { readonly planPreview?: unknown }).planPreview;
+      if (!isPlainObject(preview)) return [];
+      const arn = field(preview as Record<string, unknown>);
+      return arn === undefined ? [] : [{ prop: `plugins.${plugin}.deployTargets[${i}].planPreview.${path}`, arn }];
+    });
+  const previewRoleArns = [
+    ...previewRoles('lambda', lambdaTargets, (p) => p.roleArn, 'roleArn'),
+    ...previewRoles('ecs', ecsTargets, (p) => p.roleArn, 'roleArn'),
+    ...previewRoles(
+      'kubernetes',
+      targets('kubernetes', plugins.kubernetes),
+      (p) => (isPlainObject(p.eks) ? (p.eks as Record<string, unknown>).roleArn : undefined),
+      'eks.roleArn',
+    ),
+  ];
+  const previewJobRoleArns = previewRoles(
+    'terraform',
+    targets('terraform', plugins.terraform),
+    (p) => p.jobRoleArn,
+    'jobRoleArn',
+  );
   const slackReceivers = receivers.flatMap((receiver, i) => ('slack' in receiver ? [{ receiver, i }] : []));
   const eventBusName = props.eventBusName === '' ? undefined : props.eventBusName;
   const alarmTopicArn = props.alarmTopicArn === '' ? undefined : props.alarmTopicArn;
@@ -110,6 +146,10 @@ export function resolveSettings(props: GannetProps): Settings {
         ? undefined
         : secretArn('sealingKeyArn', props.sealingKeyArn),
     githubApiUrl: matching('githubApiUrl', props.githubApiUrl ?? 'https://api.github.com', HTTP_URL, 'an http(s) URL'),
+    consoleUrl:
+      props.consoleUrl === undefined || props.consoleUrl === ''
+        ? undefined
+        : matching('consoleUrl', props.consoleUrl, CONSOLE_URL, 'an https URL without a query'),
     reposJson: json('repositories', props.repositories, Array.isArray, 'a list of repositories'),
     pluginsJson: json('plugins', plugins, isPlainObject, 'a map of plugin settings'),
     receiversJson: json('receivers', receivers, Array.isArray, 'a list of receivers'),
@@ -136,6 +176,8 @@ export function resolveSettings(props: GannetProps): Settings {
         ({ target, i }) => roleArns(`plugins.terraform.deployTargets[${i}].jobRoleArn`, [target.jobRoleArn])[0],
       ),
     ),
+    previewRoleArns: unique(previewRoleArns.map(({ prop, arn }) => roleArns(prop, [arn as string])[0])),
+    previewJobRoleArns: unique(previewJobRoleArns.map(({ prop, arn }) => roleArns(prop, [arn as string])[0])),
     slackUrlSecretArns: unique(
       slackReceivers.map(({ receiver, i }) =>
         matching(

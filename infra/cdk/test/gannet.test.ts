@@ -317,6 +317,88 @@ describe("Terraform deploy targets' job roles", () => {
   });
 });
 
+describe("plan previews: the webhook queues them, and only the drift function holds the targets' planPreview roles", () => {
+  const reader = 'arn:aws:iam::111122223333:role/gannet-preview-reader';
+  const ecsReader = 'arn:aws:iam::111122223333:role/gannet-ecs-preview-reader';
+  const eksReader = 'arn:aws:iam::111122223333:role/gannet-eks-preview-reader';
+  const planJob = 'arn:aws:iam::111122223333:role/gannet-job-tf-preview';
+  const template = synth({
+    consoleUrl: 'https://gannet.example.com',
+    plugins: {
+      lambda: {
+        deployTargets: [
+          { name: 'prod', region: 'us-east-1', roleArn: 'arn:aws:iam::111122223333:role/d', planPreview: { roleArn: reader } },
+          { name: 'dev', region: 'us-east-1', roleArn: 'arn:aws:iam::111122223333:role/d', planPreview: { roleArn: reader } },
+        ],
+      },
+      ecs: {
+        deployTargets: [
+          { name: 'ecs', region: 'us-east-1', roleArn: 'arn:aws:iam::111122223333:role/e', planPreview: { roleArn: ecsReader } },
+        ],
+      },
+      kubernetes: {
+        deployTargets: [
+          {
+            name: 'eks',
+            eks: { clusterName: 'prod', region: 'us-east-1', roleArn: 'arn:aws:iam::111122223333:role/k' },
+            planPreview: { eks: { clusterName: 'prod', region: 'us-east-1', roleArn: eksReader } },
+          },
+        ],
+      },
+      terraform: { deployTargets: [{ name: 'tf', jobRoleArn: 'arn:aws:iam::111122223333:role/j', planPreview: { jobRoleArn: planJob } }] },
+    },
+  });
+
+  it('lets the webhook function send to the trigger and drift queues', () => {
+    const send = statements(template, 'WebhookRole').find((s) => s.Sid === 'Send');
+    assert.equal((send?.Resource as unknown[]).length, 2, JSON.stringify(send));
+    assert.match(JSON.stringify(send), /TriggerQueue.*DriftQueue/);
+  });
+
+  it('lets the drift function alone assume the preview roles and pass the preview job roles', () => {
+    const drift = statements(template, 'DriftRole');
+    assert.deepEqual(drift.at(-2), {
+      Sid: 'AssumePreviewRoles',
+      Effect: 'Allow',
+      Action: 'sts:AssumeRole',
+      Resource: [reader, ecsReader, eksReader],
+    });
+    assert.deepEqual(drift.at(-1), {
+      Sid: 'PassPreviewJobRoles',
+      Effect: 'Allow',
+      Action: 'iam:PassRole',
+      Resource: [planJob],
+      Condition: { StringEquals: { 'iam:PassedToService': 'codebuild.amazonaws.com' } },
+    });
+    for (const role of ['WebhookRole', 'TriggerRole', 'PlanRole', 'StageRole', 'NotifyRole', 'PollRole', 'ResumeRole', 'ApiRole', 'JobRole']) {
+      const text = JSON.stringify(statements(template, role));
+      for (const arn of [reader, ecsReader, eksReader, planJob]) {
+        assert.ok(!text.includes(arn), `${role} names ${arn}`);
+      }
+    }
+  });
+
+  it('tells the drift function alone where the console is', () => {
+    const fns = template.findResources('AWS::Lambda::Function');
+    const withUrl = Object.entries(fns)
+      .filter(([, f]) => (f as any).Properties.Environment?.Variables?.GANNET_CONSOLE_URL !== undefined)
+      .map(([id]) => id);
+    assert.equal(withUrl.length, 1, withUrl.join(', '));
+    assert.match(withUrl[0], /^GannetDriftFunction/);
+  });
+
+  it('needs no statement when no target has planPreview roles, and refuses a bad one or a console URL with a query', () => {
+    const none = synth({});
+    assert.ok(!statements(none, 'DriftRole').some((s) => String(s.Sid).includes('Preview')));
+    assert.throws(
+      () => synth({ plugins: { lambda: { deployTargets: [{ name: 'a', region: 'us-east-1', roleArn: 'arn:aws:iam::111122223333:role/d', planPreview: { roleArn: 'reader' } }] } } }),
+      /props\.plugins\.lambda\.deployTargets\[0\]\.planPreview\.roleArn: "reader" is not an IAM role ARN/,
+    );
+    assert.throws(() => synth({ consoleUrl: 'https://gannet.example.com/?a=1' }), /props\.consoleUrl: /);
+    assert.throws(() => synth({ consoleUrl: 'http://gannet.example.com' }), /props\.consoleUrl: /);
+  });
+});
+
 describe('the rest of the SAM template', () => {
   const template = synth();
 
