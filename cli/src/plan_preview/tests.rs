@@ -1,7 +1,9 @@
 use clap::Parser;
+use gannet_domain::preview::AppPreview;
 use gannet_domain::{AppId, CommitSha, PreviewId, RepoId};
 
 use super::*;
+use crate::render::Columns;
 use crate::Cli;
 
 const HEAD: &str = "0123456789abcdef0123456789abcdef01234567";
