@@ -262,6 +262,21 @@ pub struct LabOptions {
     pub sealing_key: Option<String>,
     /// The sealing key in a Secrets Manager secret instead.
     pub sealing_key_in_secrets_manager: bool,
+    /// GitHub's API for the repositories with `github` (the GitHub fake): its base URL and the
+    /// credentials' JSON, put in a Secrets Manager secret whose ARN is
+    /// `GANNET_GITHUB_SECRET_ARN` (on the SAM stack, its `GithubSecretArn`).
+    pub github: Option<GithubApi>,
+    /// The Lambda target's `planPreview.roleArn`: the role plan previews read with.
+    pub lambda_preview_role: Option<String>,
+    /// More variables every function gets (`GANNET_CONSOLE_URL`, say).
+    pub extra_env: Vec<(&'static str, String)>,
+}
+
+/// Where the functions reach GitHub's API, and as whom.
+pub struct GithubApi {
+    pub api_url: String,
+    /// `{"token"}` or a GitHub App's `{"appId", "installationId", "privateKey"}`.
+    pub secret_json: String,
 }
 
 /// The IAM principal the lab's API requests are signed by, unless a test says otherwise:
@@ -312,6 +327,9 @@ struct StackSettings {
     repos: String,
     plugins: String,
     callers: String,
+    /// The GitHub credentials' JSON for the `GithubSecretArn` parameter (the webhook secret's
+    /// ARN otherwise, as no test reads GitHub through it).
+    github_secret: Option<String>,
 }
 
 /// Makes the webhook secret `name` in Secrets Manager; its ARN.
@@ -325,6 +343,27 @@ fn create_secret(rt: &tokio::runtime::Runtime, direct: &Clients, name: &str) -> 
             .send(),
     )
     .expect("create the webhook secret")
+    .arn()
+    .expect("secret ARN")
+    .to_owned()
+}
+
+/// Makes the Secrets Manager secret `<name>-github` holding GitHub credentials (`json`); its ARN.
+fn create_github_secret(
+    rt: &tokio::runtime::Runtime,
+    direct: &Clients,
+    name: &str,
+    json: &str,
+) -> String {
+    rt.block_on(
+        direct
+            .secrets
+            .create_secret()
+            .name(format!("{name}-github"))
+            .secret_string(json)
+            .send(),
+    )
+    .expect("create the GitHub secret")
     .arn()
     .expect("secret ARN")
     .to_owned()
@@ -450,9 +489,13 @@ impl Resources {
         let (secret_arn, stack) = match template {
             stack::Template::Sam => {
                 let secret_arn = create_secret(rt, &direct, name);
+                let github_secret_arn = match &settings.github_secret {
+                    Some(json) => create_github_secret(rt, &direct, name, json),
+                    None => secret_arn.clone(),
+                };
                 let mut parameters = vec![
                     ("WebhookSecretArn", secret_arn.clone()),
-                    ("GithubSecretArn", secret_arn.clone()),
+                    ("GithubSecretArn", github_secret_arn),
                     ("ReposJson", settings.repos.clone()),
                     ("PluginsJson", settings.plugins.clone()),
                     ("CallerNamesJson", settings.callers.clone()),
@@ -465,8 +508,8 @@ impl Resources {
             }
             stack::Template::Cdk => {
                 assert!(
-                    sealing_key_arn.is_none(),
-                    "the CDK example app has no sealing key; use the SAM stack"
+                    sealing_key_arn.is_none() && settings.github_secret.is_none(),
+                    "the CDK example app has no sealing key and reads no GitHub; use the SAM stack"
                 );
                 // The example app reads its secrets from SSM parameters in the account it
                 // names, which becomes moto's; its repositories, plugins and callers are the
@@ -573,6 +616,9 @@ impl Lab {
                     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_REGION": REGION, "TF_CLI_CONFIG_FILE": "/dev/null"}}]},
             });
+            if let Some(role) = &options.lambda_preview_role {
+                plugins["lambda"]["deployTargets"][0]["planPreview"] = json!({"roleArn": role});
+            }
             if let Value::Object(map) = &mut plugins {
                 map.extend(options.extra_plugins.clone());
             }
@@ -587,6 +633,7 @@ impl Lab {
                     "arn:aws:iam::123456789012:user/ops/dora": {"name": "dora", "role": "deployer"}
                 })
                 .to_string(),
+                github_secret: options.github.as_ref().map(|g| g.secret_json.clone()),
             }
         };
         let sealing_key = options
@@ -642,7 +689,7 @@ impl Lab {
         // What the lab sets either way: the endpoint (the proxy), its repositories, plugins
         // and callers (the SAM stack's parameters already; the CDK example's props otherwise),
         // and intervals in seconds where the template's are minutes.
-        let lab: BTreeMap<&str, String> = [
+        let mut lab: BTreeMap<&str, String> = [
             ("AWS_REGION", REGION.to_owned()),
             ("AWS_ENDPOINT_URL", resources.proxy.url.clone()),
             ("GANNET_REPOS", settings.repos),
@@ -656,6 +703,15 @@ impl Lab {
         ]
         .into_iter()
         .collect();
+        // On a stack, GithubSecretArn already names the GitHub secret.
+        if let Some(github) = &options.github {
+            if resources.stack.is_none() {
+                let arn = create_github_secret(&rt, &resources.direct, &name, &github.secret_json);
+                lab.insert("GANNET_GITHUB_SECRET_ARN", arn);
+            }
+            lab.insert("GANNET_GITHUB_API_URL", github.api_url.clone());
+        }
+        lab.extend(options.extra_env.iter().cloned());
         let config_of = |f: Function| {
             let template = resources.environment.get(&f);
             let lookup = |name: &str| {
