@@ -256,6 +256,12 @@ impl Controller {
                 }
             },
         };
+        if !settings.plan_preview.enabled {
+            return Err(ApiError::Conflict(format!(
+                "plan previews are off for repository {} (repos[].planPreview.enabled)",
+                settings.id
+            )));
+        }
         let preview = self.new_preview(settings, None, head, caller.name.clone(), false, Ok(()));
         let id = preview.id.clone();
         let changes = Changes {
@@ -911,6 +917,7 @@ pub(crate) fn render_check_run(preview: &Preview, details_url: Option<String>) -
     let title = match preview.status {
         PreviewStatus::Superseded => format!("Superseded: {}", preview.reason),
         PreviewStatus::Failed => "The plan preview failed".to_owned(),
+        _ if preview.started_at.is_none() => format!("Not previewed: {}", preview.reason),
         _ if n == 0 => "No app is changed by this pull request".to_owned(),
         _ => {
             let mut parts = vec![

@@ -90,21 +90,22 @@ impl Previews {
     }
 }
 
-/// `settings` (the `plugins:` map) split in two: the plugins' own settings, every target's
-/// `planPreview` taken out; and the settings the preview plugins are built from. `credentials`
-/// names each plugin's credential fields.
+/// The `plugins:` map split by [`split`].
+pub(crate) struct Split {
+    /// The plugins' own settings, every target's `planPreview` taken out.
+    pub(crate) deploy: Map<String, Value>,
+    /// The settings the preview plugins are built from.
+    pub(crate) preview: Map<String, Value>,
+    pub(crate) targets: BTreeMap<String, PreviewTargets>,
+}
+
+/// `settings` (the `plugins:` map) split in two ([`Split`]). `credentials` names each
+/// plugin's credential fields.
 pub(crate) fn split(
     settings: &Map<String, Value>,
     root: &str,
     credentials: &dyn Fn(&str) -> &'static [&'static str],
-) -> Result<
-    (
-        Map<String, Value>,
-        Map<String, Value>,
-        BTreeMap<String, PreviewTargets>,
-    ),
-    FieldError,
-> {
+) -> Result<Split, FieldError> {
     let mut deploy = settings.clone();
     let mut preview = settings.clone();
     let mut found = BTreeMap::new();
@@ -142,7 +143,11 @@ pub(crate) fn split(
         set_targets(&mut preview, plugin, credentialed);
         found.insert(plugin.clone(), names);
     }
-    Ok((deploy, preview, found))
+    Ok(Split {
+        deploy,
+        preview,
+        targets: found,
+    })
 }
 
 fn set_targets(settings: &mut Map<String, Value>, plugin: &str, targets: Vec<Value>) {
@@ -217,7 +222,7 @@ mod tests {
     ) -> Result<(Value, Value, BTreeMap<String, PreviewTargets>), FieldError> {
         let Value::Object(map) = v else { panic!() };
         split(&map, "plugins", &credentials)
-            .map(|(d, p, t)| (Value::Object(d), Value::Object(p), t))
+            .map(|s| (Value::Object(s.deploy), Value::Object(s.preview), s.targets))
     }
 
     #[test]

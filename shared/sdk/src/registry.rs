@@ -291,14 +291,14 @@ impl Registry {
                 .find(|s| s.name == name)
                 .map_or(&[][..], |s| s.preview_credentials)
         };
-        let (deploy, preview, targets) = previews::split(settings, root, &credentials)?;
-        let plugins = self.build_each(&deploy, root, runtime)?;
-        let preview_plugins = self.build_each(&preview, root, runtime)?;
+        let split = previews::split(settings, root, &credentials)?;
+        let plugins = self.build_each(&split.deploy, root, runtime)?;
+        let preview_plugins = self.build_each(&split.preview, root, runtime)?;
         Ok((
             plugins,
             Previews {
                 plugins: preview_plugins,
-                targets,
+                targets: split.targets,
             },
         ))
     }

@@ -539,3 +539,53 @@ async fn deliveries_that_ask_for_no_preview_are_ignored_and_write_nothing() {
         .is_empty());
     assert_eq!(lab.drain(2).await, 0);
 }
+
+#[tokio::test]
+async fn a_pull_request_past_its_day_is_told_so_and_reads_nothing() {
+    let lab = Lab::with(Live::InSync, |p| {
+        p.max_per_day = 1;
+        p.min_interval = GoDuration::from_secs(1);
+    });
+    let first = lab.push_pr(7, "memory: 256");
+    lab.deliver(
+        "d-1",
+        pull_request("opened", 7, &first, Some("acme/shop"), "dev"),
+    )
+    .await;
+    lab.drain(3).await;
+    lab.advance(5_000);
+    let second = lab.push_pr(7, "memory: 512");
+    let id = id_of(
+        &lab.deliver(
+            "d-2",
+            pull_request("synchronize", 7, &second, Some("acme/shop"), "dev"),
+        )
+        .await,
+    );
+    lab.drain(3).await;
+    let capped = lab.preview(&id).await;
+    assert_eq!(capped.status, PreviewStatus::Done);
+    assert!(
+        capped.started_at.is_none() && capped.apps.is_empty(),
+        "{capped:?}"
+    );
+    assert!(
+        capped.reason.contains("planPreview.maxPerDay: 1"),
+        "{}",
+        capped.reason
+    );
+    assert_eq!(
+        lab.platform.reads.load(Ordering::SeqCst),
+        1,
+        "only the first head read"
+    );
+    let run = &lab.checks.runs()[1].1;
+    assert_eq!(run.head_sha.as_str(), second);
+    assert_eq!(run.conclusion, Some(CheckConclusion::Neutral));
+    assert!(
+        run.title
+            .starts_with("Not previewed: pull request #7 had 1 previews in the last day"),
+        "{}",
+        run.title
+    );
+}
