@@ -26,7 +26,7 @@ export GANNET_PIPECD_EXAMPLES
 TEST_AWS_ENV := AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing \
 	AWS_DEFAULT_REGION=us-east-1 AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 
-.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure kube-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus demo bench bench-terraform bench-kubernetes bench-functions bench-console
+.PHONY: test console lint fmt-check clippy infra-lint cdk-test moto-ensure iam-sim-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure kube-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus demo bench bench-terraform bench-plan-preview bench-kubernetes bench-functions bench-console
 
 ## test: formatting, clippy, then the workspace tests against a moto_server started for the run (and a second one enforcing IAM, on which gannet's SAM and CDK stacks are created), then the least-privilege report of that run
 test: console lint infra-lint cdk-test moto-ensure iam-sim-test awscli-ensure lambda-ensure terraform-ensure prometheus-ensure kube-ensure chromium-ensure console-ensure gcloud-client-ensure pipecd-corpus
@@ -143,6 +143,10 @@ bench: console
 ## bench-terraform: gannet's overhead per Terraform deployment against the same terraform run by hand; prints a markdown table (BENCHMARKS.md)
 bench-terraform: console
 	cargo bench -p gannet-cli --bench terraform
+
+## bench-plan-preview: pull_request webhook → check run (in_progress, completed) on a release `gannet up` with the GitHub API fake, for an app read without credentials and a TerraformApp; prints a markdown table (BENCHMARKS.md)
+bench-plan-preview: console terraform-ensure
+	PATH="$$(scripts/terraform.sh path):$$PATH" cargo bench -p gannet-cli --bench plan_preview
 
 ## bench-kubernetes: K8S_SYNC of 100 manifests against a real kube-apiserver + etcd (scripts/kube.sh; BENCH_SERVER=fake for the fake API server) (API requests, gannet's and the server's CPU, drift's requests) next to kubectl apply --server-side; prints a markdown table (BENCHMARKS.md)
 bench-kubernetes: kube-ensure
