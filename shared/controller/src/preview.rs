@@ -14,7 +14,9 @@
 //!    pipeline, and creates the check run `in_progress`;
 //! 4. reads each selected app's live state against the desired state at the head, through the
 //!    plugins built with the deploy targets' `planPreview` credentials (never the deploy
-//!    credentials): a Kubernetes server-side dry run, a Terraform plan (a job), the Lambda,
+//!    credentials): the fields of each Kubernetes object Git sets against the live object (not
+//!    a server-side dry run: Kubernetes authorizes a dry run as the write itself, and preview
+//!    credentials must not write), a Terraform plan (a job), the Lambda,
 //!    ECS and Cloud Run fields. A read still running (a job) is looked at again after the job
 //!    runner's poll interval;
 //! 5. when every app is done, completes the check run: `success` when something would change,
