@@ -347,7 +347,7 @@ export class Gannet extends Construct {
     // through the same queues, bounded by its steps, that loop detection would stop.
     const loop = { recursiveLoop: lambda.RecursiveLoop.ALLOW };
     this.functions = {
-      webhook: fn('webhook', 'GitHub push webhook - verify the signature, dedupe, queue a trigger.', 10, {
+      webhook: fn('webhook', 'GitHub webhook - verify the signature, dedupe, queue a trigger or a plan preview.', 10, {
         // A flood on the public URL cannot take the concurrency the other functions need.
         reservedConcurrentExecutions: s.webhookReservedConcurrency > 0 ? s.webhookReservedConcurrency : undefined,
       }),
