@@ -245,59 +245,51 @@ fn query_deployments(
 }
 
 fn query_chains(conn: &Connection, filter: &ChainFilter) -> Result<Vec<Chain>, DbError> {
-    let mut sql = String::from("SELECT id, body FROM chains");
-    let mut args: Vec<Value> = Vec::new();
-    if !filter.statuses.is_empty() {
-        let slots: Vec<String> = filter
-            .statuses
-            .iter()
-            .map(|status| {
-                args.push(Value::Text(status.as_str().to_owned()));
-                format!("?{}", args.len())
-            })
-            .collect();
-        sql.push_str(&format!(" WHERE status IN ({})", slots.join(", ")));
-    }
-    sql.push_str(" ORDER BY created_at DESC, id DESC");
-    if let Some(limit) = filter.limit {
-        args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
-        sql.push_str(&format!(" LIMIT ?{}", args.len()));
-    }
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params_from_iter(args))?;
-    let mut out = Vec::new();
-    while let Some(row) = rows.next()? {
-        let id: String = row.get(0)?;
-        let body: String = row.get(1)?;
-        out.push(decode(|| format!("chain {id}"), &body)?);
-    }
-    Ok(out)
+    let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+    list_bodies(conn, "chains", "chain", &[], &statuses, filter.limit)
 }
 
 fn query_previews(conn: &Connection, filter: &PreviewFilter) -> Result<Vec<Preview>, DbError> {
-    let mut sql = String::from("SELECT id, body FROM previews WHERE 1 = 1");
-    let mut args: Vec<Value> = Vec::new();
+    let mut equal = Vec::new();
     if let Some(repo) = &filter.repo {
-        args.push(Value::Text(repo.as_str().to_owned()));
-        sql.push_str(&format!(" AND repo = ?{}", args.len()));
+        equal.push(("repo", Value::Text(repo.as_str().to_owned())));
     }
     if let Some(pr) = filter.pr {
-        args.push(Value::Integer(int(pr)));
-        sql.push_str(&format!(" AND pr = ?{}", args.len()));
+        equal.push(("pr", Value::Integer(int(pr))));
     }
-    if !filter.statuses.is_empty() {
-        let slots: Vec<String> = filter
-            .statuses
+    let statuses: Vec<&str> = filter.statuses.iter().map(|s| s.as_str()).collect();
+    list_bodies(conn, "previews", "preview", &equal, &statuses, filter.limit)
+}
+
+/// The bodies of `table`'s rows whose columns equal `equal`'s values and whose `status` is
+/// one of `statuses` (any when empty), newest (`created_at`, then `id`) first, decoded as
+/// `what`s.
+fn list_bodies<T: DeserializeOwned>(
+    conn: &Connection,
+    table: &str,
+    what: &str,
+    equal: &[(&str, Value)],
+    statuses: &[&str],
+    limit: Option<usize>,
+) -> Result<Vec<T>, DbError> {
+    let mut sql = format!("SELECT id, body FROM {table} WHERE 1 = 1");
+    let mut args: Vec<Value> = Vec::new();
+    for (column, value) in equal {
+        args.push(value.clone());
+        sql.push_str(&format!(" AND {column} = ?{}", args.len()));
+    }
+    if !statuses.is_empty() {
+        let slots: Vec<String> = statuses
             .iter()
             .map(|status| {
-                args.push(Value::Text(status.as_str().to_owned()));
+                args.push(Value::Text((*status).to_owned()));
                 format!("?{}", args.len())
             })
             .collect();
         sql.push_str(&format!(" AND status IN ({})", slots.join(", ")));
     }
     sql.push_str(" ORDER BY created_at DESC, id DESC");
-    if let Some(limit) = filter.limit {
+    if let Some(limit) = limit {
         args.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
         sql.push_str(&format!(" LIMIT ?{}", args.len()));
     }
@@ -307,7 +299,7 @@ fn query_previews(conn: &Connection, filter: &PreviewFilter) -> Result<Vec<Previ
     while let Some(row) = rows.next()? {
         let id: String = row.get(0)?;
         let body: String = row.get(1)?;
-        out.push(decode(|| format!("preview {id}"), &body)?);
+        out.push(decode(|| format!("{what} {id}"), &body)?);
     }
     Ok(out)
 }

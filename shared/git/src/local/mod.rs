@@ -177,6 +177,24 @@ impl LocalGit {
     }
 }
 
+/// `git fetch` of `refspec` from `url` into `git_dir`: its credentials through git's
+/// environment, never its arguments, within the network time limit.
+fn fetch(url: &str, git_dir: &Path, refspec: String) -> Git {
+    let remote = credentials::Remote::parse(url);
+    remote
+        .authenticate(Git::on(git_dir))
+        .limit(NETWORK_LIMIT)
+        .args([
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+        ])
+        .arg(remote.url())
+        .arg(refspec)
+}
+
 #[async_trait]
 impl GitSource for LocalGit {
     async fn head(&self, repo: &RepoId, branch: &str) -> Result<CommitInfo, GitError> {
@@ -425,23 +443,14 @@ impl Repo {
             return Ok(());
         };
         let _held = sync.lock().await;
-        // The URL's credentials reach git through its environment, never its arguments.
-        let remote = credentials::Remote::parse(url);
-        let output = remote
-            .authenticate(Git::on(git_dir))
-            .limit(NETWORK_LIMIT)
-            .args([
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--",
-            ])
-            .arg(remote.url())
-            .arg(format!("+refs/heads/{branch}:refs/heads/{branch}"))
-            .run()
-            .await
-            .map_err(|e| self.failed("fetch", e))?;
+        let output = fetch(
+            url,
+            git_dir,
+            format!("+refs/heads/{branch}:refs/heads/{branch}"),
+        )
+        .run()
+        .await
+        .map_err(|e| self.failed("fetch", e))?;
         if output.status.success() {
             Ok(())
         } else if output.stderr.contains("couldn't find remote ref") {

@@ -46,23 +46,11 @@ impl Repo {
             });
         };
         let _held = sync.lock().await;
-        let remote = credentials::Remote::parse(url);
         let refspec = match pr {
             Some(pr) => format!("+refs/pull/{pr}/head:{}", local_ref(pr)),
             None => head.to_string(),
         };
-        let output = remote
-            .authenticate(Git::on(git_dir))
-            .limit(NETWORK_LIMIT)
-            .args([
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--",
-            ])
-            .arg(remote.url())
-            .arg(refspec)
+        let output = super::fetch(url, git_dir, refspec)
             .run()
             .await
             .map_err(|e| self.failed("fetch pull request", e))?;
