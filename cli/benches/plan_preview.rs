@@ -19,12 +19,12 @@
 //! directory). `terraform` must be on PATH (`scripts/terraform.sh path`); without it the
 //! terraform rows are left out, saying so.
 
+#[path = "../../shared/git/tests/github_fake/mod.rs"]
+mod github_fake;
 #[path = "common/stats.rs"]
 mod stats;
 #[path = "../../tests/support/mod.rs"]
 mod support;
-#[path = "../../shared/git/tests/github_fake/mod.rs"]
-mod github_fake;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -36,8 +36,7 @@ use serde_json::{json, Value};
 use stats::{env_number, median};
 
 const REPO: &str = "acme/shop";
-const LAMBDA_APP: &str =
-    "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: files\n";
+const LAMBDA_APP: &str = "apiVersion: pipecd.dev/v1beta1\nkind: LambdaApp\nspec:\n  name: files\n";
 const TERRAFORM_APP: &str =
     "apiVersion: pipecd.dev/v1beta1\nkind: TerraformApp\nspec:\n  name: tf\n";
 
@@ -128,7 +127,10 @@ fn main() {
         .send()
         .is_ok_and(|r| r.status().is_success())
     {
-        assert!(ready.elapsed() < Duration::from_secs(60), "gannet up did not start");
+        assert!(
+            ready.elapsed() < Duration::from_secs(60),
+            "gannet up did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 
@@ -160,7 +162,6 @@ fn main() {
             timings.conclusions.push(conclusion);
         }
     }
-    let interval = "the embedded job runner's poll interval";
     println!("| App | Previews | Webhook → check run `in_progress`, median (max) | Webhook → check run completed, median (max) | Conclusions |");
     println!("|---|---|---|---|---|");
     for (kind, t) in &kinds {
@@ -181,7 +182,7 @@ fn main() {
     if !terraform {
         println!("\n(terraform is not on PATH: its rows are left out)");
     }
-    println!("\nTerraform's reads are jobs, looked at every {interval}; PipeCD's plan preview polls on three chained tickers (5 s, 5 s, 10 s): 10 to 20 s before any work.");
+    println!("\nTerraform's reads are jobs, looked at every 100 ms for their first 5 s (the embedded job runner's poll interval); PipeCD's plan preview polls on three chained tickers (5 s, 5 s, 10 s): 10 to 20 s before any work.");
     if std::env::var_os("BENCH_KEEP").is_some() {
         let kept = root.keep();
         eprintln!("kept {}", kept.display());
@@ -195,13 +196,19 @@ fn pull_request(repo: &Path, pr: usize, kind: &str, n: usize) -> String {
     let branch = format!("pr-{pr}");
     support::git(repo, &["checkout", "-q", "-b", &branch, "main"]);
     match kind {
-        "files" => std::fs::write(repo.join("apps/files/function.yaml"), format!("memory: {n}\n")),
+        "files" => std::fs::write(
+            repo.join("apps/files/function.yaml"),
+            format!("memory: {n}\n"),
+        ),
         _ => std::fs::write(repo.join("apps/tf/main.tf"), main_tf(n)),
     }
     .expect("write");
     support::git(repo, &["commit", "-q", "-am", &format!("pr {pr}")]);
     let head = support::git(repo, &["rev-parse", "HEAD"]).trim().to_owned();
-    support::git(repo, &["update-ref", &format!("refs/pull/{pr}/head"), &head]);
+    support::git(
+        repo,
+        &["update-ref", &format!("refs/pull/{pr}/head"), &head],
+    );
     support::git(repo, &["checkout", "-q", "main"]);
     head
 }
@@ -243,7 +250,10 @@ fn wait_for_run(fake: &FakeGithub, head: &str, sent: Instant, up: &mut Up) -> (f
         if elapsed > Duration::from_secs(120) || up.child.try_wait().ok().flatten().is_some() {
             let log = std::fs::read_to_string(&up.log).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            panic!("no completed check run for {head}; gannet's log ends:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+            panic!(
+                "no completed check run for {head}; gannet's log ends:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
         }
         std::thread::sleep(Duration::from_millis(2));
     }

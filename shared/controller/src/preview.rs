@@ -596,7 +596,12 @@ impl Controller {
         }
         let saved = self.save(&stored, preview).await?;
         if pending {
-            let after = inner.jobs.poll_interval(GoDuration::default());
+            // Looked at as often as the job runner says for reads running this long.
+            let started = saved.started_at.unwrap_or(saved.created_at);
+            let running_for = inner.clock.now().0.saturating_sub(started.0);
+            let after = inner
+                .jobs
+                .poll_interval(GoDuration::from_millis(running_for));
             inner
                 .store
                 .apply(Changes {
