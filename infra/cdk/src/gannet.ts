@@ -261,7 +261,8 @@ export class Gannet extends Construct {
       api: this.functionRole(
         'api',
         [tableRead.ref, tableWrite.ref, githubSecret.ref, ...withSealingKey],
-        [logsStatement('api'), send('plan', 'stage', 'notify')],
+        // The drift queue: a plan preview asked for through the API.
+        [logsStatement('api'), send('plan', 'stage', 'notify', 'drift')],
       ),
       drift: this.functionRole(
         'drift',
@@ -829,13 +830,15 @@ export class Gannet extends Construct {
       'GET/deployments/*',
       'GET/chains',
       'GET/chains/*',
+      'GET/previews',
+      'GET/previews/*',
       'GET/assets/*',
     ];
     return {
       read: policy('ApiReadPolicy', 'gannet API role viewer - read apps, deployments and stage logs.', reads),
       deploy: policy(
         'ApiDeployPolicy',
-        'gannet API role deployer - read, sync, roll back, pause and resume apps, cancel deployments and chains.',
+        'gannet API role deployer - read, sync, roll back, pause and resume apps, cancel deployments and chains, ask for plan previews.',
         [
           ...reads,
           'POST/api/v1/apps/*/sync',
@@ -844,6 +847,7 @@ export class Gannet extends Construct {
           'POST/api/v1/apps/*/resume',
           'POST/api/v1/deployments/*/cancel',
           'POST/api/v1/chains/*/cancel',
+          'POST/api/v1/plan-previews',
         ],
       ),
       approve: policy('ApiApprovePolicy', 'gannet API role approver - read and approve stages.', [

@@ -547,6 +547,8 @@ describe('the rest of the SAM template', () => {
       'GET/deployments/*',
       'GET/chains',
       'GET/chains/*',
+      'GET/previews',
+      'GET/previews/*',
       'GET/assets/*',
     ];
     assert.deepEqual(routes('ApiReadPolicy'), reads);
@@ -554,6 +556,8 @@ describe('the rest of the SAM template', () => {
     assert.deepEqual(routes('ApiDeployPolicy').slice(0, reads.length), reads);
     assert.ok(routes('ApiDeployPolicy').includes('POST/api/v1/chains/*/cancel'));
     assert.ok(!routes('ApiApprovePolicy').includes('POST/api/v1/chains/*/cancel'));
+    assert.ok(routes('ApiDeployPolicy').includes('POST/api/v1/plan-previews'));
+    assert.ok(!routes('ApiReadPolicy').includes('POST/api/v1/plan-previews'));
   });
 
   it('derives the Slack secrets the notify function may read from the receivers', () => {
