@@ -7,8 +7,8 @@ use std::path::Path;
 use gannet_domain::ids::CommitSha;
 use gannet_domain::ports::GitError;
 
-use super::command::{Git, NETWORK_LIMIT};
-use super::{credentials, Repo, Source};
+use super::command::Git;
+use super::{Repo, Source};
 use crate::PullRequestError;
 
 /// Where a pull request's head is kept in a clone, so it stays there until the pull request
