@@ -546,7 +546,7 @@ fn github_checks(
         .map_err(|why| format!("github.apiUrl: {api_url:?} {why}"))?;
     let Some(json) = env(&g.secret_env).filter(|v| !v.is_empty()) else {
         return Err(format!(
-            "github.secretEnv: environment variable {} is not set; export GitHub's credentials there as JSON ({{\"token\": ...}}, or a GitHub App's {{\"appId\", \"installationId\", \"privateKey\"}}: check runs need an App)",
+            "github.secretEnv: environment variable {} is not set; export GitHub's credentials there as JSON ({{\"token\": ...}}, or a GitHub App's {{\"appId\", \"installationId\", \"privateKey\"}}: check runs need an App, a token shows previews as commit statuses)",
             g.secret_env
         ));
     };

@@ -303,26 +303,50 @@ async fn the_fake_validates_check_runs_as_github_does() {
 
 #[tokio::test]
 async fn a_token_cannot_make_check_runs_and_github_refusals_are_named() {
+    // A token cannot write check runs (GitHub answers 403): the run is a commit status of the
+    // same name instead, its title the description and its details_url the link.
     let fake = FakeGithub::start(Credentials::Token("ghp_testtoken".into())).await;
     fake.create_repo(REPO);
     let auth = GithubAuth::Token(Secret::new("ghp_testtoken".into()));
     let client = GithubClient::new(&auth, &fake.base).unwrap();
     let checks = GithubChecks::new(client, vec![(shop(), REPO.into())]).unwrap();
-    let err = checks
-        .create(&shop(), &run(CheckStatus::Queued, None, "queued"))
+    let id = checks
+        .create(&shop(), &run(CheckStatus::InProgress, None, "running"))
         .await
-        .unwrap_err();
-    let text = err.to_string();
-    assert!(
-        text.contains("check runs need a GitHub App installation with checks: write"),
-        "{text}"
+        .expect("shown as a status");
+    let mut done = run(
+        CheckStatus::Completed,
+        Some(CheckConclusion::Failure),
+        "failed",
     );
+    done.title = "1 app: 0 with changes, 0 unchanged, 1 with errors".into();
+    checks.update(&shop(), id, &done).await.expect("status");
     assert!(
-        text.contains("HTTP 403: You must authenticate via a GitHub App."),
-        "{text}"
+        fake.check_run_requests().is_empty(),
+        "no check-runs call with a token"
     );
-    assert_eq!(fake.check_run_requests()[0].status, 403);
-    assert!(fake.check_runs().is_empty());
+    let statuses = fake.statuses();
+    let states: Vec<(&str, &str, &str)> = statuses
+        .iter()
+        .map(|(_, s)| {
+            (
+                s["state"].as_str().unwrap(),
+                s["context"].as_str().unwrap(),
+                s["target_url"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("pending", "gannet/plan-preview", URL),
+            ("failure", "gannet/plan-preview", URL)
+        ]
+    );
+    assert_eq!(
+        statuses[1].1["description"],
+        "1 app: 0 with changes, 0 unchanged, 1 with errors"
+    );
 
     let (fake, checks) = app_checks().await;
     // A 422 says what GitHub found wrong.

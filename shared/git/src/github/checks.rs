@@ -2,6 +2,11 @@
 //! (`POST /repos/{o}/{r}/check-runs`, `PATCH /repos/{o}/{r}/check-runs/{id}`). Check runs are
 //! for GitHub Apps only: an installation with the `checks: write` permission.
 //!
+//! A token cannot write check runs (GitHub answers 403): with a token, a run is shown as a
+//! commit status of the same name instead ([`GithubStatuses`]), its title the description and
+//! its `details_url` the link, so a repository read with a token still sees each preview's
+//! outcome on the pull request, and the whole preview in the console.
+//!
 //! GitHub refuses an `output.summary` or `output.text` longer than [`OUTPUT_LIMIT`]: each is
 //! cut to fit, in characters and in bytes, and a cut one ends with a line saying so that
 //! points to the run's `details_url`.
@@ -10,13 +15,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use gannet_domain::ids::RepoId;
-use gannet_domain::ports::{BoxError, CheckRun, CheckRuns, CheckStatus};
+use gannet_domain::ports::{
+    BoxError, CheckConclusion, CheckRun, CheckRuns, CheckStatus, CommitState, CommitStatus,
+    CommitStatuses,
+};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::client::{ApiError, GithubClient, Write};
 use super::wire::rfc3339;
-use super::{Repos, SetupError};
+use super::{GithubStatuses, Repos, SetupError};
 
 /// GitHub refuses an `output.summary` or `output.text` longer than this many characters; a
 /// cut one is kept to this many bytes as well (never more than characters).
@@ -28,22 +36,22 @@ const NOTE_MARGIN: usize = 1_000;
 /// A check run's `output.title` is a line: longer ones are cut to this many characters.
 pub const TITLE_LIMIT: usize = 255;
 
-/// Shows plan previews as GitHub check runs.
+/// Shows plan previews as GitHub check runs (as commit statuses with a token).
 pub struct GithubChecks {
     client: GithubClient,
     repos: Repos,
+    /// Set when the client holds a token: runs are shown as commit statuses.
+    statuses: Option<GithubStatuses>,
 }
+
+/// The id [`GithubChecks::create`] answers for a run shown as a commit status (a status has
+/// none: the next report replaces it by its name).
+pub const STATUS_RUN_ID: u64 = 0;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CheckError {
     #[error("repository {0} is not a configured GitHub repository")]
     UnknownRepo(RepoId),
-    #[error("{action} in {repo} was refused ({error}): check runs need a GitHub App installation with checks: write, and gannet is given a token")]
-    NeedsApp {
-        action: String,
-        repo: RepoId,
-        error: Box<ApiError>,
-    },
     #[error("{action} in {repo} was refused ({error}): the GitHub App installation needs the checks: write permission")]
     NeedsPermission {
         action: String,
@@ -73,9 +81,15 @@ struct Created {
 impl GithubChecks {
     /// Shows check runs on `repos`, given as `(id, "owner/name")`.
     pub fn new(client: GithubClient, repos: Vec<(RepoId, String)>) -> Result<Self, SetupError> {
+        let statuses = if client.is_token() {
+            Some(GithubStatuses::new(client.clone(), repos.clone())?)
+        } else {
+            None
+        };
         Ok(Self {
             client,
             repos: Repos::new(repos)?,
+            statuses,
         })
     }
 
@@ -92,11 +106,6 @@ impl GithubChecks {
         let status = error.status();
         let error = Box::new(error);
         match status {
-            Some(403) if self.client.is_token() => CheckError::NeedsApp {
-                action,
-                repo,
-                error,
-            },
             Some(403) => CheckError::NeedsPermission {
                 action,
                 repo,
@@ -119,6 +128,10 @@ impl GithubChecks {
 #[async_trait]
 impl CheckRuns for GithubChecks {
     async fn create(&self, repo: &RepoId, run: &CheckRun) -> Result<u64, BoxError> {
+        if let Some(statuses) = &self.statuses {
+            statuses.report(repo, &as_status(run)).await?;
+            return Ok(STATUS_RUN_ID);
+        }
         let name = self.full_name(repo)?;
         let body = body(run, now_ms(), true);
         let path = format!("/repos/{name}/check-runs");
@@ -134,6 +147,9 @@ impl CheckRuns for GithubChecks {
     }
 
     async fn update(&self, repo: &RepoId, id: u64, run: &CheckRun) -> Result<(), BoxError> {
+        if let Some(statuses) = &self.statuses {
+            return statuses.report(repo, &as_status(run)).await;
+        }
         let name = self.full_name(repo)?;
         let body = body(run, now_ms(), false);
         let path = format!("/repos/{name}/check-runs/{id}");
@@ -142,6 +158,27 @@ impl CheckRuns for GithubChecks {
             .await
             .map_err(|e| self.refused(format!("updating check run {id}"), repo, e))?;
         Ok(())
+    }
+}
+
+/// `run` as a commit status of its name: pending while it runs; success for changes and for
+/// none (the title says which), failure for a failed preview, error for one superseded or
+/// skipped.
+fn as_status(run: &CheckRun) -> CommitStatus {
+    let state = match (run.status, run.conclusion) {
+        (CheckStatus::Completed, Some(CheckConclusion::Success | CheckConclusion::Neutral)) => {
+            CommitState::Success
+        }
+        (CheckStatus::Completed, Some(CheckConclusion::Failure)) => CommitState::Failure,
+        (CheckStatus::Completed, _) => CommitState::Error,
+        _ => CommitState::Pending,
+    };
+    CommitStatus {
+        commit: run.head_sha.clone(),
+        context: run.name.clone(),
+        state,
+        description: run.title.clone(),
+        target_url: run.details_url.clone(),
     }
 }
 
