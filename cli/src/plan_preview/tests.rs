@@ -43,6 +43,7 @@ fn app(name: &str, result: PreviewResult, details: &str) -> AppPreview {
         why: "apps/web/main.tf changed".into(),
         details: details.into(),
         credentials: false,
+        job: None,
     }
 }
 

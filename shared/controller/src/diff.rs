@@ -279,7 +279,7 @@ impl Controller {
     /// Reads the live state now, with the app's plugin, and compares it with `sha`.
     async fn read_diff(&self, app: App, sha: &CommitSha) -> Result<DiffView, ApiError> {
         let finding = match self.examine(&app, Some(sha)).await {
-            Ok(Examined::NotWatched { why } | Examined::Pending { what: why }) => {
+            Ok(Examined::NotWatched { why } | Examined::Pending { what: why, .. }) => {
                 return Err(ApiError::Conflict(format!(
                     "cannot compare {} with its live state: {why}",
                     app.name

@@ -53,7 +53,11 @@ pub(crate) enum Examined {
     /// last deployment left: an app of scripts only is as synced as its last run).
     NotWatched { why: String },
     /// The plugin reads live state, but not now (a drift job still running).
-    Pending { what: String },
+    Pending {
+        what: String,
+        /// The job it waits for, when the plugin names one.
+        job: Option<gannet_sdk::jobs::JobKey>,
+    },
     /// No live state was read (bad config, repository gone, the platform refused).
     Done(Finding),
     Live {
@@ -129,7 +133,7 @@ impl Controller {
         // A rolled-back app is held at its rollback's commit until it is resumed.
         let pinned = app.paused.as_ref().and_then(|p| p.commit.as_ref());
         let (finding, desired) = match self.examine(&app, pinned.or(head)).await? {
-            Examined::Pending { what } => {
+            Examined::Pending { what, .. } => {
                 tracing::debug!(app = %app.name, id = %app.id, %what, "live state not read yet");
                 return Ok(());
             }
@@ -321,7 +325,7 @@ impl Controller {
                     why: format!("the {} plugin does not read live state", plugin.name()),
                 })
             }
-            Ok(Live::Pending { what }) => return Ok(Examined::Pending { what }),
+            Ok(Live::Pending { what, job }) => return Ok(Examined::Pending { what, job }),
             Ok(Live::Read(live)) => {
                 let live = crate::sealing::redact_live(live, &values);
                 let status = if live.drift.is_empty() {

@@ -49,6 +49,7 @@ use gannet_domain::preview::{
 use gannet_domain::{AppId, CommitSha, GoDuration, PreviewId, RepoId};
 use gannet_events::github::PullRequest;
 use gannet_events::Message;
+use gannet_sdk::jobs::JobKey;
 use gannet_sdk::previews::Previews;
 use serde_json::json;
 
@@ -570,7 +571,10 @@ impl Controller {
             let read = self.read_app(&preview, &preview.apps[i]).await?;
             let app = &mut preview.apps[i];
             match read {
-                Read::Pending(what) => app.summary = what,
+                Read::Pending { what, job } => {
+                    app.summary = what;
+                    app.job = job.map(|k| k.as_str().to_owned());
+                }
                 Read::Found {
                     result,
                     summary,
@@ -581,6 +585,7 @@ impl Controller {
                     app.summary = summary;
                     app.details = cut_details(&details, budget);
                     app.credentials = credentials;
+                    app.job = None;
                 }
             }
         }
@@ -630,7 +635,7 @@ impl Controller {
         let subject = stored
             .unwrap_or_else(|| App::new(app.app.clone(), app.name.clone(), app.kind.clone(), now));
         Ok(match self.examine_preview(&subject, &preview.head).await? {
-            Examined::Pending { what } => Read::Pending(what),
+            Examined::Pending { what, job } => Read::Pending { what, job },
             Examined::NotWatched { why } => return no_read(why).await,
             Examined::Done(finding) => Read::Found {
                 result: PreviewResult::Error,
@@ -719,6 +724,12 @@ impl Controller {
         {
             app.summary = format!("not previewed: {reason}");
             app.result = PreviewResult::NoChanges;
+            // Its read's job (a plan) is of no use now: stopped, and safe to stop twice.
+            if let Some(key) = app.job.take().as_deref().and_then(JobKey::parse) {
+                if let Err(e) = self.inner.jobs.cancel(&key).await {
+                    tracing::warn!(preview = %stored.id, job = %key, error = %e, "a superseded preview's job could not be stopped");
+                }
+            }
         }
         if preview.check_run.is_some() {
             self.update_check_run(&preview).await?;
@@ -791,7 +802,10 @@ impl Controller {
 
 /// What one app's read found.
 enum Read {
-    Pending(String),
+    Pending {
+        what: String,
+        job: Option<JobKey>,
+    },
     Found {
         result: PreviewResult,
         summary: String,
@@ -821,6 +835,7 @@ fn app_preview(
         pipeline: String::new(),
         why: String::new(),
         credentials: false,
+        job: None,
     }
 }
 

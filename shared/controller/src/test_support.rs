@@ -151,6 +151,7 @@ impl LiveStates for Platform {
             Live::NotSupported => Ok(Found::NotRead),
             Live::Pending => Ok(Found::Pending {
                 what: "the check's job runs".into(),
+                job: Some(gannet_sdk::jobs::JobKey::of(&[("preview-read", 12)])),
             }),
             Live::Refused => Err(StepError::Permanent(
                 "Lambda GetAlias was refused: AccessDeniedException: no".into(),

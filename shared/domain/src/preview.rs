@@ -99,6 +99,10 @@ pub struct AppPreview {
     /// Whether the read ran with the deploy target's preview credentials (`false`: the
     /// preview compared files only, and `details` says why).
     pub credentials: bool,
+    /// The job its read waits for while it is PENDING (a Terraform plan): a preview that ends
+    /// before it (superseded) cancels it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 /// A plan preview record.
@@ -189,6 +193,7 @@ mod tests {
             why: String::new(),
             details: String::new(),
             credentials: true,
+            job: None,
         }
     }
 

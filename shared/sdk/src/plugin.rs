@@ -266,6 +266,9 @@ pub enum Live {
     /// until then the app's recorded status stands.
     Pending {
         what: String,
+        /// The job the read waits for, when one job is it: a plan preview that is superseded
+        /// before it ends cancels it.
+        job: Option<crate::jobs::JobKey>,
     },
 }
 

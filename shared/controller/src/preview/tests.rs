@@ -56,12 +56,53 @@ impl Recorded {
     }
 }
 
+/// A job runner that runs nothing and records which jobs it was asked to stop (the scripted
+/// platform's pending read names its job).
+#[derive(Default)]
+struct Cancels(Mutex<Vec<String>>);
+
+#[async_trait]
+impl gannet_sdk::jobs::JobRunner for Cancels {
+    async fn start(
+        &self,
+        _spec: gannet_sdk::jobs::JobSpec<'_>,
+    ) -> Result<(), gannet_sdk::jobs::JobError> {
+        Ok(())
+    }
+
+    async fn poll(
+        &self,
+        key: &JobKey,
+        _cursor: &str,
+    ) -> Result<gannet_sdk::jobs::JobPoll, gannet_sdk::jobs::JobError> {
+        Err(gannet_sdk::jobs::JobError::Unknown(key.clone()))
+    }
+
+    async fn cancel(&self, key: &JobKey) -> Result<(), gannet_sdk::jobs::JobError> {
+        self.0.lock().unwrap().push(key.as_str().to_owned());
+        Ok(())
+    }
+
+    async fn output(
+        &self,
+        key: &JobKey,
+        _name: &str,
+    ) -> Result<Option<Vec<u8>>, gannet_sdk::jobs::JobError> {
+        Err(gannet_sdk::jobs::JobError::Unknown(key.clone()))
+    }
+
+    fn poll_interval(&self, _running_for: GoDuration) -> GoDuration {
+        GoDuration::from_secs(1)
+    }
+}
+
 struct Lab {
     controller: Controller,
     store: SqliteRuntime,
     clock: Arc<TestClock>,
     platform: Arc<Platform>,
     checks: Arc<Recorded>,
+    jobs: Arc<Cancels>,
     repo: tempfile::TempDir,
     _cache: tempfile::TempDir,
 }
@@ -93,7 +134,9 @@ impl Lab {
             Plugins::new(vec![Faces::platform(platform.clone())]),
             [("scripted", &["t"][..], &["t"][..])],
         );
+        let jobs = Arc::new(Cancels::default());
         let controller = controller
+            .with_jobs(jobs.clone())
             .with_previews(previews)
             .with_check_runs(checks.clone())
             .with_console_url("http://127.0.0.1:8080/");
@@ -103,6 +146,7 @@ impl Lab {
             clock,
             platform,
             checks,
+            jobs,
             repo,
             _cache: cache,
         };
@@ -392,6 +436,10 @@ async fn a_newer_head_supersedes_the_older_preview_and_a_burst_waits_its_interva
         (runs[0].1.status, runs[0].1.conclusion),
         (CheckStatus::Completed, Some(CheckConclusion::Cancelled))
     );
+    // The superseded read's job is stopped, and the record no longer names it.
+    let key = JobKey::of(&[("preview-read", 12)]);
+    assert_eq!(*lab.jobs.0.lock().unwrap(), [key.as_str().to_owned()]);
+    assert_eq!(superseded.apps[0].job, None);
     assert_eq!(
         lab.preview(&b).await.status,
         PreviewStatus::Queued,

@@ -78,6 +78,7 @@ pub fn preview_fixture(id: &str, repo: &str, pr: Option<u64>, at: u64) -> Previe
         details: "--- a/deployment.yaml\n+++ b/deployment.yaml\n-  replicas: 1\n+  replicas: 2\n"
             .to_owned(),
         credentials: true,
+        job: Some("preview-web-0123456789ab".to_owned()),
     };
     Preview {
         id: PreviewId::parse(id).expect("fixture preview ids are valid"),

@@ -628,6 +628,7 @@ impl LiveStates for KubernetesPlugin {
             fetch::Render::Running(_) => {
                 return Ok(Live::Pending {
                     what: "the app's chart or bases are fetched and rendered by a job".into(),
+                    job: None,
                 })
             }
             fetch::Render::Rendered(m) => {

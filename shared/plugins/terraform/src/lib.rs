@@ -452,6 +452,7 @@ const DRIFT_JOB_MIN_TIME: GoDuration = GoDuration::from_secs(600);
 fn pending(key: &JobKey) -> Live {
     Live::Pending {
         what: format!("the drift check's terraform plan runs (job {key})"),
+        job: Some(key.clone()),
     }
 }
 
