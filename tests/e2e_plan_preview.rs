@@ -334,9 +334,12 @@ impl Lab {
     }
 }
 
-/// Whether a job directory holds the job's end (its script's exit code recorded).
+/// Whether a job directory holds the job's end (its script's exit code recorded, or the job
+/// stopped: cancelled, timed out).
 fn has_ended(dir: &Path) -> bool {
-    ["exit", "rc"].iter().any(|f| dir.join(f).is_file())
+    ["exit", "rc", "stopped"]
+        .iter()
+        .any(|f| dir.join(f).is_file())
 }
 
 /// What a pull request changes in the three apps (`None`: as on `main`).
@@ -758,6 +761,17 @@ fn a_newer_head_supersedes_a_running_preview_and_a_fork_is_read_without_credenti
     assert_eq!(lab.runs_on(&b).len(), 1, "one run for head B");
     assert_eq!(lab.preview(&first)["status"], "SUPERSEDED");
     assert_eq!(lab.preview(&second)["status"], "DONE");
+    // The superseded head's plan was stopped, not left to run out its timeout.
+    let jobs_dir = lab.g.state_dir.join("state/jobs");
+    let stopped: Vec<String> = lab
+        .jobs()
+        .into_iter()
+        .filter(|name| name.starts_with("preview") && name.contains(&a[..8]))
+        .map(|name| {
+            std::fs::read_to_string(jobs_dir.join(&name).join("stopped")).unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(stopped, ["cancelled"], "head A's preview job");
 
     // A fork's pull request by an author no setting lists: nothing read with credentials.
     let fork = lab.push_pr(
