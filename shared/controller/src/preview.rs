@@ -564,11 +564,13 @@ impl Controller {
         let inner = &self.inner;
         let mut preview = stored.clone();
         let budget = (DETAILS_BUDGET / preview.apps.len().max(1)).min(MAX_DETAILS_BYTES);
+        // The pull request's changed files, read once for every app shown as its files' diff.
+        let changed = ChangedFiles::new();
         for i in 0..preview.apps.len() {
             if preview.apps[i].result != PreviewResult::Pending {
                 continue;
             }
-            let read = self.read_app(&preview, &preview.apps[i]).await?;
+            let read = self.read_app(&preview, &preview.apps[i], &changed).await?;
             let app = &mut preview.apps[i];
             match read {
                 Read::Pending { what, job } => {
@@ -625,8 +627,14 @@ impl Controller {
 
     /// One app's preview: its live state read with the preview credentials, or its files'
     /// diff when it may not be read.
-    async fn read_app(&self, preview: &Preview, app: &AppPreview) -> Result<Read, HandlerError> {
-        let no_read = |why: String| async move { self.files_diff(preview, &app.app, why).await };
+    async fn read_app(
+        &self,
+        preview: &Preview,
+        app: &AppPreview,
+        changed: &ChangedFiles,
+    ) -> Result<Read, HandlerError> {
+        let no_read =
+            |why: String| async move { self.files_diff(preview, &app.app, why, changed).await };
         if !preview.credentials {
             return no_read(preview.reason.clone()).await;
         }
@@ -676,11 +684,12 @@ impl Controller {
         preview: &Preview,
         app: &AppId,
         why: String,
+        changed: &ChangedFiles,
     ) -> Result<Read, HandlerError> {
         let git = &self.inner.git;
         let base = preview.merge_base.as_ref().unwrap_or(&preview.head);
-        let changed = git
-            .changed_files(&preview.repo, base, &preview.head)
+        let changed = changed
+            .get_or_try_init(|| git.changed_files(&preview.repo, base, &preview.head))
             .await?;
         let mut details = format!("not read from the platform: {why}\n\n");
         let mut count = 0;
@@ -799,6 +808,9 @@ impl Controller {
         render_check_run(preview, details_url)
     }
 }
+
+/// The files a pull request changes, read on first need.
+type ChangedFiles = tokio::sync::OnceCell<Vec<String>>;
 
 /// What one app's read found.
 enum Read {
