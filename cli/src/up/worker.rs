@@ -52,25 +52,20 @@ impl Pool {
         let mut order = ORDER;
         order.rotate_left(n % ORDER.len());
         while !*stop.borrow() {
-            let mut worked = false;
-            for queue in order {
-                match self.queue.receive(queue, 1, self.visibility).await {
-                    Ok(messages) => {
-                        for m in messages {
-                            worked = true;
-                            self.deliver(m).await;
-                        }
-                    }
-                    Err(err) => {
-                        tracing::warn!(queue = queue.as_str(), error = %gannet_controller::error_chain(&err), "receive failed");
-                    }
+            // One look at every queue, in one transaction; a worker takes one message at a time.
+            match self.runtime.receive_first(&order, self.visibility).await {
+                Ok(Some(m)) => {
+                    self.deliver(m).await;
+                    continue;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    tracing::warn!(error = %gannet_controller::error_chain(&err), "receive failed");
                 }
             }
-            if !worked {
-                tokio::select! {
-                    _ = self.runtime.wait_for_message(&ORDER, IDLE_WAIT) => {}
-                    () = super::stopped(&mut stop) => {}
-                }
+            tokio::select! {
+                _ = self.runtime.wait_for_message(&ORDER, IDLE_WAIT) => {}
+                () = super::stopped(&mut stop) => {}
             }
         }
     }

@@ -76,6 +76,73 @@ struct Candidate {
     attempts: u32,
 }
 
+/// When a receive happens and what it may deliver: its time, how long a delivery stays
+/// hidden, and the attempts after which a message goes to the dead letters instead.
+struct Lease {
+    now: Millis,
+    hidden_until: i64,
+    max_attempts: u32,
+}
+
+/// Leases up to `max` due messages of `queue`, oldest first, and dead-letters any due message
+/// already received `max_attempts` times. Runs inside the caller's transaction.
+fn take_due(
+    tx: &Transaction<'_>,
+    lease: &Lease,
+    queue: QueueName,
+    max: usize,
+) -> Result<Vec<Received>, DbError> {
+    let (mut deliver, mut exhausted) = (Vec::new(), Vec::new());
+    {
+        let mut due = tx.prepare_cached(
+            "SELECT id, body, attempts FROM messages
+             WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id",
+        )?;
+        let mut rows = due.query(params![queue.as_str(), int(lease.now.0)])?;
+        while deliver.len() < max {
+            let Some(row) = rows.next()? else { break };
+            let candidate = Candidate {
+                id: row.get(0)?,
+                body: row.get(1)?,
+                attempts: attempts_of(row.get(2)?),
+            };
+            if candidate.attempts >= lease.max_attempts {
+                exhausted.push(candidate);
+            } else {
+                deliver.push(candidate);
+            }
+        }
+    }
+    for m in exhausted {
+        let reason = format!("received {} times without being acknowledged", m.attempts);
+        insert_dead_letter(tx, queue.as_str(), &m.body, &reason, m.attempts, lease.now)?;
+        tx.prepare_cached("DELETE FROM messages WHERE id = ?1")?
+            .execute([m.id])?;
+        tracing::warn!(
+            queue = queue.as_str(),
+            message = m.id,
+            attempts = m.attempts,
+            "message dead-lettered"
+        );
+    }
+    let mut update = tx.prepare_cached(
+        "UPDATE messages SET attempts = ?2, receipt = ?3, visible_at = ?4 WHERE id = ?1",
+    )?;
+    let mut received = Vec::with_capacity(deliver.len());
+    for m in deliver {
+        let attempts = m.attempts.saturating_add(1);
+        let receipt = new_receipt(m.id, attempts);
+        update.execute(params![m.id, attempts, receipt, lease.hidden_until])?;
+        received.push(Received {
+            receipt: Receipt(receipt),
+            queue,
+            body: m.body,
+            attempts,
+        });
+    }
+    Ok(received)
+}
+
 #[async_trait]
 impl Queue for SqliteRuntime {
     async fn send(&self, messages: Vec<Outgoing>) -> Result<(), QueueError> {
@@ -83,10 +150,11 @@ impl Queue for SqliteRuntime {
             return Ok(());
         }
         let now = self.now();
+        let messages_sent = messages.len();
         self.write(move |tx| enqueue(tx, now, &messages))
             .await
             .map_err(|e| e.into_queue("send"))?;
-        self.signal_sent();
+        self.signal_sent(messages_sent);
         Ok(())
     }
 
@@ -99,62 +167,10 @@ impl Queue for SqliteRuntime {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let now = self.now();
-        let max_attempts = self.max_attempts();
-        let hidden_until = int(now.plus(visibility).0);
-        self.write(move |tx| {
-            let (mut deliver, mut exhausted) = (Vec::new(), Vec::new());
-            {
-                let mut due = tx.prepare_cached(
-                    "SELECT id, body, attempts FROM messages
-                     WHERE queue = ?1 AND visible_at <= ?2 ORDER BY visible_at, id",
-                )?;
-                let mut rows = due.query(params![queue.as_str(), int(now.0)])?;
-                while deliver.len() < max {
-                    let Some(row) = rows.next()? else { break };
-                    let candidate = Candidate {
-                        id: row.get(0)?,
-                        body: row.get(1)?,
-                        attempts: attempts_of(row.get(2)?),
-                    };
-                    if candidate.attempts >= max_attempts {
-                        exhausted.push(candidate);
-                    } else {
-                        deliver.push(candidate);
-                    }
-                }
-            }
-            for m in exhausted {
-                let reason = format!("received {} times without being acknowledged", m.attempts);
-                insert_dead_letter(tx, queue.as_str(), &m.body, &reason, m.attempts, now)?;
-                tx.prepare_cached("DELETE FROM messages WHERE id = ?1")?
-                    .execute([m.id])?;
-                tracing::warn!(
-                    queue = queue.as_str(),
-                    message = m.id,
-                    attempts = m.attempts,
-                    "message dead-lettered"
-                );
-            }
-            let mut lease = tx.prepare_cached(
-                "UPDATE messages SET attempts = ?2, receipt = ?3, visible_at = ?4 WHERE id = ?1",
-            )?;
-            let mut received = Vec::with_capacity(deliver.len());
-            for m in deliver {
-                let attempts = m.attempts.saturating_add(1);
-                let receipt = new_receipt(m.id, attempts);
-                lease.execute(params![m.id, attempts, receipt, hidden_until])?;
-                received.push(Received {
-                    receipt: Receipt(receipt),
-                    queue,
-                    body: m.body,
-                    attempts,
-                });
-            }
-            Ok(received)
-        })
-        .await
-        .map_err(|e| e.into_queue("receive"))
+        let lease = self.lease(visibility);
+        self.write(move |tx| take_due(tx, &lease, queue, max))
+            .await
+            .map_err(|e| e.into_queue("receive"))
     }
 
     async fn extend(&self, receipt: &Receipt, visibility: GoDuration) -> Result<(), QueueError> {
@@ -209,7 +225,7 @@ impl Queue for SqliteRuntime {
         })
         .await
         .map_err(|e| e.into_queue("retry later"))?;
-        self.signal_sent();
+        self.signal_sent(1);
         Ok(())
     }
 
@@ -262,6 +278,37 @@ impl Queue for SqliteRuntime {
 }
 
 impl SqliteRuntime {
+    fn lease(&self, visibility: GoDuration) -> Lease {
+        let now = self.now();
+        Lease {
+            now,
+            hidden_until: int(now.plus(visibility).0),
+            max_attempts: self.max_attempts(),
+        }
+    }
+
+    /// Leases the first due message of the first of `queues` (in that order) that has one, in
+    /// one transaction: what a worker does when it looks for work, instead of one receive per
+    /// queue.
+    pub async fn receive_first(
+        &self,
+        queues: &[QueueName],
+        visibility: GoDuration,
+    ) -> Result<Option<Received>, QueueError> {
+        let lease = self.lease(visibility);
+        let queues = queues.to_vec();
+        self.write(move |tx| {
+            for queue in queues {
+                if let Some(m) = take_due(tx, &lease, queue, 1)?.pop() {
+                    return Ok(Some(m));
+                }
+            }
+            Ok(None)
+        })
+        .await
+        .map_err(|e| e.into_queue("receive"))
+    }
+
     /// Makes every message leased by a receiver visible again now, and returns how many.
     ///
     /// For a process that owns the file exclusively and is starting: the leases it finds were
@@ -284,16 +331,22 @@ impl SqliteRuntime {
 
     /// Sleeps until one of `queues` may have a message to receive, or `timeout` passes; never
     /// busy-polls. Returns `true` when woken because a message is due or was sent (or given
-    /// back), `false` on timeout. Wakes early when the earliest message already waiting in
-    /// those queues (delayed, or held under a lease) becomes due; a lease taken after the call
-    /// began is only noticed at `timeout`, so keep it to a few seconds.
+    /// back), `false` on timeout. A send wakes one waiter per message (see
+    /// [`SqliteRuntime::signal_sent`]). Wakes early when the earliest message already waiting
+    /// in those queues (delayed, or held under a lease) becomes due; a lease taken after the
+    /// call began is only noticed at `timeout`, so keep it to a few seconds.
     pub async fn wait_for_message(
         &self,
         queues: &[QueueName],
         timeout: Duration,
     ) -> Result<bool, QueueError> {
-        // Subscribe before looking, so a send that lands after the look still wakes us.
-        let mut sent = self.sent_signal();
+        // Count in and register before looking, so a send that commits after the look still
+        // wakes us; one that committed before it is seen by the look. A wake-up this waiter
+        // takes and then drops unused (it returns early below) passes on to another waiter.
+        let (signal, _waiting) = self.sent_signal();
+        let sent = signal.notified();
+        tokio::pin!(sent);
+        sent.as_mut().enable();
         let now = self.now();
         let names: Vec<&'static str> = queues.iter().map(|q| q.as_str()).collect();
         let next_due = self
@@ -315,7 +368,7 @@ impl SqliteRuntime {
         }
         let sleep_for = until_due.map_or(timeout, |d| d.min(timeout));
         tokio::select! {
-            changed = sent.changed() => Ok(changed.is_ok()),
+            () = sent => Ok(true),
             () = tokio::time::sleep(sleep_for) => Ok(until_due.is_some_and(|d| d <= timeout)),
         }
     }

@@ -11,7 +11,7 @@ use gannet_domain::duration::Millis;
 use gannet_domain::ports::{Clock, StoreError};
 use gannet_domain::GoDuration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 use crate::error::{DbError, OpenError};
 use crate::schema;
@@ -52,7 +52,10 @@ struct Inner {
     clock: Arc<dyn Clock>,
     max_attempts: u32,
     /// Bumped after every committed send, so idle workers wake up.
-    sent: watch::Sender<u64>,
+    /// Wakes one waiting worker per message sent (see [`SqliteRuntime::signal_sent`]).
+    sent: Notify,
+    /// How many callers are in [`SqliteRuntime::wait_for_message`].
+    waiting: AtomicUsize,
 }
 
 impl fmt::Debug for SqliteRuntime {
@@ -61,6 +64,15 @@ impl fmt::Debug for SqliteRuntime {
             .field("readers", &self.inner.readers.len())
             .field("max_attempts", &self.inner.max_attempts)
             .finish_non_exhaustive()
+    }
+}
+
+/// One caller in [`SqliteRuntime::wait_for_message`]; counted out when dropped.
+pub(crate) struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -137,7 +149,8 @@ impl SqliteRuntime {
                 next_reader: AtomicUsize::new(0),
                 clock,
                 max_attempts: options.max_attempts.max(1),
-                sent: watch::Sender::new(0),
+                sent: Notify::new(),
+                waiting: AtomicUsize::new(0),
             }),
         }
     }
@@ -164,14 +177,23 @@ impl SqliteRuntime {
         self.inner.max_attempts
     }
 
-    /// Wakes every worker waiting for a message; call after a send committed.
-    pub(crate) fn signal_sent(&self) {
-        self.inner.sent.send_modify(|n| *n = n.wrapping_add(1));
+    /// Wakes one waiting worker for each of `messages` that a committed change sent (or gave
+    /// back), not every worker: a woken worker that finds nothing to take goes back to sleep, so
+    /// waking all of them for one message costs each a look at every queue. Nobody is woken
+    /// when nobody waits: a worker that is not waiting looks at the queues before it waits, and
+    /// sees what was committed (see [`SqliteRuntime::wait_for_message`]).
+    pub(crate) fn signal_sent(&self, messages: usize) {
+        let waiting = self.inner.waiting.load(Ordering::SeqCst);
+        for _ in 0..messages.min(waiting) {
+            self.inner.sent.notify_one();
+        }
     }
 
-    /// A receiver that changes after each committed send from now on.
-    pub(crate) fn sent_signal(&self) -> watch::Receiver<u64> {
-        self.inner.sent.subscribe()
+    /// What [`SqliteRuntime::wait_for_message`] waits on, counted as waiting until the guard
+    /// is dropped.
+    pub(crate) fn sent_signal(&self) -> (&Notify, Waiting<'_>) {
+        self.inner.waiting.fetch_add(1, Ordering::SeqCst);
+        (&self.inner.sent, Waiting(&self.inner.waiting))
     }
 
     /// Runs `f` in one `BEGIN IMMEDIATE` transaction on the writer; commits if it returns `Ok`,

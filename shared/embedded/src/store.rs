@@ -311,7 +311,7 @@ impl Store for SqliteRuntime {
             return Ok(());
         }
         let now = self.now();
-        let sends = !changes.send.is_empty();
+        let sends = changes.send.len();
         self.write(move |tx| {
             for write in &changes.writes {
                 apply_write(tx, write)?;
@@ -320,9 +320,7 @@ impl Store for SqliteRuntime {
         })
         .await
         .map_err(|e| e.into_store("apply changes"))?;
-        if sends {
-            self.signal_sent();
-        }
+        self.signal_sent(sends);
         Ok(())
     }
 

@@ -418,3 +418,107 @@ async fn deliveries_older_than_the_window_are_pruned_and_recent_ones_kept() {
         .await
         .expect("a pruned id is new again");
 }
+
+#[tokio::test]
+async fn receive_first_takes_one_message_from_the_first_queue_in_order_that_has_one() {
+    let db = Db::new();
+    let rt = db.open_with(RuntimeOptions {
+        max_attempts: 2,
+        ..RuntimeOptions::default()
+    });
+    let order = [QueueName::Stage, QueueName::Plan, QueueName::Trigger];
+    assert!(rt
+        .receive_first(&order, LEASE)
+        .await
+        .expect("receive")
+        .is_none());
+    rt.send(vec![
+        Outgoing::now(QueueName::Trigger, "t1".to_owned()),
+        Outgoing::now(QueueName::Plan, "p1".to_owned()),
+        Outgoing::now(QueueName::Plan, "p2".to_owned()),
+        Outgoing {
+            delay: GoDuration::from_secs(60),
+            ..Outgoing::now(QueueName::Stage, "later".to_owned())
+        },
+    ])
+    .await
+    .expect("send");
+    let mut taken = Vec::new();
+    while let Some(m) = rt.receive_first(&order, LEASE).await.expect("receive") {
+        taken.push((m.queue, m.body, m.attempts));
+    }
+    assert_eq!(
+        taken,
+        [
+            (QueueName::Plan, "p1".to_owned(), 1),
+            (QueueName::Plan, "p2".to_owned(), 1),
+            (QueueName::Trigger, "t1".to_owned(), 1),
+        ],
+        "queues in the order given, oldest first within one, one message per look; a delayed one waits"
+    );
+    // A message at its last attempt goes to the dead letters, and the look goes on to the next.
+    db.clock.advance(LEASE);
+    let again = rt.receive_first(&order, LEASE).await.expect("receive");
+    assert_eq!(
+        again.map(|m| (m.body, m.attempts)),
+        Some(("p1".to_owned(), 2))
+    );
+    db.clock.advance(LEASE);
+    db.clock.advance(GoDuration::from_secs(1));
+    let next = rt.receive_first(&order, LEASE).await.expect("receive");
+    assert_eq!(
+        next.map(|m| (m.queue, m.body)),
+        Some((QueueName::Stage, "later".to_owned())),
+        "the first queue in the order is looked at first, now that its message is due"
+    );
+    let mut rest = Vec::new();
+    while let Some(m) = rt.receive_first(&order, LEASE).await.expect("receive") {
+        rest.push((m.body, m.attempts));
+    }
+    assert_eq!(
+        rest,
+        [("p2".to_owned(), 2), ("t1".to_owned(), 2)],
+        "p1, at its last attempt, went to the dead letters and the look went on"
+    );
+    let letters = rt.dead_letters(QueueName::Plan).await.expect("letters");
+    assert_eq!(
+        letters.iter().map(|l| l.body.as_str()).collect::<Vec<_>>(),
+        ["p1"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_message_sent_wakes_one_waiting_worker_not_all() {
+    let db = Db::new();
+    let rt = db.open();
+    let waiters: Vec<_> = (0..4)
+        .map(|_| {
+            let rt = rt.clone();
+            tokio::spawn(async move {
+                let start = Instant::now();
+                let woken = rt
+                    .wait_for_message(&[QueueName::Stage], Duration::from_secs(2))
+                    .await
+                    .expect("wait");
+                (woken, start.elapsed())
+            })
+        })
+        .collect();
+    // Let every waiter register and look (nothing is there yet).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rt.send(vec![Outgoing::now(QueueName::Stage, "one".to_owned())])
+        .await
+        .expect("send");
+    let mut woken_early = 0;
+    for waiter in waiters {
+        let (woken, took) = waiter.await.expect("waiter");
+        if took < Duration::from_millis(1500) {
+            assert!(woken, "a waiter that returned early was woken by the send");
+            woken_early += 1;
+        }
+    }
+    assert_eq!(
+        woken_early, 1,
+        "one send wakes one waiter; the others sleep on"
+    );
+}
