@@ -17,7 +17,7 @@ use std::time::Duration;
 use anyhow::Context;
 use gannet_controller::http::Access;
 use gannet_controller::{Controller, Sealing};
-use gannet_domain::ports::{Clock, Queue};
+use gannet_domain::ports::{Clock, Queue, QueueName};
 use gannet_domain::GoDuration;
 use gannet_embedded::{ProcessJobs, RuntimeOptions, SqliteRuntime, SystemClock};
 use gannet_git::github::{GithubChecks, GithubClient};
@@ -127,6 +127,11 @@ pub async fn run_until(
     // no job reads.
     let controller =
         controller.with_sealing(Sealing::new(cfg.sealing_key, state_dir.join("sealed")));
+    // Without a receiver, the notify handler would only log each event at DEBUG: an event a
+    // deployment step sends would cost a receive and an ack for nothing.
+    if !controller.hears_events() {
+        runtime.discard(vec![QueueName::Notify]);
+    }
 
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await

@@ -137,6 +137,16 @@ impl Controller {
         self
     }
 
+    /// Whether an event reaches anyone here: a receiver, the event bus or commit statuses. When
+    /// none is set, the notify handler does nothing with an event but log it at DEBUG, so a
+    /// runtime whose one process holds all of these (`gannet up`) may leave the notify queue
+    /// out. A runtime whose notify handler runs elsewhere (AWS: the notify function holds the
+    /// GitHub credentials) must not ask this of another handler's controller.
+    pub fn hears_events(&self) -> bool {
+        let inner = &self.inner;
+        !inner.settings.receivers.is_empty() || inner.bus.is_some() || inner.statuses.is_some()
+    }
+
     /// The same controller, also publishing every event to `bus`.
     pub fn with_event_bus(mut self, bus: Arc<dyn EventBus>) -> Self {
         Arc::make_mut(&mut self.inner).bus = Some(bus);

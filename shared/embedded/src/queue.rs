@@ -146,6 +146,7 @@ fn take_due(
 #[async_trait]
 impl Queue for SqliteRuntime {
     async fn send(&self, messages: Vec<Outgoing>) -> Result<(), QueueError> {
+        let messages = self.kept(messages);
         if messages.is_empty() {
             return Ok(());
         }

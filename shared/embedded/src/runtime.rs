@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use gannet_domain::duration::Millis;
-use gannet_domain::ports::{Clock, StoreError};
+use gannet_domain::ports::{Clock, Outgoing, QueueName, StoreError};
 use gannet_domain::GoDuration;
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 use tokio::sync::Notify;
@@ -51,11 +51,12 @@ struct Inner {
     next_reader: AtomicUsize,
     clock: Arc<dyn Clock>,
     max_attempts: u32,
-    /// Bumped after every committed send, so idle workers wake up.
     /// Wakes one waiting worker per message sent (see [`SqliteRuntime::signal_sent`]).
     sent: Notify,
     /// How many callers are in [`SqliteRuntime::wait_for_message`].
     waiting: AtomicUsize,
+    /// Queues nobody consumes here: messages to them are dropped, not stored.
+    discarded: std::sync::OnceLock<Vec<QueueName>>,
 }
 
 impl fmt::Debug for SqliteRuntime {
@@ -151,8 +152,30 @@ impl SqliteRuntime {
                 max_attempts: options.max_attempts.max(1),
                 sent: Notify::new(),
                 waiting: AtomicUsize::new(0),
+                discarded: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Drops, from now on, every message sent to `queues` instead of storing it: for a queue
+    /// whose handler would do nothing with them (the notify queue when no event reaches anyone;
+    /// see `Controller::hears_events`). Set once; a later call changes nothing.
+    pub fn discard(&self, queues: Vec<QueueName>) {
+        for queue in &queues {
+            tracing::debug!(
+                queue = queue.as_str(),
+                "messages to this queue are not kept: nobody here consumes them"
+            );
+        }
+        let _ = self.inner.discarded.set(queues);
+    }
+
+    /// `messages` without those to discarded queues.
+    pub(crate) fn kept(&self, mut messages: Vec<Outgoing>) -> Vec<Outgoing> {
+        if let Some(discarded) = self.inner.discarded.get() {
+            messages.retain(|m| !discarded.contains(&m.queue));
+        }
+        messages
     }
 
     pub(crate) fn now(&self) -> Millis {

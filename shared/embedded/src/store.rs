@@ -306,7 +306,8 @@ fn list_bodies<T: DeserializeOwned>(
 
 #[async_trait]
 impl Store for SqliteRuntime {
-    async fn apply(&self, changes: Changes) -> Result<(), StoreError> {
+    async fn apply(&self, mut changes: Changes) -> Result<(), StoreError> {
+        changes.send = self.kept(changes.send);
         if changes.is_empty() {
             return Ok(());
         }

@@ -522,3 +522,36 @@ async fn one_message_sent_wakes_one_waiting_worker_not_all() {
         "one send wakes one waiter; the others sleep on"
     );
 }
+
+#[tokio::test]
+async fn messages_to_a_discarded_queue_are_not_kept_and_the_rest_are() {
+    let db = Db::new();
+    let rt = db.open();
+    rt.discard(vec![QueueName::Notify]);
+    let d = deployment_fixture("d-1", "web").build();
+    rt.apply(Changes {
+        writes: vec![Write::PutDeployment {
+            deployment: Box::new(d.clone()),
+            expect: Expect::Absent,
+        }],
+        send: vec![
+            Outgoing::now(QueueName::Notify, "event".to_owned()),
+            Outgoing::now(QueueName::Stage, "step".to_owned()),
+        ],
+    })
+    .await
+    .expect("apply");
+    rt.send(vec![Outgoing::now(QueueName::Notify, "another".to_owned())])
+        .await
+        .expect("send");
+    assert_eq!(rt.deployment(&d.id).await.expect("read"), Some(d));
+    let kept: Vec<(String, String)> = db
+        .raw()
+        .prepare("SELECT queue, body FROM messages ORDER BY id")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(kept, [("stage".to_owned(), "step".to_owned())]);
+}
