@@ -19,6 +19,10 @@
 //! another's exit code. No GitHub credential and no gannet secret reaches the build; the
 //! bucket's lifecycle rule expires `jobs/` after a week.
 //!
+//! A job's cache ([`JobSpec::cache`]) is not kept on this runtime yet: the build gets no
+//! `GANNET_JOB_CACHE`, so the job does without (Terraform runs `init` from nothing, as
+//! before; docs/terraform-init-cache.md has the design of a cache in the jobs bucket).
+//!
 //! # Once per key
 //!
 //! `jobs/<key>/build` holds the build's id once it started. A start that finds it does

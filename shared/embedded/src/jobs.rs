@@ -19,6 +19,12 @@
 //! | `home/`      | start      | the job's own `HOME`, when sandboxed                       |
 //! | `sandbox.json` | start    | how the job is confined ([`sandbox::Policy`])              |
 //!
+//! A job that names a cache ([`JobSpec::cache`]) gets `<root>/.cache/<name>/` in
+//! [`CACHE_ENV`]: made by the first job of that name, kept across jobs and restarts, writable
+//! by the job in its sandbox (and given to the `runAs` uid). Jobs of one cache may run at once;
+//! the job locks what it shares there. Nothing prunes it: removing `<root>/.cache` (or one
+//! name in it) while no job runs clears it.
+//!
 //! The directory is prepared aside and renamed into place, so a job either exists whole or
 //! not at all. The process is started through `setsid -f`: it leads a session of its own, is
 //! no child of gannet, and a SIGKILL of `gannet up` leaves it running. It runs the script only
@@ -52,7 +58,8 @@ use async_trait::async_trait;
 use gannet_domain::duration::Millis;
 use gannet_domain::GoDuration;
 use gannet_sdk::jobs::{
-    self, JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec, IN_ENV, MAX_OUTPUT_BYTES, OUT_ENV,
+    self, JobEnd, JobError, JobKey, JobPoll, JobRunner, JobSpec, CACHE_ENV, IN_ENV,
+    MAX_OUTPUT_BYTES, OUT_ENV,
 };
 use serde::{Deserialize, Serialize};
 
@@ -156,6 +163,50 @@ impl ProcessJobs {
         self.root.join(key.as_str())
     }
 
+    /// Where the cache `name` lives ([`JobSpec::cache`]).
+    pub fn cache_dir(&self, name: &str) -> PathBuf {
+        self.root.join(CACHES).join(name)
+    }
+
+    /// The job's cache directory, made if missing (and given to the job's uid); `None` when
+    /// the job names none.
+    fn cache_for(&self, spec: &Owned) -> Result<Option<PathBuf>, JobError> {
+        let Some(name) = &spec.cache else {
+            return Ok(None);
+        };
+        if !jobs::valid_cache_name(name) {
+            return Err(JobError::Refused(format!(
+                "{name:?} is not a job cache's name"
+            )));
+        }
+        let dir = self.cache_dir(name);
+        if dir.is_dir() {
+            return Ok(Some(dir));
+        }
+        let made = (|| {
+            let caches = self.root.join(CACHES);
+            fs::create_dir_all(&caches)?;
+            let run_as = self.sandbox.as_ref().and_then(|s| s.run_as);
+            // The job's uid passes through to its own cache, and lists no other.
+            set_mode(&caches, if run_as.is_some() { 0o711 } else { 0o700 })?;
+            match fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
+                Err(err) => return Err(err),
+            }
+            set_mode(&dir, 0o700)?;
+            if let Some(RunAs { uid, gid }) = run_as {
+                std::os::unix::fs::lchown(&dir, Some(uid), Some(gid))?;
+            }
+            Ok(())
+        })();
+        made.map_err(|source: io::Error| JobError::Unavailable {
+            operation: "making the job's cache",
+            source: source.into(),
+        })?;
+        Ok(Some(dir))
+    }
+
     /// Removes the directories of jobs that ended (or were lost) and started more than
     /// `older_than` ago; returns how many. Running jobs are kept whatever their age.
     pub fn prune(&self, older_than: Duration) -> io::Result<usize> {
@@ -185,22 +236,27 @@ impl ProcessJobs {
 
     fn start_blocking(&self, spec: &Owned) -> Result<(), JobError> {
         let dir = self.dir(&spec.key);
+        let cache = self.cache_for(spec)?;
         if !dir.join("job.json").is_file() {
-            self.prepare(spec, &dir)?;
+            self.prepare(spec, &dir, cache.as_deref())?;
         }
         if !dir.join("claim").exists() {
-            launch(&dir, &spec.key, &spec.env, self.sandbox.as_deref()).map_err(|source| {
-                JobError::Unavailable {
-                    operation: "starting the job's process",
-                    source: source.into(),
-                }
+            let job = Launch {
+                dir: &dir,
+                key: &spec.key,
+                env: &spec.env,
+                cache: cache.as_deref(),
+            };
+            launch(&job, self.sandbox.as_deref()).map_err(|source| JobError::Unavailable {
+                operation: "starting the job's process",
+                source: source.into(),
             })?;
         }
         Ok(())
     }
 
     /// Builds the job's directory aside and renames it into place.
-    fn prepare(&self, spec: &Owned, dir: &Path) -> Result<(), JobError> {
+    fn prepare(&self, spec: &Owned, dir: &Path, cache: Option<&Path>) -> Result<(), JobError> {
         let unavailable = |operation| {
             move |source: io::Error| JobError::Unavailable {
                 operation,
@@ -230,7 +286,7 @@ impl ProcessJobs {
             timeout: spec.timeout,
         };
         let written = fs::write(tmp.join("script"), &spec.script)
-            .and_then(|()| self.confine(spec, &tmp, dir))
+            .and_then(|()| self.confine(spec, &tmp, dir, cache))
             .and_then(|()| {
                 let json = serde_json::to_vec(&record).map_err(io::Error::other)?;
                 fs::write(tmp.join("job.json"), json)
@@ -247,7 +303,13 @@ impl ProcessJobs {
 
     /// Writes the job's sandbox policy and gives it its own `tmp/` and `home/`, in `tmp` (to be
     /// renamed `dir`). With `run_as`, what the job writes or reads is handed to its uid.
-    fn confine(&self, spec: &Owned, tmp: &Path, dir: &Path) -> io::Result<()> {
+    fn confine(
+        &self,
+        spec: &Owned,
+        tmp: &Path,
+        dir: &Path,
+        cache: Option<&Path>,
+    ) -> io::Result<()> {
         // Its output is for gannet to read (and the job to append to), no one else.
         OpenOptions::new()
             .append(true)
@@ -261,7 +323,9 @@ impl ProcessJobs {
             fs::create_dir(tmp.join(own))?;
             set_mode(&tmp.join(own), 0o700)?;
         }
-        sandbox::write_policy(tmp, &sandbox.policy(dir, &spec.env))?;
+        let mut policy = sandbox.policy(dir, &spec.env);
+        policy.own_write.extend(cache.map(Path::to_owned));
+        sandbox::write_policy(tmp, &policy)?;
         set_mode(&tmp.join(sandbox::POLICY_FILE), 0o600)?;
         if let Some(RunAs { uid, gid }) = sandbox.run_as {
             for own in ["work", "out", "in", "tmp", "home", "output.log"] {
@@ -441,7 +505,12 @@ struct Owned {
     timeout: GoDuration,
     /// (job, file) of each input.
     inputs: Vec<(JobKey, String)>,
+    cache: Option<String>,
 }
+
+/// Where the caches of jobs ([`JobSpec::cache`]) live, under the runner's root: not a job's
+/// key, so [`ProcessJobs::prune`] passes it by.
+const CACHES: &str = ".cache";
 
 #[async_trait]
 impl JobRunner for ProcessJobs {
@@ -466,6 +535,7 @@ impl JobRunner for ProcessJobs {
                 .iter()
                 .map(|i| (i.job.clone(), i.file.to_owned()))
                 .collect(),
+            cache: spec.cache.map(str::to_owned),
         };
         let me = self.clone();
         blocking(move || me.start_blocking(&owned)).await
@@ -510,12 +580,17 @@ async fn blocking<T: Send + 'static>(
 
 /// Starts the job's first process in a session of its own, detached from gannet. With a
 /// sandbox, the script runs through its launcher, with the job's own `HOME` and `TMPDIR`.
-fn launch(
-    dir: &Path,
-    key: &JobKey,
-    env: &[(String, String)],
-    sandbox: Option<&Sandbox>,
-) -> io::Result<()> {
+/// What [`launch`] starts.
+struct Launch<'a> {
+    dir: &'a Path,
+    key: &'a JobKey,
+    env: &'a [(String, String)],
+    /// The job's cache directory, given in [`CACHE_ENV`].
+    cache: Option<&'a Path>,
+}
+
+fn launch(job: &Launch<'_>, sandbox: Option<&Sandbox>) -> io::Result<()> {
+    let Launch { dir, key, env, .. } = *job;
     let run = if sandbox.is_some_and(|s| s.run_as.is_some()) {
         RUN_PLAIN
     } else {
@@ -547,6 +622,9 @@ fn launch(
         command
             .env("HOME", dir.join("home"))
             .env("TMPDIR", dir.join("tmp"));
+    }
+    if let Some(cache) = job.cache {
+        command.env(CACHE_ENV, cache);
     }
     let mut child = command
         .env(MARKER, key.as_str())

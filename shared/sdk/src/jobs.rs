@@ -198,6 +198,25 @@ pub struct JobSpec<'a> {
     /// `jobRoleArn`); a runner that cannot ([`JobRoles::Refused`]) refuses the job. Not part
     /// of the job's identity: a start repeated with the same key finds the job, as ever.
     pub role: Option<&'a JobRoleArn>,
+    /// A directory kept between the jobs that name the same cache ([`valid_cache_name`]),
+    /// given in [`CACHE_ENV`]: what `terraform init` made for one app and deploy target. Jobs
+    /// of one cache may run at once, so a job locks what it changes there; a runner that keeps
+    /// no caches (`None`, or the AWS runtime today) sets no [`CACHE_ENV`], and the job does
+    /// without. Never a place for secrets: the name is the only thing that keeps jobs of other
+    /// caches out, and anything written there outlives the job.
+    pub cache: Option<&'a str>,
+}
+
+/// The directory of the job's cache ([`JobSpec::cache`]), by this variable; unset when the
+/// runner keeps none.
+pub const CACHE_ENV: &str = "GANNET_JOB_CACHE";
+
+/// True when `name` may name a job cache: 1 to 96 letters, digits and `-` (a [`JobKey`] made
+/// with [`JobKey::of`] is one).
+pub fn valid_cache_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 96
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
 }
 
 /// How a job ended.
@@ -330,6 +349,7 @@ pub async fn start_once(
                 timeout,
                 inputs: &[],
                 role: None,
+                cache: None,
             })
             .await?;
             Ok(Once::Running(jobs.poll_interval(GoDuration::default())))

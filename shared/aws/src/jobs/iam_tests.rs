@@ -531,6 +531,7 @@ async fn a_job_with_a_role_without_s3_rights_fetches_and_keeps_its_files_through
         timeout: GoDuration::from_secs(300),
         inputs,
         role: None,
+        cache: None,
     };
     jobs.start(spec(
         &plan,
@@ -657,6 +658,7 @@ async fn the_stage_and_drift_roles_start_builds_as_the_listed_job_target_roles_o
                     timeout: GoDuration::from_secs(300),
                     inputs: &[],
                     role: role.as_ref(),
+                    cache: None,
                 })
                 .await
             }

@@ -96,6 +96,7 @@ impl Moto {
                 timeout: GoDuration::from_secs(90),
                 inputs: &[],
                 role: None,
+                cache: None,
             })
             .await
             .expect("start");
@@ -333,6 +334,7 @@ async fn a_jobs_files_are_kept_through_its_urls_and_given_to_a_later_job() {
         timeout: GoDuration::from_secs(90),
         inputs,
         role: None,
+        cache: None,
     };
     m.jobs
         .start(spec(
@@ -443,6 +445,7 @@ async fn a_missing_app_directory_is_refused_before_anything_starts() {
             timeout: GoDuration::from_secs(60),
             inputs: &[],
             role: None,
+            cache: None,
         })
         .await
         .unwrap_err();
@@ -688,6 +691,7 @@ fn job_as<'a>(
         timeout: GoDuration::from_secs(90),
         inputs: &[],
         role,
+        cache: None,
     }
 }
 

@@ -66,6 +66,7 @@ impl Fixture {
                 timeout,
                 inputs: &[],
                 role: None,
+                cache: None,
             })
             .await
             .expect("start");
@@ -172,6 +173,7 @@ async fn starting_the_same_key_again_or_at_once_runs_the_script_once() {
                     timeout: LONG,
                     inputs: &[],
                     role: None,
+                    cache: None,
                 };
                 jobs.start(spec).await
             })
@@ -335,7 +337,14 @@ async fn a_job_that_never_started_is_lost_and_can_never_start_late() {
         "{end:?}"
     );
     // A late process finds the run claimed and does nothing.
-    super::launch(&dir, &k, &env(&f), None).unwrap();
+    let env = env(&f);
+    let job = super::Launch {
+        dir: &dir,
+        key: &k,
+        env: &env,
+        cache: None,
+    };
+    super::launch(&job, None).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(lines_of(&f.out.join("runs")), ["ran"]);
 }
@@ -481,6 +490,7 @@ async fn a_job_leaves_files_that_a_later_job_is_given() {
             timeout: LONG,
             inputs: &inputs,
             role: None,
+            cache: None,
         })
         .await
         .expect("start");
@@ -506,6 +516,7 @@ async fn a_job_leaves_files_that_a_later_job_is_given() {
             timeout: LONG,
             inputs: &missing,
             role: None,
+            cache: None,
         })
         .await
         .unwrap_err();
@@ -534,6 +545,7 @@ async fn a_job_with_a_role_of_its_own_is_refused_saying_roles_are_for_aws() {
             timeout: LONG,
             inputs: &[],
             role: Some(&role),
+            cache: None,
         })
         .await
         .unwrap_err();
@@ -547,4 +559,57 @@ async fn a_job_with_a_role_of_its_own_is_refused_saying_roles_are_for_aws() {
     );
     assert!(!f.job_dir(&k).exists(), "nothing was prepared");
     assert!(!f.out.join("with-role").exists(), "nothing ran");
+}
+
+impl Fixture {
+    async fn start_cached(&self, key: &JobKey, script: &str, cache: &str) -> Result<(), JobError> {
+        let env = env(self);
+        self.jobs
+            .start(JobSpec {
+                key,
+                script,
+                dir: &self.app,
+                env: &env,
+                timeout: LONG,
+                inputs: &[],
+                role: None,
+                cache: Some(cache),
+            })
+            .await
+    }
+}
+
+#[tokio::test]
+async fn jobs_naming_one_cache_share_its_directory_and_no_other_name_sees_it() {
+    let f = fixture();
+    let write = r#"echo "$GANNET_JOB_CACHE" && echo kept >"$GANNET_JOB_CACHE/file""#;
+    f.start_cached(&key("first"), write, "terraform-app-one")
+        .await
+        .expect("start");
+    let (lines, end) = f.finish(&key("first")).await;
+    assert_eq!(end, JobEnd::Exited(0), "{lines:?}");
+    assert_eq!(
+        lines,
+        [f.jobs.cache_dir("terraform-app-one").display().to_string()]
+    );
+
+    let read = r#"cat "$GANNET_JOB_CACHE/file" 2>/dev/null || echo none"#;
+    f.start_cached(&key("second"), read, "terraform-app-one")
+        .await
+        .expect("start");
+    assert_eq!(f.finish(&key("second")).await.0, ["kept"]);
+    f.start_cached(&key("other"), read, "terraform-app-two")
+        .await
+        .expect("start");
+    assert_eq!(f.finish(&key("other")).await.0, ["none"]);
+
+    // A job naming no cache gets none; a name that could leave the directory is refused.
+    f.start(&key("none"), r#"echo "${GANNET_JOB_CACHE:-unset}""#, LONG)
+        .await;
+    assert_eq!(f.finish(&key("none")).await.0, ["unset"]);
+    let refused = f.start_cached(&key("bad"), "true", "../escape").await;
+    assert!(matches!(refused, Err(JobError::Refused(_))), "{refused:?}");
+    // The caches are no job: pruning passes them by.
+    f.jobs.prune(Duration::ZERO).expect("prune");
+    assert!(f.jobs.cache_dir("terraform-app-one").join("file").is_file());
 }

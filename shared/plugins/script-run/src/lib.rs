@@ -314,6 +314,7 @@ impl ScriptRunPlugin {
             inputs: &[],
             // A SCRIPT_RUN script runs as the runner's own job identity (`JobRole` on AWS).
             role: None,
+            cache: None,
         };
         follow.start(spec, ctx.now).await.map(Some)
     }

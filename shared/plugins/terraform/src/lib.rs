@@ -24,6 +24,7 @@
 //! result. Exit 0 is SYNCED, 2 OUT_OF_SYNC with each resource and attribute the plan would
 //! change, 1 an error given as the reason.
 
+mod cache;
 mod plan;
 mod script;
 pub mod spec;
@@ -37,7 +38,7 @@ use gannet_config::{AppConfig, AppKind};
 use gannet_domain::deployment::{Stage, StageStatus, SyncStrategy};
 use gannet_domain::drift::LiveState;
 use gannet_domain::ports::Metadata;
-use gannet_domain::GoDuration;
+use gannet_domain::{AppId, GoDuration};
 use gannet_sdk::check::{AppFile, FileFormat};
 use gannet_sdk::jobs::{self, Follow, JobEnd, JobInput, JobKey, JobRunner, JobSpec, Progress};
 use gannet_sdk::plugin::{
@@ -407,15 +408,21 @@ impl LiveStates for TerraformPlugin {
         if started_now && running.is_none() {
             let key = key_of(window);
             let env = job_env(target);
+            // A preview plans a pull request's code, with the preview's credentials: it shares
+            // no cache with the deployments (its `init` could leave providers they would run).
+            let cache =
+                (!ctx.preview).then(|| InitCache::of(ctx.app_id, target, ctx.app_dir, &input));
+            let cache = cache.flatten();
             ctx.jobs
                 .start(JobSpec {
                     key: &key,
-                    script: &commands(target, &input).drift_script(),
+                    script: &commands(target, &input, cache.as_ref()).drift_script(),
                     dir: ctx.app_dir,
                     env: &env,
                     timeout: target.drift_interval.max(DRIFT_JOB_MIN_TIME),
                     inputs: &[],
                     role: target.job_role_arn.as_ref(),
+                    cache: cache.as_ref().map(|c| c.name.as_str()),
                 })
                 .await?;
             running = Some(key);
@@ -491,7 +498,8 @@ impl TerraformPlugin {
         let input = input_of(&app)?;
         check_input(&input)
             .map_err(|(field, message)| StepError::permanent(format!("{field}: {message}")))?;
-        let commands = commands(target, &input);
+        let cache = InitCache::of(&ctx.deployment.app, target, dir, &input);
+        let commands = commands(target, &input, cache.as_ref());
         let plan_job;
         let mut given = Vec::new();
         let script = match stage.name.as_str() {
@@ -555,16 +563,44 @@ impl TerraformPlugin {
             timeout: GoDuration::from_millis(stage.timeout.as_millis() - elapsed.as_millis()),
             inputs: &given,
             role: target.job_role_arn.as_ref(),
+            cache: cache.as_ref().map(|c| c.name.as_str()),
         };
         follow.start(spec, ctx.now).await.map(Started::Job)
     }
 }
 
-fn commands<'a>(target: &'a DeployTarget, input: &'a TerraformInput) -> Commands<'a> {
+/// The cache a job keeps `init`'s work in ([`cache`]), when its target keeps one.
+struct InitCache {
+    /// Which cache: the app's and the target's.
+    name: String,
+    /// What `init`'s result is valid for.
+    key: String,
+}
+
+impl InitCache {
+    /// The cache of the jobs of `app` on `target` that run in `dir`; `None` when the target
+    /// keeps none, or `dir` cannot be read for the key.
+    fn of(app: &AppId, target: &DeployTarget, dir: &Path, input: &TerraformInput) -> Option<Self> {
+        if !target.init_cache {
+            return None;
+        }
+        Some(Self {
+            name: cache::cache_name(app, target),
+            key: cache::init_key(dir, target, input)?,
+        })
+    }
+}
+
+fn commands<'a>(
+    target: &'a DeployTarget,
+    input: &'a TerraformInput,
+    cache: Option<&InitCache>,
+) -> Commands<'a> {
     Commands {
         terraform: target.binary(&input.terraform_version),
         input,
         target_vars: &target.vars,
+        init_key: cache.map(|c| c.key.clone()),
     }
 }
 

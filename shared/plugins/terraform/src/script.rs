@@ -25,6 +25,9 @@ pub struct Commands<'a> {
     pub input: &'a TerraformInput,
     /// The deploy target's `-var`s, before the app's.
     pub target_vars: &'a [String],
+    /// The key `init`'s result is valid for ([`crate::cache::init_key`]) when the job may
+    /// keep and reuse it in its cache; `None` runs `init` from nothing, using no cache.
+    pub init_key: Option<String>,
 }
 
 /// Quotes `text` for `sh`.
@@ -38,6 +41,86 @@ fn words(items: impl IntoIterator<Item = String>) -> String {
         .map(|w| format!(" {w}"))
         .collect::<String>()
 }
+
+/// `init` through the job's cache ([`crate::cache`]), when the runner gave one
+/// ([`gannet_sdk::jobs::CACHE_ENV`]), terraform keeps its data in `.terraform` (no
+/// `TF_DATA_DIR`) and the app brings no `.terraform` of its own; plain `init` otherwise.
+///
+/// Under the cache's lock (`flock` when the job's machine has it; else a `lock.d` made with
+/// `mkdir`, waited for at most 10 minutes and broken when 15 minutes old, as a job killed
+/// while holding it leaves it), with `TF_PLUGIN_CACHE_DIR` the cache's `plugins/` unless the
+/// target sets its own: a job whose key (the step's, and the size and time of the terraform
+/// file) equals `init/key` copies `init/terraform` to `.terraform` and skips `init`;
+/// otherwise it runs `init` and builds `init.tmp.<pid>/` (the `.terraform`, the lock file
+/// `init` wrote if the app has none, and `key`, written last), then renames it to `init/`. A
+/// job killed at any point leaves either the old `init/`, no `init/`, or the new one whole;
+/// never a `.terraform` with a key that a later job trusts. The lock is released before
+/// `plan`. If the lock cannot be had, the job runs `init` without the cache.
+const INIT_CACHED: &str = r#"want={key}
+cache="${GANNET_JOB_CACHE:-}"
+locked=
+lock_cache() {
+  if command -v flock >/dev/null 2>&1; then
+    exec 9>>"$cache/lock" && flock -w 600 9 && locked=flock && return 0
+    exec 9>&-
+    return 1
+  fi
+  n=0
+  until mkdir "$cache/lock.d" 2>/dev/null; do
+    if [ -n "$(find "$cache/lock.d" -maxdepth 0 -mmin +15 2>/dev/null)" ]; then
+      rmdir "$cache/lock.d" 2>/dev/null
+      continue
+    fi
+    n=$((n + 1))
+    [ "$n" -lt 600 ] || return 1
+    sleep 1
+  done
+  locked=dir
+}
+unlock_cache() {
+  case $locked in
+    flock) exec 9>&- ;;
+    dir) rmdir "$cache/lock.d" 2>/dev/null ;;
+  esac
+  locked=
+}
+init_cached() {
+  bin=$(command -v "$TF" 2>/dev/null) || return 2
+  want="$want $(ls -lLn "$bin" 2>/dev/null)"
+  mkdir -p "$cache/plugins" 2>/dev/null || return 2
+  lock_cache || { echo "The cache of init's work stayed locked for 10 minutes: running init without it"; return 2; }
+  export TF_PLUGIN_CACHE_DIR="${TF_PLUGIN_CACHE_DIR:-$cache/plugins}"
+  if [ -f "$cache/init/key" ] && [ "$(cat "$cache/init/key")" = "$want" ] && cp -RP "$cache/init/terraform" .terraform; then
+    if [ ! -e .terraform.lock.hcl ] && [ -f "$cache/init/lock.hcl" ]; then cp "$cache/init/lock.hcl" .terraform.lock.hcl; fi
+    unlock_cache
+    echo "init skipped: reusing the .terraform of an earlier job of this app and deploy target (same lock file, backend, module sources, terraform and init options)"
+    return 0
+  fi
+  rm -rf .terraform
+  had_lock=
+  [ -e .terraform.lock.hcl ] && had_lock=1
+  tf_init || { unlock_cache; return 1; }
+  rm -rf "$cache"/init.tmp.*
+  t="$cache/init.tmp.$$"
+  if mkdir "$t" && cp -RP .terraform "$t/terraform" \
+    && { [ -n "$had_lock" ] || [ ! -f .terraform.lock.hcl ] || cp .terraform.lock.hcl "$t/lock.hcl"; } \
+    && printf '%s\n' "$want" >"$t/key" \
+    && rm -rf "$cache/init.old" && { [ ! -e "$cache/init" ] || mv "$cache/init" "$cache/init.old"; } \
+    && mv "$t" "$cache/init"; then
+    echo "init ran; its .terraform is kept for the next jobs of this app and deploy target"
+  fi
+  rm -rf "$t" "$cache/init.old"
+  unlock_cache
+  return 0
+}
+if [ -n "$cache" ] && [ -z "${TF_DATA_DIR:-}" ] && [ ! -e .terraform ]; then
+  init_cached
+  c=$?
+  case $c in 0) ;; 2) tf_init || exit 1 ;; *) exit 1 ;; esac
+else
+  tf_init || exit 1
+fi
+"#;
 
 /// What a drift check does with terraform's plan output: keeps it out of the log.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -91,10 +174,14 @@ fail() {{ printf 'Error: %s\n' "$1" | tee "$out/{error}" >&2; exit 1; }}
             ));
         }
         s.push_str(&format!(
-            "run {}\"$TF\" init -input=false -no-color{} || exit 1\n",
+            "tf_init() {{ run {}\"$TF\" init -input=false -no-color{}; }}\n",
             self.env(&self.input.command_envs.init),
             self.flags(&self.input.command_flags.init),
         ));
+        match &self.init_key {
+            None => s.push_str("tf_init || exit 1\n"),
+            Some(key) => s.push_str(&INIT_CACHED.replace("{key}", &quote(key))),
+        }
         if !self.input.workspace.is_empty() {
             s.push_str(&format!(
                 "run \"$TF\" workspace select -or-create -no-color {} || exit 1\n",

@@ -45,6 +45,11 @@ pub struct DeployTarget {
     /// How often drift is checked with a plan (a new plan per interval, per branch head).
     #[serde(default = "default_drift_interval")]
     pub drift_interval: GoDuration,
+    /// Whether this target's jobs keep `init`'s work between them (on by default): a plugin
+    /// cache, and `.terraform` reused while its key holds ([`crate::cache`]). Off, every job
+    /// runs `init` from nothing, as before.
+    #[serde(default = "yes")]
+    pub init_cache: bool,
 }
 
 fn default_terraform() -> String {
@@ -78,6 +83,7 @@ impl DeployTarget {
             job_role_arn: None,
             drift_detection_enabled: true,
             drift_interval: DEFAULT_DRIFT_INTERVAL,
+            init_cache: true,
         }
     }
 

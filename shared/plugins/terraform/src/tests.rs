@@ -20,6 +20,8 @@ use serde_json::{json, Value};
 
 use super::*;
 
+mod init_cache;
+
 const NOW: u64 = 1_700_000_000_000;
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -537,8 +539,10 @@ fn scripts_quote_every_value_from_git() {
         terraform: "terraform",
         input: &input,
         target_vars: &[],
+        init_key: Some("k'; rm -rf / #".into()),
     };
     let plan = commands.plan_script();
+    assert!(plan.contains(r#"want='k'\''; rm -rf / #'"#), "{plan}");
     assert!(plan.contains(r#"-var 'image=x'\''; rm -rf / #'"#), "{plan}");
     assert!(
         plan.contains("workspace select -or-create -no-color 'prod'"),
