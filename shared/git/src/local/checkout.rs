@@ -1,5 +1,6 @@
 //! Directories built off to the side and renamed into place, so a crash or a concurrent
-//! builder never leaves a half-made one where readers look: checked-out trees and bare clones.
+//! builder never leaves a half-made one where readers look: checked-out trees (written in
+//! this process from the repository's objects) and bare clones (`git init`).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use gannet_domain::ids::CommitSha;
 
-use super::command::{prefixed, CommandError, Git};
+use gix::objs::tree::EntryKind;
+
+use super::command::{CommandError, Git};
+use super::read;
 
 static NEXT_STAGING: AtomicU64 = AtomicU64::new(0);
 
@@ -65,10 +69,11 @@ where
     }
 }
 
-/// Writes the tree of `commit` into `<cache>/trees/<repo_dir>/<sha>` (once) and returns it.
-/// The repository's own index and work tree are never used: a private index file is.
+/// Writes the tree of `commit` into `<cache>/trees/<repo_dir>/<sha>` (once) and returns it,
+/// from the objects of `repo`, in this process: the repository's own index and work tree are
+/// never used.
 pub(crate) async fn tree(
-    git_dir: &Path,
+    repo: &gix::ThreadSafeRepository,
     cache: &Path,
     repo_dir: &str,
     commit: &CommitSha,
@@ -76,49 +81,59 @@ pub(crate) async fn tree(
     let target = cache.join("trees").join(repo_dir).join(commit.as_str());
     let label = format!("tree-{repo_dir}-{}", commit.short());
     build_in_place(cache, &target, &label, |dir| async move {
-        let mut index = dir.clone().into_os_string();
-        index.push(".index");
-        let index = PathBuf::from(index);
-        let written = write_tree(git_dir, &dir, &index, commit).await;
-        match tokio::fs::remove_file(&index).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) if written.is_ok() => return Err(CommandError::io("remove", &index, e)),
-            Err(_) => {}
-        }
-        written
+        let (repo, commit) = (repo.clone(), commit.clone());
+        let scanned = dir.clone();
+        tokio::task::spawn_blocking(move || write_tree(&repo, &dir, &commit))
+            .await
+            .map_err(|e| CommandError::io("write a checkout to", &scanned, io::Error::other(e)))?
     })
     .await?;
     Ok(target)
 }
 
-async fn write_tree(
-    git_dir: &Path,
+/// Writes every entry of `commit`'s tree under the empty directory `dir` as `git
+/// checkout-index` does: files with mode 0666 or, executable, 0777 (less the umask), symbolic
+/// links as links, and a submodule as an empty directory. Blobs are written as stored: no
+/// `.gitattributes` filter or line-ending conversion is applied. Then the links that lead out
+/// of `dir` are removed.
+fn write_tree(
+    repo: &gix::ThreadSafeRepository,
     dir: &Path,
-    index: &Path,
     commit: &CommitSha,
 ) -> Result<(), CommandError> {
-    Git::on(git_dir)
-        .env("GIT_INDEX_FILE", index.as_os_str())
-        .arg("read-tree")
-        .arg(commit.as_str())
-        .stdout()
-        .await?;
-    Git::on(git_dir)
-        .env("GIT_INDEX_FILE", index.as_os_str())
-        .arg(prefixed("--work-tree=", dir))
-        .args(["checkout-index", "--all", "--force"])
-        .stdout()
-        .await?;
-    let root = dir.to_owned();
-    let removed = tokio::task::spawn_blocking(move || remove_escaping_links(&root))
-        .await
-        .map_err(|e| CommandError::io("scan", dir, io::Error::other(e)))?
-        .map_err(|e| CommandError::io("scan", dir, e))?;
+    let repo = read::local(repo);
+    read::tree_files(&repo, commit, &mut |file| write_entry(dir, file))
+        .map_err(|e| CommandError::Checkout(Box::new(e)))?;
+    let removed = remove_escaping_links(dir).map_err(|e| CommandError::io("scan", dir, e))?;
     for link in removed {
         tracing::warn!(commit = %commit, link = %link, "a symbolic link leaving the repository was left out of the checkout");
     }
     Ok(())
+}
+
+/// Writes one entry below `dir`. Nothing existing is ever written through: directories are
+/// made with `mkdir` and files opened with `O_EXCL`, so an entry that would land on or under
+/// an earlier symbolic link fails instead.
+fn write_entry(dir: &Path, file: read::TreeFile) -> io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+
+    let path = dir.join(std::ffi::OsStr::from_bytes(&file.path));
+    let mode = match file.kind {
+        EntryKind::Tree | EntryKind::Commit => return std::fs::create_dir(&path),
+        EntryKind::Link => {
+            return std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&file.content), &path)
+        }
+        EntryKind::BlobExecutable => 0o777,
+        EntryKind::Blob => 0o666,
+    };
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&path)?;
+    out.write_all(&file.content)
 }
 
 /// Removes every symbolic link under `root` that leads outside it (an absolute target, one

@@ -49,8 +49,8 @@ pub(crate) enum CommandError {
     },
     #[error("`git {args}` did not finish within {limit:?}")]
     TimedOut { args: String, limit: Duration },
-    #[error("unexpected output from `git {args}`: {detail}")]
-    Output { args: String, detail: String },
+    #[error("could not write the checkout")]
+    Checkout(#[source] Box<super::read::TreeFilesError>),
     #[error("could not {action} {}", path.display())]
     Io {
         action: &'static str,
@@ -93,13 +93,6 @@ impl Output {
             args: self.args,
             status: self.status,
             stderr: self.stderr.trim().to_owned(),
-        }
-    }
-
-    pub(crate) fn unexpected(&self, detail: impl Into<String>) -> CommandError {
-        CommandError::Output {
-            args: self.args.clone(),
-            detail: detail.into(),
         }
     }
 }
@@ -210,7 +203,7 @@ impl Git {
 }
 
 /// `--flag=path` without a lossy conversion of the path.
-pub(crate) fn prefixed(flag: &str, path: &Path) -> OsString {
+fn prefixed(flag: &str, path: &Path) -> OsString {
     let mut arg = OsString::from(flag);
     arg.push(path.as_os_str());
     arg

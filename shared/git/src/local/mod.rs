@@ -1,4 +1,13 @@
-//! [`LocalGit`]: a [`GitSource`] over repositories on this machine, driven through the git CLI.
+//! [`LocalGit`]: a [`GitSource`] over repositories on this machine.
+//!
+//! Every read (a branch head, a commit, changed and listed files, a file, a checkout, ancestry,
+//! merge bases, counts) is done in this process through gix ([`read`]), so a deployment starts
+//! no git process. The git CLI is kept for the network only: creating a clone's bare
+//! repository and fetching into it. A fetch must authenticate as the user's own git does
+//! (credential helpers, `~/.ssh/config` and its agent, `GIT_ASKPASS`, proxies, `insteadOf`
+//! rewrites), which only git itself does faithfully; and a fetch is rare (a poll or a pull
+//! request) next to the reads, so its process costs little. After each fetch the in-process
+//! handle is opened again, so it sees the new refs and packs.
 //!
 //! A repository given by path is the user's own: it is only read, through its git directory,
 //! and its index and work tree are never touched. A repository given by URL is fetched into a
@@ -13,6 +22,7 @@ mod command;
 mod credentials;
 mod names;
 mod pull;
+mod read;
 
 /// Runs git in `dir` for a test, with a fixed identity and no user or system configuration;
 /// its output, trimmed.
@@ -33,17 +43,17 @@ pub(crate) fn test_git(dir: &std::path::Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 
 use async_trait::async_trait;
-use gannet_domain::duration::Millis;
 use gannet_domain::ids::{CommitSha, RepoId};
 use gannet_domain::ports::{CommitInfo, GitError, GitSource, PullRequestCommits};
-use tokio::sync::{Mutex, OnceCell};
+use tokio::sync::Mutex;
 
-use command::{CommandError, Git, Output, NETWORK_LIMIT};
+use command::{CommandError, Git, NETWORK_LIMIT};
+use read::ReadError;
 
 /// Where a repository is.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +84,7 @@ pub enum SetupError {
     InvalidUrl { repo: RepoId, url: String },
 }
 
-/// A [`GitSource`] over local repositories and clones, using the `git` CLI.
+/// A [`GitSource`] over local repositories and clones: reads in process, fetches with `git`.
 pub struct LocalGit {
     cache: PathBuf,
     repos: HashMap<RepoId, Repo>,
@@ -86,20 +96,14 @@ struct Repo {
     /// This repository's directory name under the cache.
     dir_name: String,
     source: Source,
-    /// Commits already seen here, so that each is looked up with git once, not before every
-    /// command (commits do not change). Bounded by [`KNOWN_COMMITS`].
-    known: std::sync::Mutex<HashSet<CommitSha>>,
+    /// The open repository, shared by every read; `None` until the first read and again after
+    /// each fetch. It holds no object or pack cache (see [`read::local`]): memory stays at the
+    /// repository's configuration and the index files of its packs, mapped from disk.
+    handle: std::sync::Mutex<Option<gix::ThreadSafeRepository>>,
 }
 
-/// How many known commits a repository remembers; past that the set starts again. A trigger,
-/// plan and stage use the branch head, the last triggered and the running commit.
-const KNOWN_COMMITS: usize = 64;
-
 enum Source {
-    Path {
-        path: PathBuf,
-        git_dir: OnceCell<PathBuf>,
-    },
+    Path(PathBuf),
     Url {
         url: String,
         git_dir: PathBuf,
@@ -122,10 +126,7 @@ impl LocalGit {
             }
             let dir_name = names::dir_name(&spec.id);
             let source = match spec.location {
-                Location::Path(path) => Source::Path {
-                    path,
-                    git_dir: OnceCell::new(),
-                },
+                Location::Path(path) => Source::Path(path),
                 Location::Url(url) if url.is_empty() || url.starts_with('-') => {
                     return Err(SetupError::InvalidUrl {
                         repo: spec.id,
@@ -143,7 +144,7 @@ impl LocalGit {
                 branch: spec.branch,
                 dir_name,
                 source,
-                known: std::sync::Mutex::default(),
+                handle: std::sync::Mutex::default(),
             };
             if by_id.insert(spec.id.clone(), repo).is_some() {
                 return Err(SetupError::DuplicateRepo(spec.id));
@@ -202,26 +203,22 @@ impl GitSource for LocalGit {
         if !names::is_branch_name(branch) {
             return Err(repo.no_branch(branch));
         }
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.fetch(&git_dir, branch).await?;
-        if let Some(info) = repo.head_commit(&git_dir, branch).await {
-            repo.remember(&info.sha);
-            return Ok(info);
-        }
-        let sha = repo
-            .resolve(&git_dir, &format!("refs/heads/{branch}^{{commit}}"))
-            .await?
-            .ok_or_else(|| repo.no_branch(branch))?;
-        repo.remember(&sha);
-        repo.commit_info(&git_dir, &sha).await
+        repo.fetch(&self.cache, branch).await?;
+        let name = branch.to_owned();
+        repo.read(&self.cache, "read branch", move |r| {
+            read::branch_head(r, &name)
+        })
+        .await?
+        .ok_or_else(|| repo.no_branch(branch))
     }
 
     async fn commit(&self, repo: &RepoId, sha: &CommitSha) -> Result<CommitInfo, GitError> {
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.require_commit(&git_dir, sha).await?;
-        let info = repo.commit_info(&git_dir, sha).await;
-        repo.recheck(&git_dir, &[sha], info).await
+        let sha = sha.clone();
+        repo.read_commits(&self.cache, "read commit", move |r| {
+            read::commit_info(r, &sha)
+        })
+        .await
     }
 
     async fn changed_files(
@@ -231,33 +228,20 @@ impl GitSource for LocalGit {
         to: &CommitSha,
     ) -> Result<Vec<String>, GitError> {
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.require_commit(&git_dir, from).await?;
-        repo.require_commit(&git_dir, to).await?;
-        let out = Git::on(&git_dir)
-            .args(["diff-tree", "-r", "-z", "--no-renames", "--name-only"])
-            .args([from.as_str(), to.as_str()])
-            .stdout()
-            .await
-            .map_err(|e| repo.failed("diff", e));
-        let out = repo.recheck(&git_dir, &[from, to], out).await?;
-        Ok(nul_separated(&out))
+        let (from, to) = (from.clone(), to.clone());
+        repo.read_commits(&self.cache, "diff", move |r| {
+            read::changed_files(r, &from, &to)
+        })
+        .await
     }
 
     async fn list_files(&self, repo: &RepoId, commit: &CommitSha) -> Result<Vec<String>, GitError> {
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.require_commit(&git_dir, commit).await?;
-        let out = Git::on(&git_dir)
-            .args(["ls-tree", "-r", "-z", "--full-tree", commit.as_str()])
-            .stdout()
-            .await
-            .map_err(|e| repo.failed("list files", e));
-        let out = repo.recheck(&git_dir, &[commit], out).await?;
-        Ok(tree_entries(&out)
-            .filter(|e| e.kind == "blob")
-            .map(|e| e.path)
-            .collect())
+        let commit = commit.clone();
+        repo.read_commits(&self.cache, "list files", move |r| {
+            read::list_files(r, &commit)
+        })
+        .await
     }
 
     async fn read_file(
@@ -267,31 +251,14 @@ impl GitSource for LocalGit {
         path: &str,
     ) -> Result<Option<Vec<u8>>, GitError> {
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        if names::is_tree_path(path) {
-            if let Some(content) = repo.blob_at(&git_dir, commit, path).await {
-                return Ok(Some(content));
-            }
-        }
-        repo.require_commit(&git_dir, commit).await?;
-        if !names::is_tree_path(path) {
-            return Ok(None);
-        }
-        let out = Git::on(&git_dir)
-            .args(["ls-tree", "-z", "--full-tree", commit.as_str(), "--", path])
-            .stdout()
-            .await
-            .map_err(|e| repo.failed("read file", e));
-        let out = repo.recheck(&git_dir, &[commit], out).await?;
-        let Some(blob) = tree_entries(&out).find(|e| e.kind == "blob" && e.path == path) else {
-            return Ok(None);
-        };
-        let content = Git::on(&git_dir)
-            .args(["cat-file", "blob", blob.object.as_str()])
-            .stdout()
-            .await
-            .map_err(|e| repo.failed("read file", e))?;
-        Ok(Some(content))
+        let commit = commit.clone();
+        let path = names::is_tree_path(path).then(|| path.to_owned());
+        repo.read_commits(&self.cache, "read file", move |r| match &path {
+            Some(path) => read::read_file(r, &commit, path),
+            // Not a path in a tree: no file, once the commit is known to be there.
+            None => read::require(r, std::slice::from_ref(&commit)).map(|()| None),
+        })
+        .await
     }
 
     async fn checkout(&self, repo: &RepoId, commit: &CommitSha) -> Result<PathBuf, GitError> {
@@ -305,12 +272,13 @@ impl GitSource for LocalGit {
             crate::prune::touch(&target);
             return Ok(target);
         }
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.require_commit(&git_dir, commit).await?;
-        let tree = checkout::tree(&git_dir, &self.cache, &repo.dir_name, commit)
+        let wanted = [commit.clone()];
+        repo.read_commits(&self.cache, "checkout", move |r| read::require(r, &wanted))
+            .await?;
+        let handle = repo.handle(&self.cache).await?;
+        let tree = checkout::tree(&handle, &self.cache, &repo.dir_name, commit)
             .await
-            .map_err(|e| repo.failed("checkout", e));
-        let tree = repo.recheck(&git_dir, &[commit], tree).await?;
+            .map_err(|e| repo.failed("checkout", e))?;
         crate::prune::touch(&tree);
         Ok(tree)
     }
@@ -322,31 +290,15 @@ impl GitSource for LocalGit {
         head: &CommitSha,
     ) -> Result<bool, GitError> {
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.require_commit(&git_dir, commit).await?;
-        repo.require_commit(&git_dir, head).await?;
-        let output = Git::on(&git_dir)
-            .args([
-                "merge-base",
-                "--is-ancestor",
-                commit.as_str(),
-                head.as_str(),
-            ])
-            .run()
-            .await
-            .map_err(|e| repo.failed("merge-base", e))?;
-        // 0: an ancestor (or the head itself); 1: not one; anything else is a failure, which
-        // `recheck` turns into NoCommit when a known commit has since gone from the repository.
-        let answer = match output.status.code() {
-            Some(0) => Ok(true),
-            Some(1) => Ok(false),
-            _ => Err(repo.failed("merge-base", output.failure())),
-        };
-        repo.recheck(&git_dir, &[commit, head], answer).await
+        let (commit, head) = (commit.clone(), head.clone());
+        repo.read_commits(&self.cache, "merge-base", move |r| {
+            read::is_ancestor(r, &commit, &head)
+        })
+        .await
     }
 
     /// Fetches the branch, then the pull request's head unless it is here already (see
-    /// [`Repo::fetch_pull`]), and finds where the two part with `git merge-base`.
+    /// [`Repo::fetch_pull`]), and finds where the two part.
     async fn pull_request(
         &self,
         repo: &RepoId,
@@ -356,12 +308,20 @@ impl GitSource for LocalGit {
     ) -> Result<PullRequestCommits, GitError> {
         let base = self.head(repo, branch).await?.sha;
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.fetch_pull(&git_dir, pr, head).await?;
-        let info = repo.commit_info(&git_dir, head).await;
-        let info = repo.recheck(&git_dir, &[head], info).await?;
-        let merge_base = repo.merge_base(&git_dir, &base, head).await;
-        let merge_base = repo.recheck(&git_dir, &[&base, head], merge_base).await?;
+        repo.fetch_pull(&self.cache, pr, head).await?;
+        let (asked, branch_head) = (head.clone(), base.clone());
+        let (info, merge_base) = repo
+            .read(&self.cache, "merge-base", move |r| {
+                let info = read::commit_info(r, &asked)?;
+                Ok((info, read::merge_base(r, &branch_head, &asked)?))
+            })
+            .await?;
+        let merge_base = merge_base.ok_or_else(|| {
+            repo.pull_failed(crate::PullRequestError::NoMergeBase {
+                head: head.clone(),
+                base: base.clone(),
+            })
+        })?;
         Ok(PullRequestCommits {
             head: info,
             base,
@@ -376,31 +336,20 @@ impl GitSource for LocalGit {
         head: &CommitSha,
     ) -> Result<u64, GitError> {
         let repo = self.repo(repo)?;
-        let git_dir = repo.git_dir(&self.cache).await?;
-        repo.require_commit(&git_dir, base).await?;
-        repo.require_commit(&git_dir, head).await?;
-        let range = format!("{base}..{head}");
-        let counted = Git::on(&git_dir)
-            .args(["rev-list", "--count", range.as_str()])
-            .stdout()
-            .await
-            .map_err(|e| repo.failed("rev-list", e))
-            .and_then(|out| {
-                String::from_utf8_lossy(&out)
-                    .trim()
-                    .parse::<u64>()
-                    .map_err(|e| {
-                        let detail = e.to_string();
-                        let args = "rev-list --count".to_owned();
-                        repo.failed("rev-list", CommandError::Output { args, detail })
-                    })
-            });
-        repo.recheck(&git_dir, &[base, head], counted).await
+        let (base, head) = (base.clone(), head.clone());
+        repo.read_commits(&self.cache, "rev-list", move |r| {
+            read::commits_ahead(r, &base, &head)
+        })
+        .await
     }
 }
 
 impl Repo {
-    fn failed(&self, operation: &'static str, error: CommandError) -> GitError {
+    fn failed(
+        &self,
+        operation: &'static str,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> GitError {
         GitError::Failed {
             repo: self.id.clone(),
             operation,
@@ -415,33 +364,102 @@ impl Repo {
         }
     }
 
-    /// The git directory to run commands against; a clone is created on first use.
-    async fn git_dir(&self, cache: &Path) -> Result<PathBuf, GitError> {
-        match &self.source {
-            Source::Path { path, git_dir } => git_dir
-                .get_or_try_init(|| find_git_dir(path))
-                .await
-                .cloned()
-                .map_err(|e| self.failed("open repository", e)),
+    fn read_failed(&self, operation: &'static str, error: ReadError) -> GitError {
+        match error {
+            ReadError::NoCommit(sha) => GitError::NoCommit {
+                repo: self.id.clone(),
+                commit: sha.to_string(),
+            },
+            other => self.failed(operation, other),
+        }
+    }
+
+    /// The open repository: a clone is created and the repository opened on first use, and
+    /// opened again after a fetch.
+    async fn handle(&self, cache: &Path) -> Result<gix::ThreadSafeRepository, GitError> {
+        if let Some(handle) = self
+            .handle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            return Ok(handle.clone());
+        }
+        let path = match &self.source {
+            Source::Path(path) => tokio::fs::canonicalize(path).await.map_err(|e| {
+                self.failed(
+                    "open repository",
+                    CommandError::io("open repository", path, e),
+                )
+            })?,
             Source::Url { git_dir, sync, .. } => {
-                if tokio::fs::metadata(git_dir).await.is_ok_and(|m| m.is_dir()) {
-                    return Ok(git_dir.clone());
+                if !tokio::fs::metadata(git_dir).await.is_ok_and(|m| m.is_dir()) {
+                    let _held = sync.lock().await;
+                    let label = format!("clone-{}", self.dir_name);
+                    checkout::bare_repo(cache, git_dir, &label)
+                        .await
+                        .map_err(|e| self.failed("clone", e))?;
                 }
-                let _held = sync.lock().await;
-                let label = format!("clone-{}", self.dir_name);
-                checkout::bare_repo(cache, git_dir, &label)
-                    .await
-                    .map_err(|e| self.failed("clone", e))?;
-                Ok(git_dir.clone())
+                git_dir.clone()
             }
+        };
+        let opened = tokio::task::spawn_blocking(move || read::open(&path))
+            .await
+            .map_err(|e| self.failed("open repository", std::io::Error::other(e)))?
+            .map_err(|e| self.failed("open repository", e))?;
+        *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(opened.clone());
+        Ok(opened)
+    }
+
+    /// Drops the open repository, so the next read opens it again and sees what a fetch
+    /// brought (gix keeps the packs and packed refs it has read).
+    fn reopen(&self) {
+        *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+
+    /// Runs `read` on the repository off the async runtime.
+    async fn read<T: Send + 'static>(
+        &self,
+        cache: &Path,
+        operation: &'static str,
+        read: impl FnOnce(&gix::Repository) -> Result<T, ReadError> + Send + 'static,
+    ) -> Result<T, GitError> {
+        let handle = self.handle(cache).await?;
+        tokio::task::spawn_blocking(move || read(&read::local(&handle)))
+            .await
+            .map_err(|e| self.failed(operation, std::io::Error::other(e)))?
+            .map_err(|e| self.read_failed(operation, e))
+    }
+
+    /// Runs `read`, which names the commits it needs; when one is missing from a clone, the
+    /// configured branch is fetched once (the commit may be newer than the clone) and `read`
+    /// runs again. Gives [`GitError::NoCommit`] for a commit still missing.
+    async fn read_commits<T: Send + 'static>(
+        &self,
+        cache: &Path,
+        operation: &'static str,
+        read: impl Fn(&gix::Repository) -> Result<T, ReadError> + Send + Sync + 'static,
+    ) -> Result<T, GitError> {
+        let read = Arc::new(read);
+        let again = Arc::clone(&read);
+        match self.read(cache, operation, move |r| read(r)).await {
+            Err(GitError::NoCommit { .. }) if matches!(self.source, Source::Url { .. }) => {
+                match self.fetch(cache, &self.branch).await {
+                    Ok(()) | Err(GitError::NoBranch { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+                self.read(cache, operation, move |r| again(r)).await
+            }
+            result => result,
         }
     }
 
     /// Brings `branch` up to date from the remote. Nothing to do for a repository read in place.
-    async fn fetch(&self, git_dir: &Path, branch: &str) -> Result<(), GitError> {
-        let Source::Url { url, sync, .. } = &self.source else {
+    async fn fetch(&self, cache: &Path, branch: &str) -> Result<(), GitError> {
+        let Source::Url { url, sync, git_dir } = &self.source else {
             return Ok(());
         };
+        self.handle(cache).await?;
         let _held = sync.lock().await;
         let output = fetch(
             url,
@@ -451,6 +469,7 @@ impl Repo {
         .run()
         .await
         .map_err(|e| self.failed("fetch", e))?;
+        self.reopen();
         if output.status.success() {
             Ok(())
         } else if output.stderr.contains("couldn't find remote ref") {
@@ -459,215 +478,4 @@ impl Repo {
             Err(self.failed("fetch", output.failure()))
         }
     }
-
-    /// The commit `spec` names, or `None` when it names nothing.
-    async fn resolve(&self, git_dir: &Path, spec: &str) -> Result<Option<CommitSha>, GitError> {
-        let output = Git::on(git_dir)
-            .args(["rev-parse", "--verify", "--quiet", spec])
-            .run()
-            .await
-            .map_err(|e| self.failed("resolve", e))?;
-        if !output.status.success() {
-            // `--quiet` makes a missing object exit 1 silently; anything else is a failure.
-            return if output.status.code() == Some(1) && output.stderr.trim().is_empty() {
-                Ok(None)
-            } else {
-                Err(self.failed("resolve", output.failure()))
-            };
-        }
-        let text = String::from_utf8_lossy(&output.stdout);
-        CommitSha::parse(text.trim())
-            .map(Some)
-            .map_err(|e| self.failed("resolve", output.unexpected(e.to_string())))
-    }
-
-    /// Fails with [`GitError::NoCommit`] unless `sha` is a commit here. A clone fetches its
-    /// configured branch once before giving up, in case the commit is newer than the clone.
-    /// A commit seen before is taken as present without asking git.
-    async fn require_commit(&self, git_dir: &Path, sha: &CommitSha) -> Result<(), GitError> {
-        if self.is_known(sha) {
-            return Ok(());
-        }
-        let found = self.find_commit(git_dir, sha).await;
-        if found.is_ok() {
-            self.remember(sha);
-        }
-        found
-    }
-
-    fn is_known(&self, sha: &CommitSha) -> bool {
-        self.known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains(sha)
-    }
-
-    fn remember(&self, sha: &CommitSha) {
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        if known.len() >= KNOWN_COMMITS {
-            known.clear();
-        }
-        known.insert(sha.clone());
-    }
-
-    /// The `result` of a command on `commits`. When the command failed, each commit is looked
-    /// up with git again, so that one that has gone since it was seen (a force push, then a gc)
-    /// gives [`GitError::NoCommit`] as it would have without the known-commits set.
-    async fn recheck<T>(
-        &self,
-        git_dir: &Path,
-        commits: &[&CommitSha],
-        result: Result<T, GitError>,
-    ) -> Result<T, GitError> {
-        let Err(err @ GitError::Failed { .. }) = result else {
-            return result;
-        };
-        for sha in commits {
-            self.known
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(*sha);
-            self.require_commit(git_dir, sha).await?;
-        }
-        Err(err)
-    }
-
-    /// Looks `sha` up with git; see [`Repo::require_commit`].
-    async fn find_commit(&self, git_dir: &Path, sha: &CommitSha) -> Result<(), GitError> {
-        let spec = format!("{sha}^{{commit}}");
-        if self.resolve(git_dir, &spec).await?.is_some() {
-            return Ok(());
-        }
-        if matches!(self.source, Source::Url { .. }) {
-            match self.fetch(git_dir, &self.branch).await {
-                Ok(()) | Err(GitError::NoBranch { .. }) => {}
-                Err(e) => return Err(e),
-            }
-            if self.resolve(git_dir, &spec).await?.is_some() {
-                return Ok(());
-            }
-        }
-        Err(GitError::NoCommit {
-            repo: self.id.clone(),
-            commit: sha.to_string(),
-        })
-    }
-
-    /// The branch head and its commit in one git run, or `None` when that run fails; the
-    /// caller then looks the branch up step by step to name what is wrong.
-    async fn head_commit(&self, git_dir: &Path, branch: &str) -> Option<CommitInfo> {
-        let output = Git::on(git_dir)
-            .args(["log", "-1", "--no-show-signature"])
-            .arg(format!("--format=%H%x00{COMMIT_FORMAT}"))
-            .arg(format!("refs/heads/{branch}"))
-            .arg("--")
-            .run()
-            .await
-            .ok()?;
-        if !output.status.success() {
-            return None;
-        }
-        let nul = output.stdout.iter().position(|b| *b == 0)?;
-        let sha = CommitSha::parse(std::str::from_utf8(&output.stdout[..nul]).ok()?).ok()?;
-        parse_commit(&sha, &output.stdout[nul + 1..], &output).ok()
-    }
-
-    /// The content of the blob at `path` in `commit` in one git run, or `None` when that run
-    /// fails (no such commit or file, not a blob); the caller then finds out which.
-    async fn blob_at(&self, git_dir: &Path, commit: &CommitSha, path: &str) -> Option<Vec<u8>> {
-        let output = Git::on(git_dir)
-            .args(["cat-file", "blob"])
-            .arg(format!("{commit}^{{commit}}:{path}"))
-            .run()
-            .await
-            .ok()?;
-        output.status.success().then_some(output.stdout)
-    }
-
-    async fn commit_info(&self, git_dir: &Path, sha: &CommitSha) -> Result<CommitInfo, GitError> {
-        let output = Git::on(git_dir)
-            .args([
-                "log",
-                "-1",
-                "--no-show-signature",
-                &format!("--format={COMMIT_FORMAT}"),
-            ])
-            .args([sha.as_str(), "--"])
-            .run()
-            .await
-            .map_err(|e| self.failed("read commit", e))?;
-        if !output.status.success() {
-            return Err(self.failed("read commit", output.failure()));
-        }
-        parse_commit(sha, &output.stdout, &output).map_err(|e| self.failed("read commit", e))
-    }
-}
-
-/// The `git log --format` of a commit's author, time and message, NUL-separated.
-const COMMIT_FORMAT: &str = "%an%x00%ct%x00%B";
-
-/// Parses [`COMMIT_FORMAT`] output (`text`, part of `output`'s stdout).
-fn parse_commit(sha: &CommitSha, text: &[u8], output: &Output) -> Result<CommitInfo, CommandError> {
-    let text = String::from_utf8_lossy(text);
-    let mut fields = text.splitn(3, '\0');
-    let (Some(author), Some(time), Some(message)) = (fields.next(), fields.next(), fields.next())
-    else {
-        return Err(output.unexpected("expected author, time and message"));
-    };
-    let seconds: u64 = time
-        .parse()
-        .map_err(|_| output.unexpected(format!("commit time {time:?} is not a number")))?;
-    Ok(CommitInfo {
-        sha: sha.clone(),
-        message: message.trim_end_matches('\n').to_owned(),
-        author: author.to_owned(),
-        at: Millis(seconds.saturating_mul(1000)),
-    })
-}
-
-/// The git directory of the repository at `path`, which must be the repository itself (git
-/// is not allowed to look in parent directories).
-async fn find_git_dir(path: &Path) -> Result<PathBuf, CommandError> {
-    let path = tokio::fs::canonicalize(path)
-        .await
-        .map_err(|e| CommandError::io("open repository", path, e))?;
-    let mut git = Git::in_dir(&path);
-    if let Some(parent) = path.parent() {
-        git = git.env("GIT_CEILING_DIRECTORIES", parent.as_os_str());
-    }
-    let out = git
-        .args(["rev-parse", "--absolute-git-dir"])
-        .stdout()
-        .await?;
-    let text = String::from_utf8_lossy(&out);
-    Ok(PathBuf::from(text.trim_end_matches('\n')))
-}
-
-fn nul_separated(out: &[u8]) -> Vec<String> {
-    out.split(|b| *b == 0)
-        .filter(|part| !part.is_empty())
-        .map(|part| String::from_utf8_lossy(part).into_owned())
-        .collect()
-}
-
-struct TreeEntry {
-    kind: String,
-    object: String,
-    path: String,
-}
-
-/// Parses `ls-tree -z` output: `<mode> SP <type> SP <object> TAB <path> NUL` per entry.
-fn tree_entries(out: &[u8]) -> impl Iterator<Item = TreeEntry> + '_ {
-    out.split(|b| *b == 0).filter_map(|entry| {
-        let tab = entry.iter().position(|b| *b == b'\t')?;
-        let (meta, path) = (&entry[..tab], &entry[tab + 1..]);
-        let meta = std::str::from_utf8(meta).ok()?;
-        let mut parts = meta.split(' ');
-        let (_mode, kind, object) = (parts.next()?, parts.next()?, parts.next()?);
-        Some(TreeEntry {
-            kind: kind.to_owned(),
-            object: object.to_owned(),
-            path: String::from_utf8_lossy(path).into_owned(),
-        })
-    })
 }

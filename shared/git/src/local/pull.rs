@@ -1,14 +1,12 @@
 //! A pull request's head made readable in a clone: `refs/pull/<pr>/head` fetched into
-//! `refs/gannet/pull/<pr>` (or, without a pull request, the commit fetched by its id), and
-//! where it parts from the branch (`git merge-base`).
+//! `refs/gannet/pull/<pr>` (or, without a pull request, the commit fetched by its id).
 
 use std::path::Path;
 
 use gannet_domain::ids::CommitSha;
 use gannet_domain::ports::GitError;
 
-use super::command::Git;
-use super::{Repo, Source};
+use super::{read, Repo, Source};
 use crate::PullRequestError;
 
 /// Where a pull request's head is kept in a clone, so it stays there until the pull request
@@ -18,7 +16,7 @@ pub(crate) fn local_ref(pr: u64) -> String {
 }
 
 impl Repo {
-    fn pull_failed(&self, error: PullRequestError) -> GitError {
+    pub(crate) fn pull_failed(&self, error: PullRequestError) -> GitError {
         GitError::PullRequest {
             repo: self.id.clone(),
             reason: error.to_string(),
@@ -30,20 +28,18 @@ impl Repo {
     /// request is named. A repository read in place is never fetched into.
     pub(crate) async fn fetch_pull(
         &self,
-        git_dir: &Path,
+        cache: &Path,
         pr: Option<u64>,
         head: &CommitSha,
     ) -> Result<(), GitError> {
-        let spec = format!("{head}^{{commit}}");
-        if self.is_known(head) || self.resolve(git_dir, &spec).await?.is_some() {
-            self.remember(head);
-            return Ok(());
-        }
-        let Source::Url { url, sync, .. } = &self.source else {
-            return Err(GitError::NoCommit {
-                repo: self.id.clone(),
-                commit: head.to_string(),
-            });
+        let wanted = [head.clone()];
+        let present = self
+            .read(cache, "read commit", move |r| read::require(r, &wanted))
+            .await;
+        let (Err(GitError::NoCommit { .. }), Source::Url { url, sync, git_dir }) =
+            (&present, &self.source)
+        else {
+            return present;
         };
         let _held = sync.lock().await;
         let refspec = match pr {
@@ -54,6 +50,7 @@ impl Repo {
             .run()
             .await
             .map_err(|e| self.failed("fetch pull request", e))?;
+        self.reopen();
         if !output.status.success() {
             let stderr = &output.stderr;
             return Err(match pr {
@@ -69,50 +66,22 @@ impl Repo {
                 _ => self.failed("fetch pull request", output.failure()),
             });
         }
-        if let Some(pr) = pr {
-            let fetched = self
-                .resolve(git_dir, &format!("{}^{{commit}}", local_ref(pr)))
-                .await?;
-            match fetched {
-                Some(now) if now == *head => {}
-                Some(now) => {
-                    return Err(self.pull_failed(PullRequestError::HeadMoved {
-                        pr,
-                        asked: head.clone(),
-                        now,
-                    }))
-                }
-                None => return Err(self.pull_failed(PullRequestError::NotFound { pr })),
-            }
+        let Some(pr) = pr else {
+            return Ok(());
+        };
+        let fetched = self
+            .read(cache, "resolve", move |r| {
+                read::commit_at_ref(r, &local_ref(pr))
+            })
+            .await?;
+        match fetched {
+            Some(now) if now == *head => Ok(()),
+            Some(now) => Err(self.pull_failed(PullRequestError::HeadMoved {
+                pr,
+                asked: head.clone(),
+                now,
+            })),
+            None => Err(self.pull_failed(PullRequestError::NotFound { pr })),
         }
-        self.remember(head);
-        Ok(())
-    }
-
-    /// The newest commit both `base` and `head` descend from.
-    pub(crate) async fn merge_base(
-        &self,
-        git_dir: &Path,
-        base: &CommitSha,
-        head: &CommitSha,
-    ) -> Result<CommitSha, GitError> {
-        let output = Git::on(git_dir)
-            .args(["merge-base", base.as_str(), head.as_str()])
-            .run()
-            .await
-            .map_err(|e| self.failed("merge-base", e))?;
-        // 1 with nothing printed: the two share no commit.
-        if output.status.code() == Some(1) && output.stdout.is_empty() {
-            return Err(self.pull_failed(PullRequestError::NoMergeBase {
-                head: head.clone(),
-                base: base.clone(),
-            }));
-        }
-        if !output.status.success() {
-            return Err(self.failed("merge-base", output.failure()));
-        }
-        let text = String::from_utf8_lossy(&output.stdout);
-        CommitSha::parse(text.trim())
-            .map_err(|e| self.failed("merge-base", output.unexpected(e.to_string())))
     }
 }
