@@ -1,4 +1,4 @@
-//! Git sources (local repository via the git CLI, GitHub API), GitHub commit statuses and check runs. GitHub webhooks (signatures, payloads) are pure and live in `gannet_events::github`.
+//! Git sources (local repository read in process through gix, fetched with the git CLI; GitHub API), GitHub commit statuses and check runs. GitHub webhooks (signatures, payloads) are pure and live in `gannet_events::github`.
 
 pub mod github;
 mod local;
