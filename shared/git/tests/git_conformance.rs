@@ -128,6 +128,7 @@ fn fixture() -> Fixture {
     w.write("x", "a file, then a directory\n");
     w.write("x.y", "dot\n");
     w.write("x-y", "dash\n");
+    w.write("z", "a file, then a directory, with no neighbours\n");
     symlink("README.md", w.path().join("link-in")).unwrap();
     symlink("../../../../../../etc/hostname", w.path().join("link-out")).unwrap();
     let first = w.commit("first", 1_700_000_000, &sub_one);
@@ -136,8 +137,11 @@ fn fixture() -> Fixture {
     w.git(&["mv", "old/name.txt", "new/name.txt"]);
     std::fs::create_dir_all(w.path().join("apps/api")).unwrap();
     w.git(&["mv", "apps/web/app.pipecd.yaml", "apps/api/app.pipecd.yaml"]);
-    w.git(&["rm", "--quiet", "gone.txt", "x"]);
+    // `x.y` sorts before the directory `x/` but after the file `x`: git lists its removal
+    // between them.
+    w.git(&["rm", "--quiet", "gone.txt", "x", "x.y", "z"]);
     w.write("x/y", "now inside a directory\n");
+    w.write("z/w", "now inside a directory\n");
     let script = w.path().join("bin/run.sh");
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     let second = w.commit("second: moves", 1_700_000_100, &sub_two);
@@ -321,7 +325,10 @@ async fn changed_listed_and_read_files_are_what_git_prints() {
         "old/name.txt",
         "vendor/sub",
         "x",
+        "x.y",
         "x/y",
+        "z",
+        "z/w",
     ] {
         assert!(moves.contains(&path.to_owned()), "{path} in {moves:?}");
     }
