@@ -960,3 +960,41 @@ async fn a_head_without_a_pull_request_is_fetched_by_its_id() {
         Err(("NoCommit", MISSING)),
     );
 }
+
+/// As above, with the commits in a pack that has been read from before the gc replaces it: the
+/// pack gone from disk is not read from again.
+#[tokio::test]
+async fn a_commit_gone_from_a_replaced_pack_is_no_commit() {
+    let h = history();
+    h.work.git(&["gc", "--quiet"]);
+    let cache = TempDir::new().unwrap();
+    let git = source(Location::Path(h.work.path().to_owned()), cache.path());
+    let id = repo_id();
+    check(
+        "seen, from the pack",
+        git.commit(&id, &h.third).await.map(|c| c.sha),
+        Ok(h.third.clone()),
+    );
+
+    let first = h.first.to_string();
+    h.work.git(&["reset", "--quiet", "--hard", &first]);
+    h.work.git(&["reflog", "expire", "--expire=now", "--all"]);
+    h.work.git(&["gc", "--quiet", "--prune=now"]);
+
+    let gone = h.third.to_string();
+    check(
+        "gone: commit",
+        git.commit(&id, &h.third).await.map(|c| c.sha),
+        Err(("NoCommit", gone.as_str())),
+    );
+    check(
+        "gone: list",
+        git.list_files(&id, &h.third).await,
+        Err(("NoCommit", gone.as_str())),
+    );
+    check(
+        "still there",
+        git.commit(&id, &h.first).await.map(|c| c.sha),
+        Ok(h.first.clone()),
+    );
+}

@@ -99,7 +99,26 @@ struct Repo {
     /// The open repository, shared by every read; `None` until the first read and again after
     /// each fetch. It holds no object or pack cache (see [`read::local`]): memory stays at the
     /// repository's configuration and the index files of its packs, mapped from disk.
-    handle: std::sync::Mutex<Option<gix::ThreadSafeRepository>>,
+    handle: std::sync::Mutex<Option<Open>>,
+}
+
+/// A repository as opened, and the state of its pack directory then.
+struct Open {
+    repo: gix::ThreadSafeRepository,
+    packs: PathBuf,
+    /// The pack directory's modification time when opened. gix keeps reading a pack it has
+    /// mapped even once a gc has deleted it, so a repository whose packs changed since (a gc
+    /// or a repack, by the user or a push) is opened again: a commit the gc removed is then
+    /// gone here as well.
+    packs_changed: Option<std::time::SystemTime>,
+}
+
+/// When `packs` (a pack directory) last changed, or `None` when it cannot be read.
+async fn changed_at(packs: &Path) -> Option<std::time::SystemTime> {
+    tokio::fs::metadata(packs)
+        .await
+        .and_then(|m| m.modified())
+        .ok()
 }
 
 enum Source {
@@ -375,15 +394,18 @@ impl Repo {
     }
 
     /// The open repository: a clone is created and the repository opened on first use, and
-    /// opened again after a fetch.
+    /// opened again after a fetch or when its packs have changed (see [`Open`]).
     async fn handle(&self, cache: &Path) -> Result<gix::ThreadSafeRepository, GitError> {
-        if let Some(handle) = self
+        let current = self
             .handle
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .as_ref()
-        {
-            return Ok(handle.clone());
+            .map(|open| (open.repo.clone(), open.packs.clone(), open.packs_changed));
+        if let Some((repo, packs, changed)) = current {
+            if changed_at(&packs).await == changed {
+                return Ok(repo);
+            }
         }
         let path = match &self.source {
             Source::Path(path) => tokio::fs::canonicalize(path).await.map_err(|e| {
@@ -403,11 +425,25 @@ impl Repo {
                 git_dir.clone()
             }
         };
-        let opened = tokio::task::spawn_blocking(move || read::open(&path))
-            .await
-            .map_err(|e| self.failed("open repository", std::io::Error::other(e)))?
-            .map_err(|e| self.failed("open repository", e))?;
-        *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(opened.clone());
+        let (opened, packs) = tokio::task::spawn_blocking(move || {
+            let opened = read::open(&path)?;
+            let packs = opened
+                .to_thread_local()
+                .objects
+                .store_ref()
+                .path()
+                .join("pack");
+            Ok::<_, ReadError>((opened, packs))
+        })
+        .await
+        .map_err(|e| self.failed("open repository", std::io::Error::other(e)))?
+        .map_err(|e| self.failed("open repository", e))?;
+        let open = Open {
+            repo: opened.clone(),
+            packs_changed: changed_at(&packs).await,
+            packs,
+        };
+        *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(open);
         Ok(opened)
     }
 
