@@ -9,6 +9,14 @@
 //! request) next to the reads, so its process costs little. After each fetch the in-process
 //! handle is opened again, so it sees the new refs and packs.
 //!
+//! Memory: each repository keeps one open handle (its configuration, and its packs' index
+//! files mapped from disk), with no object cache and no pack delta cache (gix is built without
+//! its pack-cache features, and each call's handle has its object cache off): a deployment
+//! reads a few objects once each. Where the answers could differ from git's, they are held to
+//! git's by `tests/git_conformance.rs`. One known difference: a checkout writes files as
+//! stored, without `.gitattributes` filters (line endings, `ident`, LFS smudging), which
+//! `git checkout-index` would apply from the repository's configuration.
+//!
 //! A repository given by path is the user's own: it is only read, through its git directory,
 //! and its index and work tree are never touched. A repository given by URL is fetched into a
 //! bare repository under the cache directory (`<cache>/repos/<id>.git`): `head` fetches the
