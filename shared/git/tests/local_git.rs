@@ -998,3 +998,47 @@ async fn a_commit_gone_from_a_replaced_pack_is_no_commit() {
         Ok(h.first.clone()),
     );
 }
+
+/// A path may name a bare repository or a linked work tree (whose `.git` is a file naming its
+/// git directory): each is opened as it is and read.
+#[tokio::test]
+async fn a_bare_repository_and_a_linked_work_tree_are_read_in_place() {
+    let h = history();
+    let bare = TempDir::new().unwrap();
+    let b = bare.path().display().to_string();
+    h.work.git(&["init", "--quiet", "--bare", &b]);
+    h.work.git(&["push", "--quiet", &b, "main"]);
+    let linked = TempDir::new().unwrap();
+    let l = linked.path().join("tree").display().to_string();
+    h.work.git(&[
+        "worktree",
+        "add",
+        "--quiet",
+        "-b",
+        "side",
+        &l,
+        h.second.as_str(),
+    ]);
+    for (what, path, branch, want) in [
+        ("bare", bare.path().to_owned(), "main", &h.third),
+        (
+            "linked work tree",
+            linked.path().join("tree"),
+            "side",
+            &h.second,
+        ),
+    ] {
+        let cache = TempDir::new().unwrap();
+        let git = source(Location::Path(path), cache.path());
+        check(
+            what,
+            git.head(&repo_id(), branch).await.map(|c| c.sha),
+            Ok(want.clone()),
+        );
+        check(
+            what,
+            git.read_file(&repo_id(), want, "new/name.txt").await,
+            Ok(Some(b"moving\n".to_vec())),
+        );
+    }
+}
