@@ -18,7 +18,10 @@
 //! Settings (environment): BENCH_RUNS (1), BENCH_APPS (100), BENCH_COMMITS (10 per app and
 //! phase), BENCH_CONCURRENCY (16), BENCH_RATE (1000 pushes a minute), BENCH_POLL_MS (10: how
 //! often a sender looks at its deployment), BENCH_KEEP (set: keep the work directory, gannet's
-//! log included). With more than one run the table quotes medians and the min–max range.
+//! log included), BENCH_BASELINE (the path of another `gannet` binary, such as a build of an
+//! earlier commit: each run then runs it too, right before or after this build, alternating,
+//! and a last table sets the two side by side as ratios). With more than one run the table
+//! quotes medians and the min–max range.
 
 #[path = "common/stats.rs"]
 mod stats;
@@ -32,10 +35,11 @@ mod report;
 #[path = "webhooks/setup.rs"]
 mod setup;
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use driver::{Driver, Phase};
-use report::{measure, print_table, RunResult};
+use report::{measure, print_comparison, print_table, RunResult};
 use setup::{build_repo, write_config, AppRepo, Up};
 use stats::env_number;
 
@@ -61,14 +65,14 @@ impl Settings {
     }
 }
 
-fn run_once(settings: &Settings, run: usize) -> RunResult {
+fn run_once(settings: &Settings, gannet: &Path, run: usize) -> RunResult {
     let root = tempfile::tempdir().expect("tempdir");
     let repos: Vec<AppRepo> = (0..settings.apps)
         .map(|i| build_repo(root.path(), i, 2 * settings.commits))
         .collect();
     let port = support::free_port();
     let config = write_config(root.path(), port, &repos);
-    let up = Up::start(root.path(), &config);
+    let up = Up::start(gannet, root.path(), &config);
     let url = format!("http://127.0.0.1:{port}");
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(30))
@@ -155,8 +159,34 @@ fn main() {
     }
     driver::check_time_parsing();
     let settings = Settings::from_env();
-    let results: Vec<RunResult> = (1..=settings.runs)
-        .map(|run| run_once(&settings, run))
-        .collect();
-    print_table(&settings, &results);
+    let this = PathBuf::from(env!("CARGO_BIN_EXE_gannet"));
+    let Some(baseline) = std::env::var_os("BENCH_BASELINE").map(PathBuf::from) else {
+        let results: Vec<RunResult> = (1..=settings.runs)
+            .map(|run| run_once(&settings, &this, run))
+            .collect();
+        print_table(&settings, "this build", &results);
+        return;
+    };
+    assert!(
+        baseline.is_file(),
+        "BENCH_BASELINE {} is not a file",
+        baseline.display()
+    );
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    for run in 1..=settings.runs {
+        // Alternate which goes first, so neither always meets a warmer or a busier machine.
+        if run % 2 == 1 {
+            eprintln!("run {run}: baseline first");
+            before.push(run_once(&settings, &baseline, run));
+            after.push(run_once(&settings, &this, run));
+        } else {
+            eprintln!("run {run}: this build first");
+            after.push(run_once(&settings, &this, run));
+            before.push(run_once(&settings, &baseline, run));
+        }
+    }
+    let label = format!("baseline ({})", baseline.display());
+    print_table(&settings, &label, &before);
+    print_table(&settings, "this build", &after);
+    print_comparison(&before, &after);
 }

@@ -89,7 +89,7 @@ impl Driver<'_> {
     fn push(&self, r: usize, k: usize) -> Sample {
         let repo = &self.repos[r];
         let sha = &repo.commits[k];
-        support::git(&repo.dir, &["update-ref", "refs/heads/main", sha]);
+        crate::setup::move_main(repo, sha);
         let body = support::push_payload(&format!("bench/{}", repo.name), "main", sha);
         let sig = gannet_events::github::sign(support::SECRET.as_bytes(), body.as_bytes());
         let sent_ms = now_ms();

@@ -8,10 +8,11 @@ use crate::setup::{cpu_ticks, machine_ticks};
 use crate::stats::median;
 use crate::Settings;
 
-/// The issue's targets.
-const TARGET_P99_MS: f64 = 50.0;
-const TARGET_PER_MINUTE: f64 = 1000.0;
-const TARGET_IDLE_RSS_MB: f64 = 30.0;
+/// The targets (issue 34).
+const TARGET_P99_MS: f64 = 10.0;
+const TARGET_PER_MINUTE: f64 = 10_000.0;
+const TARGET_IDLE_RSS_MB: f64 = 20.0;
+const TARGET_PEAK_RSS_MB: f64 = 40.0;
 
 /// One phase's results; times in ms.
 pub(crate) struct PhaseResult {
@@ -133,7 +134,7 @@ impl Table<'_> {
     }
 }
 
-pub(crate) fn print_table(settings: &Settings, results: &[RunResult]) {
+pub(crate) fn print_table(settings: &Settings, label: &str, results: &[RunResult]) {
     let t = Table { results };
     let (rate, inflight) = (settings.rate, settings.concurrency);
     let pushes: usize = results
@@ -146,7 +147,7 @@ pub(crate) fn print_table(settings: &Settings, results: &[RunResult]) {
         .sum();
     println!();
     println!(
-        "gannet up: {} apps, {} signed pushes per phase, ≤ {inflight} in flight, {} cores, {} run(s){}",
+        "gannet up, {label}: {} apps, {} signed pushes per phase, ≤ {inflight} in flight, {} cores, {} run(s){}",
         settings.apps,
         settings.apps * settings.commits,
         std::thread::available_parallelism().map_or(0, usize::from),
@@ -197,9 +198,11 @@ pub(crate) fn print_table(settings: &Settings, results: &[RunResult]) {
         t.value(|r| r.idle_rss_mb, 1, " MB"),
         met(idle < TARGET_IDLE_RSS_MB)
     );
+    let peak = t.median(|r| r.peak_rss_mb);
     println!(
-        "| peak RSS (VmHWM) | {} | | |",
-        t.value(|r| r.peak_rss_mb, 1, " MB")
+        "| peak RSS (VmHWM) | {} | < {TARGET_PEAK_RSS_MB:.0} MB | {} |",
+        t.value(|r| r.peak_rss_mb, 1, " MB"),
+        met(peak < TARGET_PEAK_RSS_MB)
     );
     println!(
         "| CPU per deployment, unpaced: gannet / its git subprocesses / this driver | {} / {} / {} | | |",
@@ -235,4 +238,70 @@ pub(crate) fn print_table(settings: &Settings, results: &[RunResult]) {
             r.unpaced.others_pct
         );
     }
+}
+
+/// The medians of a baseline's runs and this build's, measured in the same runs, side by side
+/// with the ratio: how many times better this build is (above 1: better), whichever way the
+/// metric points.
+pub(crate) fn print_comparison(before: &[RunResult], after: &[RunResult]) {
+    let (b, a) = (Table { results: before }, Table { results: after });
+    println!();
+    println!("Side by side, medians of {} run(s) each:", after.len());
+    println!();
+    println!("| metric | baseline | this build | this build is |");
+    println!("|---|---|---|---|");
+    let row = |name: &str,
+               f: &dyn Fn(&RunResult) -> f64,
+               unit: &str,
+               decimals: usize,
+               more_is_better: bool| {
+        let (x, y) = (b.median(f), a.median(f));
+        let ratio = if more_is_better { y / x } else { x / y };
+        let ratio = if ratio.is_finite() {
+            format!(
+                "{ratio:.2}× {}",
+                if more_is_better { "more" } else { "less" }
+            )
+        } else {
+            "none left".to_owned()
+        };
+        println!("| {name} | {x:.decimals$}{unit} | {y:.decimals$}{unit} | {ratio} |");
+    };
+    row(
+        "webhook → first stage RUNNING, p50, paced",
+        &|r| r.paced.latency[0],
+        " ms",
+        1,
+        false,
+    );
+    row(
+        "webhook → first stage RUNNING, p99, paced",
+        &|r| r.paced.latency[1],
+        " ms",
+        1,
+        false,
+    );
+    row(
+        "deployments completed per minute, unpaced",
+        &|r| r.unpaced.per_minute,
+        "",
+        0,
+        true,
+    );
+    row(
+        "gannet CPU per deployment, unpaced",
+        &|r| r.unpaced.cpu_ms[0],
+        " ms",
+        1,
+        false,
+    );
+    row(
+        "its subprocesses' CPU per deployment, unpaced",
+        &|r| r.unpaced.cpu_ms[1],
+        " ms",
+        1,
+        false,
+    );
+    row("idle RSS", &|r| r.idle_rss_mb, " MB", 1, false);
+    row("peak RSS", &|r| r.peak_rss_mb, " MB", 1, false);
 }

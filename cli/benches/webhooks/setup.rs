@@ -87,6 +87,16 @@ pub(crate) fn build_repo(root: &Path, i: usize, commits: usize) -> AppRepo {
     }
 }
 
+/// Moves the repository's `main` to `sha` as `git update-ref` would for a loose ref: the new
+/// value written beside it, then renamed over it. A `git` process per push would cost this
+/// driver about as much CPU as gannet spends on the whole deployment, on the same two cores.
+pub(crate) fn move_main(repo: &AppRepo, sha: &str) {
+    let refs = repo.dir.join(".git/refs/heads");
+    let staged = refs.join("main.bench-new");
+    std::fs::write(&staged, format!("{sha}\n")).expect("write the new ref");
+    std::fs::rename(&staged, refs.join("main")).expect("move main");
+}
+
 pub(crate) fn write_config(root: &Path, port: u16, repos: &[AppRepo]) -> PathBuf {
     let mut text = format!(
         "listen: 127.0.0.1:{port}\nstate: state/gannet.db\nwebhook:\n  secretEnv: GANNET_BENCH_SECRET\napi:\n  tokens: {{env: GANNET_BENCH_TOKENS}}\nintervals: {{poll: 10m, resume: 30s}}\nrepos:\n"
@@ -113,9 +123,10 @@ pub(crate) struct Up {
 }
 
 impl Up {
-    pub(crate) fn start(root: &Path, config: &Path) -> Self {
+    /// Starts `gannet` (this build's binary, or a baseline's) on `config`.
+    pub(crate) fn start(gannet: &Path, root: &Path, config: &Path) -> Self {
         let log = root.join("gannet.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_gannet"))
+        let child = Command::new(gannet)
             .args(["up", "--config"])
             .arg(config)
             .env("GANNET_BENCH_SECRET", support::SECRET)
