@@ -470,7 +470,10 @@ impl Controller {
 
     /// A deployment by its id, or by a unique prefix of it of at least [`MIN_ID_PREFIX`]
     /// characters (`d-1a2b3c4d`, as the console and the CLI print ids), looked up among the
-    /// newest [`PREFIX_SEARCH`] deployments.
+    /// newest [`PREFIX_SEARCH`] deployments. A whole id that is not there is not looked for
+    /// as a prefix: no id is a prefix of another, and the search decodes up to
+    /// [`PREFIX_SEARCH`] deployments (a client waiting for a deployment asks for its id before
+    /// the trigger has made it, many times a second).
     pub(crate) async fn load(&self, id: &str) -> Result<Deployment, ApiError> {
         let id = DeploymentId::parse(id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let store = &self.inner.store;
@@ -478,6 +481,9 @@ impl Controller {
             return Ok(d);
         }
         let prefix = id.as_str();
+        if prefix.len() >= DeploymentId::LEN {
+            return Err(ApiError::NotFound(format!("no deployment {id}")));
+        }
         if prefix.chars().count() < MIN_ID_PREFIX {
             return Err(ApiError::NotFound(format!(
                 "no deployment {id} (a short id needs at least {MIN_ID_PREFIX} characters)"
@@ -997,5 +1003,23 @@ mod tests {
             "{short}"
         );
         assert_eq!(found("d-5555aaaa").await.expect_err("none").status(), 404);
+    }
+
+    #[tokio::test]
+    async fn a_whole_id_that_is_not_there_is_not_searched_for_as_a_prefix() {
+        // Only a hand-made id can be longer than a whole one; derived ids never are.
+        let (r, _repo) = with_ids(&["d-1234abcd00000000aaaa-x"]).await;
+        let missing = r
+            .controller
+            .get_deployment("d-1234abcd00000000aaaa")
+            .await
+            .expect_err("a whole id is looked up, not searched for");
+        assert_eq!(missing.status(), 404, "{missing}");
+        let found = r
+            .controller
+            .get_deployment("d-1234abcd00000000aaa")
+            .await
+            .expect("a shorter prefix is still searched for");
+        assert_eq!(found.id.to_string(), "d-1234abcd00000000aaaa-x");
     }
 }

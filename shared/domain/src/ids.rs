@@ -171,8 +171,12 @@ impl DeploymentId {
             h.update(part.as_bytes());
             h.update([0]);
         }
-        Self(format!("d-{}", &hex::encode(h.finalize())[..20]))
+        Self(format!("d-{}", &hex::encode(h.finalize())[..Self::LEN - 2]))
     }
+
+    /// The length of every id [`DeploymentId::derive`] makes: `d-` and 20 hex digits. No
+    /// such id is a prefix of another.
+    pub const LEN: usize = 22;
 
     pub fn parse(value: &str) -> Result<Self, IdError> {
         check_token("deployment id", value)?;
