@@ -1163,6 +1163,9 @@ fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
     assert_eq!(a["deployment"]["commit"], first["commit"], "{a}");
     let rolled = a["deployment"]["id"].as_str().expect("id");
     assert_eq!(g.wait_terminal(rolled, LIMIT)["status"], "SUCCESS");
+    // The app is released after its deployment ends, by a message of its own: until the
+    // queues are empty that write may land between the snapshots compared below.
+    g.wait_idle(LIMIT);
     let app = g.app_view("web");
     assert_eq!(app["paused"]["commit"], first["commit"], "{app}");
     assert_eq!(app["paused"]["by"], "admin", "{app}");
