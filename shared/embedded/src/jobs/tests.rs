@@ -56,6 +56,18 @@ fn env(f: &Fixture) -> Vec<(String, String)> {
 
 impl Fixture {
     async fn start(&self, key: &JobKey, script: &str, timeout: GoDuration) {
+        self.start_with(key, script, timeout, None)
+            .await
+            .expect("start");
+    }
+
+    async fn start_with(
+        &self,
+        key: &JobKey,
+        script: &str,
+        timeout: GoDuration,
+        cache: Option<&str>,
+    ) -> Result<(), JobError> {
         let env = env(self);
         self.jobs
             .start(JobSpec {
@@ -66,10 +78,9 @@ impl Fixture {
                 timeout,
                 inputs: &[],
                 role: None,
-                cache: None,
+                cache,
             })
             .await
-            .expect("start");
     }
 
     /// Polls until the job ends; returns every line and the end.
@@ -563,19 +574,7 @@ async fn a_job_with_a_role_of_its_own_is_refused_saying_roles_are_for_aws() {
 
 impl Fixture {
     async fn start_cached(&self, key: &JobKey, script: &str, cache: &str) -> Result<(), JobError> {
-        let env = env(self);
-        self.jobs
-            .start(JobSpec {
-                key,
-                script,
-                dir: &self.app,
-                env: &env,
-                timeout: LONG,
-                inputs: &[],
-                role: None,
-                cache: Some(cache),
-            })
-            .await
+        self.start_with(key, script, LONG, Some(cache)).await
     }
 }
 

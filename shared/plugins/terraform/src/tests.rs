@@ -103,9 +103,21 @@ resource "terraform_data" "app" {{
         io: &RecordingIo,
         dir: &Path,
     ) -> Result<StepOutcome, StepError> {
+        self.step_with(&self.plugin, d, index, io, dir).await
+    }
+
+    /// [`Lab::step`] with another plugin (other deploy targets) on this lab's jobs.
+    async fn step_with(
+        &self,
+        plugin: &TerraformPlugin,
+        d: &Deployment,
+        index: usize,
+        io: &RecordingIo,
+        dir: &Path,
+    ) -> Result<StepOutcome, StepError> {
         let mut stage = d.stages[index].clone();
         stage.metadata.extend(io.saved());
-        self.plugin
+        plugin
             .execute_step(StepContext {
                 deployment: d,
                 stage: &stage,

@@ -69,20 +69,7 @@ async fn sync_with(
     let io = RecordingIo::default();
     let deadline = Instant::now() + LIMIT;
     loop {
-        let mut stage = d.stages[0].clone();
-        stage.metadata.extend(io.saved());
-        let outcome = plugin
-            .execute_step(StepContext {
-                deployment: d,
-                stage: &stage,
-                app_dir: dir,
-                running_app_dir: None,
-                now: Millis(NOW),
-                io: &io,
-                jobs: &lab.jobs,
-            })
-            .await
-            .expect("step");
+        let outcome = lab.step_with(plugin, d, 0, &io, dir).await.expect("step");
         if let StepOutcome::Done(result) = outcome {
             return (result, io);
         }
@@ -293,16 +280,8 @@ async fn a_job_killed_after_init_leaves_nothing_a_later_job_trusts() {
     std::fs::write(&slow, "").expect("slow");
     let killed = sync_deployment("d-killed");
     let io = RecordingIo::default();
-    let first = plugin
-        .execute_step(StepContext {
-            deployment: &killed,
-            stage: &killed.stages[0],
-            app_dir: &dir,
-            running_app_dir: None,
-            now: Millis(NOW),
-            io: &io,
-            jobs: &lab.jobs,
-        })
+    let first = lab
+        .step_with(&plugin, &killed, 0, &io, &dir)
         .await
         .expect("start");
     assert!(matches!(first, StepOutcome::Continue { .. }));
