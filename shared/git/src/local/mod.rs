@@ -122,11 +122,11 @@ struct Open {
 }
 
 /// When `packs` (a pack directory) last changed, or `None` when it cannot be read.
-async fn changed_at(packs: &Path) -> Option<std::time::SystemTime> {
-    tokio::fs::metadata(packs)
-        .await
-        .and_then(|m| m.modified())
-        .ok()
+///
+/// Asked before every read, so it is one `stat` on the calling thread, not a hop to the
+/// blocking pool (which costs more than the call).
+fn changed_at(packs: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(packs).and_then(|m| m.modified()).ok()
 }
 
 enum Source {
@@ -411,7 +411,7 @@ impl Repo {
             .as_ref()
             .map(|open| (open.repo.clone(), open.packs.clone(), open.packs_changed));
         if let Some((repo, packs, changed)) = current {
-            if changed_at(&packs).await == changed {
+            if changed_at(&packs) == changed {
                 return Ok(repo);
             }
         }
@@ -448,7 +448,7 @@ impl Repo {
         .map_err(|e| self.failed("open repository", e))?;
         let open = Open {
             repo: opened.clone(),
-            packs_changed: changed_at(&packs).await,
+            packs_changed: changed_at(&packs),
             packs,
         };
         *self.handle.lock().unwrap_or_else(PoisonError::into_inner) = Some(open);
