@@ -95,6 +95,7 @@ mod callers;
 mod client;
 mod clock;
 mod dynamo;
+mod invoke;
 mod jobs;
 mod provision;
 mod sqs;
@@ -105,6 +106,10 @@ pub use callers::{CallerEntry, IamCallers};
 pub use client::{sdk_config, ClientOptions};
 pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};
+pub use invoke::{
+    envelope, Envelope, InvokeOptions, InvokeQueue, InvokeTargets, Relayed, Schedules,
+    DIRECT_BELOW, LATER_SLEEP_MAX,
+};
 pub use jobs::{
     buildspec, CodeBuildJobs, JobsConfig, EXIT_URL_VARIABLE, JOB_VARIABLE, OUT_URL_VARIABLE,
     SOURCE_URL_VARIABLE,

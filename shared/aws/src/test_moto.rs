@@ -58,3 +58,41 @@ pub(crate) async fn fresh_store() -> DynamoStore {
         StoreOptions::default(),
     )
 }
+
+/// One HTTP/1.1 request read from `stream` (a fake service's): its head (request line and
+/// headers) and its body (by `content-length`). An empty head when the peer closed first.
+pub(crate) fn read_http_request(stream: &mut std::net::TcpStream) -> (String, Vec<u8>) {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let header_end = loop {
+        let n = stream.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            return (String::new(), Vec::new());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
+    let length: usize = header(&head, "content-length").parse().unwrap_or(0);
+    while buf.len() < header_end + length {
+        let n = stream.read(&mut chunk).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    (head, buf.split_off(header_end))
+}
+
+/// The value of header `name` in a request's `head`; empty when it has none.
+pub(crate) fn header(head: &str, name: &str) -> String {
+    head.lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+        .unwrap_or_default()
+}

@@ -528,37 +528,9 @@ fn variables(body: &Value) -> BTreeMap<String, String> {
 }
 
 fn read_request(stream: &mut std::net::TcpStream) -> (String, Value) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let header_end = loop {
-        let n = stream.read(&mut chunk).unwrap_or(0);
-        if n == 0 {
-            return (String::new(), Value::Null);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-    };
-    let head = String::from_utf8_lossy(&buf[..header_end]).to_string();
-    let header = |name: &str| {
-        head.lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-            })
-            .unwrap_or_default()
-    };
-    let length: usize = header("content-length").parse().unwrap_or(0);
-    while buf.len() < header_end + length {
-        let n = stream.read(&mut chunk).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body = serde_json::from_slice(&buf[header_end..]).unwrap_or(Value::Null);
-    (header("x-amz-target"), body)
+    let (head, body) = crate::test_moto::read_http_request(stream);
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    (crate::test_moto::header(&head, "x-amz-target"), body)
 }
 
 fn answer(

@@ -1,8 +1,8 @@
 //! `Queue` on SQS standard queues: one queue per [`QueueName`], each with a dead-letter queue.
 
-mod dead;
+pub(crate) mod dead;
 mod hop;
-mod receipt;
+pub(crate) mod receipt;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
