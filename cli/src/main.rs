@@ -354,12 +354,22 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| e.to_string())
 }
 
+/// The most threads the runtime's blocking pool runs at once (tokio's default is 512). Only
+/// short calls run there: SQLite (one writer and four readers, so a sixth concurrent query
+/// waits on a lock anyway), in-process git reads (CPU-bound, on a machine of a few cores) and
+/// file-system calls; further calls wait in the pool's queue. Each thread costs a stack and,
+/// up to glibc's limit of 8 per core, a malloc arena of its own that keeps what it freed:
+/// with the default, `gannet up` ran 68 threads and held 37 MB in 15 arenas at its peak in
+/// the webhook benchmark (BENCHMARKS.md, "Memory").
+const BLOCKING_THREADS: usize = 8;
+
 fn main() -> ExitCode {
     if let Some(code) = job_sandbox() {
         return code;
     }
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .max_blocking_threads(BLOCKING_THREADS)
         .enable_all()
         .build()
     {
