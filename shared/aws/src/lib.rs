@@ -108,7 +108,6 @@ pub use clock::SystemClock;
 pub use dynamo::{ChangeSetError, DynamoStore, StoreOptions};
 pub use invoke::{
     envelope, Envelope, InvokeOptions, InvokeQueue, InvokeTargets, Relayed, Schedules,
-    DIRECT_BELOW, LATER_SLEEP_MAX,
 };
 pub use jobs::{
     buildspec, CodeBuildJobs, JobsConfig, EXIT_URL_VARIABLE, JOB_VARIABLE, OUT_URL_VARIABLE,

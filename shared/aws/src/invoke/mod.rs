@@ -41,7 +41,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
-use gannet_domain::duration::{GoDuration, Millis};
+use gannet_domain::duration::GoDuration;
 use gannet_domain::ports::{
     Clock, DeadLetter, Outgoing, Queue, QueueError, QueueName, Receipt, Received,
 };
@@ -385,13 +385,6 @@ fn joined(
         Some(Ok(Err(e))) => Err(e),
         Some(Err(e)) => Err(failed("send", InvokeError::Task(e.to_string()))),
     }
-}
-
-/// The epoch ms `at` as Scheduler's `at()` time, UTC, to the second.
-fn at_expression(at: Millis) -> String {
-    let time = std::time::UNIX_EPOCH + Duration::from_millis(at.0);
-    let text = humantime::format_rfc3339_seconds(time).to_string();
-    format!("at({})", text.trim_end_matches('Z'))
 }
 
 #[cfg(test)]

@@ -5,11 +5,13 @@ use aws_sdk_scheduler::types::{
     ActionAfterCompletion, DeadLetterConfig, FlexibleTimeWindow, FlexibleTimeWindowMode,
     RetryPolicy, Target,
 };
+use std::time::Duration;
+
 use gannet_domain::duration::Millis;
 use gannet_domain::ports::QueueError;
 use sha2::{Digest, Sha256};
 
-use super::{at_expression, failed, Envelope, InvokeError, Relayed};
+use super::{failed, Envelope, InvokeError, Relayed};
 
 /// Scheduler's most retries of a failed invocation, and the oldest event it still delivers.
 const RETRIES: i32 = 185;
@@ -103,6 +105,13 @@ impl Schedules {
 pub(super) fn schedule_time(due: Millis) -> Millis {
     let earlier = due.0.saturating_sub(60_000);
     Millis(earlier - earlier % 60_000)
+}
+
+/// The epoch ms `at` as Scheduler's `at()` time, UTC, to the second.
+pub(super) fn at_expression(at: Millis) -> String {
+    let time = std::time::UNIX_EPOCH + Duration::from_millis(at.0);
+    let text = humantime::format_rfc3339_seconds(time).to_string();
+    format!("at({})", text.trim_end_matches('Z'))
 }
 
 /// The schedule's name: `gannet-` and the hash of the payload (names take at most 64 of

@@ -17,7 +17,7 @@ use gannet_domain::duration::{GoDuration, Millis};
 use gannet_domain::ports::{Clock, Outgoing, Queue, QueueError, QueueName};
 use serde_json::{json, Value};
 
-use super::schedule::{schedule_name, schedule_time};
+use super::schedule::{at_expression, schedule_name, schedule_time};
 use super::*;
 use crate::test_moto::{header, moto_config, read_http_request, unique};
 use crate::SystemClock;
