@@ -1177,6 +1177,9 @@ fn rollback_pause_and_diff_refuse_bad_input_and_change_nothing() {
     let (status, resumed) = g.post("/apps/web/resume", json!({}));
     assert_eq!(status, 200, "{resumed}");
     assert!(resumed["app"]["paused"].is_null(), "{resumed}");
+    // Resuming may send the app a message (a held deployment goes on); let it be handled
+    // before the snapshot, so only the second resume is between the two.
+    g.wait_idle(LIMIT);
     let before = g.stored();
     let (status, _) = g.post("/apps/web/resume", json!({}));
     assert_eq!(status, 200);
